@@ -1,0 +1,11 @@
+"""AbstractBossFlowModule: the boss (MemoryReading -> Planner -> CtrlExMem) that Jarvis, Coder and ExtendLibrary are."""
+dependencies = [
+    {"url": "aiflows/CoreFlowModule", "revision": "main"},
+    {"url": "aiflows/ControllerFlowModule", "revision": "main"},
+    {"url": "aiflows/MemoryReadingFlowModule", "revision": "main"},
+    {"url": "aiflows/MemoryWritingFlowModule", "revision": "main"},
+    {"url": "aiflows/PlanWriterFlowModule", "revision": "main"},
+]
+
+from .CtrlExMemFlow import CtrlExMemFlow  # noqa: E402
+from .AbstractBossFlow import AbstractBossFlow  # noqa: E402

@@ -1,0 +1,14 @@
+"""ChatFlowModule: one LLM chat with strict prompt templates, a sliding window, retries and token counting."""
+dependencies = [
+    {"url": "aiflows/CoreFlowModule", "revision": "main"},
+]
+
+from .ChatAtomicFlow import ChatAtomicFlow  # noqa: E402
+from .backends import (  # noqa: E402
+    add_backend_wrapper,
+    backend_factory,
+    build_backend,
+    remove_backend_wrapper,
+    set_backend_factory,
+    with_api_infos,
+)

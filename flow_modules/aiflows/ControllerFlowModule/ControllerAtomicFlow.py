@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List
+
+from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
+from flow_modules.aiflows.CoreFlowModule import StrictJinjaPrompt, get_console
+
+from .commands import InvalidReply, commands_from_config, parse_command, render_commands
+
+
+class ControllerAtomicFlow(ChatAtomicFlow):
+    """The controller of every boss: an LLM that picks the next command and its arguments.
+
+    Its commands come from the YAML (`commands`) and are rendered into the system prompt together with what the
+    boss knows: the goal, the plan and where it is stored, the logs of what was done, and (where configured) the code
+    library. The system prompt is re-rendered on every call, so this memory is always current, while a sliding
+    window keeps only the last messages of the chat.
+
+    The reply must be one JSON object `{"command": ..., "command_args": {...}}`. A reply that is not (prose around
+    the JSON, a code fence, an unknown command, a missing or extra argument) is answered with a correction saying
+    exactly what was wrong, and asked again, at most `max_corrections` times; then the flow returns
+    `controller_error` and the boss stops with a clear status. Failed attempts are not kept in the chat history.
+
+    *Configuration Parameters*:
+    - `commands` (dict): `name: {description, input_args}`; the boss's executor has one branch per command, plus
+      `finish`.
+    - `max_corrections` (int): how many invalid replies are corrected before giving up.
+    - `correction_message_prompt_template` (dict): the correction sent after an invalid reply (variables:
+      `problem`, `commands`, `example`).
+    - `opening_command` (dict or null): `{command, command_args}` issued on the first call without asking the LLM
+      (argument values are Jinja templates over the input), e.g. a plan writer always starts with `write_plan`.
+    - the ChatAtomicFlow parameters (`backend`, prompt templates, `previous_messages`, `retry`, ...); the system
+      prompt gets `commands` and `plan_file_location` (from `memory_files.plan`) besides the input.
+
+    *Input Interface Non Initialized*: `goal` and the memory (`plan`, `logs`, `memory_files`, ...).
+
+    *Input Interface Initialized*: `result` (of the last command) and the memory.
+
+    *Output Interface*:
+    - `command` (str), `command_args` (dict); on giving up, `controller_error` (str) instead.
+    """
+
+    def __init__(self, commands, **kwargs):
+        super().__init__(**kwargs)
+        self.commands = commands
+        rendered = render_commands(commands)
+        self.system_message_prompt_template = self.system_message_prompt_template.partial(commands=rendered)
+        self.correction_prompt = StrictJinjaPrompt.from_prompt(
+            self.flow_config.get("correction_message_prompt_template")
+            or {"template": "Your reply could not be used: {{problem}}", "input_variables": ["problem"]}
+        )
+
+    @classmethod
+    def _constructor_kwargs(cls, flow_config: Dict[str, Any]) -> Dict[str, Any]:
+        commands = commands_from_config(flow_config.get("commands"), flow_config.get("name", cls.__name__))
+        return {**super()._constructor_kwargs(flow_config), "commands": commands}
+
+    def _template_data(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        data = dict(input_data)
+        memory_files = data.get("memory_files") or {}
+        if isinstance(memory_files, dict) and "plan_file_location" not in data:
+            data["plan_file_location"] = memory_files.get("plan", "(no plan file)")
+        return data
+
+    def _opening_command(self, data: Dict[str, Any]):
+        opening = self.flow_config.get("opening_command")
+        if not opening or self._is_conversation_initialized():
+            return None
+        args = {k: StrictJinjaPrompt(template=str(v)).format(**data) if isinstance(v, str) else v
+                for k, v in (opening.get("command_args") or {}).items()}
+        return opening["command"], args
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        data = self._template_data(input_data)
+        opening = self._opening_command(data)
+        user_message = self.prepare_turn(data)
+        if opening is not None:
+            command, args = opening
+            self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}))
+            return {"command": command, "command_args": args}
+
+        extra: List[dict] = []
+        max_corrections = int(self.flow_config.get("max_corrections", 3))
+        problem = ""
+        for attempt in range(max_corrections + 1):
+            reply = self.call_llm(self.messages_for(user_message, extra))
+            try:
+                command, args = parse_command(reply, self.commands)
+            except InvalidReply as error:
+                problem = str(error)
+                get_console().line("warning", f"{self._where()}: invalid reply ({problem})"
+                                              + (" - asking again" if attempt < max_corrections else ""))
+                correction = self.correction_prompt.format(
+                    problem=problem, commands=", ".join(c.name for c in self.commands),
+                    example=json.dumps({"command": self.commands[0].name,
+                                        "command_args": {a: "..." for a in self.commands[0].input_args}}),
+                )
+                extra += [{"role": "assistant", "content": reply}, {"role": "user", "content": correction}]
+                continue
+            self.commit_turn(user_message, reply)
+            return {"command": command, "command_args": args}
+        return {
+            "controller_error": f"the controller gave {max_corrections + 1} invalid replies in a row; "
+                                f"the last problem: {problem}",
+        }

@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional
+
+from aiflows.base_flows import CircularFlow
+
+from flow_modules.aiflows.CoreFlowModule import LeanCircularFlow, current_flow_path, get_console, get_input_source
+from flow_modules.aiflows.CoreFlowModule.memory import shorten, summarize_arguments
+
+# Keys of a branch's output shown first when it is turned into the controller's `result`.
+_RESULT_ORDER = ("summary", "result", "status", "human_input", "feedback")
+
+
+def format_branch_output(output: Dict[str, Any]) -> str:
+    """A branch's output as the text the controller reads next."""
+    if not output:
+        return "(the command returned nothing)"
+    if set(output) == {"result"}:
+        return str(output["result"])
+    if set(output) == {"human_input"}:
+        return f"The user replied: {output['human_input'] or '(empty answer)'}"
+    keys = [k for k in _RESULT_ORDER if k in output] + sorted(k for k in output if k not in _RESULT_ORDER)
+    lines = []
+    for key in keys:
+        value = output[key]
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines)
+
+
+class ControllerExecutorFlow(LeanCircularFlow):
+    """A controller-executor loop: Controller -> Executor (one branch per command) until the controller calls finish.
+
+    The topology in the YAML can add nodes after the Executor (CtrlExMemFlow adds memory writing and reading). The
+    loop is bounded by `max_rounds`; reaching it ends the loop with a status saying so. A controller that gives up
+    on invalid replies ends it too. Each branch receives the controller's arguments, plus the keys of its own
+    `input_interface` that the loop's state holds (e.g. `memory_files`, `plan`). Pressing Ctrl+C while a command
+    runs stops that command and asks the user what the controller should do instead.
+
+    *Configuration Parameters*:
+    - `max_rounds` (int): the most Controller -> Executor rounds before stopping.
+    - `subflows_config`: `Controller` (a ControllerAtomicFlow) and `Executor` (a branching flow whose branch names
+      are the controller's commands, without `finish`).
+    - `topology`: the nodes of the loop (see the YAML).
+    - `reset_before_run` (bool): start every run from a clean state (chat histories included).
+
+    *Input Interface*:
+    - `goal` (str), and what the controller's prompts need (`plan`, `logs`, `memory_files`, ...).
+
+    *Output Interface*:
+    - `summary` (str): the controller's summary at `finish`, or why the loop stopped.
+    - `result` (str): the result of the last command executed.
+    - `status` (str): `finished`, or `stopped: <why>`.
+    """
+
+    # ~~~ State ~~~
+    def set_up_flow_state(self):
+        super().set_up_flow_state()
+        self.flow_state.update({"summary": "", "result": "", "status": "unfinished"})
+
+    def _on_reach_max_rounds(self):
+        rounds = self.flow_config.get("max_rounds")
+        reason = f"stopped: reached max_rounds ({rounds}) before the controller called finish"
+        get_console().line("warning", f"{self.flow_config['name']}: {reason}")
+        self._state_update_dict({"status": reason, "summary": f"{self.flow_config['name']} {reason}."})
+
+    # ~~~ Hooks for subclasses ~~~
+    def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
+        """State updates after a branch ran; by default the branch's output becomes the controller's `result`."""
+        return {"result": format_branch_output(output)}
+
+    def on_finish(self, command_args: Dict[str, Any]) -> Dict[str, Any]:
+        """State updates when the controller calls finish."""
+        return {"summary": str(command_args.get("summary", "")), "status": "finished"}
+
+    def on_interrupted(self, branch: str, note: str) -> Dict[str, Any]:
+        return {"result": f"The user interrupted `{branch}` with Ctrl+C and said: {note}"}
+
+    # ~~~ Topology interfaces ~~~
+    @CircularFlow.output_msg_payload_processor
+    def detect_finish_or_continue(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
+        early_exit_key = self.flow_config.get("early_exit_key", "EARLY_EXIT")
+        if output_payload.get("controller_error"):
+            reason = output_payload["controller_error"]
+            get_console().line("error", f"{current_flow_path() or self.flow_config['name']}: {reason}")
+            return {early_exit_key: True, "status": f"stopped: {reason}",
+                    "summary": f"{self.flow_config['name']} stopped: {reason}"}
+        command, args = output_payload["command"], output_payload.get("command_args") or {}
+        where = current_flow_path() or self.flow_config["name"]
+        get_console().show("flow", f"{where} -> {command}", shorten(summarize_arguments(args), 600))
+        if command == "finish":
+            return {early_exit_key: True, "command": command, "command_args": args, **self.on_finish(args)}
+        return {"command": command, "command_args": args}
+
+    @CircularFlow.input_msg_payload_builder
+    def prepare_executor_input(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
+        command = data_dict["command"]
+        branch_input = dict(data_dict.get("command_args") or {})
+        branch = dst_flow.subflows.get(command) if hasattr(dst_flow, "subflows") else None
+        wanted = branch.flow_config.get("input_interface") if branch is not None else None
+        if isinstance(wanted, (list, tuple)):
+            for key in wanted:
+                if key not in branch_input and key in data_dict:
+                    branch_input[key] = data_dict[key]
+        return {"branch": command, "branch_input_data": branch_input}
+
+    @CircularFlow.output_msg_payload_processor
+    def process_executor_output(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
+        branch = self.flow_state.get("command", "")
+        return self.on_branch_output(branch, output_payload.get("branch_output_data") or {})
+
+    # ~~~ Ctrl+C during a command ~~~
+    def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
+        if flow is not self.subflows.get("Executor"):
+            return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
+        try:
+            return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
+        except KeyboardInterrupt:
+            branch = self.flow_state.get("command", "?")
+            note = self._ask_after_interrupt(branch)
+            if branch in getattr(flow, "subflows", {}):
+                flow.subflows[branch].reset(full_reset=True, recursive=True)
+            return None, self.on_interrupted(branch, note)
+
+    def _ask_after_interrupt(self, branch: str) -> str:
+        source = get_input_source()
+        if not source.interactive:
+            raise KeyboardInterrupt
+        get_console().line("warning", f"\nInterrupted `{branch}`.")
+        try:
+            note = source.ask(f"What should {self.flow_config['name']}'s controller do instead? "
+                              "(Enter to stop the whole run)", kind="question")
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt from None
+        if not note.strip():
+            raise KeyboardInterrupt
+        return note.strip()

@@ -1,0 +1,50 @@
+"""Typed errors. Errors caused by the model go back to the model; these stop a run with a message a user can act on."""
+from __future__ import annotations
+
+
+class JarvisError(Exception):
+    """Base class of the errors this package raises on purpose. ``str(e)`` is meant to be shown to the user as is."""
+
+
+class ConfigurationError(JarvisError):
+    """A configuration value is missing or wrong; the message names the key and what to do."""
+
+
+class LLMCallError(JarvisError):
+    """An LLM call failed for good (after retries, or at once for errors retrying cannot fix)."""
+
+    def __init__(self, message: str, *, flow: str = "", cause: BaseException | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.flow = flow
+        self.cause = cause
+        self.retryable = retryable
+
+
+class InputUnavailableError(JarvisError):
+    """A flow needs the user's answer but no answer can be read (stdin closed, scripted answers used up)."""
+
+
+class EditorError(JarvisError):
+    """The configured editor could not be started or failed."""
+
+
+class MemoryFileError(JarvisError):
+    """A memory file could not be read or written."""
+
+
+class TranscriptError(JarvisError):
+    """A replayed transcript does not hold what the run asks for."""
+
+
+def flow_path_of(error: BaseException) -> str:
+    """The path of the flow an error was raised in (set by the lean flows' ``__call__``), or ''."""
+    return getattr(error, "flow_path", "") or ""
+
+
+def describe(error: BaseException) -> str:
+    """One line for the user: where it happened and what happened."""
+    where = flow_path_of(error)
+    what = str(error) or error.__class__.__name__
+    if not isinstance(error, JarvisError):
+        what = f"{error.__class__.__name__}: {what}"
+    return f"{what} (in {where})" if where and where not in what else what

@@ -1,0 +1,268 @@
+"""The user in the loop: what is shown (a console with a colour per role) and where answers come from (input sources).
+
+Every human touch point of every flow goes through ``get_input_source().ask(prompt, kind)``:
+
+* ``TerminalInput`` (the default): reads the terminal; a line holding only three double quotes starts and ends a
+  multi-line answer;
+* ``AutoApproveInput`` (``--yes``): approvals and feedback requests pass, questions get "Use your best judgement.";
+* ``ScriptedInput``: a queue of answers, for tests and demos.
+
+``kind`` tells the source what is asked: ``approval`` (an empty answer approves), ``feedback`` (an empty answer means
+"looks good") or ``question`` (free text).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+from typing import Callable, Iterable, List, Optional, Union
+
+import colorama
+
+from .errors import InputUnavailableError
+
+APPROVAL = "approval"
+FEEDBACK = "feedback"
+QUESTION = "question"
+KINDS = (APPROVAL, FEEDBACK, QUESTION)
+
+BEST_JUDGEMENT = "Use your best judgement."
+_APPROVAL_WORDS = {
+    "", "y", "yes", "ok", "okay", "lgtm", "approve", "approved", "accept", "accepted", "looks good", "good",
+    "fine", "go", "go ahead", "continue", "sure",
+}
+
+
+def is_approval(answer: Optional[str]) -> bool:
+    """True if a user's answer approves (empty, 'y', 'ok', 'lgtm', 'approve', ...)."""
+    if answer is None:
+        return True
+    return answer.strip().lower().rstrip(".!") in _APPROVAL_WORDS
+
+
+# ~~~ Console ~~~
+_STYLES = {
+    "flow": colorama.Fore.BLUE + colorama.Style.BRIGHT,
+    "plan": colorama.Fore.CYAN,
+    "code": colorama.Fore.YELLOW,
+    "result": colorama.Fore.WHITE,
+    "question": colorama.Fore.GREEN + colorama.Style.BRIGHT,
+    "llm": colorama.Fore.MAGENTA,
+    "answer": colorama.Fore.GREEN,
+    "warning": colorama.Fore.YELLOW + colorama.Style.BRIGHT,
+    "error": colorama.Fore.RED + colorama.Style.BRIGHT,
+    "info": colorama.Style.DIM,
+}
+
+
+class Console:
+    """Prints what the flows do, one colour per role; colours only on a terminal and unless ``NO_COLOR`` is set."""
+
+    def __init__(self, stream=None, color: Optional[bool] = None, spinner: Optional[bool] = None):
+        self._stream = stream
+        self._color = color
+        self._spinner = spinner
+
+    @property
+    def stream(self):
+        return self._stream if self._stream is not None else sys.stdout
+
+    def _isatty(self) -> bool:
+        try:
+            return self.stream.isatty()
+        except Exception:
+            return False
+
+    @property
+    def color(self) -> bool:
+        if self._color is not None:
+            return self._color
+        return self._isatty() and not os.environ.get("NO_COLOR")
+
+    def style(self, role: str, text: str) -> str:
+        if not self.color:
+            return text
+        return f"{_STYLES.get(role, '')}{text}{colorama.Style.RESET_ALL}"
+
+    def show(self, role: str, title: str, body: Optional[str] = None) -> None:
+        """A titled block: ``title`` on its own line, then ``body`` indented (if any)."""
+        lines = [self.style(role, title)]
+        if body:
+            text = body.rstrip("\n")
+            lines.extend(self.style(role if role != "flow" else "result", "    " + line) for line in text.split("\n"))
+        self.write("\n".join(lines))
+
+    def line(self, role: str, text: str) -> None:
+        self.write(self.style(role, text))
+
+    def write(self, text: str) -> None:
+        try:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        except ValueError:  # stream closed (e.g. at interpreter shutdown)
+            pass
+
+    @contextmanager
+    def working(self, label: str):
+        """Shows a spinner with ``label`` while the body runs (on a terminal only)."""
+        show = self._spinner if self._spinner is not None else self._isatty()
+        if not show:
+            yield
+            return
+        stop = threading.Event()
+
+        def spin():
+            started = time.monotonic()
+            for frame in itertools.cycle("|/-\\"):
+                if stop.wait(0.12):
+                    break
+                elapsed = time.monotonic() - started
+                self.stream.write(f"\r{self.style('info', f'{frame} {label} ({elapsed:.0f}s)')}")
+                self.stream.flush()
+            self.stream.write("\r" + " " * (len(label) + 16) + "\r")
+            self.stream.flush()
+
+        thread = threading.Thread(target=spin, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=1)
+
+
+_console: Optional[Console] = None
+
+
+def get_console() -> Console:
+    global _console
+    if _console is None:
+        _console = Console()
+    return _console
+
+
+def set_console(console: Optional[Console]) -> Optional[Console]:
+    """Replace the console every flow prints to; returns the previous one."""
+    global _console
+    previous, _console = _console, console
+    return previous
+
+
+# ~~~ Input sources ~~~
+class InputSource:
+    """Where the user's answers come from."""
+
+    #: False when no human is there to edit files or read long prompts (auto-approve).
+    interactive: bool = True
+
+    def ask(self, prompt: str, kind: str = QUESTION) -> str:
+        raise NotImplementedError
+
+
+class TerminalInput(InputSource):
+    """Reads answers from the terminal. A line with only three double quotes starts and ends a multi-line answer."""
+
+    MULTILINE_MARK = '"""'
+
+    def __init__(self, read_line: Callable[[str], str] = input, console: Optional[Console] = None):
+        self._read_line = read_line
+        self._console = console
+
+    def ask(self, prompt: str, kind: str = QUESTION) -> str:
+        console = self._console or get_console()
+        console.show("question", prompt)
+        try:
+            first = self._read_line(console.style("question", "> "))
+            if first.strip() != self.MULTILINE_MARK:
+                return first.strip()
+            lines = []
+            while True:
+                line = self._read_line("")
+                if line.strip() == self.MULTILINE_MARK:
+                    return "\n".join(lines).strip()
+                lines.append(line)
+        except EOFError:
+            raise InputUnavailableError(
+                "Jarvis needs your answer but the terminal input is closed. "
+                "Run in a terminal, or pass --yes to approve plans and code automatically."
+            ) from None
+
+
+class AutoApproveInput(InputSource):
+    """Approves plans and code and answers questions with "Use your best judgement." (``--yes``)."""
+
+    interactive = False
+
+    def __init__(self, console: Optional[Console] = None, answer_to_questions: str = BEST_JUDGEMENT):
+        self._console = console
+        self.answer_to_questions = answer_to_questions
+        self.asked: List[dict] = []
+
+    def ask(self, prompt: str, kind: str = QUESTION) -> str:
+        answer = self.answer_to_questions if kind == QUESTION else ""
+        self.asked.append({"prompt": prompt, "kind": kind, "answer": answer})
+        console = self._console or get_console()
+        console.show("question", prompt)
+        console.line("info", f"> (auto) {answer or 'approved'}")
+        return answer
+
+
+Answer = Union[str, Callable[[str, str], str]]
+
+
+class ScriptedInput(InputSource):
+    """Answers from a queue: strings, or callables ``(prompt, kind) -> str``. Records every question in ``asked``."""
+
+    def __init__(self, answers: Iterable[Answer] = (), interactive: bool = True, echo: bool = False):
+        self.answers = deque(answers)
+        self.asked: List[dict] = []
+        self.interactive = interactive
+        self.echo = echo
+
+    def add(self, *answers: Answer) -> "ScriptedInput":
+        self.answers.extend(answers)
+        return self
+
+    def ask(self, prompt: str, kind: str = QUESTION) -> str:
+        if not self.answers:
+            raise InputUnavailableError(
+                f"the scripted input has no answer left for this {kind} request: {prompt[:300]!r}"
+            )
+        answer = self.answers.popleft()
+        if callable(answer):
+            answer = answer(prompt, kind)
+        self.asked.append({"prompt": prompt, "kind": kind, "answer": answer})
+        if self.echo:
+            get_console().show("question", prompt)
+            get_console().line("info", f"> {answer}")
+        return answer
+
+
+_input_source: Optional[InputSource] = None
+
+
+def get_input_source() -> InputSource:
+    global _input_source
+    if _input_source is None:
+        _input_source = TerminalInput()
+    return _input_source
+
+
+def set_input_source(source: Optional[InputSource]) -> Optional[InputSource]:
+    """Make ``source`` the one every flow asks; returns the previous one (``None`` restores the terminal)."""
+    global _input_source
+    previous, _input_source = _input_source, source
+    return previous
+
+
+@contextmanager
+def using_input_source(source: InputSource):
+    previous = set_input_source(source)
+    try:
+        yield source
+    finally:
+        set_input_source(previous)

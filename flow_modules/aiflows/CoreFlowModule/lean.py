@@ -1,0 +1,251 @@
+"""Flows whose cost per call does not grow with the number of calls.
+
+aiflows 0.1.7 as it comes makes a long controller loop quadratic: every message is JSON-dumped for the debug log even
+when that log is off, every OutputMessage carries a deep copy of its flow's whole history, and the parent then
+deep-copies that message into its own history (once more per level of nesting). A Jarvis loop took 24 ms per round
+at the start and 3.2 s per round by round 200.
+
+The lean flows keep aiflows' interfaces (configs, ``flow_state``, ``history``, messages, topology, interfaces) and
+change only how messages are kept:
+
+* ``history`` holds the last ``history_size`` messages of the flow (default 32), not all of them;
+* an OutputMessage carries no copy of the flow's history (its ``history`` is ``[]``);
+* a message is rendered for the debug log only when the debug log is on;
+* every message can instead be written once, as one JSON line, to a run trace (``set_trace_file`` or the environment
+  variable ``JARVIS_TRACE``): that is the full record of a run, at a constant cost per message;
+* errors are not logged as tracebacks at every level of nesting; they carry ``flow_path`` (where they happened);
+* the disk cache (``.flow_cache`` in the working directory) is only opened when caching is actually used.
+
+Use them through the first base class, as aiflows' config loader follows only the first base:
+``class MyFlow(LeanAtomicFlow)``, or ``class X(CircularFlow, LeanFlowMixin)`` for another aiflows base.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+import time
+from collections import deque
+from contextvars import ContextVar
+from typing import Any, Dict, List, Optional
+
+from aiflows.base_flows import AtomicFlow, BranchingFlow, CircularFlow, Flow, SequentialFlow
+from aiflows.flow_cache import CACHING_PARAMETERS, FlowCache
+from aiflows.history import FlowHistory
+from aiflows.messages import InputMessage, Message, OutputMessage
+from aiflows.utils import logging
+
+log = logging.get_logger(f"aiflows.{__name__}")
+
+DEFAULT_HISTORY_SIZE = 32
+
+_CALL_STACK: ContextVar[tuple] = ContextVar("jarvis_flow_call_stack", default=())
+
+
+def current_flow_path() -> str:
+    """The names of the flows being called, outermost first, joined by '/' (e.g. 'Jarvis/CtrlExMem/Controller')."""
+    return "/".join(_CALL_STACK.get())
+
+
+class BoundedHistory(FlowHistory):
+    """A FlowHistory that keeps the last ``limit`` messages; ``total`` counts every message ever added."""
+
+    def __init__(self, limit: int = DEFAULT_HISTORY_SIZE):
+        super().__init__()
+        self.messages = deque(maxlen=max(1, int(limit)))
+        self.total = 0
+
+    def add_message(self, message: Message) -> None:
+        self.messages.append(_detached_copy(message))
+        self.total += 1
+
+    def get_last_n_messages(self, n: int) -> List[Message]:
+        if n <= 0:
+            return []
+        return list(self.messages)[-n:]
+
+
+def _detached_copy(message: Message) -> Message:
+    """A snapshot of a message without the nested history an OutputMessage of a non-lean flow may carry."""
+    snapshot = copy.copy(message)
+    snapshot.data = copy.deepcopy(message.data)
+    if isinstance(snapshot, OutputMessage):
+        snapshot.history = []
+    return snapshot
+
+
+# ~~~ Run trace: every message, once, as a JSON line ~~~
+class RunTrace:
+    """Appends one JSON object per message to a file. Thread-safe; the file is opened in append mode."""
+
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self._lock = threading.Lock()
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def write(self, flow_path: str, message: Message) -> None:
+        record = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "flow": flow_path,
+            "type": message.message_type,
+            "created_by": message.created_by,
+        }
+        for attribute in ("src_flow", "dst_flow", "updated_flow"):
+            if hasattr(message, attribute):
+                record[attribute] = getattr(message, attribute)
+        data = {k: v for k, v in message.data.items() if k not in set(message.private_keys or [])}
+        record["data"] = data
+        line = json.dumps(record, default=str, ensure_ascii=False)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+
+_trace: Optional[RunTrace] = None
+
+
+def set_trace_file(path: Optional[str]) -> Optional[RunTrace]:
+    """Start writing every flow message to ``path`` (JSON lines); ``None`` stops. Returns the active trace."""
+    global _trace
+    if _trace is not None:
+        _trace.close()
+    _trace = RunTrace(path) if path else None
+    return _trace
+
+
+def _active_trace() -> Optional[RunTrace]:
+    global _trace
+    if _trace is None and os.environ.get("JARVIS_TRACE"):
+        _trace = RunTrace(os.environ["JARVIS_TRACE"])
+    return _trace
+
+
+_EMPTY_HISTORY = FlowHistory()
+
+
+class LeanFlowMixin(Flow):
+    """Overrides the message-keeping parts of ``aiflows.base_flows.Flow`` (see the module docstring)."""
+
+    def __init__(self, flow_config: Dict[str, Any], **kwargs):
+        # Flow.__init__ without opening the disk cache on every instantiation and without printing the config tree.
+        self.flow_config = flow_config
+        self._validate_flow_config(flow_config)
+        self.set_up_flow_state()
+
+    @property
+    def cache(self) -> FlowCache:
+        if "_lazy_cache" not in self.__dict__:
+            self.__dict__["_lazy_cache"] = FlowCache()
+        return self.__dict__["_lazy_cache"]
+
+    def set_up_flow_state(self):
+        self.flow_state = {}
+        self.history = BoundedHistory(self.flow_config.get("history_size", DEFAULT_HISTORY_SIZE))
+
+    def _log_message(self, message: Message):
+        trace = _active_trace()
+        if trace is not None:
+            trace.write(current_flow_path() or self.flow_config.get("name", "?"), message)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(message.to_string())
+        return self.history.add_message(message)
+
+    def _package_output_message(self, input_message: InputMessage, response: Dict[str, Any], raw_response):
+        return OutputMessage(
+            created_by=self.flow_config["name"],
+            src_flow=self.flow_config["name"],
+            dst_flow=input_message.src_flow,
+            output_data=copy.deepcopy(response),
+            raw_response=raw_response,
+            input_message_id=input_message.message_id,
+            history=_EMPTY_HISTORY,
+        )
+
+    def _post_call_hook(self):
+        # aiflows logs an "UpdateMessage_NamespaceReset" after every call and clears nothing; skip the message.
+        return None
+
+    def __call__(self, input_message: InputMessage) -> OutputMessage:
+        token = _CALL_STACK.set(_CALL_STACK.get() + (self.flow_config.get("name", self.__class__.__name__),))
+        try:
+            self._log_message(input_message)
+            if self.flow_config.get("enable_cache") and CACHING_PARAMETERS.do_caching:
+                response = self._Flow__get_from_cache(input_message.data)
+            else:
+                response = self.run(input_message.data)
+            output_message = self._package_output_message(input_message, response, None)
+            self._post_call_hook()
+            return output_message
+        except Exception as error:
+            if not getattr(error, "flow_path", None):
+                try:
+                    error.flow_path = current_flow_path()
+                except Exception:  # some exception types refuse new attributes
+                    pass
+            raise
+        finally:
+            _CALL_STACK.reset(token)
+
+    @CircularFlow.input_msg_payload_builder
+    def select_input(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
+        """Topology input interface ``LeanFlowMixin.select_input``: the destination's input keys that the state
+        holds (a key it needs but the state lacks fails inside the destination, with the flow's name)."""
+        wanted = dst_flow.get_interface_description()["input"]
+        return {key: data_dict[key] for key in wanted if key in data_dict}
+
+    def call(self, input_data: Dict[str, Any], src_flow: str = "Launcher") -> Dict[str, Any]:
+        """Run the flow on a dict through ``__call__`` (so it is traced and named in errors); returns the output dict."""
+        message = InputMessage.build(data_dict=input_data, src_flow=src_flow, dst_flow=self.flow_config["name"])
+        return self(message).data["output_data"]
+
+
+class LeanAtomicFlow(AtomicFlow, LeanFlowMixin):
+    """``aiflows.base_flows.AtomicFlow`` with lean message keeping."""
+
+
+def _run_with_resets(flow: Flow, run, input_data: Dict[str, Any]) -> Dict[str, Any]:
+    """``run(input_data)`` with the config's ``reset_before_run`` / ``reset_after_run`` (full, recursive) applied.
+
+    aiflows keeps ``flow_state`` (and chat histories) across calls; a flow that does one task per call (a boss, a
+    plan writer) resets before each run so it can be called again, and a sub-boss resets after it finishes so its
+    chat histories are dropped (its plan and logs stay in files).
+    """
+    if flow.flow_config.get("reset_before_run"):
+        flow.reset(full_reset=True, recursive=True, src_flow=flow)
+    output = run(input_data)
+    if flow.flow_config.get("reset_after_run"):
+        flow.reset(full_reset=True, recursive=True, src_flow=flow)
+    return output
+
+
+class LeanSequentialFlow(SequentialFlow, LeanFlowMixin):
+    """``aiflows.base_flows.SequentialFlow`` with lean message keeping and ``reset_before_run``/``reset_after_run``."""
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        return _run_with_resets(self, super().run, input_data)
+
+
+class LeanCircularFlow(CircularFlow, LeanFlowMixin):
+    """``aiflows.base_flows.CircularFlow`` with lean message keeping and ``reset_before_run``/``reset_after_run``."""
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        return _run_with_resets(self, super().run, input_data)
+
+
+class LeanBranchingFlow(BranchingFlow, LeanFlowMixin):
+    """``aiflows.base_flows.BranchingFlow`` with lean message keeping; an unknown branch names the known ones."""
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        branch = input_data.get("branch")
+        if branch not in self.subflows:
+            raise ValueError(
+                f"{self.flow_config['name']}: no branch named {branch!r}; branches are {sorted(self.subflows)}"
+            )
+        return super().run(input_data)

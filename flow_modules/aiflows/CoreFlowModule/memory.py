@@ -1,0 +1,235 @@
+"""Memory files: plans, logs and the code library, read and written in one place.
+
+* Plans and the library are replaced atomically (a temporary file in the same folder, then a rename), so a crash never
+  leaves half a file and never loses what was there.
+* Logs only grow: one entry per executed command, appended with a single write; earlier entries are never rewritten.
+  Reading the logs for a prompt reads only the last entries (from the end of the file), so the cost of a round does
+  not grow with the length of the log.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from .errors import ConfigurationError, MemoryFileError
+
+_LOG_HEADER = re.compile(r"^--- \[(\d+)\] [^\n]* ---$", re.M)
+
+
+def read_text(path: str) -> str:
+    """The file's text, or '' if it does not exist."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as error:
+        raise MemoryFileError(f"Cannot read memory file {path}: {error}") from error
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically (temporary file in the same folder, fsync, rename)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            if os.path.exists(path):
+                os.chmod(tmp, os.stat(path).st_mode & 0o777)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as error:
+        raise MemoryFileError(f"Cannot write memory file {path}: {error}") from error
+
+
+def append_text(path: str, text: str) -> None:
+    """Append ``text`` with one write on an O_APPEND descriptor: what was in the file is never touched."""
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        data = text.encode("utf-8")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            while data:
+                written = os.write(fd, data)
+                data = data[written:]
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise MemoryFileError(f"Cannot append to memory file {path}: {error}") from error
+
+
+# ~~~ Logs ~~~
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping head and tail, saying how much was cut."""
+    text = str(text)
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = int(limit * 0.7)
+    tail = max(0, limit - head)
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[len(text) - tail:] if tail else ''}"
+
+
+def summarize_arguments(command_args: Optional[Dict[str, Any]], limit_per_value: int = 300) -> str:
+    if not command_args:
+        return "(none)"
+    parts = []
+    for name, value in command_args.items():
+        rendered = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        parts.append(f"{name} = {shorten(rendered, limit_per_value)!r}" if isinstance(value, str)
+                     else f"{name} = {shorten(rendered, limit_per_value)}")
+    return "; ".join(parts)
+
+
+def format_log_entry(number: int, command: str, command_args: Optional[Dict[str, Any]], result: Any,
+                     result_limit: int = 1500, when: Optional[float] = None) -> str:
+    """One readable log entry: a header line, the arguments, the result (both shortened)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when if when is not None else time.time()))
+    result_text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    result_text = shorten(result_text.strip(), result_limit).replace("\n", "\n    ")
+    return (
+        f"--- [{number}] {stamp} {command} ---\n"
+        f"arguments: {summarize_arguments(command_args)}\n"
+        f"result: {result_text}\n"
+    )
+
+
+def _read_tail(path: str, min_headers: int, block: int = 1 << 16) -> Tuple[str, bool]:
+    """The end of the file, at least ``min_headers`` entry headers long (or the whole file); and whether it is whole."""
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return "", True
+    with open(path, "rb") as f:
+        start = size
+        chunk = b""
+        while start > 0:
+            start = max(0, start - block)
+            f.seek(start)
+            chunk = f.read(size - start)
+            if chunk.count(b"\n--- [") + chunk.startswith(b"--- [") >= min_headers:
+                break
+    return chunk.decode("utf-8", errors="replace"), start == 0
+
+
+def split_log_entries(text: str) -> List[Tuple[int, str]]:
+    """``[(number, entry text)]`` for the complete entries in ``text``."""
+    headers = list(_LOG_HEADER.finditer(text))
+    entries = []
+    for i, match in enumerate(headers):
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+        entries.append((int(match.group(1)), text[match.start():end].rstrip("\n")))
+    return entries
+
+
+def last_log_number(path: str) -> int:
+    text, _ = _read_tail(path, 1)
+    entries = split_log_entries(text)
+    return entries[-1][0] if entries else 0
+
+
+def append_log_entry(path: str, command: str, command_args: Optional[Dict[str, Any]], result: Any,
+                     result_limit: int = 1500) -> int:
+    """Append one entry to the log file ``path``; returns its number."""
+    number = last_log_number(path) + 1
+    append_text(path, format_log_entry(number, command, command_args, result, result_limit) + "\n")
+    return number
+
+
+def read_log_tail(path: str, max_entries: Optional[int]) -> str:
+    """The last ``max_entries`` entries of a log (all if None), with a line saying how many earlier ones are left out."""
+    if not max_entries or max_entries <= 0:
+        return read_text(path).rstrip("\n")
+    text, whole = _read_tail(path, max_entries + 1)
+    entries = split_log_entries(text)
+    if not entries:
+        return text.strip() if whole else ""
+    shown = entries[-max_entries:]
+    first_shown = shown[0][0]
+    body = "\n".join(entry for _, entry in shown)
+    if first_shown > 1:
+        return f"[{first_shown - 1} earlier entries are in {os.path.basename(path)}; the last {len(shown)} follow]\n{body}"
+    return body
+
+
+# ~~~ Code library ~~~
+def _signature(node: ast.AST) -> str:
+    prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+    returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
+    return f"{prefix} {node.name}({ast.unparse(node.args)}){returns}:"
+
+
+def _docstring_block(node: ast.AST, indent: str) -> List[str]:
+    doc = ast.get_docstring(node)
+    if not doc:
+        return [f'{indent}"""(no docstring)"""']
+    lines = doc.split("\n")
+    if len(lines) == 1:
+        return [f'{indent}"""{lines[0]}"""']
+    return [f'{indent}"""{lines[0]}'] + [f"{indent}{line}" if line else "" for line in lines[1:]] + [f'{indent}"""']
+
+
+def library_summary(source: str) -> str:
+    """The signatures and docstrings of the top-level functions and classes of a Python file, without their bodies."""
+    if not source.strip():
+        return ""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        return f"(the code library does not parse: line {error.lineno}: {error.msg})"
+    blocks = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            blocks.append("\n".join([_signature(node)] + _docstring_block(node, "    ")))
+        elif isinstance(node, ast.ClassDef):
+            bases = ", ".join(ast.unparse(b) for b in node.bases)
+            lines = [f"class {node.name}({bases}):" if bases else f"class {node.name}:"]
+            lines += _docstring_block(node, "    ")
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_") or (
+                    isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__init__"
+                ):
+                    lines.append("    " + _signature(item))
+                    lines += _docstring_block(item, "        ")
+            blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def defined_names(source: str) -> List[str]:
+    """Names of the top-level functions and classes defined in ``source`` (SyntaxError propagates)."""
+    tree = ast.parse(source)
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+# ~~~ Which file holds a memory ~~~
+def memory_files_of(flow: Any, input_data: Dict[str, Any]) -> Dict[str, str]:
+    """`memory_files` from a flow's input, else from its config; a clear error if neither is set."""
+    memory_files = input_data.get("memory_files") or flow.flow_config.get("memory_files")
+    if not isinstance(memory_files, dict) or not memory_files or memory_files == "???":
+        raise ConfigurationError(
+            f"{flow.flow_config['name']}: `memory_files` is not set; it must map memory names to file paths, "
+            "e.g. {plan: memory/plan.txt, logs: memory/logs.txt}"
+        )
+    return memory_files
+
+
+def memory_path(flow: Any, input_data: Dict[str, Any], key: str) -> str:
+    """The file of memory ``key`` for a flow (see ``memory_files_of``); a clear error if it is not configured."""
+    memory_files = memory_files_of(flow, input_data)
+    if key not in memory_files:
+        raise ConfigurationError(
+            f"{flow.flow_config['name']}: memory_files has no '{key}' (it has {sorted(memory_files)})"
+        )
+    return memory_files[key]

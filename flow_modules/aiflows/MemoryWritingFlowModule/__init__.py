@@ -1,0 +1,6 @@
+"""MemoryWritingFlowModule: appends one entry per executed command to the logs memory file."""
+dependencies = [
+    {"url": "aiflows/CoreFlowModule", "revision": "main"},
+]
+
+from .MemoryWritingAtomicFlow import MemoryWritingAtomicFlow  # noqa: E402

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from flow_modules.aiflows.ControllerFlowModule import ControllerExecutorFlow
+from flow_modules.aiflows.CoreFlowModule.memory import atomic_write, memory_path
+
+
+class PlanWriterFlow(ControllerExecutorFlow):
+    """Writes a step-by-step plan with the user, then stores it in the `plan` memory file.
+
+    A controller over two commands: `write_plan` (a plan generator LLM drafts or revises the plan; the user then
+    approves it, comments on it, or edits it in their editor) and `ask_user`. The first command is always
+    `write_plan` (no LLM call is spent choosing it), and when the user approves a draft the plan is final at once
+    (`finish_on_approval`); the controller LLM is asked only to act on the user's comments. The final plan is
+    written to `memory_files.plan`.
+
+    *Configuration Parameters*:
+    - `finish_on_approval` (bool): finish as soon as the user approves a draft.
+    - `subflows_config.Controller`: the controller (commands `write_plan`, `ask_user`, `finish`).
+    - `subflows_config.Executor.write_plan`: an InteractivePlanGenFlow (its `PlanGenerator` is the plan LLM).
+    - `subflows_config.Executor.ask_user`: a HumanStandardInputFlow.
+    - `max_rounds` (int): the most controller rounds.
+
+    *Input Interface*:
+    - `goal` (str): what the plan is for.
+    - `memory_files` (dict): must hold `plan`, the file the plan is written to.
+    - `plan` (str, optional): an existing plan (the replanner revises it).
+
+    *Output Interface*:
+    - `plan` (str): the final plan.
+    - `summary` (str), `status` (str): `finished`, or `stopped: <why>`.
+    """
+
+    def set_up_flow_state(self):
+        super().set_up_flow_state()
+        self.flow_state["plan"] = ""
+
+    def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
+        update = super().on_branch_output(branch, output)
+        if branch == "write_plan" and "plan" in output:
+            update["plan"] = output["plan"]
+            if output.get("approved") and self.flow_config.get("finish_on_approval", True):
+                update.update({self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
+                               "summary": "The user approved the plan.", "status": "finished"})
+        return update
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        output = super().run(input_data)
+        plan = str(self.flow_state.get("plan") or "").strip()
+        if output.get("status") == "finished":
+            if not plan:
+                output["status"] = "stopped: the plan writer finished without a plan"
+            else:
+                atomic_write(memory_path(self, self.flow_state, self.flow_config.get("plan_key", "plan")), plan + "\n")
+        output["plan"] = plan
+        return output

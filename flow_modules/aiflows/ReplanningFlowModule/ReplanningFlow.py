@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from flow_modules.aiflows.PlanWriterFlowModule import PlanWriterFlow
+
+
+class ReplanningFlow(PlanWriterFlow):
+    """Rewrites the current plan from what went wrong, with the user, and stores the new plan in the plan file.
+
+    The same loop as PlanWriterFlow; its plan generator starts from the old plan and the controller's account of
+    what went wrong. Its `result` tells the calling controller, in a message, that the plan changed and what it now
+    is (the refreshed system prompt alone left the original Jarvis's controllers confused after a re-plan).
+
+    *Configuration Parameters*: as PlanWriterFlow.
+
+    *Input Interface*:
+    - `goal` (str): what went wrong and what the new plan must achieve (the controller's `re_plan` argument).
+    - `plan` (str): the current plan.
+    - `memory_files` (dict): must hold `plan`.
+
+    *Output Interface*:
+    - `result` (str): for the calling controller: the plan changed, and the new plan.
+    - `status` (str): `finished`, or `stopped: <why>` (the old plan is then kept).
+    """
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        old_plan = str(input_data.get("plan") or "")
+        output = super().run(input_data)
+        if output.get("status") == "finished":
+            result = ("The plan has been rewritten (this replaces the plan you followed so far). The new plan:\n"
+                      f"{output['plan']}\nContinue with the first step of the new plan that is not done.")
+        else:
+            result = f"Re-planning did not finish ({output.get('status')}); the plan is unchanged:\n{old_plan}"
+        return {"result": result, "status": output.get("status", "")}

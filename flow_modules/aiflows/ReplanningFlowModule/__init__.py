@@ -1,0 +1,7 @@
+"""ReplanningFlowModule: rewrites the plan when something went wrong, and tells the controller it changed."""
+dependencies = [
+    {"url": "aiflows/CoreFlowModule", "revision": "main"},
+    {"url": "aiflows/PlanWriterFlowModule", "revision": "main"},
+]
+
+from .ReplanningFlow import ReplanningFlow  # noqa: E402

@@ -1,0 +1,425 @@
+"""A loopback OpenAI-compatible chat server for tests (standard library only).
+
+litellm 1.0.0 POSTs to ``f"{api_base}/chat/completions"`` with its own httpx client, so pointing ``api_base`` at
+``server.url`` (``http://127.0.0.1:<port>/v1``) drives the real LiteLLMBackend -> litellm -> HTTP path::
+
+    with LoopbackLLMServer(replies=["hello", HTTPError(429, "slow down")]) as server:
+        completion(model="gpt-4", messages=[...], api_base=server.url, api_key="sk-test")
+        assert server.last_messages()[-1]["content"] == ...
+
+Replies are served first in, first out. A reply is one of:
+
+* ``str``: a normal ``chat.completion`` (see :func:`completion_json`), or a minimal SSE stream if the request
+  has ``"stream": true``;
+* ``HTTPError(status, message)``: that status with an OpenAI-style ``{"error": {...}}`` body;
+* ``Malformed(body)``: status 200 (by default) with that raw body;
+* ``Slow(seconds, reply)``: waits, then serves ``reply`` (any kind); ``close()`` cuts the wait short;
+* a ``dict``: sent as the JSON body, status 200, as is;
+* a callable ``(request_json) -> reply``: called with the parsed request body; its result is served.
+
+With no reply left the server answers HTTP 500 ("loopback server: no scripted reply left") and records the
+problem in ``server.errors`` / ``server.unexpected_calls``, so a test can fail clearly.
+"""
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+
+__all__ = [
+    "LoopbackLLMServer",
+    "HTTPError",
+    "Malformed",
+    "Slow",
+    "completion_json",
+    "chunk_json",
+    "stream_pieces",
+    "NO_REPLY_LEFT",
+]
+
+NO_REPLY_LEFT = "loopback server: no scripted reply left"
+
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", None),
+    502: ("server_error", None),
+    503: ("server_error", None),
+}
+
+_DEFAULT_MESSAGES = {
+    401: "Incorrect API key provided: sk-****. (loopback server: scripted HTTP 401)",
+    429: "Rate limit reached for gpt-4 (loopback server: scripted HTTP 429)",
+}
+
+
+class HTTPError:
+    """Scripted error reply: HTTP ``status`` with an OpenAI-style error body ``{"error": {message, type, param, code}}``.
+
+    ``type``/``code`` default to what OpenAI sends for that status. What litellm 1.0.0 raises (non-streaming):
+    429 -> ``litellm.exceptions.RateLimitError``; 401 -> ``AuthenticationError`` (a 401 whose body has type
+    ``invalid_request_error`` but lacks "Incorrect API key provided" becomes ``BadRequestError``, which is why a
+    custom 401 message gets type ``authentication_error``); 400 (type ``invalid_request_error``) -> ``BadRequestError``;
+    a message containing "This model's maximum context length is" -> ``ContextWindowExceededError``; 408/504 ->
+    ``Timeout``; other statuses (403, 500, 503, ...) -> ``TypeError`` ("APIError.__init__() missing ... 'body'"),
+    whose ``__context__`` is litellm's ``OpenAIError`` carrying ``status_code``.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str = "",
+        type: Optional[str] = None,
+        code: Optional[str] = None,
+        headers: Optional[Dict[str, str]] = None,
+    ):
+        default_type, default_code = _ERROR_TYPES.get(int(status), ("api_error", None))
+        if not message:
+            message = _DEFAULT_MESSAGES.get(int(status), "loopback server: scripted HTTP {status}").format(status=status)
+        if int(status) == 401 and type is None and "Incorrect API key provided" not in message:
+            # litellm 1.0.0 maps any "invalid_request_error" body without that phrase to BadRequestError, even on 401.
+            default_type = "authentication_error"
+        self.status = int(status)
+        self.message = message
+        self.type = type if type is not None else default_type
+        self.code = code if code is not None else default_code
+        self.headers = dict(headers or {})
+
+    def body(self) -> bytes:
+        return json.dumps(
+            {"error": {"message": self.message, "type": self.type, "param": None, "code": self.code}}
+        ).encode("utf-8")
+
+    def __repr__(self) -> str:
+        return f"HTTPError({self.status}, {self.message!r})"
+
+
+class Malformed:
+    """Scripted broken reply: ``status`` (200 by default) with ``body`` sent verbatim."""
+
+    def __init__(self, body: Union[bytes, str] = b"{not json", status: int = 200, content_type: str = "application/json"):
+        self.body = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        self.status = int(status)
+        self.content_type = content_type
+
+    def __repr__(self) -> str:
+        return f"Malformed({self.body!r}, status={self.status})"
+
+
+class Slow:
+    """Scripted slow reply: wait ``seconds`` (interruptible by ``close()``), then serve ``reply``."""
+
+    def __init__(self, seconds: float, reply: Any):
+        self.seconds = float(seconds)
+        self.reply = reply
+
+    def __repr__(self) -> str:
+        return f"Slow({self.seconds}, {self.reply!r})"
+
+
+def _rough_tokens(text: str) -> int:
+    return max(1, len(re.findall(r"\w+|[^\w\s]", text or ""))) if text else 0
+
+
+def completion_json(content: str, model: str = "gpt-4", prompt_tokens: int = 0, finish_reason: str = "stop") -> dict:
+    """A non-streaming OpenAI ``chat.completion`` object whose single choice says ``content``."""
+    completion_tokens = _rough_tokens(content)
+    return {
+        "id": f"chatcmpl-loopback-{time.time_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": int(prompt_tokens),
+            "completion_tokens": completion_tokens,
+            "total_tokens": int(prompt_tokens) + completion_tokens,
+        },
+    }
+
+
+def chunk_json(delta: dict, model: str = "gpt-4", finish_reason: Optional[str] = None, id: str = "chatcmpl-loopback") -> dict:
+    """One ``chat.completion.chunk`` of an SSE stream."""
+    return {
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def stream_pieces(content: str) -> List[str]:
+    """How a string reply is cut into stream chunks: words, each carrying the whitespace *before* it.
+
+    litellm 1.0.0 ``.strip()``s the first non-empty chunk, so whitespace is kept at the start of later chunks
+    (``"hello world"`` -> ``["hello", " world"]``) and only leading whitespace of the whole reply is lost.
+    """
+    return re.findall(r"\s*\S+|\s+$", content) or [content]
+
+
+def _prompt_tokens(messages: Any) -> int:
+    if not isinstance(messages, list):
+        return 0
+    total = 0
+    for m in messages:
+        if isinstance(m, dict) and isinstance(m.get("content"), str):
+            total += _rough_tokens(m["content"]) + 4
+    return total
+
+
+class _Headers(dict):
+    """Request headers with lower-cased names; lookups ignore case."""
+
+    def __getitem__(self, key):
+        return super().__getitem__(key.lower())
+
+    def get(self, key, default=None):
+        return super().get(key.lower(), default)
+
+    def __contains__(self, key):
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+
+class _Interrupted(Exception):
+    pass
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    # HTTP/1.0: one request per connection, so close() never waits on idle keep-alive connections.
+    protocol_version = "HTTP/1.0"
+    server_version = "LoopbackLLM/1.0"
+
+    def log_message(self, format, *args):  # noqa: A002 - silence the default stderr logging
+        pass
+
+    def do_POST(self):
+        self.server.owner._handle(self, "POST")
+
+    def do_GET(self):
+        self.server.owner._handle(self, "GET")
+
+    # -- writing helpers (broken pipes are ignored: the client may have given up) --
+    def _send(self, status: int, body: bytes, content_type: str = "application/json", headers: Optional[dict] = None):
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, str(v))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _send_stream(self, events: Iterable[bytes]):
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for event in events:
+                self.wfile.write(event)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+Reply = Any
+
+
+class LoopbackLLMServer:
+    """OpenAI-compatible chat server on 127.0.0.1 (random port) serving scripted replies; a context manager."""
+
+    def __init__(self, replies: Optional[Iterable[Reply]] = None, host: str = "127.0.0.1"):
+        self._lock = threading.Lock()
+        self._replies: deque = deque(replies or [])
+        self._stop = threading.Event()
+        self._closed = False
+        self.requests: List[Dict[str, Any]] = []
+        self.errors: List[str] = []
+        self.unexpected_calls = 0
+        self._httpd = _Server((host, 0), _Handler)
+        self._httpd.owner = self
+        self.host = host
+        self.port: int = self._httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"loopback-llm-{self.port}", daemon=True
+        )
+        self._thread.start()
+
+    # -- public API --
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>/v1`` (no trailing slash): use as litellm's ``api_base``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def add(self, *replies: Reply) -> "LoopbackLLMServer":
+        """Queue more scripted replies (served after those already queued)."""
+        with self._lock:
+            self._replies.extend(replies)
+        return self
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not served yet."""
+        with self._lock:
+            return len(self._replies)
+
+    def last_messages(self) -> Optional[list]:
+        """The ``messages`` of the most recent request (None if there was none)."""
+        with self._lock:
+            return self.requests[-1]["messages"] if self.requests else None
+
+    def assert_ok(self, allow_leftover: bool = True) -> None:
+        """Raise AssertionError if the server recorded errors (or, with allow_leftover=False, replies are left)."""
+        problems = list(self.errors)
+        if not allow_leftover and self.pending:
+            problems.append(f"loopback server: {self.pending} scripted repl(ies) never requested")
+        if problems:
+            raise AssertionError("\n".join(problems))
+
+    def close(self) -> None:
+        """Stop serving (interrupting Slow replies) and join the server thread; safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "LoopbackLLMServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<LoopbackLLMServer {self.url} pending={self.pending} requests={len(self.requests)}>"
+
+    # -- request handling --
+    def _record_error(self, message: str) -> None:
+        with self._lock:
+            self.errors.append(message)
+            self.unexpected_calls += 1
+
+    def _handle(self, handler: _Handler, method: str) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length > 0 else b""
+        try:
+            body = json.loads(raw.decode("utf-8")) if raw else None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            body = None
+        path = handler.path.split("?", 1)[0]
+        record = {
+            "path": path,
+            "headers": _Headers((k.lower(), v) for k, v in handler.headers.items()),
+            "json": body,
+            "messages": body.get("messages") if isinstance(body, dict) else None,
+            "model": body.get("model") if isinstance(body, dict) else None,
+        }
+        with self._lock:
+            self.requests.append(record)
+            number = len(self.requests)
+
+        if method != "POST" or path not in CHAT_PATHS:
+            message = f"loopback server: unexpected request {method} {handler.path} (only POST {' / '.join(CHAT_PATHS)})"
+            self._record_error(message)
+            handler._send(404, HTTPError(404, message).body())
+            return
+        if not isinstance(body, dict):
+            message = f"loopback server: request {number} to {path} has no JSON object body: {raw[:200]!r}"
+            self._record_error(message)
+            handler._send(400, HTTPError(400, message).body())
+            return
+
+        with self._lock:
+            reply = self._replies.popleft() if self._replies else None
+            had_reply = reply is not None
+        if not had_reply:
+            message = f"{NO_REPLY_LEFT} (request {number} to {path}, model {body.get('model')!r})"
+            self._record_error(message)
+            handler._send(500, HTTPError(500, message).body())
+            return
+
+        try:
+            self._serve(handler, reply, body)
+        except _Interrupted:
+            handler.close_connection = True  # server closing: drop the connection without a reply
+
+    def _serve(self, handler: _Handler, reply: Reply, body: dict) -> None:
+        model = body.get("model") or "gpt-4"
+        stream = bool(body.get("stream"))
+        for _ in range(100):  # resolve callables / Slow wrappers
+            if isinstance(reply, Slow):
+                if self._stop.wait(reply.seconds):
+                    raise _Interrupted()
+                reply = reply.reply
+            elif callable(reply) and not isinstance(reply, (str, bytes, dict, HTTPError, Malformed)):
+                try:
+                    reply = reply(body)
+                except Exception as e:  # a broken test callback should fail loudly, not hang the client
+                    message = f"loopback server: scripted reply callable raised {type(e).__name__}: {e}"
+                    self._record_error(message)
+                    handler._send(500, HTTPError(500, message).body())
+                    return
+            else:
+                break
+
+        if isinstance(reply, str):
+            if stream:
+                handler._send_stream(self._sse_events(reply, model))
+            else:
+                payload = completion_json(reply, model=model, prompt_tokens=_prompt_tokens(body.get("messages")))
+                handler._send(200, json.dumps(payload).encode("utf-8"))
+        elif isinstance(reply, HTTPError):
+            handler._send(reply.status, reply.body(), headers=reply.headers)
+        elif isinstance(reply, Malformed):
+            handler._send(reply.status, reply.body, content_type=reply.content_type)
+        elif isinstance(reply, dict):
+            handler._send(200, json.dumps(reply).encode("utf-8"))
+        else:
+            message = f"loopback server: unsupported scripted reply {reply!r} (use str, HTTPError, Malformed, Slow, dict or a callable)"
+            self._record_error(message)
+            handler._send(500, HTTPError(500, message).body())
+
+    @staticmethod
+    def _sse_events(content: str, model: str):
+        cid = f"chatcmpl-loopback-{time.time_ns()}"
+
+        def event(obj) -> bytes:
+            return b"data: " + json.dumps(obj).encode("utf-8") + b"\n\n"
+
+        yield event(chunk_json({"role": "assistant", "content": ""}, model=model, id=cid))
+        for piece in stream_pieces(content):
+            yield event(chunk_json({"content": piece}, model=model, id=cid))
+        yield event(chunk_json({}, model=model, finish_reason="stop", id=cid))
+        yield b"data: [DONE]\n\n"
+
