@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 __all__ = [
     "LoopbackLLMServer",
@@ -256,6 +256,8 @@ class LoopbackLLMServer:
         self._lock = threading.Lock()
         self._replies: deque = deque(replies or [])
         self._stop = threading.Event()
+        self._idle = threading.Condition(self._lock)
+        self._in_flight = 0
         self._closed = False
         self.requests: List[Dict[str, Any]] = []
         self.errors: List[str] = []
@@ -300,8 +302,9 @@ class LoopbackLLMServer:
         if problems:
             raise AssertionError("\n".join(problems))
 
-    def close(self) -> None:
-        """Stop serving (interrupting Slow replies) and join the server thread; safe to call twice."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop serving, interrupt Slow replies, wait (up to ``timeout`` s) for requests in flight and join the
+        server thread; safe to call twice."""
         with self._lock:
             if self._closed:
                 return
@@ -309,7 +312,11 @@ class LoopbackLLMServer:
         self._stop.set()
         self._httpd.shutdown()
         self._httpd.server_close()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._in_flight and time.monotonic() < deadline:
+                self._idle.wait(deadline - time.monotonic())
 
     @property
     def closed(self) -> bool:
@@ -331,6 +338,16 @@ class LoopbackLLMServer:
             self.unexpected_calls += 1
 
     def _handle(self, handler: _Handler, method: str) -> None:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            self._handle_request(handler, method)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def _handle_request(self, handler: _Handler, method: str) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length > 0 else b""
         try:

@@ -1,0 +1,119 @@
+"""How the cost of a Jarvis round (Controller -> Executor -> MemoryWriting -> MemoryReading) evolves over 200 rounds.
+
+The controller is scripted (instant replies) so only the framework's own overhead is measured. Prints the median
+round time at rounds 1-20 and 181-200, the size of what a round carries (histories and state, pickled) at round
+20 and 200, and the peak memory of the process.
+
+    python benchmarks/loop_rounds.py [--rounds 200] [--stock]
+
+--stock runs the same loop with aiflows' own message keeping (the lean overrides switched off), for comparison.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import resource
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+
+import flow_modules.aiflows  # noqa: E402,F401  (offline tokenizer first)
+from aiflows.base_flows import Flow  # noqa: E402
+from aiflows.utils import logging  # noqa: E402
+
+from flow_modules.aiflows.AbstractBossFlowModule import CtrlExMemFlow  # noqa: E402
+from flow_modules.aiflows.ChatFlowModule import set_backend_factory  # noqa: E402
+from flow_modules.aiflows.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source  # noqa: E402
+from flow_modules.aiflows.CoreFlowModule.lean import LeanFlowMixin  # noqa: E402
+
+
+def carried_size(flow) -> int:
+    """Bytes of the histories and states a flow tree holds (what a round carries from round to round)."""
+    total = len(pickle.dumps((flow.flow_state, list(flow.history.messages))))
+    for sub in getattr(flow, "subflows", {}).values():
+        total += carried_size(sub)
+    return total
+
+
+def build(memory_dir: str, rounds: int):
+    from fakes import SCRIPT, command, finish, scripted_factory
+
+    set_backend_factory(scripted_factory)
+    SCRIPT.replies.clear()
+    SCRIPT.calls.clear()
+    for i in range(rounds):
+        SCRIPT.add(command("count_words", text=f"round {i} of a long task"))
+    SCRIPT.add(finish("all rounds done"))
+    cfg = {
+        "max_rounds": rounds + 1,
+        "subflows_config": {
+            "Controller": {"commands": {"count_words": {"description": "count words", "input_args": ["text"]}}},
+            "Executor": {"subflows_config": {"count_words": {
+                "_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}},
+        },
+    }
+    flow = CtrlExMemFlow.instantiate_from_default_config(**cfg)
+    memory_files = {"plan": os.path.join(memory_dir, "plan.txt"), "logs": os.path.join(memory_dir, "logs.txt")}
+    with open(memory_files["plan"], "w") as f:
+        f.write("1. count words many times\n2. finish\n")
+    return flow, memory_files
+
+
+def run(rounds: int, stock: bool) -> dict:
+    if stock:  # aiflows' own message keeping, for comparison
+        for name in ("_log_message", "_package_output_message", "_post_call_hook", "set_up_flow_state"):
+            setattr(LeanFlowMixin, name, getattr(Flow, name))
+    logging.set_verbosity_warning()
+    set_console(Console(stream=open(os.devnull, "w")))
+    set_input_source(ScriptedInput())
+    from fakes import SCRIPT
+
+    with tempfile.TemporaryDirectory() as memory_dir:
+        flow, memory_files = build(memory_dir, rounds)
+        stamps, sizes = [], {}
+        original = SCRIPT.__class__.__call__
+
+        def timed(script, flow_path, messages):
+            stamps.append(time.perf_counter())
+            n = len(stamps)
+            if n in (21, 41, 101, rounds + 1):  # the state carried after 20, 40, 100 and `rounds` rounds
+                sizes[n - 1] = carried_size(flow)
+            return original(script, flow_path, messages)
+
+        SCRIPT.__class__.__call__ = timed
+        try:
+            started = time.perf_counter()
+            out = flow.run({"goal": "count words, many times", "memory_files": memory_files,
+                            "plan": open(memory_files["plan"]).read(), "logs": ""})
+            total = time.perf_counter() - started
+        finally:
+            SCRIPT.__class__.__call__ = original
+    durations = [b - a for a, b in zip(stamps, stamps[1:])]
+    return {"status": out["status"], "total": total, "durations": durations, "sizes": sizes,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--stock", action="store_true", help="aiflows' own message keeping (slow), for comparison")
+    args = parser.parse_args()
+    r = run(args.rounds, args.stock)
+    d = r["durations"]
+    early, late = d[:20], d[-20:]
+    print(f"{'stock aiflows' if args.stock else 'lean flows'}: {args.rounds} rounds, status: {r['status']}")
+    print(f"  median round time, rounds 1-20:   {statistics.median(early) * 1000:8.2f} ms")
+    print(f"  median round time, rounds {len(d) - 19}-{len(d)}: {statistics.median(late) * 1000:8.2f} ms")
+    print(f"  total: {r['total']:.2f} s")
+    for n, size in sorted(r["sizes"].items()):
+        print(f"  carried state after round {n}: {size / 1024:8.1f} KiB")
+    print(f"  peak RSS of the process: {r['peak_rss_mb']:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Guards and fixtures shared by every test.
+
+Autouse guards make a test fail if it reaches the network (anything but loopback and AF_UNIX), a real LLM, stdin, or
+``flow_verse.sync_dependencies``. Process-wide settings the flows read (input source, console, backend factory,
+scripted LLM, usage meter, trace) are put back after each test.
+"""
+from __future__ import annotations
+
+import flow_modules.aiflows  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
+
+import os
+import sys
+
+import pytest
+from aiflows.backends.api_info import ApiInfo
+from aiflows.utils import logging
+
+import guards
+from fakes import SCRIPT, scripted_factory
+from fake_editor import editor_command
+from loopback_llm import LoopbackLLMServer
+
+from flow_modules.aiflows.ChatFlowModule import set_backend_factory, with_api_infos
+from flow_modules.aiflows.CoreFlowModule import (
+    USAGE,
+    Console,
+    ScriptedInput,
+    set_console,
+    set_input_source,
+    set_trace_file,
+)
+
+logging.set_verbosity_warning()
+
+
+@pytest.fixture(autouse=True)
+def _guards(monkeypatch):
+    guards.block_network(monkeypatch)
+    guards.block_stdin(monkeypatch)
+    guards.block_flow_verse_sync(monkeypatch)
+    guards.block_real_llm(monkeypatch)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_settings():
+    yield
+    set_input_source(None)
+    set_console(None)
+    set_backend_factory(None)
+    set_trace_file(None)
+    SCRIPT.replies.clear()
+    SCRIPT.calls.clear()
+    USAGE.reset()
+
+
+@pytest.fixture
+def scripted_llm():
+    """Every chat flow answers from the scripted queue ``SCRIPT`` (add replies with ``.add``).
+
+    At the end of the test, replies left unused fail the test: the run asked fewer questions than scripted.
+    """
+    set_backend_factory(scripted_factory)
+    yield SCRIPT
+    left = list(SCRIPT.replies)
+    SCRIPT.replies.clear()
+    assert not left, f"scripted LLM replies were not used: {left}"
+
+
+@pytest.fixture
+def user():
+    """The user, scripted: ``user.add("answer", ...)``; questions asked are in ``user.asked``."""
+    source = ScriptedInput()
+    set_input_source(source)
+    return source
+
+
+@pytest.fixture
+def loopback():
+    """A loopback OpenAI-compatible server (``.add`` replies, ``.requests`` recorded)."""
+    with LoopbackLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def loopback_llm(loopback):
+    """Every chat flow uses the real LiteLLMBackend -> litellm -> HTTP path against the loopback server."""
+    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)]))
+    yield loopback
+    assert not loopback.errors, f"the loopback server saw unexpected calls: {loopback.errors}"
+
+
+@pytest.fixture
+def fake_editor(monkeypatch, tmp_path):
+    """The editor command is the fake editor; set FAKE_EDITOR_* to say what it does. Its invocations are logged."""
+    log = tmp_path / "editor.log"
+    monkeypatch.setenv("FAKE_EDITOR_LOG", str(log))
+    monkeypatch.setenv("VISUAL", editor_command())
+    return log
+
+
+@pytest.fixture
+def quiet_console():
+    """Flows print to a console writing into a list (``.lines``) instead of stdout."""
+
+    class _Sink:
+        def __init__(self):
+            self.text = ""
+
+        def write(self, text):
+            self.text += text
+
+        def flush(self):
+            pass
+
+        def isatty(self):
+            return False
+
+    sink = _Sink()
+    set_console(Console(stream=sink, color=False))
+    return sink

@@ -1,0 +1,127 @@
+"""The controller protocol: parsing, corrections, giving up, the opening command, the sliding window."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fakes import Expect, command, finish, last_user_message, system_message
+from flow_modules.aiflows.ControllerFlowModule import (
+    Command,
+    ControllerAtomicFlow,
+    ControllerExecutorFlow,
+    InvalidReply,
+    parse_command,
+)
+
+COMMANDS = [
+    Command("ask_user", "ask", ["question"]),
+    Command("update_plan", "update", ["updated_plan"]),
+    Command("finish", "end", ["summary"]),
+]
+
+
+def test_a_valid_reply_is_parsed():
+    assert parse_command(' {"command": "ask_user", "command_args": {"question": "why?"}} ', COMMANDS) == (
+        "ask_user", {"question": "why?"})
+
+
+@pytest.mark.parametrize(
+    "reply, says",
+    [
+        ("", "empty"),
+        ('```json\n{"command": "finish", "command_args": {"summary": "x"}}\n```', "code fence"),
+        ('Sure! {"command": "finish", "command_args": {"summary": "x"}}', "text before the JSON"),
+        ('{"command": "finish", "command_args": {"summary": "x"}} Hope this helps', "text after the JSON"),
+        ("I will ask the user.", "not valid JSON"),
+        ('["finish"]', "must be a JSON object"),
+        ('{"command": "finish"}', "no 'command_args'"),
+        ('{"command": "finish", "command_args": {"summary": "x"}, "thought": "t"}', "keys other than"),
+        ('{"command": "run_code", "command_args": {}}', "'run_code' is not a command"),
+        ('{"command": "ask_user", "command_args": {}}', "missing argument(s): question"),
+        ('{"command": "ask_user", "command_args": {"question": "q", "when": "now"}}', "unknown argument(s): when"),
+        ('{"command": "ask_user", "command_args": "q"}', "must be a JSON object mapping"),
+    ],
+)
+def test_each_invalid_reply_gets_a_precise_problem(reply, says):
+    with pytest.raises(InvalidReply) as error:
+        parse_command(reply, COMMANDS)
+    assert says in str(error.value), "the correction must say exactly what is wrong"
+
+
+def make_loop(**overrides):
+    cfg = {
+        "subflows_config": {
+            "Controller": {"commands": {"ask_user": {"description": "ask", "input_args": ["question"]}},
+                           "max_corrections": 2},
+            "Executor": {"subflows_config": {"ask_user": {
+                "_target_": "flow_modules.aiflows.HumanStandardInputFlowModule.HumanStandardInputFlow"
+                            ".instantiate_from_default_config"}}},
+        }
+    }
+    cfg.update(overrides)
+    return ControllerExecutorFlow.instantiate_from_default_config(**cfg)
+
+
+LOOP_INPUT = {"goal": "learn the user's colour", "plan": "1. ask", "logs": "", "memory_files": {"plan": "plan.txt"}}
+
+
+def test_an_invalid_reply_is_corrected_and_not_kept_in_the_chat(scripted_llm, user):
+    user.add("blue")
+    scripted_llm.add("Let me ask. " + command("ask_user", question="Your colour?"),
+                     command("ask_user", question="Your colour?"),
+                     finish("the user likes blue"))
+    out = make_loop().call(LOOP_INPUT)
+    assert out["status"] == "finished" and out["summary"] == "the user likes blue"
+    correction_call = scripted_llm.calls[1]["messages"]
+    assert "text before the JSON" in last_user_message(correction_call), "the correction names the problem"
+    assert correction_call[-2]["content"].startswith("Let me ask."), "the invalid reply is shown back to the model"
+    third = scripted_llm.calls[2]["messages"]
+    assert [m["role"] for m in third] == ["system", "assistant", "user"], "window: system, last reply, new message"
+    assert all("Let me ask." not in m["content"] for m in third), "failed attempts are dropped from the chat"
+    assert user.asked[0]["prompt"] == "Your colour?"
+
+
+def test_a_controller_that_keeps_failing_stops_the_loop_with_a_clear_status(scripted_llm, user):
+    scripted_llm.add("no", "still no", "never")
+    out = make_loop().call(LOOP_INPUT)
+    assert out["status"].startswith("stopped: the controller gave 3 invalid replies"), out
+    assert "not valid JSON" in out["status"]
+
+
+def test_max_rounds_stops_the_loop_and_says_so(scripted_llm, user):
+    user.add("a", "b")
+    scripted_llm.add(command("ask_user", question="1?"), command("ask_user", question="2?"))
+    out = make_loop(max_rounds=2).call(LOOP_INPUT)
+    assert out["status"] == "stopped: reached max_rounds (2) before the controller called finish"
+    assert out["result"] == "The user replied: b"
+
+
+def test_the_system_prompt_is_refreshed_every_call(scripted_llm, user):
+    user.add("blue")
+    scripted_llm.add(command("ask_user", question="Your colour?"), finish())
+    flow = make_loop()
+    flow.call(LOOP_INPUT)
+    first, second = (system_message(c["messages"]) for c in scripted_llm.calls)
+    assert "1. ask" in first and "plan.txt" in first, "plan and plan file location are injected"
+    assert "ask_user: ask Input arguments: question" in first, "commands come from the YAML"
+    assert second == first, "same memory, same prompt"
+
+
+def test_the_opening_command_does_not_call_the_llm(scripted_llm):
+    controller = ControllerAtomicFlow.instantiate_from_default_config(
+        commands={"write_plan": {"description": "w", "input_args": ["goal"]}},
+        opening_command={"command": "write_plan", "command_args": {"goal": "{{goal}}"}},
+    )
+    out = controller.run({"goal": "plan a trip", "plan": "", "logs": "", "memory_files": {}})
+    assert out == {"command": "write_plan", "command_args": {"goal": "plan a trip"}}
+    assert scripted_llm.calls == []
+    history = controller.flow_state["previous_messages"]
+    assert json.loads(history[-1]["content"])["command"] == "write_plan", "the chat records the opening move"
+
+
+def test_the_controller_reports_who_is_calling(scripted_llm, user):
+    user.add("x")
+    scripted_llm.add(Expect("ControllerExecutorFlow/Controller", command("ask_user", question="?")),
+                     Expect("Controller", finish()))
+    assert make_loop().call(LOOP_INPUT)["status"] == "finished"
