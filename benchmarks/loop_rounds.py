@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pickle
 import resource
 import statistics
 import sys
@@ -30,14 +29,6 @@ from flow_modules.aiflows.AbstractBossFlowModule import CtrlExMemFlow  # noqa: E
 from flow_modules.aiflows.ChatFlowModule import set_backend_factory  # noqa: E402
 from flow_modules.aiflows.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source  # noqa: E402
 from flow_modules.aiflows.CoreFlowModule.lean import LeanFlowMixin  # noqa: E402
-
-
-def carried_size(flow) -> int:
-    """Bytes of the histories and states a flow tree holds (what a round carries from round to round)."""
-    total = len(pickle.dumps((flow.flow_state, list(flow.history.messages))))
-    for sub in getattr(flow, "subflows", {}).values():
-        total += carried_size(sub)
-    return total
 
 
 def build(memory_dir: str, rounds: int):
@@ -71,7 +62,7 @@ def run(rounds: int, stock: bool) -> dict:
     logging.set_verbosity_warning()
     set_console(Console(stream=open(os.devnull, "w")))
     set_input_source(ScriptedInput())
-    from fakes import SCRIPT
+    from fakes import SCRIPT, carried_size
 
     with tempfile.TemporaryDirectory() as memory_dir:
         flow, memory_files = build(memory_dir, rounds)

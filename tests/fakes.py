@@ -89,3 +89,18 @@ def last_user_message(messages: List[dict]) -> str:
 
 def system_message(messages: List[dict]) -> Optional[str]:
     return next((m["content"] for m in messages if m["role"] == "system"), None)
+
+
+def carried_size(flow) -> int:
+    """Bytes (pickled) of the states and histories a flow tree holds: what one round carries into the next."""
+    import pickle
+
+    total = len(pickle.dumps((flow.flow_state, list(flow.history.messages))))
+    for sub in getattr(flow, "subflows", {}).values():
+        total += carried_size(sub)
+    return total
+
+
+def carried_messages(flow) -> int:
+    """Messages kept in the histories of a flow tree."""
+    return len(flow.history.messages) + sum(carried_messages(s) for s in getattr(flow, "subflows", {}).values())

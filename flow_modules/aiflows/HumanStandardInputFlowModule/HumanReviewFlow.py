@@ -7,6 +7,7 @@ from typing import Any, Dict
 from flow_modules.aiflows.CoreFlowModule import (
     APPROVAL,
     ConfigurationError,
+    EditorError,
     LeanAtomicFlow,
     get_console,
     get_input_source,
@@ -77,7 +78,11 @@ class HumanReviewFlow(LeanAtomicFlow):
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(draft)
-            changed = edit_file(path, self.flow_config.get("editor"))
+            try:
+                changed = edit_file(path, self.flow_config.get("editor"))
+            except EditorError as error:  # the draft is kept; the user is asked again
+                get_console().line("error", str(error))
+                return draft, False
             with open(path, "r", encoding="utf-8") as f:
                 new_draft = f.read()
         finally:

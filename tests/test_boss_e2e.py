@@ -1,0 +1,116 @@
+"""A small boss built from AbstractBossFlow, end to end through LiteLLMBackend -> litellm -> HTTP (loopback server).
+
+Executor branches: update_plan, ask_user and count_words. The user edits the plan in the (fake) editor; the
+controller's first reply is malformed and gets corrected; the boss runs twice in one process.
+"""
+from __future__ import annotations
+
+import pytest
+
+from fakes import command, finish
+from flow_modules.aiflows.AbstractBossFlowModule import AbstractBossFlow
+from flow_modules.aiflows.CoreFlowModule.memory import read_text, split_log_entries
+
+PLAN = "1. Ask the user for a sentence.\n2. Count its words.\n3. Finish."
+EDITED_LINE = "\n4. Tell the user the count."
+
+
+def make_boss(memory_dir):
+    memory_files = {"plan": str(memory_dir / "plan_boss.txt"), "logs": str(memory_dir / "logs_boss.txt")}
+    cfg = {
+        "name": "WordBoss",
+        "memory_files": memory_files,
+        "subflows_config": {
+            "CtrlExMem": {
+                "subflows_config": {
+                    "Controller": {
+                        "commands": {
+                            "ask_user": {"description": "Ask the user a question.", "input_args": ["question"]},
+                            "count_words": {"description": "Count the words of a text.", "input_args": ["text"]},
+                            "update_plan": {"description": "Write the plan with finished steps marked [done].",
+                                            "input_args": ["updated_plan"]},
+                        },
+                    },
+                    "Executor": {"subflows_config": {
+                        "ask_user": {"_target_": "flow_modules.aiflows.HumanStandardInputFlowModule."
+                                                 "HumanStandardInputFlow.instantiate_from_default_config"},
+                        "count_words": {"_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"},
+                        "update_plan": {"_target_": "flow_modules.aiflows.UpdatePlanFlowModule."
+                                                    "UpdatePlanAtomicFlow.instantiate_from_default_config"},
+                    }},
+                },
+            },
+        },
+    }
+    return AbstractBossFlow.instantiate_from_default_config(**cfg), memory_files
+
+
+def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, loopback_llm, user, fake_editor,
+                                                                       monkeypatch):
+    boss, files = make_boss(tmp_path)
+    monkeypatch.setenv("FAKE_EDITOR_APPEND", EDITED_LINE)
+    edited_plan = PLAN + EDITED_LINE
+    done_plan = edited_plan.replace("sentence.", "sentence. [done]").replace("words.", "words. [done]")
+    user.add("e", "", "the quick brown fox")
+    loopback_llm.add(
+        PLAN,                                                                      # Planner's PlanGenerator
+        "Sure! " + command("ask_user", question="Give me a sentence."),            # malformed: text before JSON
+        command("ask_user", question="Give me a sentence."),                       # corrected
+        command("count_words", text="the quick brown fox"),
+        command("update_plan", updated_plan=done_plan),
+        finish("The sentence has 4 words."),
+    )
+
+    out = boss.call({"goal": "Count the words of a sentence the user gives."})
+
+    assert out == {"summary": "The sentence has 4 words.", "status": "finished",
+                   "result": "The plan was updated; the plan in your system prompt is now the updated one."}
+    # the plan: written by the plan writer as the user edited it, then rewritten by update_plan
+    assert fake_editor.read_text().count("\n") == 1, "the editor was opened once"
+    assert read_text(files["plan"]).strip() == done_plan
+    # the logs: one entry per executed command, in order
+    entries = split_log_entries(read_text(files["logs"]))
+    assert [e.split(" ---")[0].split()[-1] for _, e in entries] == ["ask_user", "count_words", "update_plan"]
+    assert "The text has 4 words." in entries[1][1]
+    # the HTTP exchanges, in order
+    requests = [r["messages"] for r in loopback_llm.requests]
+    assert len(requests) == 6
+    assert requests[0][-1]["content"].endswith("Count the words of a sentence the user gives.")
+    first_controller_prompt = requests[1][0]["content"]
+    assert EDITED_LINE.strip() in first_controller_prompt, "the controller sees the plan the user edited"
+    assert "text before the JSON object" in requests[2][-1]["content"], "the malformed reply is corrected"
+    assert "The user replied: the quick brown fox" in requests[3][-1]["content"]
+    assert requests[4][0]["content"].count("--- [") == 2, "the logs in the prompt grow by one entry per command"
+    assert "4. Tell the user the count." in requests[5][0]["content"] and "[done]" in requests[5][0]["content"]
+    assert [u["kind"] for u in user.asked] == ["approval", "approval", "question"]
+
+    # ~~~ The same boss, a second task, in the same process ~~~
+    monkeypatch.delenv("FAKE_EDITOR_APPEND")
+    user.add("", "a b c d e f")
+    loopback_llm.add("1. Ask for a text.\n2. Count.", command("ask_user", question="Text?"),
+                     command("count_words", text="a b c d e f"), finish("6 words."))
+    again = boss.call({"goal": "Count the words of another text."})
+    assert again["status"] == "finished" and again["summary"] == "6 words."
+    second_run_first_controller_call = loopback_llm.requests[7]["messages"]
+    assert [m["role"] for m in second_run_first_controller_call] == ["system", "user"], "no chat left from run 1"
+    assert "Count the words of another text." in second_run_first_controller_call[0]["content"]
+    assert read_text(files["plan"]).strip() == "1. Ask for a text.\n2. Count."
+    assert len(split_log_entries(read_text(files["logs"]))) == 5, "logs keep growing across tasks"
+    assert boss.subflows["CtrlExMem"].subflows["Controller"].flow_state["previous_messages"] == [], \
+        "a finished boss is reset: its controllers' chat histories are dropped"
+
+
+def test_a_boss_without_memory_files_says_what_to_set(scripted_llm):
+    boss = AbstractBossFlow.instantiate_from_default_config(name="Nameless")
+    with pytest.raises(Exception, match="`memory_files` is not set"):
+        boss.call({"goal": "anything"})
+
+
+def test_when_the_user_never_approves_the_plan_the_boss_stops_without_acting(tmp_path, scripted_llm, user):
+    boss, files = make_boss(tmp_path)
+    boss.subflows["Planner"].flow_config["max_rounds"] = 2
+    user.add("no, shorter", "still too long")
+    scripted_llm.add("1. a\n2. b\n3. c", command("write_plan", goal="make it shorter"), "1. a\n2. b")
+    out = boss.call({"goal": "something"})
+    assert out["status"] == "stopped: planning: stopped: reached max_rounds (2) before the controller called finish"
+    assert read_text(files["plan"]) == "" and read_text(files["logs"]) == "", "nothing was executed"

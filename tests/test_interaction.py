@@ -1,0 +1,101 @@
+"""The user in the loop: input sources, approvals, reviews with the editor."""
+from __future__ import annotations
+
+import pytest
+
+from flow_modules.aiflows.CoreFlowModule import (
+    AutoApproveInput,
+    InputUnavailableError,
+    ScriptedInput,
+    TerminalInput,
+    is_approval,
+    set_input_source,
+)
+from flow_modules.aiflows.HumanStandardInputFlowModule import HumanReviewFlow, HumanStandardInputFlow
+
+
+@pytest.mark.parametrize("answer", ["", "  ", "y", "Yes", "ok", "LGTM", "approve", "looks good!"])
+def test_approvals(answer):
+    assert is_approval(answer)
+
+
+@pytest.mark.parametrize("answer", ["no", "add a step", "e", "use pandas instead"])
+def test_not_approvals(answer):
+    assert not is_approval(answer)
+
+
+def test_the_terminal_reads_one_line_or_a_triple_quoted_block(quiet_console):
+    lines = iter(["  fine  ", '"""', "line one", "", "line three", '"""'])
+    terminal = TerminalInput(read_line=lambda prompt: next(lines))
+    assert terminal.ask("Question?") == "fine"
+    assert terminal.ask("Question?") == "line one\n\nline three"
+    assert "Question?" in quiet_console.text
+
+
+def test_a_closed_terminal_says_what_to_do():
+    def closed(prompt):
+        raise EOFError
+
+    with pytest.raises(InputUnavailableError, match="--yes"):
+        TerminalInput(read_line=closed).ask("Question?")
+
+
+def test_auto_approve_approves_and_answers_questions_with_best_judgement(quiet_console):
+    auto = AutoApproveInput()
+    assert auto.ask("Approve?", kind="approval") == ""
+    assert auto.ask("Feedback?", kind="feedback") == ""
+    assert auto.ask("Which file?", kind="question") == "Use your best judgement."
+    assert "(auto)" in quiet_console.text
+
+
+def test_scripted_input_fails_clearly_when_it_runs_out():
+    with pytest.raises(InputUnavailableError, match="no answer left .*'What now\\?'"):
+        ScriptedInput().ask("What now?")
+
+
+def test_human_standard_input_flow_renders_its_template_and_returns_the_answer(user):
+    user.add("blue")
+    flow = HumanStandardInputFlow.instantiate_from_default_config()
+    assert flow.run({"question": "Favourite colour?"}) == {"human_input": "blue"}
+    assert user.asked == [{"prompt": "Favourite colour?", "kind": "question", "answer": "blue"}]
+
+
+def review(**overrides):
+    return HumanReviewFlow.instantiate_from_default_config(content_key="plan", **overrides)
+
+
+def test_the_user_edits_the_draft_in_the_editor_then_approves(user, fake_editor, monkeypatch, quiet_console):
+    monkeypatch.setenv("FAKE_EDITOR_REPLACE", "2. b=>2. better b")
+    user.add("e", "")
+    out = review().run({"plan": "1. a\n2. b"})
+    assert out == {"plan": "1. a\n2. better b", "feedback": "", "approved": True, "edited": True}
+    assert len(fake_editor.read_text().splitlines()) == 1, "the editor ran once"
+    assert "Your edited version" in quiet_console.text and "or 'e' to edit" in user.asked[0]["prompt"]
+
+
+def test_a_comment_is_returned_as_feedback(user, fake_editor):
+    user.add("add a testing step")
+    out = review().run({"plan": "1. a"})
+    assert out == {"plan": "1. a", "feedback": "add a testing step", "approved": False, "edited": False}
+
+
+def test_a_failing_editor_keeps_the_draft_and_asks_again(user, fake_editor, monkeypatch, quiet_console):
+    monkeypatch.setenv("FAKE_EDITOR_WRITE", "garbage")
+    monkeypatch.setenv("FAKE_EDITOR_EXIT", "3")
+    user.add("e", "ok")
+    out = review().run({"plan": "1. a"})
+    assert out["plan"] == "1. a" and out["approved"] and not out["edited"]
+    assert "exited with code 3" in quiet_console.text
+
+
+def test_auto_approve_never_opens_the_editor(fake_editor, monkeypatch, quiet_console):
+    set_input_source(AutoApproveInput())
+    out = review(open_editor="auto").run({"plan": "1. a"})
+    assert out["approved"] and not fake_editor.exists(), "no editor in auto-approve mode"
+
+
+def test_open_editor_auto_opens_it_before_asking(user, fake_editor, monkeypatch):
+    monkeypatch.setenv("FAKE_EDITOR_APPEND", "\n2. b")
+    user.add("")
+    out = review(open_editor="auto").run({"plan": "1. a"})
+    assert out["plan"] == "1. a\n2. b" and out["edited"]

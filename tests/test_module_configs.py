@@ -1,0 +1,122 @@
+"""Static checks of every module: every `_target_` imports, every flow class instantiates from its default config,
+every prompt template renders with its declared variables (and fails on an undefined one), every controller's
+commands equal its executor's branches plus `finish`, and no module syncs dependencies at import."""
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+
+import pytest
+import yaml
+from aiflows.base_flows import CircularFlow
+from hydra._internal.utils import _locate
+
+from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
+from flow_modules.aiflows.ControllerFlowModule import ControllerAtomicFlow, ControllerExecutorFlow
+from flow_modules.aiflows.CoreFlowModule import ConfigurationError, StrictJinjaPrompt
+from flow_modules.aiflows.HumanStandardInputFlowModule import HumanStandardInputFlow
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows")
+MODULES = sorted(d for d in os.listdir(MODULES_DIR) if d.endswith("Module") and os.path.isdir(os.path.join(MODULES_DIR, d)))
+YAMLS = sorted(glob.glob(os.path.join(MODULES_DIR, "*", "*.yaml")))
+REGISTRIES = (CircularFlow._CircularFlow__input_msg_payload_builder_registry,
+              CircularFlow._CircularFlow__output_msg_payload_processor_registry)
+
+
+def flow_classes():
+    """(module, class) for every `<Class>.yaml` beside a `<Class>.py` that defines a flow."""
+    out = []
+    for path in YAMLS:
+        module_dir, stem = os.path.basename(os.path.dirname(path)), os.path.splitext(os.path.basename(path))[0]
+        if os.path.exists(os.path.join(os.path.dirname(path), f"{stem}.py")):
+            module = importlib.import_module(f"flow_modules.aiflows.{module_dir}")
+            out.append(pytest.param(getattr(module, stem), id=f"{module_dir}.{stem}"))
+    return out
+
+
+def walk(flow):
+    yield flow
+    for sub in getattr(flow, "subflows", {}).values():
+        yield from walk(sub)
+
+
+def targets(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "_target_":
+                yield value
+            else:
+                yield from targets(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from targets(item)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_module_imports_declares_dependencies_and_does_not_sync(module):
+    imported = importlib.import_module(f"flow_modules.aiflows.{module}")
+    assert isinstance(imported.dependencies, list)
+    with open(os.path.join(MODULES_DIR, module, "__init__.py")) as f:
+        assert "sync_dependencies(" not in f.read(), "DESIGN section 3: no hub sync at import"
+    assert os.path.exists(os.path.join(MODULES_DIR, module, "pip_requirements.txt"))
+
+
+@pytest.mark.parametrize("path", YAMLS, ids=lambda p: os.path.relpath(p, MODULES_DIR))
+def test_every_target_in_every_yaml_imports(path):
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    package = "flow_modules.aiflows." + os.path.basename(os.path.dirname(path))
+    for target in targets(config):
+        if target.startswith("."):
+            target = package + target
+        if "." in target and target.split(".")[0] in {"flow_modules", "aiflows"}:
+            assert _locate(target) is not None, target
+        else:  # a topology interface registered with CircularFlow's decorators: `DefiningClass.method`
+            assert any(target in registry for registry in REGISTRIES), f"{target} is not a registered interface"
+
+
+@pytest.mark.parametrize("cls", flow_classes())
+def test_every_flow_instantiates_from_its_default_config_and_its_templates_render(cls, scripted_llm):
+    flow = cls.instantiate_from_default_config()
+    for sub in walk(flow):
+        if isinstance(sub, ChatAtomicFlow):
+            derived = {"plan_file_location"} if isinstance(sub, ControllerAtomicFlow) else set()
+            checks = [
+                (sub.system_message_prompt_template, sub.flow_config["input_interface_non_initialized"]),
+                (sub.init_human_message_prompt_template, sub.flow_config["input_interface_non_initialized"]),
+                (sub.human_message_prompt_template, sub.flow_config["input_interface_initialized"]),
+            ]
+            if isinstance(sub, ControllerAtomicFlow):
+                checks.append((sub.correction_prompt, ["problem", "example", "commands"]))
+        elif isinstance(sub, HumanStandardInputFlow):
+            derived = set()
+            checks = [(sub.query_message_prompt_template, sub.flow_config["input_interface"])]
+        else:
+            continue
+        for prompt, interface in checks:
+            where = f"{cls.__name__}/{sub.flow_config['name']}"
+            assert not prompt.undeclared(), f"{where}: template uses undeclared {prompt.undeclared()}"
+            missing = set(prompt.input_variables) - set(interface) - derived
+            assert not missing, f"{where}: template variables {missing} are not in the input interface"
+            rendered = prompt.format(**{v: f"<{v}>" for v in prompt.input_variables})
+            for variable in prompt.input_variables:
+                if variable in prompt.template:
+                    assert f"<{variable}>" in rendered, f"{where}: {variable} is not rendered"
+
+
+@pytest.mark.parametrize("cls", flow_classes())
+def test_every_controller_commands_equal_its_executor_branches_plus_finish(cls, scripted_llm):
+    for sub in walk(cls.instantiate_from_default_config()):
+        if isinstance(sub, ControllerExecutorFlow):
+            commands = {c.name for c in sub.subflows["Controller"].commands}
+            branches = set(sub.subflows["Executor"].subflows)
+            assert commands == branches | {"finish"}, f"{cls.__name__}/{sub.flow_config['name']}"
+
+
+def test_a_strict_template_fails_on_an_undefined_variable():
+    prompt = StrictJinjaPrompt(template="Hello {{name}}, {{typo}}", input_variables=["name"])
+    assert prompt.undeclared() == {"typo"}
+    with pytest.raises(ConfigurationError, match="'typo' is undefined"):
+        prompt.format(name="Ada")

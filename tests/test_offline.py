@@ -1,0 +1,74 @@
+"""The package works with no network and no tokenizer cache anywhere but its own (checked in a fresh process)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from flow_modules.aiflows.CoreFlowModule.offline import TOKENIZER_DIR, TOKENIZER_FILE, bundled_tokenizer_ok
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Loaded by Python at start-up (sitecustomize): every connection but loopback/AF_UNIX fails, and is recorded.
+SITECUSTOMIZE = '''
+import os, socket
+_log = os.environ["NETWORK_ATTEMPTS_LOG"]
+def _record(what):
+    with open(_log, "a") as f:
+        f.write(str(what) + "\\n")
+_real_connect = socket.socket.connect
+def connect(self, address):
+    if self.family != socket.AF_UNIX and not str(address[0]).startswith(("127.", "::1", "localhost")):
+        _record(address)
+        raise OSError("network is unreachable (test)")
+    return _real_connect(self, address)
+socket.socket.connect = connect
+_real_getaddrinfo = socket.getaddrinfo
+def getaddrinfo(host, *args, **kwargs):
+    if host not in (None, "", "localhost", "127.0.0.1", "::1"):
+        _record(host)
+        raise socket.gaierror(-3, "Temporary failure in name resolution (test)")
+    return _real_getaddrinfo(host, *args, **kwargs)
+socket.getaddrinfo = getaddrinfo
+'''
+
+SCRIPT = '''
+import importlib, os, pkgutil
+import flow_modules.aiflows as package
+assert os.environ["TIKTOKEN_CACHE_DIR"].endswith("tiktoken_cache"), os.environ["TIKTOKEN_CACHE_DIR"]
+names = [m.name for m in pkgutil.iter_modules(package.__path__) if m.name.endswith("Module")]
+for name in names:
+    importlib.import_module("flow_modules.aiflows." + name)
+from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
+flow = ChatAtomicFlow.instantiate_from_default_config(
+    backend={"api_infos": [{"backend_used": "openai", "api_key": "sk-test"}]})
+import litellm, tiktoken
+assert type(flow.backend).__name__ == "LiteLLMBackend"
+assert litellm.telemetry is False and litellm.suppress_debug_info is True
+assert tiktoken.get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
+print("OK", len(names), "modules")
+'''
+
+
+def test_the_bundled_tokenizer_is_intact():
+    assert bundled_tokenizer_ok(), f"{TOKENIZER_DIR}/{TOKENIZER_FILE} is missing or corrupt"
+
+
+def test_import_every_module_and_build_a_chat_flow_with_the_network_down(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    empty_tmp = tmp_path / "tmp"
+    empty_tmp.mkdir()
+    attempts = tmp_path / "attempts.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "PYTHONPATH")}
+    env.update(PYTHONPATH=os.pathsep.join([str(site), ROOT]), TMPDIR=str(empty_tmp), HOME=str(tmp_path),
+               NETWORK_ATTEMPTS_LOG=str(attempts))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("OK")
+    assert not attempts.exists(), f"something tried the network: {attempts.read_text()}"
+    assert not (empty_tmp / "data-gym-cache").exists(), "tiktoken looked for (or downloaded) another cache"
+    assert not (tmp_path / ".flow_cache").exists(), "no disk cache is opened by the package's flows"
