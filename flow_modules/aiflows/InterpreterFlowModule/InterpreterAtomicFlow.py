@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Dict, Optional
+
+from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow
+
+from .kernel import CodeInterpreter, RunResult
+
+
+class InterpreterAtomicFlow(LeanAtomicFlow):
+    """Runs code for the controller: Python in one persistent Jupyter kernel, shell code in `bash`.
+
+    Python runs in an ipykernel started on the first Python run, in the workspace (its working directory, first on
+    `sys.path`, so `import library` finds `<workspace>/library.py`). Variables persist from one run to the next;
+    before each run the code library is reloaded if it was imported and changed, and names imported from it
+    (`from library import f`) are rebound to the new definitions. Shell code runs in `bash` in the workspace.
+
+    Every run has a timeout: Python is interrupted and the session kept (restarted, with the loss said, if the
+    interrupt does not work); a shell command's process group is killed. A dead kernel is restarted and the loss of
+    state is said. Output is stripped of ANSI escapes and cut to `max_output_chars` (head and tail kept, the cut
+    said). matplotlib figures left open and `image/png` outputs are saved as PNG files in `<workspace>/figures`, and
+    their paths are given. The kernel and the shell do not get the LLM API keys (`*_API_KEY`, `HF_TOKEN`, ...).
+
+    The kernel belongs to the flow object, not to `flow_state`: `reset(full_reset=True)` keeps it. `close()` shuts
+    it down (it is also shut down at process exit).
+
+    *Configuration Parameters*:
+    - `workspace` (str or null): the folder code runs in; null: the current working directory at first use; a
+      relative path is resolved against the current working directory. Created if missing.
+    - `timeout` (float): seconds a run may take (default 60).
+    - `max_output_chars` (int): the bound of `interpreter_output` (default 20000).
+    - `reload_library` (str or null): the module reloaded before each Python run if imported (default `library`).
+    - `interrupt_grace` (float, optional): seconds to wait for an interrupted kernel before restarting it (default 5).
+
+    *Input Interface*:
+    - `code` (str): the code to run.
+    - `language` (str): `python` (also `py`, `python3`) or `shell` (also `bash`, `sh`); default `python`.
+
+    *Output Interface*:
+    - `interpreter_output` (str): what the code printed, its results and tracebacks, and notes (timeout, restart,
+      exit code, saved figures, files created); "(no output)" if there was none.
+    - `failed` (bool): an exception, a non-zero exit code, a timeout, a dead kernel or an unsupported language.
+    - `timed_out` (bool): the run hit the timeout.
+    - `restarted` (bool): the kernel was restarted during the run: Python variables were lost.
+    - `figures` (list of str): absolute paths of the PNG files saved.
+    - `files` (list of str): workspace-relative paths created or modified by the run (at most 50).
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._engine: Optional[CodeInterpreter] = None
+        self._engine_lock = threading.Lock()
+
+    # The engine is an attribute of the flow, not part of flow_state: a full reset does not touch it.
+    @property
+    def workspace(self) -> str:
+        configured = self.flow_config.get("workspace")
+        if not configured:
+            return os.getcwd()
+        return os.path.abspath(os.path.expanduser(str(configured)))
+
+    @property
+    def engine(self) -> CodeInterpreter:
+        with self._engine_lock:
+            if self._engine is None:
+                cfg = self.flow_config
+                self._engine = CodeInterpreter(
+                    workspace=self.workspace,
+                    timeout=float(cfg.get("timeout") or 60),
+                    max_output_chars=int(cfg.get("max_output_chars") or 20000),
+                    reload_library=cfg.get("reload_library") or "",
+                    interrupt_grace=float(cfg.get("interrupt_grace") or 5.0),
+                )
+            return self._engine
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        code = input_data.get("code")
+        language = input_data.get("language") or "python"
+        result: RunResult = self.engine.run(code, str(language))
+        return {
+            "interpreter_output": result.output,
+            "failed": result.failed,
+            "timed_out": result.timed_out,
+            "restarted": result.restarted,
+            "figures": list(result.figures),
+            "files": list(result.files),
+        }
+
+    def close(self) -> None:
+        """Shut the kernel down (idempotent). A later run starts a new one."""
+        with self._engine_lock:
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
