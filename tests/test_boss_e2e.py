@@ -64,7 +64,7 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
     out = boss.call({"goal": "Count the words of a sentence the user gives."})
 
     assert out == {"summary": "The sentence has 4 words.", "status": "finished",
-                   "result": "The plan was updated; the plan in your system prompt is now the updated one."}
+                   "result": "The text has 4 words."}, "result: the last command that did work (not update_plan)"
     # the plan: written by the plan writer as the user edited it, then rewritten by update_plan
     assert fake_editor.read_text().count("\n") == 1, "the editor was opened once"
     assert read_text(files["plan"]).strip() == done_plan

@@ -30,10 +30,6 @@ class AbstractBossFlow(LeanSequentialFlow):
     - `status` (str): `finished`, or `stopped: <why>`.
     """
 
-    def set_up_flow_state(self):
-        super().set_up_flow_state()
-        self.flow_state.update({"summary": "", "result": "", "status": "unfinished"})
-
     def memory_files(self) -> Dict[str, str]:
         memory_files = self.flow_config.get("memory_files")
         if not isinstance(memory_files, dict) or not memory_files:

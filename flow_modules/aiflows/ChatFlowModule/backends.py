@@ -83,12 +83,14 @@ def build_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
     return backend
 
 
-def with_api_infos(api_infos: List[Any], **overrides: Any) -> BackendFactory:
-    """A factory building each flow's configured backend with ``api_infos`` (and ``overrides``) filled in."""
+def with_api_infos(api_infos: List[Any], only_missing: bool = False, **overrides: Any) -> BackendFactory:
+    """A factory building each flow's configured backend with ``api_infos`` (and ``overrides``, e.g. a
+    ``model_name``) filled in; with ``only_missing``, ``api_infos`` a config already sets are kept."""
 
     def factory(backend_config: Dict[str, Any], flow_name: str) -> Any:
         config = copy.deepcopy(backend_config)
-        config["api_infos"] = list(api_infos)
+        if not only_missing or _api_infos_missing(config.get("api_infos")):
+            config["api_infos"] = list(api_infos)
         config.update(overrides)
         return instantiate_backend(config, flow_name)
 

@@ -12,6 +12,11 @@ from flow_modules.aiflows.CoreFlowModule.memory import shorten, summarize_argume
 _RESULT_ORDER = ("summary", "result", "status", "human_input", "feedback")
 
 
+def _user_reply(answer: Any) -> str:
+    answer = str(answer or "").strip()
+    return f"The user replied: {answer}" if answer else "The user replied with an empty answer (no objection)."
+
+
 def format_branch_output(output: Dict[str, Any]) -> str:
     """A branch's output as the text the controller reads next."""
     if not output:
@@ -19,13 +24,16 @@ def format_branch_output(output: Dict[str, Any]) -> str:
     if set(output) == {"result"}:
         return str(output["result"])
     if set(output) == {"human_input"}:
-        return f"The user replied: {output['human_input'] or '(empty answer)'}"
+        return _user_reply(output["human_input"])
     keys = [k for k in _RESULT_ORDER if k in output] + sorted(k for k in output if k not in _RESULT_ORDER)
     lines = []
     for key in keys:
         value = output[key]
+        if key == "human_input":
+            lines.append(_user_reply(value))
+            continue
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        lines.append(f"{key}: {text}")
+        lines.append(f"{key}: {text if text.strip() else '(none)'}")
     return "\n".join(lines)
 
 
@@ -44,6 +52,9 @@ class ControllerExecutorFlow(LeanCircularFlow):
       are the controller's commands, without `finish`).
     - `topology`: the nodes of the loop (see the YAML).
     - `reset_before_run` (bool): start every run from a clean state (chat histories included).
+    - `bookkeeping_commands` (list): commands whose result is not the loop's final `result` (e.g. update_plan).
+    - `keep_from_branches` (dict): branch -> output keys copied into the loop's state (later branches can take them
+      as input, e.g. `write_code: [code]` so that `save_code` saves the code written).
 
     *Input Interface*:
     - `goal` (str), and what the controller's prompts need (`plan`, `logs`, `memory_files`, ...).
@@ -55,10 +66,6 @@ class ControllerExecutorFlow(LeanCircularFlow):
     """
 
     # ~~~ State ~~~
-    def set_up_flow_state(self):
-        super().set_up_flow_state()
-        self.flow_state.update({"summary": "", "result": "", "status": "unfinished"})
-
     def _on_reach_max_rounds(self):
         rounds = self.flow_config.get("max_rounds")
         reason = f"stopped: reached max_rounds ({rounds}) before the controller called finish"
@@ -67,12 +74,21 @@ class ControllerExecutorFlow(LeanCircularFlow):
 
     # ~~~ Hooks for subclasses ~~~
     def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
-        """State updates after a branch ran; by default the branch's output becomes the controller's `result`."""
-        return {"result": format_branch_output(output)}
+        """State updates after a branch ran: the output, as text, becomes the controller's `result`; the keys that
+        `keep_from_branches` names for this branch are copied into the state (e.g. the code `write_code` wrote)."""
+        update = {"result": format_branch_output(output)}
+        if branch not in (self.flow_config.get("bookkeeping_commands") or []):
+            update["last_work_result"] = update["result"]
+        for key in (self.flow_config.get("keep_from_branches") or {}).get(branch, []):
+            if key in output:
+                update[key] = output[key]
+        return update
 
     def on_finish(self, command_args: Dict[str, Any]) -> Dict[str, Any]:
-        """State updates when the controller calls finish."""
-        return {"summary": str(command_args.get("summary", "")), "status": "finished"}
+        """State updates when the controller calls finish: its summary, and as `result` the result of the last
+        command that did work (not of a `bookkeeping_commands` one such as update_plan)."""
+        return {"summary": str(command_args.get("summary", "")), "status": "finished",
+                "result": self.flow_state.get("last_work_result", self.flow_state.get("result", ""))}
 
     def on_interrupted(self, branch: str, note: str) -> Dict[str, Any]:
         return {"result": f"The user interrupted `{branch}` with Ctrl+C and said: {note}"}

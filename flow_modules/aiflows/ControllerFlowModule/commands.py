@@ -13,6 +13,7 @@ class Command:
     name: str
     description: str
     input_args: List[str] = field(default_factory=list)
+    optional_args: List[str] = field(default_factory=list)
 
 
 def commands_from_config(config: Dict[str, Any], where: str) -> List[Command]:
@@ -23,10 +24,14 @@ def commands_from_config(config: Dict[str, Any], where: str) -> List[Command]:
     for name, spec in config.items():
         if not isinstance(spec, dict) or "description" not in spec:
             raise ConfigurationError(f"{where}: command {name!r} needs a `description` (and `input_args`)")
-        args = spec.get("input_args") or []
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ConfigurationError(f"{where}: `input_args` of command {name!r} must be a list of names")
-        commands.append(Command(str(name), str(spec["description"]).strip(), list(args)))
+        lists = {}
+        for key in ("input_args", "optional_args"):
+            value = spec.get(key) or []
+            if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+                raise ConfigurationError(f"{where}: `{key}` of command {name!r} must be a list of names")
+            lists[key] = list(value)
+        commands.append(Command(str(name), str(spec["description"]).strip(), lists["input_args"],
+                                lists["optional_args"]))
     # `finish` comes from the base config, so it would be listed first; the model reads it best last.
     return sorted(commands, key=lambda c: c.name == "finish")
 
@@ -35,7 +40,8 @@ def render_commands(commands: List[Command]) -> str:
     lines = []
     for i, command in enumerate(commands, 1):
         args = ", ".join(command.input_args) if command.input_args else "(none)"
-        lines.append(f"{i}. {command.name}: {command.description} Input arguments: {args}")
+        optional = f"; optional: {', '.join(command.optional_args)}" if command.optional_args else ""
+        lines.append(f"{i}. {command.name}: {command.description} Input arguments: {args}{optional}")
     return "\n".join(lines)
 
 
@@ -89,8 +95,9 @@ def parse_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, A
     if not isinstance(args, dict):
         raise InvalidReply("\"command_args\" must be a JSON object mapping argument names to values.")
     expected = by_name[name].input_args
+    optional = by_name[name].optional_args
     missing_args = [a for a in expected if a not in args]
-    extra_args = [a for a in args if a not in expected]
+    extra_args = [a for a in args if a not in expected and a not in optional]
     problems = []
     if missing_args:
         problems.append(f"missing argument(s): {', '.join(missing_args)}")
@@ -98,5 +105,7 @@ def parse_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, A
         problems.append(f"unknown argument(s): {', '.join(extra_args)}")
     if problems:
         takes = ", ".join(expected) if expected else "no arguments"
+        if optional:
+            takes += f" (optional: {', '.join(optional)})"
         raise InvalidReply(f"Command {name!r} takes {takes}; your reply has {'; '.join(problems)}.")
     return name, args

@@ -41,9 +41,22 @@ def flow_path_of(error: BaseException) -> str:
     return getattr(error, "flow_path", "") or ""
 
 
+def root_cause(error: BaseException) -> BaseException:
+    """The first JarvisError in an exception's chain (hydra wraps errors raised while building flows), else itself."""
+    seen = set()
+    current = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, JarvisError):
+            return current
+        current = current.__cause__ or current.__context__
+    return error
+
+
 def describe(error: BaseException) -> str:
     """One line for the user: where it happened and what happened."""
     where = flow_path_of(error)
+    error = root_cause(error)
     what = str(error) or error.__class__.__name__
     if not isinstance(error, JarvisError):
         what = f"{error.__class__.__name__}: {what}"

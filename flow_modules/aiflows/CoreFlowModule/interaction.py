@@ -207,7 +207,7 @@ class AutoApproveInput(InputSource):
         self.asked.append({"prompt": prompt, "kind": kind, "answer": answer})
         console = self._console or get_console()
         console.show("question", prompt)
-        console.line("info", f"> (auto) {answer or 'approved'}")
+        console.line("info", f"> (auto) {answer or ('approved' if kind == APPROVAL else 'no objection')}")
         return answer
 
 

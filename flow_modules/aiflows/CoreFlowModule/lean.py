@@ -146,7 +146,9 @@ class LeanFlowMixin(Flow):
         return self.__dict__["_lazy_cache"]
 
     def set_up_flow_state(self):
-        self.flow_state = {}
+        # `initial_state` (config): the keys a flow's state starts with, e.g. outputs that must exist even if the
+        # step that sets them never ran.
+        self.flow_state = copy.deepcopy(self.flow_config.get("initial_state") or {})
         self.history = BoundedHistory(self.flow_config.get("history_size", DEFAULT_HISTORY_SIZE))
 
     def _log_message(self, message: Message):

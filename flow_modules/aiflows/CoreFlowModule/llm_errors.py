@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
-from .errors import LLMCallError
+from .errors import JarvisError, LLMCallError
 
 T = TypeVar("T")
 
@@ -121,7 +121,7 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, flow: str,
         attempt += 1
         try:
             return call(), attempt - 1
-        except (KeyboardInterrupt, LLMCallError):
+        except (KeyboardInterrupt, JarvisError):  # ours already say what happened (e.g. a replay ran out)
             raise
         except Exception as error:  # noqa: BLE001 - classified below
             info = classify(error)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import os
 import re
@@ -233,3 +234,79 @@ def memory_path(flow: Any, input_data: Dict[str, Any], key: str) -> str:
             f"{flow.flow_config['name']}: memory_files has no '{key}' (it has {sorted(memory_files)})"
         )
     return memory_files[key]
+
+
+def with_memory_files(flow: Any, input_data: Dict[str, Any]) -> Dict[str, Any]:
+    """``input_data`` with the flow's configured ``memory_files`` added when the input has none."""
+    if not input_data.get("memory_files") and isinstance(flow.flow_config.get("memory_files"), dict):
+        return {**input_data, "memory_files": flow.flow_config["memory_files"]}
+    return input_data
+
+
+def set_memory_files(flow: Any, memory_dir: str) -> Dict[str, Dict[str, str]]:
+    """Give every flow of a tree that declares ``memory_file_names`` its ``memory_files`` in ``memory_dir``.
+
+    One call configures a whole hierarchy (Jarvis -> Coder -> ExtendLibrary, ...): each boss names its own files
+    (``plan_coder.txt``, ...) in its YAML, and code runners without a ``workspace`` get ``memory_dir``. ``flow`` is a
+    flow, or a configuration dict (``{_target_: ..., subflows_config: ...}``) before it is instantiated: there every
+    ``memory_files: ???`` is filled (hydra refuses to build a config that still has one). Returns
+    ``{path: memory_files}`` for what was set.
+    """
+    memory_dir = os.path.abspath(memory_dir)
+    os.makedirs(memory_dir, exist_ok=True)
+    if isinstance(flow, dict):
+        return _set_memory_files_in_config(flow, memory_dir)
+    done: Dict[str, Dict[str, str]] = {}
+
+    def visit(node: Any, path: str) -> None:
+        config = node.flow_config
+        names = config.get("memory_file_names")
+        if isinstance(names, dict) and names:
+            config["memory_files"] = {key: os.path.join(memory_dir, name) for key, name in names.items()}
+            done[path] = config["memory_files"]
+        if "workspace" in config and not config["workspace"]:
+            config["workspace"] = memory_dir
+        for name, sub in getattr(node, "subflows", {}).items():
+            visit(sub, f"{path}/{name}")
+
+    visit(flow, flow.flow_config.get("name", "flow"))
+    return done
+
+
+def _flow_class(target: Any) -> Any:
+    from hydra._internal.utils import _locate
+
+    if not isinstance(target, str) or not target:
+        return None
+    if target.endswith((".instantiate_from_default_config", ".instantiate_with_overrides")):
+        target = target.rsplit(".", 1)[0]
+    try:
+        located = _locate(target)
+    except Exception:  # an unknown target fails later, when the flow is built, with hydra's message
+        return None
+    return located if hasattr(located, "get_config") else None
+
+
+def _set_memory_files_in_config(config: Dict[str, Any], memory_dir: str) -> Dict[str, Dict[str, str]]:
+    """Walk a configuration together with the default configurations it will be merged with."""
+    from aiflows.utils.general_helpers import recursive_dictionary_update
+
+    done: Dict[str, Dict[str, str]] = {}
+
+    def visit(node: Dict[str, Any], parent_default: Dict[str, Any], path: str) -> None:
+        # what this flow's config will be made of: its class's defaults, then what its parent's defaults say of it
+        cls = _flow_class(node.get("_target_") or parent_default.get("_target_"))
+        defaults = cls.get_config() if cls is not None else {}
+        defaults = recursive_dictionary_update(defaults, {k: v for k, v in parent_default.items() if k != "_target_"})
+        names = node.get("memory_file_names") or defaults.get("memory_file_names")
+        if node.get("memory_files", defaults.get("memory_files")) == "???" and isinstance(names, dict):
+            node["memory_files"] = {key: os.path.join(memory_dir, name) for key, name in names.items()}
+            done[path] = node["memory_files"]
+        default_subflows = defaults.get("subflows_config") or {}
+        for name, sub in (node.get("subflows_config") or {}).items():
+            if isinstance(sub, dict):
+                visit(sub, copy.deepcopy(default_subflows.get(name) or {}), f"{path}/{name}")
+
+    root = config["flow"] if isinstance(config.get("flow"), dict) else config
+    visit(root, {}, root.get("name", "flow"))
+    return done

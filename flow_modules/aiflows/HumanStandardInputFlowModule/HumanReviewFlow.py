@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from flow_modules.aiflows.CoreFlowModule import (
     APPROVAL,
@@ -14,6 +14,7 @@ from flow_modules.aiflows.CoreFlowModule import (
     is_approval,
 )
 from flow_modules.aiflows.CoreFlowModule.editor import edit_file, editor_available, resolve_editor
+from flow_modules.aiflows.CoreFlowModule.memory import atomic_write
 
 _EDIT_WORDS = {"e", "edit", ":e"}
 
@@ -33,9 +34,12 @@ class HumanReviewFlow(LeanAtomicFlow):
     - `open_editor` (str): `ask` (the user types `e`), `auto` (the editor opens before the question, as in the
       original Jarvis) or `never`.
     - `role` (str): console colour role of the draft (`plan`, `code`, ...).
+    - `options` (str): what the question says the user can do (the editor option is added when available).
 
     *Input Interface*:
     - `<content_key>` (str): the draft.
+    - `draft_path` (str, optional): a file the draft is written to and kept in (else a temporary file is used for
+      editing and removed).
 
     *Output Interface*:
     - `<content_key>` (str): the draft as the user left it (edited or not).
@@ -49,6 +53,9 @@ class HumanReviewFlow(LeanAtomicFlow):
         if key not in input_data:
             raise ConfigurationError(f"{self.flow_config['name']}: the input has no `{key}` (has {sorted(input_data)})")
         draft = str(input_data[key])
+        draft_path = input_data.get("draft_path")
+        if draft_path:  # the draft is kept in this file (e.g. the code run_code runs, in the workspace)
+            atomic_write(draft_path, draft)
         configured = self.flow_config.get("editor")
         mode = self.flow_config.get("open_editor", "ask")
         can_edit = mode != "never" and editor_available(configured)
@@ -58,26 +65,30 @@ class HumanReviewFlow(LeanAtomicFlow):
         console.show(self.flow_config.get("role", "plan"), f"{title}:", draft)
 
         if can_edit and mode == "auto":
-            draft, changed = self._edit(draft)
+            draft, changed = self._edit(draft, draft_path)
             edited = edited or changed
 
         while True:
-            options = "Enter to approve, or type feedback to have it revised"
+            options = self.flow_config.get("options", "Enter to approve, or type feedback to have it revised")
             if can_edit:
                 options += f", or 'e' to edit it in {resolve_editor(configured)[0]}"
             answer = get_input_source().ask(f"{title}: {options}.", kind=APPROVAL)
             if can_edit and answer.strip().lower() in _EDIT_WORDS:
-                draft, changed = self._edit(draft)
+                draft, changed = self._edit(draft, draft_path)
                 edited = edited or changed
                 continue
             approved = is_approval(answer)
             return {key: draft, "feedback": "" if approved else answer, "approved": approved, "edited": edited}
 
-    def _edit(self, draft: str):
-        fd, path = tempfile.mkstemp(prefix="jarvis_draft_", suffix=self.flow_config.get("file_suffix", ".txt"))
+    def _edit(self, draft: str, draft_path: Optional[str] = None):
+        if draft_path:
+            path, keep = draft_path, True
+        else:
+            fd, path = tempfile.mkstemp(prefix="jarvis_draft_", suffix=self.flow_config.get("file_suffix", ".txt"))
+            os.close(fd)
+            keep = False
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(draft)
+            atomic_write(path, draft)
             try:
                 changed = edit_file(path, self.flow_config.get("editor"))
             except EditorError as error:  # the draft is kept; the user is asked again
@@ -86,7 +97,8 @@ class HumanReviewFlow(LeanAtomicFlow):
             with open(path, "r", encoding="utf-8") as f:
                 new_draft = f.read()
         finally:
-            os.unlink(path)
+            if not keep:
+                os.unlink(path)
         console = get_console()
         if changed:
             console.show(self.flow_config.get("role", "plan"), "Your edited version:", new_draft)

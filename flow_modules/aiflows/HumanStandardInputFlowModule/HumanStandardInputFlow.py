@@ -17,12 +17,14 @@ class HumanStandardInputFlow(LeanAtomicFlow):
       rendered strictly.
     - `kind` (str): `question` (free text), `approval` (empty answer approves) or `feedback` (empty answer means
       "looks good").
+    - `return_inputs` (list): input keys passed on in the output (e.g. the `answer` shown to the user).
 
     *Input Interface*:
     - the template's `input_variables` (default: `question`).
 
     *Output Interface*:
     - `human_input` (str): the user's answer.
+    - the `return_inputs` keys, as they were given.
     """
 
     def __init__(self, query_message_prompt_template: StrictJinjaPrompt, **kwargs):
@@ -42,4 +44,5 @@ class HumanStandardInputFlow(LeanAtomicFlow):
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         message = self.query_message_prompt_template.render_from(input_data, self.flow_config["name"])
         answer = get_input_source().ask(message, kind=self.flow_config.get("kind", "question"))
-        return {"human_input": answer}
+        passed_on = {key: input_data[key] for key in self.flow_config.get("return_inputs") or [] if key in input_data}
+        return {**passed_on, "human_input": answer}

@@ -32,14 +32,9 @@ class PlanWriterFlow(ControllerExecutorFlow):
     - `summary` (str), `status` (str): `finished`, or `stopped: <why>`.
     """
 
-    def set_up_flow_state(self):
-        super().set_up_flow_state()
-        self.flow_state["plan"] = ""
-
     def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
-        update = super().on_branch_output(branch, output)
-        if branch == "write_plan" and "plan" in output:
-            update["plan"] = output["plan"]
+        update = super().on_branch_output(branch, output)  # keeps `plan` (keep_from_branches in the YAML)
+        if branch == "write_plan":
             if output.get("approved") and self.flow_config.get("finish_on_approval", True):
                 update.update({self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
                                "summary": "The user approved the plan.", "status": "finished"})

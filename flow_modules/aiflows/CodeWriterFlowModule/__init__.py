@@ -1,0 +1,10 @@
+"""CodeWriterFlowModule: writes and tests one library function with the user (write_code, test, ask_user)."""
+dependencies = [
+    {"url": "aiflows/CoreFlowModule", "revision": "main"},
+    {"url": "aiflows/ControllerFlowModule", "revision": "main"},
+    {"url": "aiflows/InteractiveCodeGenFlowModule", "revision": "main"},
+    {"url": "aiflows/TestCodeFlowModule", "revision": "main"},
+    {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
+]
+
+from .CodeWriterFlow import CodeWriterFlow  # noqa: E402

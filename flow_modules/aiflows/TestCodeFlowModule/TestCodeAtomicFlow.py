@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import ast
+import os
+import shlex
+import sys
+import tempfile
+from typing import Any, Dict, List
+
+from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow, get_console
+from flow_modules.aiflows.CoreFlowModule.memory import memory_path
+from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+
+PASSED_MARK = "__JARVIS_TESTS_PASSED__"
+IMPORTS_MARK = "__JARVIS_IMPORTS_NOT_FOUND__"
+
+_SCRIPT = '''\
+import importlib.util, sys
+sys.path.insert(0, {library_dir!r})
+_missing = [name for name in {modules!r} if importlib.util.find_spec(name) is None]
+if _missing:
+    print({imports_mark!r}, ", ".join(_missing))
+    sys.exit(3)
+{library_import}
+# ~~~ the code under test ~~~
+{code}
+
+# ~~~ the user's tests ~~~
+{tests}
+
+print({passed_mark!r})
+'''
+
+
+def imported_modules(tree: ast.AST) -> List[str]:
+    """Top-level names of the modules a piece of code imports, anywhere in it (function bodies included)."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module.split(".")[0])
+    return sorted(set(names))
+
+
+class TestCodeAtomicFlow(LeanAtomicFlow):
+    """Checks code for the library: it compiles, its imports resolve, and the user's tests (if any) pass.
+
+    The code runs together with the current library (`from library import *` first) in a separate Python process,
+    in a temporary folder, with the same timeout, output bound and API-key-free environment as the interpreter, so a
+    test can neither change the interactive session nor leave files in the workspace.
+
+    *Configuration Parameters*:
+    - `timeout` (float): seconds the tests may run.
+    - `max_output_chars` (int): bound of the output shown.
+    - `memory_files` (dict, optional): must hold `code_library` if the input has no `memory_files`.
+
+    *Input Interface*:
+    - `code` (str): the code to test.
+    - `tests` (str): Python test code (asserts calling the code), or "" to only check compiling and imports.
+    - `memory_files` (dict): `code_library` is the library file.
+
+    *Output Interface*:
+    - `result` (str): what was checked and what happened.
+    - `passed` (bool): everything checked passed.
+    """
+
+    __test__ = False  # a flow, not a pytest test class
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        code = str(input_data.get("code") or "").strip()
+        tests = str(input_data.get("tests") or "").strip()
+        if not code:
+            return {"result": "There is no code to test yet: call write_code first.", "passed": False}
+        try:
+            tree = ast.parse(code)
+            if tests:
+                ast.parse(tests)
+        except SyntaxError as error:
+            which = "the tests" if tests and error.text and error.text.strip() in tests else "the code"
+            return {"result": f"Syntax error in {which}, line {error.lineno}: {error.msg}", "passed": False}
+
+        library_path = memory_path(self, input_data, "code_library")
+        library_dir = os.path.dirname(os.path.abspath(library_path))
+        module = os.path.splitext(os.path.basename(library_path))[0]
+        library_import = f"from {module} import *" if os.path.exists(library_path) else ""
+        script = _SCRIPT.format(library_dir=library_dir, modules=imported_modules(tree), imports_mark=IMPORTS_MARK,
+                                library_import=library_import, code=code, tests=tests or "pass",
+                                passed_mark=PASSED_MARK)
+        with tempfile.TemporaryDirectory(prefix="jarvis_test_") as folder:
+            with open(os.path.join(folder, "test_code.py"), "w", encoding="utf-8") as f:
+                f.write(script)
+            runner = CodeInterpreter(folder, timeout=float(self.flow_config.get("timeout", 60)),
+                                     max_output_chars=int(self.flow_config.get("max_output_chars", 6000)))
+            try:
+                outcome = runner.run(f"{shlex.quote(sys.executable)} test_code.py", "bash")
+            finally:
+                runner.close()
+        output = outcome.output.replace(PASSED_MARK, "").strip()
+        if IMPORTS_MARK in outcome.output:
+            missing = outcome.output.split(IMPORTS_MARK, 1)[1].strip().splitlines()[0]
+            result = f"The code compiles, but these imports do not resolve: {missing}. Install them (run_code with " \
+                     f"language bash: pip install ...) or use other modules."
+            passed = False
+        elif PASSED_MARK in outcome.output and not outcome.failed:
+            what = "the user's tests passed" if tests else "no tests were given"
+            result = f"The code compiles, its imports resolve and it runs with the library; {what}."
+            if output and output != "(no output)":
+                result += f"\nOutput:\n{output}"
+            passed = True
+        else:
+            result = f"The {'tests' if tests else 'code'} failed:\n{output}"
+            passed = False
+        get_console().show("result" if passed else "error", "Test result:", result)
+        return {"result": result, "passed": passed}

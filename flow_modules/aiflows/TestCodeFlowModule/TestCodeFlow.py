@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from flow_modules.aiflows.CoreFlowModule import LeanSequentialFlow
+from flow_modules.aiflows.CoreFlowModule.memory import with_memory_files
+
+
+class TestCodeFlow(LeanSequentialFlow):
+    """Tests code written for the library, with the user: asks for tests, runs them, shows the result, asks feedback.
+
+    A sequence of `AskForTests` (the user types test code, or Enter to only check that the code compiles and its
+    imports resolve), `CodeTest` (a TestCodeAtomicFlow) and `AskForFeedback` (the results are shown and the user
+    says whether they are fine). In auto-approve mode no tests are asked for and the results are accepted.
+
+    *Configuration Parameters*:
+    - `memory_files` (dict, optional): must hold `code_library` if the input has no `memory_files`.
+    - `subflows_config`: `AskForTests`, `CodeTest`, `AskForFeedback`.
+
+    *Input Interface*:
+    - `code` (str): the code to test.
+    - `memory_files` (dict): `code_library` is the library file.
+
+    *Output Interface*:
+    - `result` (str): the test report.
+    - `passed` (bool): whether everything checked passed.
+    - `feedback` (str): the user's feedback on the results ("" if fine).
+    """
+
+    __test__ = False  # a flow, not a pytest test class
+
+    def run(self, input_data):
+        input_data = with_memory_files(self, input_data)
+        return super().run(input_data)

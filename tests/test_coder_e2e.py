@@ -1,0 +1,123 @@
+"""Coder end to end through LiteLLMBackend -> litellm -> HTTP (loopback server), with a real kernel.
+
+Like the seed's example run: Coder plans, calls extend_library; ExtendLibrary plans, writes a function (the user edits
+it in the fake editor), tests it (a user-given test passes), saves it into library.py, updates its plan, finishes
+and is reset; back in Coder, run_code imports the function and keeps a value in a variable, a second run_code uses
+that variable, Coder updates its plan and finishes.
+"""
+from __future__ import annotations
+
+import pytest
+
+from fakes import command, finish
+from flow_modules.aiflows.CoderFlowModule import CoderFlow
+from flow_modules.aiflows.CoreFlowModule.memory import read_text, set_memory_files, split_log_entries
+
+GENERATED = '''Here it is:
+```python
+def moving_average(values, window):
+    """Return the averages of each run of `window` consecutive values.
+
+    Parameters:
+    values (list of float): the values.
+    window (int): how many consecutive values each average covers.
+    """
+    return [sum(values[i:i + window]) / window for i in range(len(values) - window + 1)]
+```'''
+VALIDATION = "    if window <= 0:\\n        raise ValueError('window must be positive')\\n    return ["
+USER_TEST = 'assert moving_average([1, 2, 3, 4], 2) == [1.5, 2.5, 3.5]\nprint("checked", moving_average([2, 4], 2))'
+
+
+def branches(log_path):
+    return [entry.split(" ---")[0].split()[-1] for _, entry in split_log_entries(read_text(log_path))]
+
+
+@pytest.fixture
+def coder(tmp_path, loopback_llm):
+    flow = CoderFlow.instantiate_from_default_config()
+    files = set_memory_files(flow, str(tmp_path))
+    yield flow, files
+    flow.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"].close()
+
+
+def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tmp_path, coder, loopback_llm, user,
+                                                                                fake_editor, monkeypatch):
+    flow, files = coder
+    monkeypatch.setenv("FAKE_EDITOR_REPLACE", "    return [=>" + VALIDATION.encode().decode("unicode_escape"))
+    user.add(
+        "",                      # Coder's plan: approved
+        "",                      # ExtendLibrary's plan: approved
+        "e", "",                 # the generated function: edited in the editor, then approved
+        lambda prompt, kind: USER_TEST if "Tests for this code?" in prompt else "unexpected question",
+        "",                      # test results: fine
+        "", "",                  # run_code 1: run it; the result is fine
+        "", "",                  # run_code 2: run it; the result is fine
+    )
+    updated_extlib_plan = "1. Write moving_average(values, window). [done]"
+    extend_library = flow.subflows["CtrlExMem"].subflows["Executor"].subflows["extend_library"]
+    seen_after_extend_library = {}
+
+    def first_run_code(request):  # Coder's controller, right after extend_library returned
+        seen_after_extend_library["chat"] = list(
+            extend_library.subflows["CtrlExMem"].subflows["Controller"].flow_state["previous_messages"])
+        seen_after_extend_library["state"] = dict(extend_library.flow_state)
+        return command("run_code", language="python",
+                       code="from library import moving_average\naverages = moving_average(list(range(1, 11)), 3)\n"
+                            "print(len(averages))")
+    loopback_llm.add(
+        "1. Extend the library with moving_average(values, window).\n2. Compute the moving averages of 1..10 "
+        "(window 3) into `averages`.\n3. Print the largest average.\n4. Give the final answer.",
+        command("extend_library", goal="moving_average(values: list, window: int) -> list of the window averages"),
+        "1. Write moving_average(values, window).",
+        command("write_code", goal="moving_average(values, window): the averages of each window of values"),
+        GENERATED,
+        command("test"),
+        finish("moving_average is written, edited by the user and tested."),
+        command("save_code"),
+        command("update_plan", updated_plan=updated_extlib_plan),
+        finish("The library now has moving_average."),
+        first_run_code,
+        command("run_code", language="python", code="print(max(averages))"),
+        command("update_plan", updated_plan="1. [done]\n2. [done]\n3. [done]\n4. Give the final answer."),
+        finish("`averages` holds the 8 moving averages of 1..10; the largest is 9.0."),
+    )
+
+    out = flow.call({"goal": "Write a reusable moving_average function, then use it on 1..10."})
+
+    assert out["status"] == "finished", out
+    assert out["summary"] == "`averages` holds the 8 moving averages of 1..10; the largest is 9.0."
+    # ~~~ files ~~~
+    library = read_text(files["CoderFlow"]["code_library"])
+    assert "def moving_average(values, window):" in library and "raise ValueError('window must be positive')" in library, \
+        "the library holds the function as the user edited it"
+    assert read_text(files["CoderFlow"]["plan"]).startswith("1. [done]")
+    extlib_files = files["CoderFlow/CtrlExMem/Executor/extend_library"]
+    assert read_text(extlib_files["plan"]).strip() == updated_extlib_plan
+    # ~~~ the order of the branches, at both levels ~~~
+    assert branches(extlib_files["logs"]) == ["write_code", "save_code", "update_plan"]
+    assert branches(files["CoderFlow"]["logs"]) == ["extend_library", "run_code", "run_code", "update_plan"]
+    # ~~~ what the LLMs were told ~~~
+    requests = [r["messages"] for r in loopback_llm.requests]
+    assert len(requests) == 14
+    test_report = requests[6][-1]["content"]
+    assert "the user's tests passed" in test_report and "checked [3.0]" in test_report, "the test result is shown"
+    after_save = requests[8][0]["content"]  # ExtendLibrary's controller, after save_code and a memory read
+    library_section = after_save.split("The code library has")[1].split("The logs of")[0]
+    assert "def moving_average(values, window):" in library_section
+    assert "Return the averages of each run" in library_section
+    assert "range(len(values)" not in library_section, "the library is shown as signatures and docstrings"
+    assert "Saved moving_average in the code library" in requests[8][-1]["content"]
+    coder_after_extlib = requests[10]  # Coder's controller, right after extend_library returned
+    assert "def moving_average(values, window):" in coder_after_extlib[0]["content"]
+    assert "The library now has moving_average." in coder_after_extlib[-1]["content"]
+    assert "8" in requests[11][-1]["content"], "first run_code: the library function ran"
+    assert "9.0" in requests[12][-1]["content"], "second run_code used the variable kept from the first"
+    # ~~~ the user in the loop ~~~
+    assert len(fake_editor.read_text().splitlines()) == 1, "the function was opened in the editor once"
+    assert [a["kind"] for a in user.asked] == ["approval", "approval", "approval", "approval", "feedback",
+                                               "feedback", "approval", "feedback", "approval", "feedback"]
+    # ~~~ resets: a finished sub-boss drops its chats, at once ~~~
+    assert seen_after_extend_library["chat"] == [], "ExtendLibrary's controller chat was dropped when it finished"
+    assert "plan" not in seen_after_extend_library["state"] and seen_after_extend_library["state"]["status"] == \
+        "unfinished", "ExtendLibrary's state was reset when it finished"
+    assert flow.subflows["CtrlExMem"].subflows["Controller"].flow_state["previous_messages"] == [], "Coder too"
