@@ -1,2 +1,218 @@
-def main():
-    raise SystemExit("run_jarvis is not written yet")
+#!/usr/bin/env python
+"""Run Jarvis on a goal: python run_jarvis.py "<goal>"  (python run_jarvis.py --help for the options)."""
+from __future__ import annotations
+
+import flow_modules.aiflows  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from typing import List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = os.path.join(HERE, "configs", "jarvis.yaml")
+DEMO_TRANSCRIPT = os.path.join(HERE, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+RUN_FILE = "jarvis_run.json"  # in the memory folder: the goal and settings of the last run, for --resume
+
+DESCRIPTION = """\
+Jarvis writes a plan with you, then reaches your goal by writing reusable functions into a code library
+(library.py) and running code in a stateful interpreter. Plans, logs and the library live in the memory folder.
+
+The LLM: OPENAI_API_KEY (OpenAI), AZURE_API_KEY + AZURE_API_BASE (+ AZURE_API_VERSION) (Azure), or --api-base
+for any OpenAI-compatible server (vLLM, llama.cpp, Ollama). No LLM at hand? Try --demo."""
+
+EPILOG = """\
+examples:
+  python run_jarvis.py "Download Tesla's stock prices for 2022-01-01..2022-06-01 with yfinance and plot them"
+  python run_jarvis.py --model gpt-4o-mini --yes "Compute the first 20 primes and save them to primes.txt"
+  python run_jarvis.py --api-base http://localhost:11434/v1 --model llama3 "..."     (Ollama)
+  python run_jarvis.py --resume                       (continue the last run from its plan and logs)
+  python run_jarvis.py --demo                         (a recorded run, offline)"""
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="run_jarvis.py", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("goal", nargs="?", help="what Jarvis should achieve, in natural language")
+    parser.add_argument("--model", help="the model: a name (gpt-4, gpt-4o-mini, ...) or provider/name; "
+                                        "default: each chat's model in the configuration (gpt-4)")
+    parser.add_argument("--api-base", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    parser.add_argument("--config", metavar="FILE", help=f"the configuration (default: configs/jarvis.yaml)")
+    parser.add_argument("--memory-dir", metavar="DIR", default="memory",
+                        help="where plans, logs, the code library and the interpreter's files live (default: memory/)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the last run in the memory folder from its plan and logs")
+    parser.add_argument("--yes", action="store_true",
+                        help="approve plans and code automatically; questions get 'use your best judgement'")
+    parser.add_argument("--editor", metavar="CMD", help="the editor plans and code open in (default: $VISUAL/$EDITOR)")
+    parser.add_argument("--record", metavar="FILE", help="write every LLM exchange to a transcript (JSON lines)")
+    parser.add_argument("--replay", metavar="FILE", help="answer every LLM call from a transcript instead of an LLM")
+    parser.add_argument("--demo", action="store_true", help="replay the recorded demo run (offline, auto-approve)")
+    parser.add_argument("--trace", metavar="FILE", help="write every message between flows to FILE (JSON lines)")
+    parser.add_argument("--verbose", action="store_true", help="show aiflows' log and full tracebacks")
+    args = parser.parse_args(argv)
+    if args.demo and (args.replay or args.record or args.resume):
+        parser.error("--demo replays its own recording; it does not go with --replay, --record or --resume")
+    if args.replay and args.record:
+        parser.error("--record and --replay do not go together")
+    if not args.goal and not (args.resume or args.demo or args.replay):
+        parser.error("give a goal, e.g. run_jarvis.py \"Plot y = x^2 for x in 0..10\" (or --resume, --demo)")
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+
+    from aiflows.utils import logging
+
+    from flow_modules.aiflows.ChatFlowModule import (
+        Transcript,
+        TranscriptRecorder,
+        add_backend_wrapper,
+        remove_backend_wrapper,
+        replay_factory,
+        set_backend_factory,
+        with_api_infos,
+    )
+    from flow_modules.aiflows.CoreFlowModule import (
+        USAGE,
+        AutoApproveInput,
+        JarvisError,
+        get_console,
+        set_input_source,
+        set_trace_file,
+    )
+    from flow_modules.aiflows.CoreFlowModule.errors import describe
+    from flow_modules.aiflows.JarvisFlowModule import launcher
+
+    if args.verbose:
+        logging.set_verbosity_info()
+    else:
+        logging.set_verbosity_error()
+    console = get_console()
+    memory_dir = os.path.abspath(args.memory_dir)
+    run_file = os.path.join(memory_dir, RUN_FILE)
+    flow = None
+    recorder = None
+    started = time.time()
+    try:
+        # ~~~ Where the LLM replies come from ~~~
+        transcript = None
+        if args.demo or args.replay:
+            transcript = Transcript.load(DEMO_TRANSCRIPT if args.demo else args.replay)
+            set_backend_factory(replay_factory(transcript))
+            api_infos = [{"backend_used": "openai", "api_key": "replay"}]
+        else:
+            api_infos = launcher.api_infos_from_environment(args.api_base)
+            overrides = {}
+            if args.model:
+                backend_used = api_infos[0].backend_used
+                overrides["model_name"] = {backend_used: launcher.litellm_model_name(args.model, backend_used,
+                                                                                      args.api_base)}
+            set_backend_factory(with_api_infos(api_infos, only_missing=True, **overrides))
+
+        # ~~~ The goal ~~~
+        goal = args.goal
+        previous = {}
+        if os.path.exists(run_file):
+            with open(run_file, encoding="utf-8") as f:
+                previous = json.load(f)
+        if args.resume and not goal:
+            goal = previous.get("goal")
+            if not goal:
+                raise launcher.ConfigurationError(
+                    f"Nothing to resume in {memory_dir}: no previous run was found there. Give a goal.")
+        if transcript is not None and not goal:
+            goal = transcript.header.get("goal") or ""
+        if args.demo:
+            backup = _fresh_memory_folder(memory_dir)
+            console.show("flow", "Jarvis demo", "This is a REPLAY: the LLM replies are a recording, made for this "
+                         "goal. Everything else runs for real: the flows, the memory files, the code library and the "
+                         f"Python interpreter, in {memory_dir}. Plans and code are approved automatically."
+                         + (f"\nYour previous memory folder was moved to {backup}." if backup else ""))
+
+        # ~~~ Jarvis ~~~
+        if args.record:
+            recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured")
+            add_backend_wrapper(recorder.wrap)
+        config = launcher.load_config(args.config or CONFIG) if (args.config or os.path.exists(CONFIG)) \
+            else launcher.DEFAULT_FLOW_CONFIG
+        flow = launcher.instantiate(config, api_infos, memory_dir)
+        memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume)
+        if args.editor:
+            launcher.set_editor(flow, args.editor)
+        if args.yes or args.demo:
+            set_input_source(AutoApproveInput())
+        if args.trace:
+            set_trace_file(args.trace)
+        os.makedirs(memory_dir, exist_ok=True)
+        with open(run_file, "w", encoding="utf-8") as f:
+            json.dump({"goal": goal, "model": args.model, "api_base": args.api_base, "started": started}, f)
+
+        output = flow.call({"goal": goal})
+    except KeyboardInterrupt:
+        console.line("warning", f"\nStopped. Plans, logs and the library are in {memory_dir}; "
+                                "run again with --resume to continue from the plan.")
+        return 130
+    except JarvisError as error:
+        console.line("error", f"\n{describe(error)}")
+        if isinstance(error, launcher.MissingCredentials):
+            return 2
+        if flow is not None:
+            console.line("info", f"Plans, logs and the library are in {memory_dir}; --resume continues from the plan.")
+        return 1
+    except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
+        from flow_modules.aiflows.CoreFlowModule.errors import root_cause
+
+        if isinstance(root_cause(error), JarvisError):
+            console.line("error", f"\n{describe(error)}")
+            return 2 if isinstance(root_cause(error), launcher.MissingCredentials) else 1
+        if args.verbose:
+            raise
+        console.line("error", f"\nUnexpected error: {describe(error)}\n(--verbose shows the traceback.) "
+                              f"Plans, logs and the library are in {memory_dir}.")
+        return 1
+    finally:
+        if recorder is not None:
+            remove_backend_wrapper(recorder.wrap)
+            recorder.close()
+        if flow is not None:
+            launcher.close_interpreters(flow)
+        set_trace_file(None)
+
+    _report(console, output, memory, memory_dir, started, USAGE)
+    return 0 if output.get("status") == "finished" else 1
+
+
+def _fresh_memory_folder(memory_dir: str) -> Optional[str]:
+    """Move an existing memory folder aside (nothing is deleted) so the demo starts from nothing."""
+    if not os.path.isdir(memory_dir) or not [n for n in os.listdir(memory_dir) if not n.startswith(".")]:
+        return None
+    backup = f"{memory_dir.rstrip(os.sep)}-before-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    shutil.move(memory_dir, backup)
+    os.makedirs(memory_dir, exist_ok=True)
+    return backup
+
+
+def _report(console, output, memory, memory_dir: str, started: float, usage) -> None:
+    from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
+
+    answer = output.get("answer") or output.get("summary") or "(no answer)"
+    console.show("answer", f"\nJarvis {output.get('status', '')}. Final answer:", answer)
+    lines = []
+    for boss, files in memory.items():
+        if "plan" not in files:  # the bosses' files; the code writers only point at the library
+            continue
+        lines.append(f"{boss.split('/')[-1]}: " + ", ".join(os.path.relpath(p) for p in files.values()))
+    console.show("info", "Memory files:", "\n".join(sorted(set(lines))))
+    figures = new_files(memory_dir, started)
+    if figures:
+        console.show("info", "Figures and pages made:", "\n".join(os.path.relpath(p) for p in figures))
+    console.line("info", usage.summary())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,3 +12,9 @@ from .backends import (  # noqa: E402
     set_backend_factory,
     with_api_infos,
 )
+from .transcripts import (  # noqa: E402
+    ReplayBackend,
+    Transcript,
+    TranscriptRecorder,
+    replay_factory,
+)

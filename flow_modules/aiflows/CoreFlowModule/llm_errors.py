@@ -40,8 +40,9 @@ def _server_message(error: BaseException) -> str:
     for e in _chain(error):
         message = getattr(e, "message", None)
         if isinstance(message, str) and message:
+            start = message.find("{")  # litellm prefixes the body with "OpenAIException - "
             try:
-                body = json.loads(message)
+                body = json.loads(message[start:]) if start >= 0 else None
                 if isinstance(body, dict) and isinstance(body.get("error"), dict):
                     return str(body["error"].get("message") or message)[:300]
             except (ValueError, TypeError):

@@ -1,0 +1,159 @@
+"""What a launcher of Jarvis needs: credentials from the environment, model names litellm 1.0.0 accepts, the
+configuration, the memory folder (a new run or a resumed one), and the clean-up of interpreters.
+
+`run_jarvis.py` is the command line built on these; they are importable for other launchers.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import time
+from typing import Any, Dict, Iterator, List, Optional
+
+from flow_modules.aiflows.CoreFlowModule import ConfigurationError, JarvisError
+from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files
+
+# When no configuration file is at hand (e.g. an install without the repository's configs/): Jarvis's own defaults.
+DEFAULT_FLOW_CONFIG = {"flow": {"_target_": "flow_modules.aiflows.JarvisFlowModule.JarvisFlow.instantiate_from_default_config",
+                                "name": "Jarvis"}}
+NO_KEY_PLACEHOLDER = "sk-no-key-needed"
+
+NO_CREDENTIALS_HELP = """\
+Jarvis needs an LLM, and none is configured. Either set an API key:
+  export OPENAI_API_KEY=sk-...            (OpenAI; --model picks the model, gpt-4 by default)
+  export AZURE_API_KEY=... AZURE_API_BASE=https://<resource>.openai.azure.com AZURE_API_VERSION=2023-07-01-preview
+                                          (Azure OpenAI; --model is your deployment name)
+or point Jarvis at an OpenAI-compatible server (vLLM, llama.cpp, Ollama, ...):
+  python run_jarvis.py --api-base http://localhost:8000/v1 --model <model name> "<goal>"
+To see Jarvis work without any LLM, replay the recorded demo: python run_jarvis.py --demo"""
+
+
+class MissingCredentials(JarvisError):
+    """No API key and no --api-base."""
+
+
+def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None) -> List[Any]:
+    """The ApiInfo to use, from ``--api-base`` and the usual environment variables; MissingCredentials if none."""
+    from aiflows.backends.api_info import ApiInfo
+
+    env = os.environ if environ is None else environ
+    if api_base:
+        return [ApiInfo(backend_used="openai", api_base=api_base.rstrip("/"),
+                        api_key=env.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER)]
+    if env.get("OPENAI_API_KEY"):
+        return [ApiInfo(backend_used="openai", api_key=env["OPENAI_API_KEY"],
+                        api_base=env.get("OPENAI_API_BASE") or None)]
+    azure_key = env.get("AZURE_API_KEY") or env.get("AZURE_OPENAI_API_KEY")
+    if azure_key:
+        base = env.get("AZURE_API_BASE") or env.get("AZURE_OPENAI_ENDPOINT")
+        if not base:
+            raise MissingCredentials("AZURE_API_KEY is set but AZURE_API_BASE is not: set it to your resource's "
+                                     "endpoint, e.g. https://<resource>.openai.azure.com")
+        return [ApiInfo(backend_used="azure", api_key=azure_key, api_base=base,
+                        api_version=env.get("AZURE_API_VERSION") or "2023-07-01-preview")]
+    raise MissingCredentials(NO_CREDENTIALS_HELP)
+
+
+def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = None) -> str:
+    """``model`` as litellm 1.0.0 accepts it.
+
+    litellm 1.0.0 knows only the models of late 2023 by bare name; any other name must carry its provider:
+    ``openai/<name>`` for OpenAI and OpenAI-compatible servers (litellm strips the prefix before sending), and
+    ``azure/<deployment>`` for Azure.
+    """
+    model = model.strip()
+    if backend_used == "azure":
+        return model if model.startswith("azure/") else f"azure/{model}"
+    if model.startswith("openai/"):
+        return model
+    if api_base:  # an OpenAI-compatible server: its names (e.g. meta-llama/Llama-3-8B) go through as they are
+        return f"openai/{model}"
+    from flow_modules.aiflows.CoreFlowModule.offline import import_litellm
+
+    litellm = import_litellm()
+    known = set(getattr(litellm, "open_ai_chat_completion_models", [])) | set(getattr(litellm, "model_cost", {}))
+    return model if model in known and "/" not in model else f"openai/{model}"
+
+
+def load_config(path: str) -> Dict[str, Any]:
+    """A top-level configuration: ``{flow: {_target_: ..., ...}}`` (see configs/jarvis.yaml)."""
+    from aiflows.utils.general_helpers import read_yaml_file
+
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"No configuration file at {path}.")
+    try:
+        config = read_yaml_file(path)
+    except Exception as error:  # YAML or interpolation errors
+        raise ConfigurationError(f"{path} is not a valid configuration: {error}") from error
+    if not isinstance(config, dict) or not isinstance(config.get("flow"), dict) or "_target_" not in config["flow"]:
+        raise ConfigurationError(f"{path}: the configuration needs a `flow:` section with a `_target_`.")
+    return config
+
+
+def instantiate(config: Dict[str, Any], api_infos: List[Any], memory_dir: str):
+    """Build the configuration's flow: ``quick_load`` fills every ``api_infos: ???`` with ``api_infos``, and
+    ``set_memory_files`` every ``memory_files: ???`` with files in ``memory_dir``."""
+    import hydra
+    from aiflows.utils.general_helpers import quick_load
+
+    config = copy.deepcopy(config)
+    quick_load(config, api_infos)
+    set_memory_files(config, memory_dir)
+    return hydra.utils.instantiate(config["flow"], _recursive_=False, _convert_="partial")
+
+
+def walk(flow: Any, path: str = "") -> Iterator[tuple]:
+    path = path or flow.flow_config.get("name", "flow")
+    yield path, flow
+    for name, sub in getattr(flow, "subflows", {}).items():
+        yield from walk(sub, f"{path}/{name}")
+
+
+def set_editor(flow: Any, command: str) -> int:
+    """Make every review step of a flow tree open ``command`` (e.g. ``code --wait``); returns how many."""
+    count = 0
+    for _, node in walk(flow):
+        if "open_editor" in node.flow_config:
+            node.flow_config["editor"] = command
+            count += 1
+    return count
+
+
+def close_interpreters(flow: Any) -> None:
+    for _, node in walk(flow):
+        close = getattr(node, "close", None)
+        if callable(close) and "workspace" in node.flow_config:
+            close()
+
+
+def prepare_memory(flow: Any, memory_dir: str, resume: bool) -> Dict[str, Dict[str, str]]:
+    """Give each boss its memory files in ``memory_dir``.
+
+    A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>/``
+    (nothing is deleted). The code library is kept: it is what Jarvis has learned. With ``resume`` everything is kept
+    and the top boss continues from its plan instead of writing a new one.
+    """
+    files = set_memory_files(flow, memory_dir)
+    if resume:
+        flow.flow_config["resume"] = True
+        return files
+    archive = os.path.join(memory_dir, "archive", time.strftime("%Y%m%d-%H%M%S"))
+    for memory_files in files.values():
+        for key, path in memory_files.items():
+            if key in ("plan", "logs") and os.path.exists(path) and os.path.getsize(path) > 0:
+                os.makedirs(archive, exist_ok=True)
+                shutil.move(path, os.path.join(archive, os.path.basename(path)))
+    return files
+
+
+def new_files(folder: str, since: float, suffixes=(".png", ".svg", ".jpg", ".jpeg", ".pdf", ".html")) -> List[str]:
+    """Figures and pages made in ``folder`` since ``since`` (outside the archive)."""
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != "archive" and not d.startswith(".")]
+        for name in names:
+            path = os.path.join(root, name)
+            if name.lower().endswith(suffixes) and os.path.getmtime(path) >= since:
+                found.append(path)
+    return sorted(found)

@@ -1,0 +1,262 @@
+"""Write the demo transcript that `run_jarvis.py --demo` replays.
+
+No live model is reachable where this project is built, so the LLM replies of the demo are written by hand, below,
+as a good model would answer. This script runs Jarvis for real on the demo goal (flows, memory files, interpreter),
+answers each LLM call with the next hand-written reply (checking that the flow asking is the one expected), and
+records the run with `--record`'s recorder: the transcript holds each prompt Jarvis really sent and the reply.
+
+    python scripts/make_demo_transcript.py [--out PATH]
+"""
+from __future__ import annotations
+
+import flow_modules.aiflows  # noqa: F401
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections import deque
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OUT = os.path.join(ROOT, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+
+GOAL = ("Here are a shop's monthly sales: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. Work out the "
+        "month-over-month growth in percent with a reusable function, tell me which month grew the most, and draw "
+        "the sales as a bar chart in an SVG file.")
+
+
+def cmd(name, **args):
+    return json.dumps({"command": name, "command_args": args})
+
+
+GROWTH_RATES = '''```python
+def growth_rates(values: list[float]) -> list[float]:
+    """Return the percentage change from each value to the next.
+
+    Parameters:
+    values (list of float): the values, in order (e.g. monthly sales).
+
+    Returns:
+    list of float: len(values) - 1 growth rates in percent; the i-th is the change from values[i] to values[i + 1].
+
+    Raises:
+    ValueError: if fewer than two values are given, or if a value the change is measured from is 0.
+    """
+    if len(values) < 2:
+        raise ValueError("growth_rates needs at least two values")
+    rates = []
+    for previous, current in zip(values, values[1:]):
+        if previous == 0:
+            raise ValueError("cannot measure growth from a value of 0")
+        rates.append((current - previous) / previous * 100)
+    return rates
+```'''
+
+SVG_BAR_CHART = '''```python
+def svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = "") -> str:
+    """Write a bar chart of labelled values as a standalone SVG file.
+
+    Parameters:
+    labels (list of str): one label per bar, shown under it.
+    values (list of float): the bar heights (not negative), scaled to the largest value.
+    path (str): the file to write, e.g. "chart.svg".
+    title (str): a title shown above the bars (optional).
+
+    Returns:
+    str: the path of the file written.
+    """
+    from xml.sax.saxutils import escape
+
+    if not values or len(labels) != len(values):
+        raise ValueError("svg_bar_chart needs one label per value, and at least one value")
+    width, height, margin, gap = 60 * len(values) + 80, 320, 40, 10
+    top = max(values) or 1
+    bar_width = (width - 2 * margin) / len(values) - gap
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="sans-serif" font-size="12">',
+        f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="16">{escape(title)}</text>',
+    ]
+    for i, (label, value) in enumerate(zip(labels, values)):
+        bar_height = (height - 2 * margin - 30) * value / top
+        x = margin + i * (bar_width + gap)
+        y = height - margin - bar_height
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_width:.1f}" height="{bar_height:.1f}" fill="#4a7ebb"/>')
+        parts.append(f'<text x="{x + bar_width / 2:.1f}" y="{y - 4:.1f}" text-anchor="middle">{value:g}</text>')
+        parts.append(f'<text x="{x + bar_width / 2:.1f}" y="{height - margin + 16}" text-anchor="middle">'
+                     f'{escape(str(label))}</text>')
+    parts.append("</svg>")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\\n".join(parts) + "\\n")
+    return path
+```'''
+
+JARVIS_PLAN = (
+    "1. Ask Coder to write a reusable function that computes month-over-month growth rates in percent, use it on the "
+    "sales (Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165) to find the month that grew the most, and draw the "
+    "monthly sales as a bar chart saved to sales_chart.svg.\n"
+    "2. Give the user the final answer: the growth of each month, the month that grew the most, and where the chart is."
+)
+CODER_PLAN = (
+    "1. Extend the code library with two functions: `growth_rates(values: list[float]) -> list[float]`, the "
+    "percentage change from each value to the next (one item fewer than values), and `svg_bar_chart(labels: "
+    "list[str], values: list[float], path: str, title: str = \"\") -> str`, which writes a bar chart of the values "
+    "as an SVG file and returns its path.\n"
+    "2. Run code: keep the months in `months` and the sales in `sales`, compute `growth = growth_rates(sales)` and "
+    "print each month's growth rounded to one decimal.\n"
+    "3. Run code: find the month with the highest growth in `growth`, and draw the sales with "
+    "`svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\")`.\n"
+    "4. Give the final answer: the growth rates, the month that grew the most, and the chart's path."
+)
+EXTLIB_PLAN = (
+    "1. Write `growth_rates(values: list[float]) -> list[float]`: for each pair of consecutive values, "
+    "(next - previous) / previous * 100; raise ValueError when fewer than two values are given or a previous value "
+    "is 0.\n"
+    "2. Write `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str`: write a "
+    "standalone SVG file with one bar per value (heights scaled to the largest value), the labels under the bars, "
+    "the values above them and the title on top; return the path. Standard library only."
+)
+EXTLIB_PLAN_1_DONE = EXTLIB_PLAN.replace("previous value is 0.\n", "previous value is 0. [done]\n")
+EXTLIB_PLAN_DONE = EXTLIB_PLAN_1_DONE + " [done]"
+CODER_PLAN_1_DONE = CODER_PLAN.replace("returns its path.\n", "returns its path. [done]\n")
+CODER_PLAN_3_DONE = (CODER_PLAN_1_DONE.replace("one decimal.\n", "one decimal. [done]\n")
+                     .replace("\"Monthly sales\")`.\n", "\"Monthly sales\")`. [done]\n"))
+JARVIS_PLAN_1_DONE = JARVIS_PLAN.replace("saved to sales_chart.svg.\n", "saved to sales_chart.svg. [done]\n")
+ANSWER = ("Month-over-month growth of the sales: Feb +12.5%, Mar -5.2%, Apr +17.2%, May +14.0%, Jun -3.5%. April "
+          "grew the most (+17.2%, from 128 to 150). The bar chart of the monthly sales is in sales_chart.svg, in the "
+          "memory folder. Two reusable functions are now in the code library: growth_rates(values) and "
+          "svg_bar_chart(labels, values, path, title).")
+
+CODER = "Jarvis/CtrlExMem/Executor/Coder"
+EXTLIB = f"{CODER}/CtrlExMem/Executor/extend_library"
+WRITE_CODE = f"{EXTLIB}/CtrlExMem/Executor/write_code"
+# (the flow that asks, its reply), in the order Jarvis asks
+REPLIES = [
+    ("Jarvis/Planner/Executor/write_plan/PlanGenerator", JARVIS_PLAN),
+    ("Jarvis/CtrlExMem/Controller", cmd("Coder", goal=(
+        "The monthly sales of a shop are: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. (1) Add to the code "
+        "library a reusable function that returns the month-over-month growth rates in percent of a list of values, "
+        "and a reusable function that draws labelled values as a bar chart in an SVG file. (2) Use them: compute the "
+        "growth of each month, find the month that grew the most, and save the bar chart of the sales to "
+        "sales_chart.svg. Report the growth rates, the best month and the chart's path."))),
+    (f"{CODER}/Planner/Executor/write_plan/PlanGenerator", CODER_PLAN),
+    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=(
+        "Add two functions. (1) growth_rates(values: list[float]) -> list[float]: the percentage change from each "
+        "value to the next, so it returns len(values) - 1 numbers; raise ValueError if fewer than two values are "
+        "given or a value it divides by is 0. (2) svg_bar_chart(labels: list[str], values: list[float], path: str, "
+        "title: str = \"\") -> str: write a bar chart of the values (one labelled bar per value, scaled to the "
+        "largest value) as a standalone SVG file at path and return the path. Standard library only."))),
+    (f"{EXTLIB}/Planner/Executor/write_plan/PlanGenerator", EXTLIB_PLAN),
+    (f"{EXTLIB}/CtrlExMem/Controller", cmd("write_code", goal=(
+        "growth_rates(values: list[float]) -> list[float]: for each pair of consecutive values, the percentage "
+        "change (next - previous) / previous * 100. Raise ValueError when fewer than two values are given or when a "
+        "previous value is 0."))),
+    (f"{WRITE_CODE}/Executor/write_code/CodeGenerator", GROWTH_RATES),
+    (f"{WRITE_CODE}/Controller", cmd("test")),
+    (f"{WRITE_CODE}/Controller", cmd("finish", summary=(
+        "growth_rates(values) returns the month-over-month percentage changes; it compiles, its imports resolve, "
+        "and the user accepted it."))),
+    (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code")),
+    (f"{EXTLIB}/CtrlExMem/Controller", cmd("update_plan", updated_plan=EXTLIB_PLAN_1_DONE)),
+    (f"{EXTLIB}/CtrlExMem/Controller", cmd("write_code", goal=(
+        "svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str: write a "
+        "standalone SVG file at path with one bar per value (heights scaled to the largest value), each label under "
+        "its bar, each value above it and the title on top; return path. Standard library only."))),
+    (f"{WRITE_CODE}/Executor/write_code/CodeGenerator", SVG_BAR_CHART),
+    (f"{WRITE_CODE}/Controller", cmd("test")),
+    (f"{WRITE_CODE}/Controller", cmd("finish", summary=(
+        "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; it compiles, its imports "
+        "resolve, and the user accepted it."))),
+    (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code")),
+    (f"{EXTLIB}/CtrlExMem/Controller", cmd("update_plan", updated_plan=EXTLIB_PLAN_DONE)),
+    (f"{EXTLIB}/CtrlExMem/Controller", cmd("finish", summary=(
+        "The library now has growth_rates(values) and svg_bar_chart(labels, values, path, title)."))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=CODER_PLAN_1_DONE)),
+    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
+        "from library import growth_rates\n\n"
+        "months = [\"Jan\", \"Feb\", \"Mar\", \"Apr\", \"May\", \"Jun\"]\n"
+        "sales = [120, 135, 128, 150, 171, 165]\n"
+        "growth = growth_rates(sales)\n"
+        "for month, rate in zip(months[1:], growth):\n"
+        "    print(f\"{month}: {rate:+.1f}%\")"))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
+        "from library import svg_bar_chart\n\n"
+        "best = max(range(len(growth)), key=lambda i: growth[i])\n"
+        "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")\n"
+        "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=CODER_PLAN_3_DONE)),
+    (f"{CODER}/CtrlExMem/Controller", cmd("finish", summary=(
+        "growth_rates and svg_bar_chart are in the library. Growth (in `growth`): Feb +12.5%, Mar -5.2%, Apr "
+        "+17.2%, May +14.0%, Jun -3.5%; April grew the most (+17.2%). The chart of the sales is sales_chart.svg, in "
+        "the memory folder."))),
+    ("Jarvis/CtrlExMem/Controller", cmd("update_plan", updated_plan=JARVIS_PLAN_1_DONE)),
+    ("Jarvis/CtrlExMem/Controller", cmd("final_answer", answer=ANSWER)),
+    ("Jarvis/CtrlExMem/Controller", cmd("finish", summary=(
+        "Computed the monthly growth rates, found that April grew the most (+17.2%), drew the sales chart "
+        "(sales_chart.svg), and added growth_rates and svg_bar_chart to the library."))),
+]
+
+
+class HandWrittenLLM:
+    """Answers each call with the next hand-written reply, checking the flow that asks is the one expected."""
+
+    def __init__(self, replies):
+        self.replies = deque(replies)
+
+    def factory(self, backend_config, flow_name):
+        return self
+
+    def __call__(self, messages, **kwargs):
+        from flow_modules.aiflows.CoreFlowModule import current_flow_path
+
+        flow = current_flow_path()
+        if not self.replies:
+            raise SystemExit(f"no hand-written reply left for {flow}")
+        expected, reply = self.replies.popleft()
+        if flow != expected:
+            raise SystemExit(f"expected a call from {expected}, got one from {flow}")
+        return [{"role": "assistant", "content": reply}]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=OUT)
+    args = parser.parse_args()
+
+    from aiflows.utils import logging
+
+    from flow_modules.aiflows.ChatFlowModule import (
+        TranscriptRecorder,
+        add_backend_wrapper,
+        remove_backend_wrapper,
+        set_backend_factory,
+    )
+    from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
+    from flow_modules.aiflows.JarvisFlowModule import launcher
+
+    logging.set_verbosity_error()
+    llm = HandWrittenLLM(REPLIES)
+    set_backend_factory(llm.factory)
+    set_input_source(AutoApproveInput())
+    recorder = TranscriptRecorder(args.out, goal=GOAL, model="hand-written (see scripts/make_demo_transcript.py)")
+    add_backend_wrapper(recorder.wrap)
+    with tempfile.TemporaryDirectory() as memory_dir:
+        flow = launcher.instantiate(launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml")),
+                                    [{"backend_used": "openai", "api_key": "hand-written"}], memory_dir)
+        launcher.prepare_memory(flow, memory_dir, resume=False)
+        try:
+            output = flow.call({"goal": GOAL})
+        finally:
+            launcher.close_interpreters(flow)
+            remove_backend_wrapper(recorder.wrap)
+            recorder.close()
+        chart = os.path.join(memory_dir, "sales_chart.svg")
+        if output["status"] != "finished" or llm.replies or not os.path.exists(chart):
+            sys.exit(f"the demo run did not go as written: {output}, {len(llm.replies)} replies left")
+    print(f"wrote {args.out}: {len(REPLIES)} exchanges; final answer: {output['answer']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""run_jarvis.py: the demo, a run against the loopback server, record and replay, resume, missing credentials."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from loopback_llm import HTTPError, LoopbackLLMServer
+from flow_modules.aiflows.ChatFlowModule import Transcript
+from flow_modules.aiflows.CoreFlowModule.memory import read_text, split_log_entries
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
+DEMO = os.path.join(ROOT, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+MEMORY_FILES = ["plan_jarvis.txt", "logs_jarvis.txt", "plan_coder.txt", "logs_coder.txt", "plan_extlib.txt",
+                "logs_extlib.txt", "library.py"]
+KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
+
+
+def run_jarvis(cwd, *args, timeout=240):
+    env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("FAKE_EDITOR")}
+    env["NO_COLOR"] = "1"
+    return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def commands(log_path):
+    return [entry.split(" ---")[0].split()[-1] for _, entry in split_log_entries(read_text(log_path))]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return Transcript.load(DEMO)
+
+
+def assert_the_whole_hierarchy_ran(memory):
+    for name in MEMORY_FILES:
+        assert (memory / name).exists(), name
+    assert commands(memory / "logs_jarvis.txt") == ["Coder", "update_plan", "final_answer"]
+    assert commands(memory / "logs_coder.txt") == ["extend_library", "update_plan", "run_code", "run_code",
+                                                   "update_plan"]
+    assert commands(memory / "logs_extlib.txt") == ["write_code", "save_code", "update_plan", "write_code",
+                                                    "save_code", "update_plan"]
+    library = read_text(memory / "library.py")
+    assert "def growth_rates(values: list[float])" in library and "def svg_bar_chart(" in library
+    assert "<svg" in read_text(memory / "sales_chart.svg"), "the chart was drawn by the library function"
+    runs = read_text(memory / "logs_coder.txt")
+    assert "Apr: +17.2%" in runs, "first run_code: the library function ran"
+    assert "Highest growth: Apr (+17.2%)" in runs, "second run_code used `growth` kept from the first"
+    assert "[done]" in read_text(memory / "plan_jarvis.txt") and "[done]" in read_text(memory / "plan_extlib.txt")
+
+
+def test_the_demo_runs_offline_and_shows_every_layer(tmp_path):
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "library.py").write_text("def mine():\n    pass\n")
+    done = run_jarvis(tmp_path, "--demo")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "REPLAY: the LLM replies are a recording" in out and "runs for real" in out
+    for layer in ("Jarvis/Planner -> write_plan", "Coder/Planner -> write_plan", "extend_library/Planner -> write_plan",
+                  "-> write_code", "-> test", "-> save_code", "-> run_code", "-> update_plan", "-> final_answer"):
+        assert layer in out, layer
+    assert "April grew the most" in out.split("Final answer:")[-1]
+    assert "sales_chart.svg" in out.split("Figures and pages made:")[-1]
+    assert "26 LLM calls" in out
+    assert_the_whole_hierarchy_ran(tmp_path / "memory")
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("memory-before-demo-")]
+    assert len(moved) == 1 and (moved[0] / "library.py").read_text().startswith("def mine"), "nothing is lost"
+
+
+def test_a_goal_through_the_loopback_server_with_yes(tmp_path, demo):
+    with LoopbackLLMServer(replies=demo.replies()) as server:
+        done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--model", "my-local-model",
+                          demo.header["goal"])
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert len(server.requests) == 26 and not server.errors
+        assert {r["model"] for r in server.requests} == {"my-local-model"}, "--model reaches the server as given"
+        assert server.requests[0]["headers"]["authorization"].startswith("Bearer ")
+    assert_the_whole_hierarchy_ran(tmp_path / "memory")
+    assert "Final answer:" in done.stdout and "April grew the most" in done.stdout
+
+
+def test_a_recorded_run_replays_identically(tmp_path, demo):
+    live, replayed = tmp_path / "live", tmp_path / "replayed"
+    live.mkdir()
+    replayed.mkdir()
+    transcript = tmp_path / "run.jsonl"
+    with LoopbackLLMServer(replies=demo.replies()) as server:
+        first = run_jarvis(live, "--api-base", server.url, "--yes", "--record", str(transcript), demo.header["goal"])
+    assert first.returncode == 0, first.stdout[-3000:]
+    recorded = Transcript.load(str(transcript))
+    assert recorded.header["goal"] == demo.header["goal"] and len(recorded.records) == 26
+    assert recorded.records[0]["flow"] == "Jarvis/Planner/Executor/write_plan/PlanGenerator"
+    assert recorded.records[0]["messages"][0]["role"] == "system", "the prompts are recorded too"
+    second = run_jarvis(replayed, "--replay", str(transcript), "--yes")
+    assert second.returncode == 0, second.stdout[-3000:]
+    for name in MEMORY_FILES[:-1] + ["library.py", "sales_chart.svg"]:
+        a, b = (read_text(folder / "memory" / name).replace(str(folder / "memory"), "<memory>")
+                for folder in (live, replayed))
+        if name.startswith("logs_"):  # entries carry the time they were written
+            a, b = ([e.split("\n", 1)[1] for _, e in split_log_entries(t)] for t in (a, b))
+        assert a == b, name
+    final = lambda text: text.split("Final answer:")[-1].split("Memory files:")[0]  # noqa: E731
+    assert final(first.stdout) == final(second.stdout)
+
+
+def test_a_replay_that_runs_out_names_the_flow_and_the_call(tmp_path, demo):
+    short = tmp_path / "short.jsonl"
+    lines = open(DEMO, encoding="utf-8").read().splitlines()
+    short.write_text("\n".join(lines[:4]) + "\n")  # the header and three exchanges
+    done = run_jarvis(tmp_path, "--replay", str(short), "--yes")
+    assert done.returncode == 1
+    assert "holds no reply for call 1 of Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Controller" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_resume_continues_from_the_stored_plan(tmp_path, demo):
+    replies = demo.replies()
+    with LoopbackLLMServer(replies=[replies[0], HTTPError(401, "key revoked")]) as server:
+        first = run_jarvis(tmp_path, "--api-base", server.url, "--yes", demo.header["goal"])
+    assert first.returncode == 1 and "authentication failed (HTTP 401): key revoked" in first.stdout
+    assert "--resume" in first.stdout and "Traceback" not in first.stdout + first.stderr
+    plan = read_text(tmp_path / "memory" / "plan_jarvis.txt")
+    assert plan.startswith("1. Ask Coder"), "the plan written before the interruption is kept"
+
+    with LoopbackLLMServer(replies=replies[1:]) as server:
+        second = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--resume")
+        assert second.returncode == 0, second.stdout[-3000:]
+        first_call = server.requests[0]["messages"]
+        assert "You are Jarvis" in first_call[0]["content"], "no new plan: Jarvis's controller comes first"
+        assert plan.strip() in first_call[0]["content"] and demo.header["goal"] in first_call[0]["content"]
+    assert "resumes its plan" in second.stdout
+    assert_the_whole_hierarchy_ran(tmp_path / "memory")
+
+
+def test_no_key_and_no_server_is_explained_with_exit_code_2(tmp_path):
+    done = run_jarvis(tmp_path, "Plot y = x^2")
+    assert done.returncode == 2
+    assert "OPENAI_API_KEY" in done.stdout and "--api-base" in done.stdout and "--demo" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_help_lists_the_options(tmp_path):
+    done = run_jarvis(tmp_path, "--help")
+    assert done.returncode == 0
+    for option in ("--model", "--api-base", "--config", "--memory-dir", "--resume", "--yes", "--record", "--replay",
+                   "--demo"):
+        assert option in done.stdout
+
+
+def test_a_new_run_archives_plans_and_logs_and_keeps_the_library(tmp_path, scripted_llm):
+    from flow_modules.aiflows.JarvisFlowModule import launcher
+
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    for name, text in (("plan_jarvis.txt", "old plan"), ("logs_coder.txt", "old logs"), ("library.py", "def f(): pass")):
+        (memory / name).write_text(text)
+    flow = launcher.instantiate(launcher.DEFAULT_FLOW_CONFIG, [{"backend_used": "openai", "api_key": "x"}],
+                                str(memory))
+    launcher.prepare_memory(flow, str(memory), resume=False)
+    assert not (memory / "plan_jarvis.txt").exists() and not (memory / "logs_coder.txt").exists()
+    archived = list((memory / "archive").iterdir())[0]
+    assert (archived / "plan_jarvis.txt").read_text() == "old plan", "nothing is deleted"
+    assert (memory / "library.py").read_text() == "def f(): pass", "the library is kept"
+    launcher.prepare_memory(flow, str(memory), resume=True)
+    assert flow.flow_config["resume"] is True
+
+
+@pytest.mark.parametrize("model, backend, api_base, expected", [
+    ("gpt-4", "openai", None, "gpt-4"),
+    ("gpt-4o-mini", "openai", None, "openai/gpt-4o-mini"),
+    ("openai/gpt-4o", "openai", None, "openai/gpt-4o"),
+    ("llama3", "openai", "http://localhost:11434/v1", "openai/llama3"),
+    ("meta-llama/Llama-3-8B", "openai", "http://localhost:8000/v1", "openai/meta-llama/Llama-3-8B"),
+    ("my-gpt4-deployment", "azure", None, "azure/my-gpt4-deployment"),
+])
+def test_model_names_are_made_acceptable_to_litellm(model, backend, api_base, expected):
+    from flow_modules.aiflows.JarvisFlowModule.launcher import litellm_model_name
+
+    assert litellm_model_name(model, backend, api_base) == expected
+
+
+def test_credentials_come_from_the_usual_variables():
+    from flow_modules.aiflows.JarvisFlowModule.launcher import MissingCredentials, api_infos_from_environment
+
+    (info,) = api_infos_from_environment(None, {"OPENAI_API_KEY": "sk-1"})
+    assert (info.backend_used, info.api_key) == ("openai", "sk-1")
+    (info,) = api_infos_from_environment(None, {"AZURE_API_KEY": "az", "AZURE_API_BASE": "https://x.openai.azure.com"})
+    assert (info.backend_used, info.api_base, info.api_version) == ("azure", "https://x.openai.azure.com",
+                                                                    "2023-07-01-preview")
+    (info,) = api_infos_from_environment("http://localhost:8000/v1/", {})
+    assert info.api_base == "http://localhost:8000/v1" and info.api_key
+    with pytest.raises(MissingCredentials, match="AZURE_API_BASE"):
+        api_infos_from_environment(None, {"AZURE_API_KEY": "az"})
+    with pytest.raises(MissingCredentials):
+        api_infos_from_environment(None, {})

@@ -1,0 +1,41 @@
+"""A configuration of the original Jarvis tree shape instantiates with quick_load and one memory helper, and runs to
+its final answer through the real LiteLLMBackend and the loopback server (no backend factory involved)."""
+from __future__ import annotations
+
+import os
+
+from aiflows.backends.api_info import ApiInfo
+from aiflows.backends.llm_lite import LiteLLMBackend
+
+from loopback_llm import LoopbackLLMServer
+from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow, Transcript
+from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
+from flow_modules.aiflows.JarvisFlowModule import JarvisFlow, launcher
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = os.path.join(ROOT, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+
+
+def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_console):
+    config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
+    transcript = Transcript.load(DEMO)
+    with LoopbackLLMServer(replies=transcript.replies()) as server:
+        flow = launcher.instantiate(config, [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)],
+                                    str(tmp_path))
+        try:
+            assert isinstance(flow, JarvisFlow)
+            chats = [(path, node) for path, node in launcher.walk(flow) if isinstance(node, ChatAtomicFlow)]
+            assert len(chats) == 17, [p for p, _ in chats]
+            for path, chat in chats:
+                assert isinstance(chat.backend, LiteLLMBackend), path
+                (info,) = chat.backend.api_infos.values()
+                assert info.api_base == server.url, path
+            set_input_source(AutoApproveInput())
+            out = flow.call({"goal": transcript.header["goal"]})
+        finally:
+            launcher.close_interpreters(flow)
+        assert not server.errors and len(server.requests) == len(transcript.records)
+    assert out["status"] == "finished", out
+    assert out["answer"].startswith("Month-over-month growth of the sales: Feb +12.5%")
+    assert "final_answer" in (tmp_path / "logs_jarvis.txt").read_text()
+    assert (tmp_path / "sales_chart.svg").exists()
