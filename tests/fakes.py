@@ -74,7 +74,7 @@ def scripted_factory(backend_config: Dict[str, Any], flow_name: str) -> Scripted
 
 
 # ~~~ Builders: each test reads as a script ~~~
-def command(name: str, **args: Any) -> str:
+def command(name: str, /, **args: Any) -> str:
     """A controller reply calling ``name`` with ``args``."""
     return json.dumps({"command": name, "command_args": args})
 

@@ -1,11 +1,10 @@
 """CoderFlowModule: a boss that reaches a goal with code (extend_library, run_code, ask_user, re_plan, update_plan)."""
 dependencies = [
-    {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
     {"url": "aiflows/ExtendLibraryFlowModule", "revision": "main"},
-    {"url": "aiflows/RunCodeFlowModule", "revision": "main"},
     {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
     {"url": "aiflows/ReplanningFlowModule", "revision": "main"},
+    {"url": "aiflows/RunCodeFlowModule", "revision": "main"},
     {"url": "aiflows/UpdatePlanFlowModule", "revision": "main"},
 ]
 

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import ast
-import copy
 import json
 import os
 import re
@@ -273,40 +272,14 @@ def set_memory_files(flow: Any, memory_dir: str) -> Dict[str, Dict[str, str]]:
     return done
 
 
-def _flow_class(target: Any) -> Any:
-    from hydra._internal.utils import _locate
-
-    if not isinstance(target, str) or not target:
-        return None
-    if target.endswith((".instantiate_from_default_config", ".instantiate_with_overrides")):
-        target = target.rsplit(".", 1)[0]
-    try:
-        located = _locate(target)
-    except Exception:  # an unknown target fails later, when the flow is built, with hydra's message
-        return None
-    return located if hasattr(located, "get_config") else None
-
-
 def _set_memory_files_in_config(config: Dict[str, Any], memory_dir: str) -> Dict[str, Dict[str, str]]:
-    """Walk a configuration together with the default configurations it will be merged with."""
-    from aiflows.utils.general_helpers import recursive_dictionary_update
+    """Fill every ``memory_files: ???`` of a configuration from the ``memory_file_names`` its flows declare."""
+    from .config_tree import fill
 
-    done: Dict[str, Dict[str, str]] = {}
+    def files_for(node: Dict[str, Any], effective: Dict[str, Any]):
+        names = node.get("memory_file_names") or effective.get("memory_file_names")
+        if node.get("memory_files", effective.get("memory_files")) == "???" and isinstance(names, dict):
+            return {"memory_files": {key: os.path.join(memory_dir, name) for key, name in names.items()}}
+        return None
 
-    def visit(node: Dict[str, Any], parent_default: Dict[str, Any], path: str) -> None:
-        # what this flow's config will be made of: its class's defaults, then what its parent's defaults say of it
-        cls = _flow_class(node.get("_target_") or parent_default.get("_target_"))
-        defaults = cls.get_config() if cls is not None else {}
-        defaults = recursive_dictionary_update(defaults, {k: v for k, v in parent_default.items() if k != "_target_"})
-        names = node.get("memory_file_names") or defaults.get("memory_file_names")
-        if node.get("memory_files", defaults.get("memory_files")) == "???" and isinstance(names, dict):
-            node["memory_files"] = {key: os.path.join(memory_dir, name) for key, name in names.items()}
-            done[path] = node["memory_files"]
-        default_subflows = defaults.get("subflows_config") or {}
-        for name, sub in (node.get("subflows_config") or {}).items():
-            if isinstance(sub, dict):
-                visit(sub, copy.deepcopy(default_subflows.get(name) or {}), f"{path}/{name}")
-
-    root = config["flow"] if isinstance(config.get("flow"), dict) else config
-    visit(root, {}, root.get("name", "flow"))
-    return done
+    return {path: updates["memory_files"] for path, updates in fill(config, files_for).items()}

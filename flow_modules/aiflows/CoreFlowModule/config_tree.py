@@ -1,0 +1,101 @@
+"""Walking a flow configuration before it is built, together with the default configurations it will be merged with.
+
+aiflows loads a subflow's default YAML only when the subflow is built, so a top-level configuration shows only what
+it overrides. These helpers see the whole tree as it will be: each node's class defaults, merged with what its
+parent's defaults and the given configuration say of it.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+
+from aiflows.utils.general_helpers import recursive_dictionary_update
+
+
+def flow_class(target: Any) -> Any:
+    """The flow class a ``_target_`` names (``pkg.Class.instantiate_from_default_config`` or ``pkg.Class``)."""
+    from hydra._internal.utils import _locate
+
+    if not isinstance(target, str) or not target:
+        return None
+    if target.endswith((".instantiate_from_default_config", ".instantiate_with_overrides")):
+        target = target.rsplit(".", 1)[0]
+    try:
+        located = _locate(target)
+    except Exception:  # an unknown target fails later, when the flow is built, with hydra's message
+        return None
+    return located if hasattr(located, "get_config") else None
+
+
+def walk_config(node: Dict[str, Any], path: str = "", parent_default: Optional[Dict[str, Any]] = None,
+                create: bool = False) -> Iterator[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
+    """Yield ``(path, node, effective)`` for a configuration node and every subflow below it.
+
+    ``node`` is the (mutable) part of the given configuration for that flow; ``effective`` is what the flow's config
+    will be before ``node`` is applied (its class defaults merged with its parent's defaults for it). With
+    ``create``, nodes missing from the configuration are created (empty), so the whole tree is visited.
+    """
+    parent_default = parent_default or {}
+    cls = flow_class(node.get("_target_") or parent_default.get("_target_"))
+    effective = cls.get_config() if cls is not None else {}
+    effective = recursive_dictionary_update(effective, {k: v for k, v in parent_default.items() if k != "_target_"})
+    path = path or node.get("name") or effective.get("name") or "flow"
+    yield path, node, effective
+    default_subflows = effective.get("subflows_config") or {}
+    names = list(node.get("subflows_config") or {})
+    if create:
+        names += [n for n in default_subflows if n not in names]
+    for name in names:
+        if create:
+            node.setdefault("subflows_config", {}).setdefault(name, {})
+        sub = (node.get("subflows_config") or {}).get(name)
+        if isinstance(sub, dict):
+            yield from walk_config(sub, f"{path}/{name}", copy.deepcopy(default_subflows.get(name) or {}), create)
+
+
+def root_of(config: Dict[str, Any]) -> Dict[str, Any]:
+    """The flow node of a top-level configuration (``{flow: {...}}``), or the configuration itself."""
+    return config["flow"] if isinstance(config.get("flow"), dict) else config
+
+
+def chat_backends_skeleton(target: str, name: Optional[str] = None, model_name: Any = None) -> Dict[str, Any]:
+    """A configuration for the flow ``target`` names with ``backend: {api_infos: ???}`` at every LLM chat in its tree.
+
+    That is the shape of the original Jarvis configurations: ``quick_load(cfg, api_infos)`` then fills every chat.
+    ``model_name`` (optional) is set next to each ``api_infos``.
+    """
+    config: Dict[str, Any] = {"_target_": target}
+    if name:
+        config["name"] = name
+    for _, node, effective in list(walk_config(config, create=True)):
+        backend = effective.get("backend")
+        if isinstance(backend, dict) and backend.get("api_infos") == "???":
+            node["backend"] = {"api_infos": "???"}
+            if model_name is not None:
+                node["backend"]["model_name"] = copy.deepcopy(model_name)
+    _prune(config)
+    return config
+
+
+def _prune(node: Dict[str, Any]) -> bool:
+    """Drop subflow entries that set nothing; returns whether ``node`` sets something."""
+    subflows = node.get("subflows_config")
+    if isinstance(subflows, dict):
+        for name in list(subflows):
+            if not _prune(subflows[name]):
+                del subflows[name]
+        if not subflows:
+            del node["subflows_config"]
+    return any(k not in ("_target_",) for k in node)
+
+
+def fill(config: Dict[str, Any], where: Callable[[Dict[str, Any], Dict[str, Any]], Optional[Dict[str, Any]]]) -> Dict[str, Any]:
+    """Apply ``where(node, effective) -> updates or None`` to every node of a configuration; returns
+    ``{path: updates}`` for what changed."""
+    done = {}
+    for path, node, effective in walk_config(root_of(config)):
+        updates = where(node, effective)
+        if updates:
+            node.update(updates)
+            done[path] = updates
+    return done
