@@ -15,7 +15,14 @@ PLAN = "1. Ask the user for a sentence.\n2. Count its words.\n3. Finish."
 EDITED_LINE = "\n4. Tell the user the count."
 
 
-def make_boss(memory_dir):
+RE_PLAN = {
+    "command": {"description": "Rewrite the plan; say what went wrong.", "input_args": ["goal"]},
+    "branch": {"_target_": "flow_modules.aiflows.ReplanningFlowModule.ReplanningFlow.instantiate_from_default_config",
+               "input_interface": ["goal", "plan", "memory_files"]},
+}
+
+
+def make_boss(memory_dir, with_re_plan=False):
     memory_files = {"plan": str(memory_dir / "plan_boss.txt"), "logs": str(memory_dir / "logs_boss.txt")}
     cfg = {
         "name": "WordBoss",
@@ -42,6 +49,10 @@ def make_boss(memory_dir):
             },
         },
     }
+    if with_re_plan:
+        loop = cfg["subflows_config"]["CtrlExMem"]["subflows_config"]
+        loop["Controller"]["commands"]["re_plan"] = RE_PLAN["command"]
+        loop["Executor"]["subflows_config"]["re_plan"] = RE_PLAN["branch"]
     return AbstractBossFlow.instantiate_from_default_config(**cfg), memory_files
 
 
@@ -95,7 +106,11 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
     assert [m["role"] for m in second_run_first_controller_call] == ["system", "user"], "no chat left from run 1"
     assert "Count the words of another text." in second_run_first_controller_call[0]["content"]
     assert read_text(files["plan"]).strip() == "1. Ask for a text.\n2. Count."
-    assert len(split_log_entries(read_text(files["logs"]))) == 5, "logs keep growing across tasks"
+    entries = split_log_entries(read_text(files["logs"]))
+    assert len(entries) == 6, "logs keep growing across tasks"
+    assert " new_task ---" in entries[3][1] and "the entries above belong to earlier tasks" in entries[3][1], \
+        "a line tells the controller where its own task's entries start"
+    assert "new_task" in loopback_llm.requests[7]["messages"][0]["content"]
     assert boss.subflows["CtrlExMem"].subflows["Controller"].flow_state["previous_messages"] == [], \
         "a finished boss is reset: its controllers' chat histories are dropped"
 
@@ -114,3 +129,22 @@ def test_when_the_user_never_approves_the_plan_the_boss_stops_without_acting(tmp
     out = boss.call({"goal": "something"})
     assert out["status"] == "stopped: planning: stopped: reached max_rounds (2) before the controller called finish"
     assert read_text(files["plan"]) == "" and read_text(files["logs"]) == "", "nothing was executed"
+
+
+def test_re_plan_rewrites_the_plan_with_the_user_and_tells_the_controller(tmp_path, scripted_llm, user):
+    boss, files = make_boss(tmp_path, with_re_plan=True)
+    user.add("", "")  # approve the first plan, approve the new plan
+    scripted_llm.add(
+        "1. Ask for a sentence.\n2. Count its words.",
+        command("re_plan", goal="The user wants the characters counted, not the words."),
+        "1. Ask for a sentence.\n2. Count its characters.",
+        finish("re-planned"),
+    )
+    out = boss.call({"goal": "Count the words of a sentence."})
+    assert out["status"] == "finished"
+    assert read_text(files["plan"]).strip() == "1. Ask for a sentence.\n2. Count its characters."
+    replanner_prompt = scripted_llm.calls[2]["messages"][-1]["content"]
+    assert "1. Ask for a sentence.\n2. Count its words." in replanner_prompt, "the old plan is given to the replanner"
+    told = scripted_llm.calls[3]["messages"][-1]["content"]
+    assert "The plan has been rewritten" in told and "Count its characters" in told, \
+        "the controller is told in a message that the plan changed"

@@ -27,8 +27,10 @@ def run_jarvis(cwd, *args, timeout=240):
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def commands(log_path):
-    return [entry.split(" ---")[0].split()[-1] for _, entry in split_log_entries(read_text(log_path))]
+def commands(log_path, markers=False):
+    """The commands logged, in order (without the `resume` / `new_task` lines a boss writes between tasks)."""
+    logged = [entry.split(" ---")[0].split()[-1] for _, entry in split_log_entries(read_text(log_path))]
+    return logged if markers else [c for c in logged if c not in ("resume", "new_task")]
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +136,21 @@ def test_resume_continues_from_the_stored_plan(tmp_path, demo):
         assert plan.strip() in first_call[0]["content"] and demo.header["goal"] in first_call[0]["content"]
     assert "resumes its plan" in second.stdout
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
+    assert commands(tmp_path / "memory" / "logs_jarvis.txt", markers=True)[0] == "resume", \
+        "the logs tell the controller that the run was resumed (and the Python session is new)"
+
+
+def test_resume_refuses_another_goal_and_a_missing_run(tmp_path):
+    done = run_jarvis(tmp_path, "--resume", "--api-base", "http://127.0.0.1:9/v1")
+    assert done.returncode == 1 and "Nothing to resume" in done.stdout
+    (tmp_path / "memory").mkdir(exist_ok=True)
+    (tmp_path / "memory" / "jarvis_run.json").write_text(json.dumps({"goal": "the old goal"}))
+    done = run_jarvis(tmp_path, "--resume", "--api-base", "http://127.0.0.1:9/v1", "a new goal")
+    assert done.returncode == 1 and "whose goal was: 'the old goal'" in done.stdout
+    (tmp_path / "memory" / "jarvis_run.json").write_text("{broken")
+    done = run_jarvis(tmp_path, "--resume", "--api-base", "http://127.0.0.1:9/v1")
+    assert done.returncode == 1 and "jarvis_run.json is unreadable" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 def test_no_key_and_no_server_is_explained_with_exit_code_2(tmp_path):

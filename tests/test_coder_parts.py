@@ -56,7 +56,7 @@ def test_the_code_test_runs_the_users_tests_with_the_library(library):
 def test_the_code_test_checks_imports_anywhere_in_the_code(library):
     code = 'def f():\n    import surely_not_a_module_xyz\n    return 1\n'
     out = TestCodeAtomicFlow.instantiate_from_default_config().run({"code": code, "tests": "", "memory_files": library})
-    assert not out["passed"] and "do not resolve: surely_not_a_module_xyz" in out["result"]
+    assert not out["passed"] and "not installed: surely_not_a_module_xyz" in out["result"]
 
 
 def test_the_code_test_reports_syntax_errors(library):
@@ -113,3 +113,26 @@ def test_set_memory_files_gives_each_boss_its_own_files(tmp_path, scripted_llm):
     assert done["CoderFlow/CtrlExMem/Executor/extend_library"]["plan"] == str(tmp_path / "plan_extlib.txt")
     interpreter = coder.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"]
     assert interpreter.flow_config["workspace"] == str(tmp_path)
+
+
+FUTURE = 'from __future__ import annotations\n\n\ndef half(x: float) -> float:\n    """Half of x."""\n    return x / 2\n'
+
+
+def test_code_with_a_future_import_is_tested_and_saved(library):
+    atomic_write(library["code_library"], F)
+    out = TestCodeAtomicFlow.instantiate_from_default_config().run(
+        {"code": FUTURE, "tests": "assert half(f(3)) == 3", "memory_files": library})
+    assert out["passed"], out["result"]
+    saved = SaveCodeAtomicFlow.instantiate_from_default_config().run({"code": FUTURE, "memory_files": library})
+    assert saved["result"].startswith("Saved half")
+    text = read_text(library["code_library"])
+    assert text.startswith("from __future__ import annotations\n") and text.count("__future__") == 1
+    compile(text, "library.py", "exec")
+
+
+def test_replacing_a_function_keeps_the_library_as_it_was(library, tmp_path):
+    atomic_write(library["code_library"], F)
+    SaveCodeAtomicFlow.instantiate_from_default_config().run(
+        {"code": F.replace("2 * x", "x + x"), "memory_files": library, "replace_existing": True})
+    (kept,) = (tmp_path / "archive").iterdir()
+    assert kept.read_text() == F, "the replaced definition is not lost"

@@ -97,15 +97,85 @@ def test_max_rounds_stops_the_loop_and_says_so(scripted_llm, user):
     assert out["result"] == "The user replied: b"
 
 
-def test_the_system_prompt_is_refreshed_every_call(scripted_llm, user):
-    user.add("blue")
+def test_the_system_prompt_is_refreshed_every_call(scripted_llm):
+    controller = ControllerAtomicFlow.instantiate_from_default_config(
+        commands={"ask_user": {"description": "ask", "input_args": ["question"]}})
     scripted_llm.add(command("ask_user", question="Your colour?"), finish())
-    flow = make_loop()
-    flow.call(LOOP_INPUT)
+    controller.run(LOOP_INPUT)
+    controller.run({**LOOP_INPUT, "plan": "1. ask [done]", "logs": "--- [1] ask_user ---", "result": "blue"})
     first, second = (system_message(c["messages"]) for c in scripted_llm.calls)
     assert "1. ask" in first and "plan.txt" in first, "plan and plan file location are injected"
     assert "ask_user: ask Input arguments: question" in first, "commands come from the YAML"
-    assert second == first, "same memory, same prompt"
+    assert "Reply with exactly one JSON object" in first, "the protocol is appended to every controller's prompt"
+    assert "1. ask [done]" in second and "--- [1] ask_user ---" in second, "the new memory is in the new prompt"
+    assert [m["role"] for m in scripted_llm.calls[1]["messages"]] == ["system", "assistant", "user"]
+
+
+def test_raw_line_breaks_in_json_strings_are_accepted_and_a_cut_reply_is_named():
+    code_reply = '{"command": "ask_user", "command_args": {"question": "line one\nline two"}}'
+    assert parse_command(code_reply, COMMANDS)[1]["question"] == "line one\nline two"
+    with pytest.raises(InvalidReply, match="cut off"):
+        parse_command('{"command": "ask_user", "command_args": {"question": "a very long', COMMANDS)
+
+
+def test_a_failed_first_call_leaves_the_chat_unstarted(scripted_llm):
+    from flow_modules.aiflows.CoreFlowModule import LLMCallError
+
+    controller = ControllerAtomicFlow.instantiate_from_default_config(
+        commands={"ask_user": {"description": "ask", "input_args": ["question"]}})
+    scripted_llm.add(LLMCallError("boom"), command("ask_user", question="?"))
+    with pytest.raises(LLMCallError):
+        controller.run(LOOP_INPUT)
+    assert controller.run(LOOP_INPUT) == {"command": "ask_user", "command_args": {"question": "?"}}, \
+        "the retry starts the conversation again (no 'result' is needed)"
+
+
+def test_ctrl_c_during_a_command_asks_the_user_once_and_enter_stops_the_whole_run(scripted_llm, user):
+    from flow_modules.aiflows.CoreFlowModule import RunStopped
+
+    outer = make_loop()
+    inner_flow = make_loop()
+    outer.subflows["Executor"].subflows["ask_user"] = inner_flow  # a loop inside a loop, like Coder in Jarvis
+    inner_flow.flow_config.update(name="ask_user", input_interface=["goal", "plan", "logs", "memory_files"])
+
+    class Interrupting:
+        """A branch that is interrupted (Ctrl+C) while it runs."""
+        flow_config = {"name": "slow", "input_interface": ["question"], "private_keys": []}
+
+        def __call__(self, message):
+            raise KeyboardInterrupt
+
+        def reset(self, **kwargs):
+            pass
+
+    inner_flow.subflows["Executor"].subflows["ask_user"] = Interrupting()
+    scripted_llm.add(command("ask_user", question="outer"), command("ask_user", question="inner"))
+    user.add("")  # Enter: stop the whole run
+    with pytest.raises(RunStopped):
+        outer.call(LOOP_INPUT)
+    assert len(user.asked) == 1, "only the innermost loop asks"
+    assert "ControllerExecutorFlow/Executor/ask_user" in user.asked[0]["prompt"], "the question says which loop"
+
+
+def test_ctrl_c_then_a_note_goes_to_the_controller(scripted_llm, user):
+    flow = make_loop()
+
+    class Interrupting:
+        flow_config = {"name": "slow", "input_interface": ["question"], "private_keys": []}
+
+        def __call__(self, message):
+            raise KeyboardInterrupt
+
+        def reset(self, **kwargs):
+            self.was_reset = True
+
+    branch = flow.subflows["Executor"].subflows["ask_user"] = Interrupting()
+    scripted_llm.add(command("ask_user", question="?"), finish("stopped as asked"))
+    user.add("skip that, just finish")
+    out = flow.call(LOOP_INPUT)
+    assert out["summary"] == "stopped as asked" and branch.was_reset
+    assert "The user interrupted `ask_user` with Ctrl+C and said: skip that, just finish" in \
+        last_user_message(scripted_llm.calls[1]["messages"])
 
 
 def test_the_opening_command_does_not_call_the_llm(scripted_llm):

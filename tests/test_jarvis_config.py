@@ -39,3 +39,26 @@ def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_consol
     assert out["answer"].startswith("Month-over-month growth of the sales: Feb +12.5%")
     assert "final_answer" in (tmp_path / "logs_jarvis.txt").read_text()
     assert (tmp_path / "sales_chart.svg").exists()
+
+
+def test_intermediate_and_final_answers_show_the_answer_and_return_the_feedback(user):
+    from flow_modules.aiflows.JarvisFlowModule import FinalAns_Jarvis, IntermediateAns_Jarvis
+
+    user.add("", "add the median too")
+    assert IntermediateAns_Jarvis.instantiate_from_default_config().run({"answer": "step 1 gave 42"}) == \
+        {"human_input": ""}
+    final = FinalAns_Jarvis.instantiate_from_default_config().run({"answer": "the mean is 3"})
+    assert final == {"answer": "the mean is 3", "human_input": "add the median too"}
+    assert "step 1 gave 42" in user.asked[0]["prompt"] and user.asked[1]["kind"] == "feedback"
+
+
+def test_configs_jarvis_yaml_names_every_chat_of_jarvis():
+    from flow_modules.aiflows.CoreFlowModule.config_tree import chat_backends_skeleton, walk_config
+
+    def chats(config):
+        return sorted(path for path, node, _ in walk_config(config) if "backend" in node)
+
+    skeleton = chat_backends_skeleton("flow_modules.aiflows.JarvisFlowModule.JarvisFlow.instantiate_from_default_config",
+                                      name="Jarvis")
+    shipped = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))["flow"]
+    assert chats(shipped) == chats(skeleton) and len(chats(skeleton)) == 17

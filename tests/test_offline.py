@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from flow_modules.aiflows.CoreFlowModule.offline import TOKENIZER_DIR, TOKENIZER_FILE, bundled_tokenizer_ok
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,7 +57,19 @@ def test_the_bundled_tokenizer_is_intact():
     assert bundled_tokenizer_ok(), f"{TOKENIZER_DIR}/{TOKENIZER_FILE} is missing or corrupt"
 
 
-def test_import_every_module_and_build_a_chat_flow_with_the_network_down(tmp_path):
+USER_SCRIPT = '''
+import flow_modules.aiflows  # a user's own script: the package first, then aiflows' backends directly
+from aiflows.backends.api_info import ApiInfo
+from aiflows.backends.llm_lite import LiteLLMBackend
+import litellm
+assert litellm.telemetry is False and litellm.suppress_debug_info is True
+LiteLLMBackend(api_infos=[ApiInfo(backend_used="openai", api_key="sk-test")], model_name="gpt-4")
+print("OK")
+'''
+
+
+def offline_environment(tmp_path):
+    """An environment whose Python records (and refuses) every connection but loopback, with no tokenizer cache."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -65,10 +79,25 @@ def test_import_every_module_and_build_a_chat_flow_with_the_network_down(tmp_pat
     env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "PYTHONPATH")}
     env.update(PYTHONPATH=os.pathsep.join([str(site), ROOT]), TMPDIR=str(empty_tmp), HOME=str(tmp_path),
                NETWORK_ATTEMPTS_LOG=str(attempts))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)], cwd=tmp_path, env=env,
+    return env, attempts, empty_tmp
+
+
+@pytest.mark.parametrize("script", [SCRIPT, USER_SCRIPT], ids=["every-module", "user-script"])
+def test_import_and_build_a_chat_flow_with_the_network_down(tmp_path, script):
+    env, attempts, empty_tmp = offline_environment(tmp_path)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("OK")
     assert not attempts.exists(), f"something tried the network: {attempts.read_text()}"
     assert not (empty_tmp / "data-gym-cache").exists(), "tiktoken looked for (or downloaded) another cache"
     assert not (tmp_path / ".flow_cache").exists(), "no disk cache is opened by the package's flows"
+
+
+def test_the_command_line_needs_no_network_to_start(tmp_path):
+    env, attempts, _ = offline_environment(tmp_path)
+    env = {k: v for k, v in env.items() if k not in ("OPENAI_API_KEY", "AZURE_API_KEY")}
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "run_jarvis.py"), "a goal"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2 and "OPENAI_API_KEY" in done.stdout, done.stdout + done.stderr
+    assert not attempts.exists(), f"something tried the network: {attempts.read_text()}"

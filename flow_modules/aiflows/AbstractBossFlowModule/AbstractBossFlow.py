@@ -4,7 +4,8 @@ from typing import Any, Dict
 
 from aiflows.base_flows import CircularFlow
 
-from flow_modules.aiflows.CoreFlowModule import ConfigurationError, LeanSequentialFlow, get_console
+from flow_modules.aiflows.CoreFlowModule import LeanSequentialFlow, get_console
+from flow_modules.aiflows.CoreFlowModule.memory import append_log_entry, last_log_number, memory_path
 
 
 class AbstractBossFlow(LeanSequentialFlow):
@@ -17,8 +18,12 @@ class AbstractBossFlow(LeanSequentialFlow):
 
     *Configuration Parameters*:
     - `memory_files` (dict): memory name -> file path; at least `plan` and `logs` (and `code_library` for bosses
-      that see the library). Set by the launcher (see `set_memory_files` in JarvisFlowModule's launcher helpers).
+      that see the library). `set_memory_files(flow, memory_dir)` (CoreFlowModule.memory) sets it for every boss
+      of a tree, from the `memory_file_names` each declares.
     - `resume` (bool): if the plan file already holds a plan, carry it out instead of writing a new one.
+
+    When a boss starts a task and its log file already has entries, it appends a `new_task` entry (or `resume`),
+    so that its controller can tell earlier tasks' entries from its own.
     - `subflows_config`: `MemoryReading`, `Planner` (a PlanWriterFlow), `CtrlExMem` (a CtrlExMemFlow).
 
     *Input Interface*:
@@ -30,28 +35,29 @@ class AbstractBossFlow(LeanSequentialFlow):
     - `status` (str): `finished`, or `stopped: <why>`.
     """
 
-    def memory_files(self) -> Dict[str, str]:
-        memory_files = self.flow_config.get("memory_files")
-        if not isinstance(memory_files, dict) or not memory_files:
-            raise ConfigurationError(
-                f"{self.flow_config['name']}: `memory_files` is not set (it is {memory_files!r}). Set it to a mapping "
-                "such as {plan: memory/plan.txt, logs: memory/logs.txt}; run_jarvis.py and set_memory_files() do."
-            )
-        missing = [k for k in ("plan", "logs") if k not in memory_files]
-        if missing:
-            raise ConfigurationError(f"{self.flow_config['name']}: memory_files has no {missing}")
-        return dict(memory_files)
-
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
-        memory_files = self.memory_files()
+        for key in ("plan", "logs"):
+            memory_path(self, {}, key)  # a clear error if memory_files is not set, or lacks one
+        memory_files = dict(self.flow_config["memory_files"])
         goal = str(input_data.get("goal") or "").strip()
         if not goal:
             return {"summary": f"{self.flow_config['name']} was called without a goal.", "result": "",
                     "status": "stopped: no goal was given"}
         get_console().show("flow", f"{self.flow_config['name']} starts on:", goal)
+        self._mark_new_task(memory_files["logs"], goal)
         output = super().run({"goal": goal, "memory_files": memory_files})
         get_console().show("flow", f"{self.flow_config['name']} {output.get('status', '')}:", output.get("summary", ""))
         return output
+
+    def _mark_new_task(self, logs: str, goal: str) -> None:
+        """A line in the logs between tasks, so the controller does not take an earlier task's entries for its own."""
+        if self.flow_config.get("resume"):
+            append_log_entry(logs, "resume", {"goal": goal},
+                             "The run was stopped and is resumed here. The Python session is new: variables "
+                             "defined before are gone (files and the library are kept).")
+        elif last_log_number(logs) > 0:
+            append_log_entry(logs, "new_task", {"goal": goal},
+                             "A new task starts here; the entries above belong to earlier tasks.")
 
     def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
         if (flow is self.subflows.get("Planner") and self.flow_config.get("resume")

@@ -18,7 +18,7 @@ from flow_modules.aiflows.CoreFlowModule import (
 from flow_modules.aiflows.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
 from flow_modules.aiflows.CoreFlowModule.usage import USAGE, count_message_tokens, count_tokens
 
-from .backends import build_backend
+from .backends import build_backend, reply_content
 
 log = logging.get_logger(f"aiflows.{__name__}")
 
@@ -129,22 +129,26 @@ class ChatAtomicFlow(LeanAtomicFlow):
                                                     content=content))
 
     def prepare_turn(self, input_data: Dict[str, Any]) -> str:
-        """Render (or refresh) the system prompt and return this turn's user message."""
+        """Render (or refresh) the system prompt and return this turn's user message.
+
+        Nothing is stored until ``commit_turn``: a turn whose LLM call fails leaves the chat as it was.
+        """
         user_message = self._render_user_message(input_data)
+        self._pending_system_message = self.flow_state.get("system_message")
         if not self._is_conversation_initialized() or self.flow_config.get("refresh_system_prompt"):
-            system_message = self._render_system_message(input_data)
-            if system_message != self.flow_state.get("system_message"):
-                self.flow_state["system_message"] = system_message
-                self._log_chat_message("system", system_message)
+            self._pending_system_message = self._render_system_message(input_data)
         return user_message
 
     def messages_for(self, user_message: str, extra: Optional[List[dict]] = None) -> List[dict]:
         """System prompt + window over (previous messages + this user message) + ``extra`` (e.g. corrections)."""
         conversation = self._window(self.flow_state["previous_messages"] + [{"role": "user", "content": user_message}])
-        return [{"role": "system", "content": self.flow_state["system_message"]}] + conversation + list(extra or [])
+        return [{"role": "system", "content": self._pending_system_message}] + conversation + list(extra or [])
 
     def commit_turn(self, user_message: str, reply: str) -> None:
         """Keep the exchange; drop what no future window can contain, so the state does not grow without bound."""
+        if self._pending_system_message != self.flow_state.get("system_message"):
+            self.flow_state["system_message"] = self._pending_system_message
+            self._log_chat_message("system", self._pending_system_message)
         messages = self.flow_state["previous_messages"] + [
             {"role": "user", "content": user_message},
             {"role": "assistant", "content": reply},
@@ -162,14 +166,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
         where = self._where()
 
         def once() -> str:
-            replies = self.backend(messages=messages)
-            if not replies:
-                raise MalformedReply("the backend returned no choices")
-            first = replies[0]
-            content = first.get("content") if hasattr(first, "get") else getattr(first, "content", None)
+            content = reply_content(self.backend(messages=messages))
             if content is None:
-                raise MalformedReply("the reply has no content")
-            return str(content)
+                raise MalformedReply("the backend returned no message content")
+            return content
 
         def on_retry(attempt: int, delay: float, info) -> None:
             get_console().line("warning", f"{where}: {info.reason}; retrying in {delay:.1f}s "

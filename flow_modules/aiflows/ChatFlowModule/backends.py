@@ -95,3 +95,12 @@ def with_api_infos(api_infos: List[Any], only_missing: bool = False, **overrides
         return instantiate_backend(config, flow_name)
 
     return factory
+
+
+def reply_content(replies: Any) -> Optional[str]:
+    """The text of the first reply a backend returned (LiteLLMBackend gives litellm Messages; others dicts), or None."""
+    if not replies:
+        return None
+    first = replies[0]
+    content = first.get("content") if hasattr(first, "get") else getattr(first, "content", None)
+    return None if content is None else str(content)

@@ -20,13 +20,9 @@ from typing import Any, Deque, Dict, List, Optional
 
 from flow_modules.aiflows.CoreFlowModule import TranscriptError, current_flow_path
 
+from .backends import reply_content
+
 FORMAT_VERSION = 1
-
-
-def _reply_text(replies: Any) -> str:
-    first = replies[0] if replies else {}
-    content = first.get("content") if hasattr(first, "get") else getattr(first, "content", None)
-    return "" if content is None else str(content)
 
 
 class TranscriptRecorder:
@@ -70,7 +66,7 @@ class RecordingBackend:
 
     def __call__(self, messages: List[dict], **kwargs: Any):
         replies = self.inner(messages=messages, **kwargs)
-        self.recorder.record(current_flow_path(), messages, _reply_text(replies))
+        self.recorder.record(current_flow_path(), messages, reply_content(replies) or "")
         return replies
 
 

@@ -6,7 +6,7 @@ from typing import Any, Dict, List
 from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
 from flow_modules.aiflows.CoreFlowModule import StrictJinjaPrompt, get_console
 
-from .commands import InvalidReply, commands_from_config, parse_command, render_commands
+from .commands import InvalidReply, commands_from_config, example_reply, parse_command, render_commands
 
 
 class ControllerAtomicFlow(ChatAtomicFlow):
@@ -28,6 +28,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     - `max_corrections` (int): how many invalid replies are corrected before giving up.
     - `correction_message_prompt_template` (dict): the correction sent after an invalid reply (variables:
       `problem`, `commands`, `example`).
+    - `reply_format_instructions` (str): the protocol, appended to every system prompt.
     - `opening_command` (dict or null): `{command, command_args}` issued on the first call without asking the LLM
       (argument values are Jinja templates over the input), e.g. a plan writer always starts with `write_plan`.
     - the ChatAtomicFlow parameters (`backend`, prompt templates, `previous_messages`, `retry`, ...); the system
@@ -55,6 +56,11 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     def _constructor_kwargs(cls, flow_config: Dict[str, Any]) -> Dict[str, Any]:
         commands = commands_from_config(flow_config.get("commands"), flow_config.get("name", cls.__name__))
         return {**super()._constructor_kwargs(flow_config), "commands": commands}
+
+    def _render_system_message(self, input_data: Dict[str, Any]) -> str:
+        prompt = super()._render_system_message(input_data)
+        instructions = self.flow_config.get("reply_format_instructions")
+        return f"{prompt}\n\n{instructions}" if instructions else prompt
 
     def _template_data(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         data = dict(input_data)
@@ -93,8 +99,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
                                               + (" - asking again" if attempt < max_corrections else ""))
                 correction = self.correction_prompt.format(
                     problem=problem, commands=", ".join(c.name for c in self.commands),
-                    example=json.dumps({"command": self.commands[0].name,
-                                        "command_args": {a: "..." for a in self.commands[0].input_args}}),
+                    example=example_reply(self.commands),
                 )
                 extra += [{"role": "assistant", "content": reply}, {"role": "user", "content": correction}]
                 continue

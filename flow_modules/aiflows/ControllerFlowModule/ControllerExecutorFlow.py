@@ -5,7 +5,13 @@ from typing import Any, Dict, Optional
 
 from aiflows.base_flows import CircularFlow
 
-from flow_modules.aiflows.CoreFlowModule import LeanCircularFlow, current_flow_path, get_console, get_input_source
+from flow_modules.aiflows.CoreFlowModule import (
+    LeanCircularFlow,
+    RunStopped,
+    current_flow_path,
+    get_console,
+    get_input_source,
+)
 from flow_modules.aiflows.CoreFlowModule.memory import shorten, summarize_arguments
 
 # Keys of a branch's output shown first when it is turned into the controller's `result`.
@@ -52,6 +58,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
       are the controller's commands, without `finish`).
     - `topology`: the nodes of the loop (see the YAML).
     - `reset_before_run` (bool): start every run from a clean state (chat histories included).
+    - `max_result_chars` (int): what the controller reads of a command's output, at most (head and tail kept).
     - `bookkeeping_commands` (list): commands whose result is not the loop's final `result` (e.g. update_plan).
     - `keep_from_branches` (dict): branch -> output keys copied into the loop's state (later branches can take them
       as input, e.g. `write_code: [code]` so that `save_code` saves the code written).
@@ -76,7 +83,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
     def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
         """State updates after a branch ran: the output, as text, becomes the controller's `result`; the keys that
         `keep_from_branches` names for this branch are copied into the state (e.g. the code `write_code` wrote)."""
-        update = {"result": format_branch_output(output)}
+        update = {"result": shorten(format_branch_output(output), int(self.flow_config.get("max_result_chars", 3000)))}
         if branch not in (self.flow_config.get("bookkeeping_commands") or []):
             update["last_work_result"] = update["result"]
         for key in (self.flow_config.get("keep_from_branches") or {}).get(branch, []):
@@ -132,6 +139,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
         try:
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
+        except RunStopped:
+            raise  # the user chose to stop the run at a deeper level: do not ask again
         except KeyboardInterrupt:
             branch = self.flow_state.get("command", "?")
             note = self._ask_after_interrupt(branch)
@@ -140,15 +149,18 @@ class ControllerExecutorFlow(LeanCircularFlow):
             return None, self.on_interrupted(branch, note)
 
     def _ask_after_interrupt(self, branch: str) -> str:
+        """What the user wants this loop's controller to do instead of the interrupted command; RunStopped if they
+        want the run to stop (Enter, another Ctrl+C, or no human to ask)."""
         source = get_input_source()
         if not source.interactive:
-            raise KeyboardInterrupt
-        get_console().line("warning", f"\nInterrupted `{branch}`.")
+            raise RunStopped
+        where = current_flow_path() or self.flow_config["name"]
+        get_console().line("warning", f"\nInterrupted `{branch}` (in {where}).")
         try:
-            note = source.ask(f"What should {self.flow_config['name']}'s controller do instead? "
-                              "(Enter to stop the whole run)", kind="question")
+            note = source.ask(f"What should the controller of {where} do instead? (Enter to stop the whole run)",
+                              kind="question")
         except KeyboardInterrupt:
-            raise KeyboardInterrupt from None
+            raise RunStopped from None
         if not note.strip():
-            raise KeyboardInterrupt
+            raise RunStopped
         return note.strip()

@@ -49,7 +49,8 @@ class InvalidReply(Exception):
     """The reply is not a valid command; ``str(e)`` says exactly what is wrong, for the model."""
 
 
-def _example(commands: List[Command]) -> str:
+def example_reply(commands: List[Command]) -> str:
+    """A well-formed reply calling the first command, for corrections."""
     first = commands[0]
     return json.dumps({"command": first.name, "command_args": {a: "..." for a in first.input_args}})
 
@@ -64,20 +65,24 @@ def parse_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, A
         raise InvalidReply("Your reply is wrapped in a code fence (```). Reply with the JSON object alone, "
                            "without code fences or any other text.")
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(text, strict=False)  # raw line breaks inside strings are accepted
     except json.JSONDecodeError as error:
         start = text.find("{")
         if start >= 0:
             try:
-                _, end = json.JSONDecoder().raw_decode(text[start:])
+                _, end = json.JSONDecoder(strict=False).raw_decode(text[start:])
+            except json.JSONDecodeError:
+                end = None
+            if end is not None:
                 before, after = text[:start].strip(), text[start + end:].strip()
                 where = " and ".join(p for p, t in (("before", before), ("after", after)) if t)
                 raise InvalidReply(f"Your reply has text {where} the JSON object. Reply with the JSON object alone, "
                                    "with nothing before or after it.") from None
-            except json.JSONDecodeError:
-                pass
-        raise InvalidReply(f"Your reply is not valid JSON ({error.msg} at line {error.lineno}, "
-                           f"column {error.colno}).") from None
+            if text.startswith("{") and not text.endswith("}"):
+                raise InvalidReply("Your reply stops before the JSON object is complete: it was probably cut off "
+                                   "for length. Reply with a shorter command (for long code, split the work into "
+                                   "several steps).") from None
+        raise InvalidReply(f"Your reply is not valid JSON ({error}).") from None
     if not isinstance(parsed, dict):
         raise InvalidReply("Your reply must be a JSON object with the keys \"command\" and \"command_args\".")
     missing = [k for k in ("command", "command_args") if k not in parsed]

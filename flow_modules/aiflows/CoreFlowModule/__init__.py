@@ -15,6 +15,7 @@ from .errors import (  # noqa: E402
     JarvisError,
     LLMCallError,
     MemoryFileError,
+    RunStopped,
     TranscriptError,
 )
 from .interaction import (  # noqa: E402

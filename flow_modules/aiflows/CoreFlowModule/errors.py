@@ -6,6 +6,10 @@ class JarvisError(Exception):
     """Base class of the errors this package raises on purpose. ``str(e)`` is meant to be shown to the user as is."""
 
 
+class RunStopped(KeyboardInterrupt):
+    """The user stopped the whole run (Ctrl+C, then Enter): every level lets it through without asking again."""
+
+
 class ConfigurationError(JarvisError):
     """A configuration value is missing or wrong; the message names the key and what to do."""
 

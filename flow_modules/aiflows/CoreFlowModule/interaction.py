@@ -33,7 +33,7 @@ KINDS = (APPROVAL, FEEDBACK, QUESTION)
 BEST_JUDGEMENT = "Use your best judgement."
 _APPROVAL_WORDS = {
     "", "y", "yes", "ok", "okay", "lgtm", "approve", "approved", "accept", "accepted", "looks good", "good",
-    "fine", "go", "go ahead", "continue", "sure",
+    "fine", "go", "go ahead", "continue", "sure", "yes please", "run", "run it", "do it", "ok run it", "good to go",
 }
 
 

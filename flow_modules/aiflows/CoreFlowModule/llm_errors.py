@@ -58,6 +58,10 @@ def classify(error: BaseException) -> LLMErrorInfo:
                    if isinstance(getattr(e, "status_code", None), int)), None)
     detail = _server_message(error)
     suffix = f": {detail}" if detail else ""
+    if "ContextWindowExceededError" in names or "maximum context length" in f"{detail} {error}":
+        return LLMErrorInfo(False, "the prompt is longer than the model's context window. Use a model with a "
+                                   "larger context (e.g. --model gpt-4-1106-preview), or lower max_log_chars / "
+                                   "max_result_chars in the configuration")
     if status is not None:
         if status in (401,):
             return LLMErrorInfo(False, f"authentication failed (HTTP 401){suffix}. Check the API key "

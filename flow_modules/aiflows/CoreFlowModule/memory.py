@@ -70,6 +70,20 @@ def append_text(path: str, text: str) -> None:
         raise MemoryFileError(f"Cannot append to memory file {path}: {error}") from error
 
 
+def archive_copy(path: str, text: str) -> str:
+    """Keep ``text`` (what ``path`` held) in ``<folder of path>/archive/<name>-<time>-<n>``; returns the copy's path."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), "archive")
+    os.makedirs(folder, exist_ok=True)
+    stem, suffix = os.path.splitext(os.path.basename(path))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    number = 1
+    while os.path.exists(os.path.join(folder, f"{stem}-{stamp}-{number}{suffix}")):
+        number += 1
+    copy_path = os.path.join(folder, f"{stem}-{stamp}-{number}{suffix}")
+    atomic_write(copy_path, text)
+    return copy_path
+
+
 # ~~~ Logs ~~~
 def shorten(text: str, limit: int) -> str:
     """``text`` cut to about ``limit`` characters, keeping head and tail, saying how much was cut."""
@@ -148,15 +162,26 @@ def append_log_entry(path: str, command: str, command_args: Optional[Dict[str, A
     return number
 
 
-def read_log_tail(path: str, max_entries: Optional[int]) -> str:
-    """The last ``max_entries`` entries of a log (all if None), with a line saying how many earlier ones are left out."""
+def read_log_tail(path: str, max_entries: Optional[int], max_chars: Optional[int] = None) -> str:
+    """The last entries of a log: at most ``max_entries`` (all if None) and at most ``max_chars`` characters (but at
+    least one entry), with a line saying how many earlier ones are left out."""
     if not max_entries or max_entries <= 0:
-        return read_text(path).rstrip("\n")
-    text, whole = _read_tail(path, max_entries + 1)
+        if not max_chars:
+            return read_text(path).rstrip("\n")
+        max_entries = 10 ** 9
+    text, whole = _read_tail(path, min(max_entries, 10 ** 6) + 1)
     entries = split_log_entries(text)
     if not entries:
         return text.strip() if whole else ""
     shown = entries[-max_entries:]
+    if max_chars:
+        total, keep = 0, 0
+        for _, entry in reversed(shown):
+            total += len(entry) + 1
+            if keep and total > max_chars:
+                break
+            keep += 1
+        shown = shown[-keep:]
     first_shown = shown[0][0]
     body = "\n".join(entry for _, entry in shown)
     if first_shown > 1:
@@ -181,30 +206,68 @@ def _docstring_block(node: ast.AST, indent: str) -> List[str]:
     return [f'{indent}"""{lines[0]}'] + [f"{indent}{line}" if line else "" for line in lines[1:]] + [f'{indent}"""']
 
 
-def library_summary(source: str) -> str:
-    """The signatures and docstrings of the top-level functions and classes of a Python file, without their bodies."""
+def library_summary(source: str, max_chars: Optional[int] = None) -> str:
+    """The signatures and docstrings of the top-level functions and classes of a Python file, without their bodies.
+
+    Beyond ``max_chars`` the docstrings are cut to their first line, then only the signatures are given, and at the
+    last the names (a line says so): the summary goes into prompts and must not outgrow them.
+    """
     if not source.strip():
         return ""
     try:
         tree = ast.parse(source)
     except SyntaxError as error:
         return f"(the code library does not parse: line {error.lineno}: {error.msg})"
+    full = _library_blocks(tree, "full")
+    if not max_chars or len(full) <= max_chars:
+        return full
+    for detail in ("first_line", "signatures"):
+        shorter = _library_blocks(tree, detail)
+        if len(shorter) <= max_chars:
+            return f"(the library is large: {'first docstring lines' if detail == 'first_line' else 'signatures'} " \
+                   f"only)\n{shorter}"
+    names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return shorten(f"(the library is large: names only) {', '.join(names)}", max_chars)
+
+
+def _library_blocks(tree: ast.Module, detail: str) -> str:
+    def doc(node, indent):
+        if detail == "signatures":
+            return []
+        block = _docstring_block(node, indent)
+        if detail == "first_line":
+            first = (ast.get_docstring(node) or "(no docstring)").strip().split("\n")[0]
+            return [f'{indent}"""{first}"""']
+        return block
+
     blocks = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            blocks.append("\n".join([_signature(node)] + _docstring_block(node, "    ")))
+            blocks.append("\n".join([_signature(node)] + doc(node, "    ")))
         elif isinstance(node, ast.ClassDef):
             bases = ", ".join(ast.unparse(b) for b in node.bases)
             lines = [f"class {node.name}({bases}):" if bases else f"class {node.name}:"]
-            lines += _docstring_block(node, "    ")
+            lines += doc(node, "    ")
             for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_") or (
-                    isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__init__"
-                ):
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                        not item.name.startswith("_") or item.name == "__init__"):
                     lines.append("    " + _signature(item))
-                    lines += _docstring_block(item, "        ")
+                    lines += doc(item, "        ")
             blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+    return ("\n\n" if detail == "full" else "\n").join(blocks)
+
+
+def split_future_imports(source: str) -> Tuple[List[str], str]:
+    """The ``from __future__ import ...`` lines of some code, and the code without them (such imports must come
+    first in a file, so code appended to a library, or run after other statements, has to move them up)."""
+    tree = ast.parse(source)
+    lines = source.split("\n")
+    futures: List[str] = []
+    for node in reversed(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            futures.insert(0, "\n".join(lines[node.lineno - 1:node.end_lineno]).strip())
+            del lines[node.lineno - 1:node.end_lineno]
+    return futures, "\n".join(lines).strip("\n")
 
 
 def defined_names(source: str) -> List[str]:

@@ -10,6 +10,8 @@ Only the standard library is imported at module level: this file runs before any
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
+import importlib.util
 import os
 import sys
 import warnings
@@ -21,9 +23,11 @@ TOKENIZER_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865
 
 
 def ensure_offline_tokenizer() -> str:
-    """Point tiktoken at the bundled cl100k file unless the user chose a cache; returns the cache directory used."""
+    """Point tiktoken at the bundled cl100k file unless the user chose a cache, and make litellm's first import
+    offline and quiet; returns the tokenizer cache directory used. Called when the package is imported."""
     if not os.environ.get("TIKTOKEN_CACHE_DIR"):
         os.environ["TIKTOKEN_CACHE_DIR"] = TOKENIZER_DIR
+    install_litellm_import_hook()
     return os.environ["TIKTOKEN_CACHE_DIR"]
 
 
@@ -36,38 +40,78 @@ def bundled_tokenizer_ok() -> bool:
         return hashlib.sha256(f.read()).hexdigest() == TOKENIZER_SHA256
 
 
-def import_litellm():
-    """Import litellm quietly and offline, once; returns the module.
+class _PriceListBlocker:
+    """While litellm is first imported, its model price list request fails at once (it then uses its bundled copy)."""
 
-    Call this before the first ``import aiflows.backends``. If litellm was imported already, only the quiet settings
-    are applied.
-    """
-    ensure_offline_tokenizer()
-    first_import = "litellm" not in sys.modules
-    if first_import:
+    def __enter__(self):
         import requests
 
-        real_get = requests.get
+        self._requests = requests
+        self._real_get = requests.get
 
         def no_price_list_download(url, *args, **kwargs):
-            # litellm fetches its model price list with no timeout at import; its bundled copy is what we want.
             if "model_prices_and_context_window" in str(url):
                 raise requests.exceptions.ConnectionError("offline: using litellm's bundled model price list")
-            return real_get(url, *args, **kwargs)
+            return self._real_get(url, *args, **kwargs)
 
         requests.get = no_price_list_download
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                import litellm
-        finally:
-            requests.get = real_get
-    import litellm
+        return self
 
+    def __exit__(self, *exc):
+        self._requests.get = self._real_get
+        return False
+
+
+def _quiet(litellm) -> None:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     litellm.set_verbose = False
     # pydantic 2.x warns on every litellm response ("Expected `Usage`"): harmless and noisy.
     warnings.filterwarnings("ignore", message=r".*PydanticSerializationUnexpectedValue.*")
     warnings.filterwarnings("ignore", message=r".*Pydantic serializer warnings.*")
+
+
+class _LitellmImportHook(importlib.abc.MetaPathFinder):
+    """Whoever imports litellm first (aiflows.backends does), it is imported quietly and without the network."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "litellm":
+            return None
+        uninstall_litellm_import_hook()
+        spec = importlib.util.find_spec("litellm")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        real_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            with _PriceListBlocker(), warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                real_exec(module)
+            _quiet(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+_hook = _LitellmImportHook()
+
+
+def install_litellm_import_hook() -> None:
+    """Make the first import of litellm, by anyone, offline and quiet (no-op if litellm is imported already)."""
+    if "litellm" not in sys.modules and _hook not in sys.meta_path:
+        sys.meta_path.insert(0, _hook)
+
+
+def uninstall_litellm_import_hook() -> None:
+    if _hook in sys.meta_path:
+        sys.meta_path.remove(_hook)
+
+
+def import_litellm():
+    """Import litellm quietly and offline (once); returns the module. Safe to call at any time."""
+    ensure_offline_tokenizer()
+    install_litellm_import_hook()
+    import litellm
+
+    _quiet(litellm)
     return litellm

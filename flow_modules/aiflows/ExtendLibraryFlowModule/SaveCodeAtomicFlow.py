@@ -4,7 +4,14 @@ import ast
 from typing import Any, Dict, List, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow, get_console
-from flow_modules.aiflows.CoreFlowModule.memory import atomic_write, defined_names, memory_path, read_text
+from flow_modules.aiflows.CoreFlowModule.memory import (
+    archive_copy,
+    atomic_write,
+    defined_names,
+    memory_path,
+    read_text,
+    split_future_imports,
+)
 
 
 def _definition_spans(tree: ast.Module, names: set) -> List[Tuple[int, int]]:
@@ -29,8 +36,9 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
     """Appends code (a function written and tested by `write_code`) to the code library file.
 
     Code that does not compile is refused. Code that would redefine a function or class the library already has is
-    refused unless the controller says so (`replace_existing: true`); then the old definition is replaced. The
-    library is rewritten atomically and checked to compile before it is.
+    refused unless the controller says so (`replace_existing: true`); then the old definition is replaced, and the
+    library as it was is kept in `archive/` beside it. `from __future__` imports are moved to the top of the
+    library. The library is rewritten atomically and checked to compile before it is.
 
     *Configuration Parameters*:
     - `memory_files` (dict, optional): used when the input has none; `code_library` is the library file.
@@ -68,8 +76,13 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
                               "the existing definition, call save_code again with replace_existing: true; to keep "
                               "both, rename the new function with write_code."}
         if clashes:
+            archive_copy(path, library)
             library = without_definitions(library, set(clashes))
-        new_library = (library.rstrip() + "\n\n\n" if library.strip() else "") + code + "\n"
+        library_futures, library_body = split_future_imports(library) if library.strip() else ([], "")
+        code_futures, code_body = split_future_imports(code)
+        futures = list(dict.fromkeys(library_futures + code_futures))  # they must open the file
+        head = "\n".join(futures) + "\n\n" if futures else ""
+        new_library = head + (library_body.rstrip() + "\n\n\n" if library_body.strip() else "") + code_body + "\n"
         try:
             compile(new_library, path, "exec")
         except SyntaxError as error:

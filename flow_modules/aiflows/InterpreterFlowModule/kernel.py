@@ -51,12 +51,21 @@ DEFAULT_ENV_SCRUB: Tuple[str, ...] = (
     "HF_TOKEN",
     "HUGGINGFACE_HUB_TOKEN",
     "*_API_KEY",
+    "*_API_TOKEN",
+    "*_ACCESS_TOKEN",
+    "*_AD_TOKEN",
+    "*_SECRET_KEY",
+    "*_SECRET_ACCESS_KEY",
+    "*_CLIENT_SECRET",
+    "AWS_SESSION_TOKEN",
 )
 
 FIGURE_DIR = "figures"
 MAX_FILES = 50
 _MAX_SCAN_ENTRIES = 20000
-_SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
+# not scanned for files a run made: caches, and the memory folder's own bookkeeping (archived plans and logs, the
+# scripts run_code wrote), which would otherwise make every run's scan grow with the number of runs
+_SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages", "archive", "code_runs"}
 _FIGURES_MIME = "application/vnd.jarvis.figures+json"
 _POLL = 0.2  # seconds between two liveness checks while the kernel is quiet
 

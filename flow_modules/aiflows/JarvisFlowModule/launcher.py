@@ -130,7 +130,7 @@ def close_interpreters(flow: Any) -> None:
 def prepare_memory(flow: Any, memory_dir: str, resume: bool) -> Dict[str, Dict[str, str]]:
     """Give each boss its memory files in ``memory_dir``.
 
-    A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>/``
+    A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
     (nothing is deleted). The code library is kept: it is what Jarvis has learned. With ``resume`` everything is kept
     and the top boss continues from its plan instead of writing a new one.
     """
@@ -138,7 +138,10 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool) -> Dict[str, Dict[s
     if resume:
         flow.flow_config["resume"] = True
         return files
-    archive = os.path.join(memory_dir, "archive", time.strftime("%Y%m%d-%H%M%S"))
+    stamp, number = time.strftime("%Y%m%d-%H%M%S"), 1
+    while os.path.exists(os.path.join(memory_dir, "archive", f"{stamp}-{number}")):
+        number += 1
+    archive = os.path.join(memory_dir, "archive", f"{stamp}-{number}")
     for memory_files in files.values():
         for key, path in memory_files.items():
             if key in ("plan", "logs") and os.path.exists(path) and os.path.getsize(path) > 0:

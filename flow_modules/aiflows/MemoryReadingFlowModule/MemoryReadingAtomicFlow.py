@@ -20,7 +20,10 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
     - `output_interface` (list): the memories to read, e.g. `[plan, logs, code_library]`.
     - `readers` (dict): how each memory is read: `text`, `log_tail` or `signatures` (defaults: `logs: log_tail`,
       `code_library: signatures`, others `text`).
-    - `max_log_entries` (int or null): how many log entries to read (null: all).
+    - `max_log_entries` (int or null): how many log entries to read at most (null: all).
+    - `max_log_chars` (int or null): how many characters of log entries to read at most (at least one entry).
+    - `max_library_chars` (int or null): the size of the library summary; beyond it docstrings are shortened,
+      then dropped.
     - `memory_files` (dict, optional): used when the input has no `memory_files`.
 
     *Input Interface*:
@@ -37,9 +40,10 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
             reader = readers.get(key, "text")
             path = memory_path(self, input_data, key)
             if reader == "log_tail":
-                out[key] = read_log_tail(path, self.flow_config.get("max_log_entries"))
+                out[key] = read_log_tail(path, self.flow_config.get("max_log_entries"),
+                                         self.flow_config.get("max_log_chars"))
             elif reader == "signatures":
-                out[key] = library_summary(read_text(path))
+                out[key] = library_summary(read_text(path), self.flow_config.get("max_library_chars"))
             elif reader == "text":
                 out[key] = read_text(path).strip()
             else:

@@ -46,12 +46,18 @@ class RunCodeFlow(LeanSequentialFlow):
         if not interpreter.flow_config.get("workspace") and library:
             interpreter.flow_config["workspace"] = os.path.dirname(os.path.abspath(library))
         language = str(input_data.get("language") or "python").strip().lower()
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        runs = os.path.join(interpreter.workspace, "code_runs")
-        draft_path = os.path.join(runs, f"run_{stamp}_{len(os.listdir(runs)) + 1 if os.path.isdir(runs) else 1}"
-                                        f"{_SUFFIX.get(language, '.txt')}")
+        draft_path = self._new_script_path(os.path.join(interpreter.workspace, "code_runs"), language)
         return super().run({**input_data, "language": language, "draft_path": draft_path, "feedback": "",
                             "result": ""})
+
+    @staticmethod
+    def _new_script_path(folder: str, language: str) -> str:
+        """``code_runs/run_<time>_<n><suffix>``: a new name each time, without listing the folder."""
+        stamp, number = time.strftime("%Y%m%d-%H%M%S"), 1
+        suffix = _SUFFIX.get(language, ".txt")
+        while os.path.exists(os.path.join(folder, f"run_{stamp}_{number}{suffix}")):
+            number += 1
+        return os.path.join(folder, f"run_{stamp}_{number}{suffix}")
 
     @CircularFlow.output_msg_payload_processor
     def after_review(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:

@@ -8,13 +8,14 @@ import tempfile
 from typing import Any, Dict, List
 
 from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow, get_console
-from flow_modules.aiflows.CoreFlowModule.memory import memory_path
+from flow_modules.aiflows.CoreFlowModule.memory import memory_path, split_future_imports
 from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
 
 PASSED_MARK = "__JARVIS_TESTS_PASSED__"
 IMPORTS_MARK = "__JARVIS_IMPORTS_NOT_FOUND__"
 
 _SCRIPT = '''\
+{futures}
 import importlib.util, sys
 sys.path.insert(0, {library_dir!r})
 _missing = [name for name in {modules!r} if importlib.util.find_spec(name) is None]
@@ -47,8 +48,9 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
     """Checks code for the library: it compiles, its imports resolve, and the user's tests (if any) pass.
 
     The code runs together with the current library (`from library import *` first) in a separate Python process,
-    in a temporary folder, with the same timeout, output bound and API-key-free environment as the interpreter, so a
-    test can neither change the interactive session nor leave files in the workspace.
+    in a temporary folder, with a timeout, a bound on the output and the interpreter's API-key-free environment, so
+    a test can neither change the interactive session nor leave files in the workspace. `from __future__` imports
+    of the code are moved to the top of the test script.
 
     *Configuration Parameters*:
     - `timeout` (float): seconds the tests may run.
@@ -84,9 +86,10 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
         library_dir = os.path.dirname(os.path.abspath(library_path))
         module = os.path.splitext(os.path.basename(library_path))[0]
         library_import = f"from {module} import *" if os.path.exists(library_path) else ""
-        script = _SCRIPT.format(library_dir=library_dir, modules=imported_modules(tree), imports_mark=IMPORTS_MARK,
-                                library_import=library_import, code=code, tests=tests or "pass",
-                                passed_mark=PASSED_MARK)
+        futures, code_body = split_future_imports(code)
+        script = _SCRIPT.format(futures="\n".join(futures), library_dir=library_dir, modules=imported_modules(tree),
+                                imports_mark=IMPORTS_MARK, library_import=library_import, code=code_body,
+                                tests=tests or "pass", passed_mark=PASSED_MARK)
         with tempfile.TemporaryDirectory(prefix="jarvis_test_") as folder:
             with open(os.path.join(folder, "test_code.py"), "w", encoding="utf-8") as f:
                 f.write(script)
@@ -99,8 +102,9 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
         output = outcome.output.replace(PASSED_MARK, "").strip()
         if IMPORTS_MARK in outcome.output:
             missing = outcome.output.split(IMPORTS_MARK, 1)[1].strip().splitlines()[0]
-            result = f"The code compiles, but these imports do not resolve: {missing}. Install them (run_code with " \
-                     f"language bash: pip install ...) or use other modules."
+            result = (f"The code compiles, but these modules are not installed: {missing}. They must be installed "
+                      "before the code can run (Coder can do it with run_code, language bash: pip install ...): "
+                      "finish and say which packages are missing, or use modules that are installed.")
             passed = False
         elif PASSED_MARK in outcome.output and not outcome.failed:
             what = "the user's tests passed" if tests else "no tests were given"
