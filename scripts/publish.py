@@ -24,7 +24,8 @@ repository NAME/<Module> is created (if needed) on the Hugging Face Hub and the 
 branch REV). What was done is printed.
 
 --verify-venv builds a fresh virtual environment with only aiflows and a module's pip_requirements.txt (this needs
-the package registry) and checks that each staged module imports there.
+the package registry) and checks that each staged module imports there, and that the demo of each module that needs
+no LLM (`run.py --yes`) runs there.
 """
 from __future__ import annotations
 
@@ -498,6 +499,14 @@ def verify_venv(staged_namespace_dir: str, namespace: str, modules: List[str], s
                      f" import flow_modules.{namespace}.{module}")
             done = subprocess.run([python, "-c", probe], cwd=folder, capture_output=True, text=True)
             report[module] = "ok" if done.returncode == 0 else done.stderr[-1500:]
+            spec = DEMOS.get(module, {})
+            if report[module] == "ok" and not spec.get("llm"):  # modules that need no LLM also run their demo
+                module_dir = os.path.join(staged_namespace_dir, module)
+                done = subprocess.run([python, "run.py", "--yes"], cwd=module_dir, capture_output=True, text=True,
+                                      timeout=300, stdin=subprocess.DEVNULL)
+                for leftover in ("flow_modules", "memory"):
+                    shutil.rmtree(os.path.join(module_dir, leftover), ignore_errors=True)
+                report[module] = "ok" if done.returncode == 0 else f"run.py failed: {done.stderr[-1500:]}"
             say(f"{module}: {report[module] if report[module] == 'ok' else 'FAILED'}")
     return report
 
