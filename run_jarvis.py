@@ -40,7 +40,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--model", help="the model: a name (gpt-4, gpt-4o-mini, ...) or provider/name; "
                                         "default: each chat's model in the configuration (gpt-4)")
     parser.add_argument("--api-base", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1")
-    parser.add_argument("--config", metavar="FILE", help=f"the configuration (default: configs/jarvis.yaml)")
+    parser.add_argument("--config", metavar="FILE", help="the configuration (default: configs/jarvis.yaml)")
     parser.add_argument("--memory-dir", metavar="DIR", default="memory",
                         help="where plans, logs, the code library and the interpreter's files live (default: memory/)")
     parser.add_argument("--resume", action="store_true",
@@ -99,6 +99,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     recorder = None
     started = time.time()
     try:
+        # ~~~ A resumed run continues with the goal, model and server of the run it resumes ~~~
+        if args.resume:
+            previous = _previous_run(run_file, memory_dir)
+            if args.goal and args.goal.strip() != previous["goal"].strip():
+                raise launcher.ConfigurationError(
+                    f"--resume continues the run in {memory_dir}, whose goal was: {previous['goal']!r}. To work on "
+                    "another goal, run without --resume (the plans and logs are then archived).")
+            args.goal = previous["goal"]
+            args.model = args.model or previous.get("model")
+            args.api_base = args.api_base or previous.get("api_base")
+
         # ~~~ Where the LLM replies come from ~~~
         transcript = None
         if args.demo or args.replay:
@@ -116,15 +127,6 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         # ~~~ The goal ~~~
         goal = args.goal
-        previous = {}
-        if os.path.exists(run_file):
-            with open(run_file, encoding="utf-8") as f:
-                previous = json.load(f)
-        if args.resume and not goal:
-            goal = previous.get("goal")
-            if not goal:
-                raise launcher.ConfigurationError(
-                    f"Nothing to resume in {memory_dir}: no previous run was found there. Give a goal.")
         if transcript is not None and not goal:
             goal = transcript.header.get("goal") or ""
         if args.demo:
@@ -132,7 +134,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             console.show("flow", "Jarvis demo", "This is a REPLAY: the LLM replies are a recording, made for this "
                          "goal. Everything else runs for real: the flows, the memory files, the code library and the "
                          f"Python interpreter, in {memory_dir}. Plans and code are approved automatically."
-                         + (f"\nYour previous memory folder was moved to {backup}." if backup else ""))
+                         + (f"\nYour memory folder (plans, logs, library) was moved to {backup}: move it back "
+                            f"after the demo to go on with your own library." if backup else ""))
 
         # ~~~ Jarvis ~~~
         if args.record:
@@ -185,6 +188,24 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     _report(console, output, memory, memory_dir, started, USAGE)
     return 0 if output.get("status") == "finished" else 1
+
+
+def _previous_run(run_file: str, memory_dir: str) -> dict:
+    """The goal and settings of the run to resume, from the memory folder."""
+    from flow_modules.aiflows.CoreFlowModule import ConfigurationError
+
+    if not os.path.exists(run_file):
+        raise ConfigurationError(f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
+                                 "without --resume (or --memory-dir for another folder).")
+    try:
+        with open(run_file, encoding="utf-8") as f:
+            previous = json.load(f)
+        if not isinstance(previous, dict) or not str(previous.get("goal") or "").strip():
+            raise ValueError("no goal in it")
+    except (ValueError, OSError) as error:
+        raise ConfigurationError(f"{run_file} is unreadable ({error}); it records the run to resume. Start a new "
+                                 "run with a goal (without --resume).") from None
+    return previous
 
 
 def _fresh_memory_folder(memory_dir: str) -> Optional[str]:

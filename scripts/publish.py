@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib.util
 import json
 import os
 import re
@@ -39,7 +38,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from typing import Callable, Dict, Iterable, List, Optional, Set
 
 import yaml

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import flow_modules.aiflows  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
 
-import os
-import sys
 
 import pytest
 from aiflows.backends.api_info import ApiInfo

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections import defaultdict, deque
-from typing import Any, Deque, Dict, List, Optional
+from typing import Any, Deque, Dict, List
 
 from flow_modules.aiflows.CoreFlowModule import TranscriptError, current_flow_path
 

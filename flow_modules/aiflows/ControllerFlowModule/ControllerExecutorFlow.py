@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from aiflows.base_flows import CircularFlow
 
@@ -72,7 +72,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
     - `status` (str): `finished`, or `stopped: <why>`.
     """
 
-    # ~~~ State ~~~
+    # ~~~ When the loop runs out of rounds ~~~
     def _on_reach_max_rounds(self):
         rounds = self.flow_config.get("max_rounds")
         reason = f"stopped: reached max_rounds ({rounds}) before the controller called finish"
