@@ -97,6 +97,19 @@ def test_atomic_write_replaces_the_whole_file_and_leaves_no_temporary_file(tmp_p
     assert os.listdir(tmp_path) == ["plan.txt"]
 
 
+def test_atomic_write_gives_a_new_file_the_users_default_mode_and_keeps_an_existing_files_mode(tmp_path):
+    old_mask = os.umask(0o022)
+    try:
+        new = tmp_path / "library.py"
+        atomic_write(str(new), "x = 1\n")
+        assert new.stat().st_mode & 0o777 == 0o644, "a new memory file is readable like any file the user makes"
+        new.chmod(0o640)
+        atomic_write(str(new), "x = 2\n")
+        assert new.stat().st_mode & 0o777 == 0o640, "replacing a file keeps the mode the user gave it"
+    finally:
+        os.umask(old_mask)
+
+
 def test_memory_reading_flow_reads_each_memory_its_own_way(tmp_path):
     files = {k: str(tmp_path / f"{k}.txt") for k in ("plan", "logs")}
     files["code_library"] = str(tmp_path / "library.py")

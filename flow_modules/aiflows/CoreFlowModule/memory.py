@@ -32,6 +32,13 @@ def read_text(path: str) -> str:
         raise MemoryFileError(f"Cannot read memory file {path}: {error}") from error
 
 
+def _umask() -> int:
+    """The process's umask (it can only be read by setting it; set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` atomically (temporary file in the same folder, fsync, rename)."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -43,8 +50,8 @@ def atomic_write(path: str, text: str) -> None:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
-            if os.path.exists(path):
-                os.chmod(tmp, os.stat(path).st_mode & 0o777)
+            # mkstemp makes the file 0600: keep the mode of the file replaced, else the user's default (umask).
+            os.chmod(tmp, os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o666 & ~_umask())
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
