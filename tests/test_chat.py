@@ -1,11 +1,14 @@
 """ChatAtomicFlow through the real LiteLLMBackend -> litellm -> HTTP path: retries, errors, window, templates."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from loopback_llm import HTTPError, Malformed, Slow
 from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
 from flow_modules.aiflows.CoreFlowModule import USAGE, ConfigurationError, LLMCallError
+from flow_modules.aiflows.CoreFlowModule.llm_errors import RetryPolicy, call_with_retries
 
 FAST_RETRY = {"max_attempts": 4, "initial_delay": 0.01, "max_delay": 0.05}
 
@@ -94,8 +97,32 @@ def test_the_sliding_window_keeps_the_fresh_system_prompt_and_the_last_messages(
     assert len(chat.flow_state["previous_messages"]) == 2, "what no window can reach is not kept"
 
 
+def test_by_default_a_chat_sends_the_seeds_window_with_a_refreshed_system_prompt(scripted_llm):
+    chat = make_chat(
+        system_message_prompt_template={"template": "Memory: {{memory}}", "input_variables": ["memory"]},
+        input_interface_non_initialized=["memory", "query"],
+        input_interface_initialized=["memory", "query"],
+    )
+    scripted_llm.add("r1", "r2", "r3")
+    for i in range(1, 4):
+        chat.run({"memory": f"m{i}", "query": f"q{i}"})
+    assert scripted_llm.calls[-1]["messages"] == [{"role": "system", "content": "Memory: m3"},
+                                                  {"role": "assistant", "content": "r2"},
+                                                  {"role": "user", "content": "q3"}]
+
+
+def test_a_window_of_only_the_first_messages_still_sends_the_new_user_message(scripted_llm):
+    chat = make_chat(previous_messages={"first_k": 2, "last_k": None})
+    scripted_llm.add("r1", "r2", "r3")
+    for i in range(1, 4):
+        chat.run({"query": f"q{i}"})
+    assert [m["content"] for m in scripted_llm.calls[1]["messages"]] == ["You are a helpful assistant.", "q1", "r1", "q2"]
+    assert [m["content"] for m in scripted_llm.calls[2]["messages"]] == ["You are a helpful assistant.", "q1", "r1", "q3"]
+    assert len(chat.flow_state["previous_messages"]) == 2, "only the first two can ever be sent again"
+
+
 def test_without_a_window_the_whole_conversation_is_sent(scripted_llm):
-    chat = make_chat()
+    chat = make_chat(previous_messages={"first_k": None, "last_k": None})
     scripted_llm.add("r1", "r2")
     chat.run({"query": "q1"})
     chat.run({"query": "q2"})
@@ -119,3 +146,42 @@ def test_an_undeclared_template_variable_is_an_error_not_an_empty_string(scripte
 def test_unfilled_api_infos_is_a_configuration_error():
     with pytest.raises(ConfigurationError, match="Asker: backend.api_infos is not set"):
         make_chat()
+
+
+def test_a_retry_after_header_is_waited_for(loopback_llm, quiet_console):
+    loopback_llm.add(HTTPError(429, "slow down", headers={"Retry-After": "0.6"}), "ok")
+    started = time.monotonic()
+    assert make_chat().call({"query": "hi"}) == {"api_output": "ok"}
+    assert time.monotonic() - started >= 0.6, "the server asked for 0.6 s; the backoff alone is 0.01 s"
+    assert "retrying in 0.6s" in quiet_console.text
+
+
+def test_backoff_delays_grow_up_to_the_cap_and_a_server_wait_is_capped_too():
+    policy = RetryPolicy(max_attempts=6, initial_delay=2, max_delay=30, backoff=2, jitter=0, max_retry_after=120)
+    assert [policy.delay(n) for n in range(1, 6)] == [2, 4, 8, 16, 30]
+    assert policy.delay(1, retry_after=45) == 45
+    assert policy.delay(1, retry_after=600) == 120, "a server's wait is honoured only up to max_retry_after"
+    assert policy.delay(5, retry_after=1) == 30, "a shorter server wait does not cut the backoff"
+
+    slept = []
+
+    def flaky():
+        raise TimeoutError("read timed out")
+
+    with pytest.raises(LLMCallError, match="failed 6 times; last error: the request timed out"):
+        call_with_retries(flaky, policy, "Asker", sleep=slept.append)
+    assert slept == [2, 4, 8, 16, 30]
+
+
+def test_a_timeout_is_reported_as_a_timeout_not_as_its_http_code(loopback_llm, quiet_console):
+    loopback_llm.add(Slow(3, "too late"), "ok")
+    assert make_chat(backend={"request_timeout": 0.5}).call({"query": "hi"}) == {"api_output": "ok"}
+    assert "the request timed out; retrying" in quiet_console.text
+    assert "HTTP 408" not in quiet_console.text
+
+
+def test_not_implemented_is_not_retried(loopback_llm):
+    loopback_llm.add(HTTPError(501, "no chat here"))
+    with pytest.raises(LLMCallError, match=r"does not support this request \(HTTP 501\)"):
+        make_chat().call({"query": "hi"})
+    assert len(loopback_llm.requests) == 1

@@ -44,9 +44,12 @@ class ChatAtomicFlow(LeanAtomicFlow):
     - `input_interface_non_initialized` / `input_interface_initialized` (list): input keys for the first call and
       for later calls.
     - `previous_messages` (dict): `first_k` / `last_k`, how many of the earliest and latest user/assistant messages
-      are sent (null: all). The newest system prompt is always sent, first.
-    - `refresh_system_prompt` (bool): re-render the system prompt from the input on every call.
-    - `retry` (dict): `max_attempts`, `initial_delay`, `max_delay`, `backoff`, `jitter` for transient errors.
+      are sent; both null: the whole conversation. The default (`last_k: 2`) is the seed's sliding window: the
+      refreshed system prompt, the model's last reply and the new user message, which is always sent.
+    - `refresh_system_prompt` (bool): re-render the system prompt from the input on every call (default true;
+      the system template's variables must then be in `input_interface_initialized` too).
+    - `retry` (dict): `max_attempts`, `initial_delay`, `max_delay`, `backoff`, `jitter` for transient errors;
+      a server's `Retry-After` is honoured up to `max_retry_after` seconds.
     - `show_replies` (bool): print each reply on the console.
 
     *Input Interface Non Initialized*: the variables of the system and first-user templates (default: `query`).
@@ -112,8 +115,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
                     else self.init_human_message_prompt_template)
         return template.render_from(input_data, self._where())
 
-    def _window(self, messages: List[dict]) -> List[dict]:
-        """The user/assistant messages sent: the first ``first_k`` and the last ``last_k`` (null: all)."""
+    def _window(self, messages: List[dict], keep_last: bool = False) -> List[dict]:
+        """The user/assistant messages sent: the first ``first_k`` and the last ``last_k`` (both null: all);
+        with ``keep_last``, the last message (the new user message) in any case."""
         window = self.flow_config.get("previous_messages") or {}
         first_k, last_k = window.get("first_k"), window.get("last_k")
         if first_k is None and last_k is None:
@@ -121,6 +125,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
         keep = set(range(min(first_k or 0, len(messages))))
         if last_k:
             keep |= set(range(max(0, len(messages) - last_k), len(messages)))
+        if keep_last and messages:
+            keep.add(len(messages) - 1)
         return [messages[i] for i in sorted(keep)]
 
     def _log_chat_message(self, role: str, content: str) -> None:
@@ -141,7 +147,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
     def messages_for(self, user_message: str, extra: Optional[List[dict]] = None) -> List[dict]:
         """System prompt + window over (previous messages + this user message) + ``extra`` (e.g. corrections)."""
-        conversation = self._window(self.flow_state["previous_messages"] + [{"role": "user", "content": user_message}])
+        conversation = self._window(self.flow_state["previous_messages"] + [{"role": "user", "content": user_message}],
+                                    keep_last=True)
         return [{"role": "system", "content": self._pending_system_message}] + conversation + list(extra or [])
 
     def commit_turn(self, user_message: str, reply: str) -> None:
