@@ -11,6 +11,7 @@ import json
 import random
 import time
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Callable, Optional, TypeVar
 
 from .errors import JarvisError, LLMCallError
@@ -26,6 +27,7 @@ class MalformedReply(Exception):
 class LLMErrorInfo:
     retryable: bool
     reason: str  # one line for the user
+    retry_after: Optional[float] = None  # seconds the server asked us to wait (Retry-After), if it said
 
 
 def _chain(error: BaseException):
@@ -51,8 +53,41 @@ def _server_message(error: BaseException) -> str:
     return ""
 
 
+def _retry_after(error: BaseException) -> Optional[float]:
+    """The wait a server asked for in ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), if any.
+
+    litellm keeps the ``httpx.Response`` on its exceptions (``response``), so the headers survive the mapping.
+    """
+    for e in _chain(error):
+        headers = getattr(getattr(e, "response", None), "headers", None)
+        if headers is None:
+            continue
+        try:
+            if headers.get("retry-after-ms"):
+                return max(0.0, float(headers["retry-after-ms"]) / 1000)
+            value = headers.get("retry-after")
+            if value:
+                try:
+                    return max(0.0, float(value))
+                except ValueError:
+                    return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return None
+
+
 def classify(error: BaseException) -> LLMErrorInfo:
     """Sort an exception from a backend call into retryable (transient) or not, with a reason a user understands."""
+    info = _classify(error)
+    if info.retryable:
+        info.retry_after = _retry_after(error)
+    return info
+
+
+_TIMEOUTS = {"Timeout", "APITimeoutError", "TimeoutException", "ReadTimeout", "ConnectTimeout", "TimeoutError"}
+
+
+def _classify(error: BaseException) -> LLMErrorInfo:
     names = {type(e).__name__ for e in _chain(error)}
     status = next((getattr(e, "status_code") for e in _chain(error)
                    if isinstance(getattr(e, "status_code", None), int)), None)
@@ -62,6 +97,8 @@ def classify(error: BaseException) -> LLMErrorInfo:
         return LLMErrorInfo(False, "the prompt is longer than the model's context window. Use a model with a "
                                    "larger context (e.g. --model gpt-4-1106-preview), or lower max_log_chars / "
                                    "max_result_chars in the configuration")
+    if names & _TIMEOUTS:  # before the status: litellm gives its Timeout a status_code of 408
+        return LLMErrorInfo(True, "the request timed out")
     if status is not None:
         if status in (401,):
             return LLMErrorInfo(False, f"authentication failed (HTTP 401){suffix}. Check the API key "
@@ -70,13 +107,14 @@ def classify(error: BaseException) -> LLMErrorInfo:
             return LLMErrorInfo(False, f"permission denied (HTTP 403){suffix}")
         if status == 404:
             return LLMErrorInfo(False, f"not found (HTTP 404){suffix}. Check the model name and the API base URL")
+        if status in (501, 505):
+            return LLMErrorInfo(False, f"the server does not support this request (HTTP {status}){suffix}. "
+                                       "Check the API base URL")
         if status in (408, 409, 425, 429) or status >= 500:
             label = "rate limited" if status == 429 else "server error" if status >= 500 else "temporary error"
             return LLMErrorInfo(True, f"{label} (HTTP {status}){suffix}")
         if 400 <= status < 500:
             return LLMErrorInfo(False, f"the request was rejected (HTTP {status}){suffix}")
-    if names & {"Timeout", "APITimeoutError", "TimeoutException", "ReadTimeout", "ConnectTimeout", "TimeoutError"}:
-        return LLMErrorInfo(True, "the request timed out")
     if names & {"ConnectError", "APIConnectionError", "ConnectionError", "RemoteProtocolError", "ReadError",
                 "ConnectionRefusedError", "ConnectionResetError"}:
         return LLMErrorInfo(True, f"cannot connect to the LLM server ({error})")
@@ -95,11 +133,12 @@ def classify(error: BaseException) -> LLMErrorInfo:
 
 @dataclass
 class RetryPolicy:
-    max_attempts: int = 4
-    initial_delay: float = 1.0
-    max_delay: float = 20.0
+    max_attempts: int = 6
+    initial_delay: float = 2.0
+    max_delay: float = 30.0
     backoff: float = 2.0
     jitter: float = 0.2
+    max_retry_after: float = 120.0  # the longest wait a server's Retry-After is honoured for
 
     @classmethod
     def from_config(cls, config: Optional[dict]) -> "RetryPolicy":
@@ -108,9 +147,13 @@ class RetryPolicy:
         policy.max_attempts = max(1, int(policy.max_attempts))
         return policy
 
-    def delay(self, attempt: int) -> float:
+    def delay(self, attempt: int, retry_after: Optional[float] = None) -> float:
+        """The wait before attempt ``attempt + 1``: exponential backoff with jitter, or longer if the server asked."""
         base = min(self.max_delay, self.initial_delay * self.backoff ** (attempt - 1))
-        return max(0.0, base * (1 + random.uniform(-self.jitter, self.jitter)))
+        wait = max(0.0, base * (1 + random.uniform(-self.jitter, self.jitter)))
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.max_retry_after))
+        return wait
 
 
 def call_with_retries(call: Callable[[], T], policy: RetryPolicy, flow: str,
@@ -138,7 +181,7 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, flow: str,
                     "Check that the LLM server is reachable and try again later.",
                     flow=flow, cause=error, retryable=True,
                 ) from error
-            delay = policy.delay(attempt)
+            delay = policy.delay(attempt, info.retry_after)
             if on_retry is not None:
                 on_retry(attempt, delay, info)
             sleep(delay)
