@@ -33,11 +33,14 @@ logging.set_verbosity_warning()
 
 @pytest.fixture(autouse=True)
 def _guards(monkeypatch):
-    guards.block_network(monkeypatch)
+    """The four guards; yields the list of network attempts refused. A test that meant to be refused clears it;
+    any other attempt fails the test, even if the code that made it swallowed the error."""
+    blocked = guards.block_network(monkeypatch)
     guards.block_stdin(monkeypatch)
     guards.block_flow_verse_sync(monkeypatch)
     guards.block_real_llm(monkeypatch)
-    yield
+    yield blocked
+    assert not blocked, f"the test tried the network (the error may have been swallowed): {blocked}"
 
 
 @pytest.fixture(autouse=True)

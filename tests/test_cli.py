@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from loopback_llm import HTTPError, LoopbackLLMServer
+from subprocess_guard import network_guarded
 from flow_modules.aiflows.ChatFlowModule import Transcript
 from flow_modules.aiflows.CoreFlowModule.memory import read_text, split_log_entries
 
@@ -21,10 +22,12 @@ KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BA
 
 
 def run_jarvis(cwd, *args, timeout=240):
+    """run_jarvis.py in a child process with no API keys, no colours, stdin closed, and the network guarded."""
     env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("FAKE_EDITOR")}
     env["NO_COLOR"] = "1"
-    return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    with network_guarded(env) as guarded:
+        return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def commands(log_path, markers=False):

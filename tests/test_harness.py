@@ -540,3 +540,22 @@ def test_apply_all(monkeypatch, server):
         call(server, api_base="https://api.openai.com/v1")
     with pytest.raises(guards.StdinBlockedError):
         input()
+
+
+def test_the_autouse_guards_are_on_in_every_test(_guards, quiet_console):
+    """No guard is applied here by hand: conftest's autouse fixture must already have done it."""
+    import aiflows.flow_verse
+    from flow_modules.aiflows.CoreFlowModule import TerminalInput
+
+    with pytest.raises(guards.NetworkBlockedError):
+        socket.create_connection(("203.0.113.1", 80), timeout=5)
+    assert _guards == ["203.0.113.1:80"], "the autouse fixture records what it refused"
+    _guards.clear()  # refused on purpose; any other attempt would fail this test at teardown
+    with pytest.raises(guards.StdinBlockedError):
+        input()
+    with pytest.raises(guards.StdinBlockedError):
+        TerminalInput().ask("Anything to add?")  # the terminal input source reads through the guarded input()
+    with pytest.raises(guards.FlowVerseSyncBlockedError):
+        aiflows.flow_verse.sync_dependencies([])
+    with pytest.raises(guards.RealLLMBlockedError):
+        litellm.completion(model="gpt-4", messages=MESSAGES, api_base="https://api.openai.com/v1", api_key="sk-test")

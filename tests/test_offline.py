@@ -9,31 +9,9 @@ import textwrap
 import pytest
 
 from flow_modules.aiflows.CoreFlowModule.offline import TOKENIZER_DIR, TOKENIZER_FILE, bundled_tokenizer_ok
+from subprocess_guard import check_guarded_run, guarded_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# Loaded by Python at start-up (sitecustomize): every connection but loopback/AF_UNIX fails, and is recorded.
-SITECUSTOMIZE = '''
-import os, socket
-_log = os.environ["NETWORK_ATTEMPTS_LOG"]
-def _record(what):
-    with open(_log, "a") as f:
-        f.write(str(what) + "\\n")
-_real_connect = socket.socket.connect
-def connect(self, address):
-    if self.family != socket.AF_UNIX and not str(address[0]).startswith(("127.", "::1", "localhost")):
-        _record(address)
-        raise OSError("network is unreachable (test)")
-    return _real_connect(self, address)
-socket.socket.connect = connect
-_real_getaddrinfo = socket.getaddrinfo
-def getaddrinfo(host, *args, **kwargs):
-    if host not in (None, "", "localhost", "127.0.0.1", "::1"):
-        _record(host)
-        raise socket.gaierror(-3, "Temporary failure in name resolution (test)")
-    return _real_getaddrinfo(host, *args, **kwargs)
-socket.getaddrinfo = getaddrinfo
-'''
 
 SCRIPT = '''
 import importlib, os, pkgutil
@@ -70,15 +48,11 @@ print("OK")
 
 def offline_environment(tmp_path):
     """An environment whose Python records (and refuses) every connection but loopback, with no tokenizer cache."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     empty_tmp = tmp_path / "tmp"
     empty_tmp.mkdir()
-    attempts = tmp_path / "attempts.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "PYTHONPATH")}
-    env.update(PYTHONPATH=os.pathsep.join([str(site), ROOT]), TMPDIR=str(empty_tmp), HOME=str(tmp_path),
-               NETWORK_ATTEMPTS_LOG=str(attempts))
+    base = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "PYTHONPATH")}
+    base.update(PYTHONPATH=ROOT, TMPDIR=str(empty_tmp), HOME=str(tmp_path))
+    env, attempts = guarded_environment(str(tmp_path / "guard"), base)
     return env, attempts, empty_tmp
 
 
@@ -89,7 +63,7 @@ def test_import_and_build_a_chat_flow_with_the_network_down(tmp_path, script):
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("OK")
-    assert not attempts.exists(), f"something tried the network: {attempts.read_text()}"
+    check_guarded_run(attempts)
     assert not (empty_tmp / "data-gym-cache").exists(), "tiktoken looked for (or downloaded) another cache"
     assert not (tmp_path / ".flow_cache").exists(), "no disk cache is opened by the package's flows"
 
@@ -100,4 +74,4 @@ def test_the_command_line_needs_no_network_to_start(tmp_path):
     done = subprocess.run([sys.executable, os.path.join(ROOT, "run_jarvis.py"), "a goal"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 2 and "OPENAI_API_KEY" in done.stdout, done.stdout + done.stderr
-    assert not attempts.exists(), f"something tried the network: {attempts.read_text()}"
+    check_guarded_run(attempts)

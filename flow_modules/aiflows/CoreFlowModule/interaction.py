@@ -12,6 +12,8 @@ Every human touch point of every flow goes through ``get_input_source().ask(prom
 """
 from __future__ import annotations
 
+import builtins
+
 import itertools
 import os
 import sys
@@ -168,20 +170,24 @@ class TerminalInput(InputSource):
 
     MULTILINE_MARK = '"""'
 
-    def __init__(self, read_line: Callable[[str], str] = input, console: Optional[Console] = None):
+    def __init__(self, read_line: Optional[Callable[[str], str]] = None, console: Optional[Console] = None):
         self._read_line = read_line
         self._console = console
+
+    def _read(self, prompt: str) -> str:
+        # `input` is looked up when called, not when the class is defined, so a replaced builtins.input is used.
+        return (self._read_line or builtins.input)(prompt)
 
     def ask(self, prompt: str, kind: str = QUESTION) -> str:
         console = self._console or get_console()
         console.show("question", prompt)
         try:
-            first = self._read_line(console.style("question", "> "))
+            first = self._read(console.style("question", "> "))
             if first.strip() != self.MULTILINE_MARK:
                 return first.strip()
             lines = []
             while True:
-                line = self._read_line("")
+                line = self._read("")
                 if line.strip() == self.MULTILINE_MARK:
                     return "\n".join(lines).strip()
                 lines.append(line)
