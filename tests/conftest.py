@@ -44,6 +44,13 @@ def _guards(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _no_real_editor(monkeypatch):
+    """The developer's own $VISUAL / $EDITOR never opens during a test (the fake_editor fixture sets its own)."""
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.delenv("EDITOR", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _restore_process_settings():
     yield
     set_input_source(None)

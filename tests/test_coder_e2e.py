@@ -113,7 +113,9 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
     assert "8" in requests[11][-1]["content"], "first run_code: the library function ran"
     assert "9.0" in requests[12][-1]["content"], "second run_code used the variable kept from the first"
     # ~~~ the user in the loop ~~~
-    assert len(fake_editor.read_text().splitlines()) == 1, "the function was opened in the editor once"
+    opened = fake_editor.read_text().splitlines()
+    assert len(opened) == 3 and "code_runs" not in opened[0], "the function was opened in the editor once"
+    assert all("/code_runs/run_" in path for path in opened[1:]), "each run_code's file opened in the editor first"
     assert [a["kind"] for a in user.asked] == ["approval", "approval", "approval", "approval", "feedback",
                                                "feedback", "approval", "feedback", "approval", "feedback"]
     # ~~~ resets: a finished sub-boss drops its chats, at once ~~~

@@ -1,10 +1,15 @@
-"""The pieces of the Coder stack: save_code, the code tests, code extraction, run_code's review, memory files."""
+"""The pieces of the Coder stack: save_code, the code tests, code extraction, run_code's review, write_code's
+revisions, memory files."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
+from fakes import Expect, command, finish, last_user_message
+from flow_modules.aiflows.CodeWriterFlowModule import CodeWriterFlow
 from flow_modules.aiflows.CoderFlowModule import CoderFlow
 from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
 from flow_modules.aiflows.CoreFlowModule.memory import atomic_write, read_text, set_memory_files
@@ -136,3 +141,181 @@ def test_replacing_a_function_keeps_the_library_as_it_was(library, tmp_path):
         {"code": F.replace("2 * x", "x + x"), "memory_files": library, "replace_existing": True})
     (kept,) = (tmp_path / "archive").iterdir()
     assert kept.read_text() == F, "the replaced definition is not lost"
+
+
+# ~~~ save_code: nothing that runs on import; refusals are shown ~~~
+@pytest.mark.parametrize("code, line, shown", [
+    (F + "\nprint(f(2))\n", 5, "`print(f(2))`"),
+    ('"""Helpers."""\n' + G + "\ng(3)\n", 6, "`g(3)`"),
+    (F + "\nfor i in range(3):\n    print(f(i))\n", 5, "`for i in range(3):`"),
+    (F + "\nif True:\n    f(1)\n", 6, "`f(1)`"),  # an `if` block's body runs on import too
+    ("try:\n    import json\nexcept ImportError:\n    json = None\n" + G
+     + "\nwith open('data.txt', 'w') as out:\n    out.write('x' * 100)\n", 9, "`with open('data.txt', 'w') as out:`"),
+], ids=["print", "call-after-docstring", "loop", "in-an-if", "with-after-conditional-import"])
+def test_save_code_refuses_statements_that_would_run_on_import(library, quiet_console, code, line, shown):
+    atomic_write(library["code_library"], "def keep():\n    return 0\n")
+    result = SaveCodeAtomicFlow.instantiate_from_default_config().run({"code": code, "memory_files": library})["result"]
+    assert result.startswith("Nothing was saved: the code has top-level statements that would run every time the "
+                             "library is imported"), result
+    assert f"line {line}: {shown}" in result, "the controller is told which line and which statement"
+    assert "run_code" in result and "write_code" in result, "and what to do instead"
+    assert read_text(library["code_library"]) == "def keep():\n    return 0\n", "nothing was written to the library"
+    assert result in quiet_console.text, "the refusal is shown on the console, not only returned"
+
+
+def test_save_code_shortens_a_long_statement_in_its_refusal(library):
+    code = F + "\nprint(" + " + ".join(f"f({i})" for i in range(40)) + ")\n"
+    result = SaveCodeAtomicFlow.instantiate_from_default_config().run({"code": code, "memory_files": library})["result"]
+    assert "line 5: `print(f(0) + f(1)" in result and "f(39)" not in result, "the statement is cut, not copied whole"
+
+
+LIBRARY_MODULE = '''"""Text helpers."""
+import re
+
+try:
+    import surely_not_a_module_xyz as fast_json
+except ImportError:
+    import json as fast_json
+
+WORD = re.compile(r"\\w+")
+LIMIT: int = 3
+
+
+def words(text):
+    """The words of text."""
+    return WORD.findall(text)[:LIMIT]
+
+
+if __name__ == "__main__":
+    print("demo", words("a b c d"))
+'''
+
+
+def test_save_code_accepts_imports_constants_conditional_imports_and_a_main_guard(library, tmp_path):
+    out = SaveCodeAtomicFlow.instantiate_from_default_config().run({"code": LIBRARY_MODULE, "memory_files": library})
+    assert out["result"].startswith("Saved words"), out["result"]
+    assert read_text(library["code_library"]) == LIBRARY_MODULE
+    imported = subprocess.run([sys.executable, "-c", "import library; print(library.words('x y z w'))"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout == "['x', 'y', 'z']\n", "importing the library runs nothing (the __main__ block neither)"
+
+
+@pytest.mark.parametrize("code, says", [
+    ("def broken(:\n  pass", "does not compile"),
+    (F.replace("2 * x", "x + x"), "already defines f"),
+    (G + "\ng(1)\n", "top-level statements"),
+])
+def test_every_refusal_of_save_code_is_a_warning_on_the_console(library, quiet_console, code, says):
+    atomic_write(library["code_library"], F)
+    result = SaveCodeAtomicFlow.instantiate_from_default_config().run({"code": code, "memory_files": library})["result"]
+    assert result.startswith("Nothing was saved") and says in result
+    assert quiet_console.text.strip() == result, "the user sees the same reason the controller reads"
+
+
+def test_saving_prints_no_warning(library, quiet_console):
+    SaveCodeAtomicFlow.instantiate_from_default_config().run({"code": F, "memory_files": library})
+    assert quiet_console.text.startswith("Saved f in ") and "Nothing was saved" not in quiet_console.text
+
+
+# ~~~ the code test: optional imports ~~~
+OPTIONAL_IMPORTS = '''try:
+    import surely_not_a_module_xyz as json_impl
+except ImportError:
+    import json as json_impl
+
+
+def dump(value):
+    """value as JSON, with the fastest module installed."""
+    try:
+        import surely_not_a_module_abc
+    except Exception:
+        surely_not_a_module_abc = None
+    return json_impl.dumps(value)
+'''
+
+
+def test_imports_with_a_fallback_are_optional_in_the_code_test(library):
+    out = TestCodeAtomicFlow.instantiate_from_default_config().run(
+        {"code": OPTIONAL_IMPORTS, "tests": "assert dump([1]) == '[1]'", "memory_files": library})
+    assert out["passed"], out["result"]
+    assert "Optional, not installed: surely_not_a_module_abc, surely_not_a_module_xyz" in out["result"], \
+        "missing optional modules (top level and in the function) are mentioned"
+    assert "__JARVIS_" not in out["result"], "the script's marks are not shown"
+
+
+@pytest.mark.parametrize("code", [
+    # the handler does not catch a failed import: the import is required
+    "try:\n    import surely_not_a_module_xyz\nexcept ValueError:\n    pass\n",
+    # the import in the handler (the fallback) is required
+    "try:\n    import json\nexcept ImportError:\n    import surely_not_a_module_xyz\n",
+    # a function defined in a guarded `try` imports when called, outside the `try`
+    "try:\n    def load():\n        import surely_not_a_module_xyz\nexcept ImportError:\n    pass\n",
+])
+def test_imports_without_a_fallback_are_required_in_the_code_test(library, code):
+    out = TestCodeAtomicFlow.instantiate_from_default_config().run({"code": code, "tests": "", "memory_files": library})
+    assert not out["passed"] and "not installed: surely_not_a_module_xyz" in out["result"], out["result"]
+
+
+# ~~~ run_code: the code opens in the editor first ~~~
+def test_run_code_opens_the_code_in_the_editor_first_and_runs_the_edited_code(tmp_path, user, fake_editor,
+                                                                              monkeypatch):
+    monkeypatch.setenv("FAKE_EDITOR_REPLACE", "print('as written')=>print('as edited')")
+    user.add("", "")  # run it (after the editor closed); the result is fine
+    flow = RunCodeFlow.instantiate_from_default_config()
+    try:
+        out = flow.run({"code": "print('as written')", "language": "python",
+                        "memory_files": {"code_library": str(tmp_path / "library.py")}})
+    finally:
+        flow.subflows["Interpreter"].close()
+    (opened,) = fake_editor.read_text().splitlines()
+    assert os.path.dirname(opened) == str(tmp_path / "code_runs"), "the workspace file opened, without the user's `e`"
+    assert out["code"] == "print('as edited')", "the controller gets the code as the user left it"
+    assert "as edited" in out["result"] and "as written" not in out["result"], "the edited code is what ran"
+    assert read_text(opened) == "print('as edited')"
+    assert [a["kind"] for a in user.asked] == ["approval", "feedback"]
+
+
+def test_run_code_with_open_editor_ask_opens_the_editor_only_on_e(tmp_path, user, fake_editor):
+    user.add("", "")
+    flow = RunCodeFlow.instantiate_from_default_config(subflows_config={"UserReview": {"open_editor": "ask"}})
+    try:
+        out = flow.run({"code": "print(40 + 2)", "language": "python",
+                        "memory_files": {"code_library": str(tmp_path / "library.py")}})
+    finally:
+        flow.subflows["Interpreter"].close()
+    assert "42" in out["result"]
+    assert not fake_editor.exists(), "with open_editor: ask, the editor did not open"
+    assert "'e' to edit it" in user.asked[0]["prompt"], "but the user was offered it"
+
+
+# ~~~ write_code: the user comments, the generator revises the current code ~~~
+AREA = '```python\ndef area(w: float, h: float) -> float:\n    """Area."""\n    return w * h\n```'
+AREA_REVISED = ('def area(w: float, h: float) -> float:\n    """Area of a w x h rectangle."""\n'
+                '    if w < 0 or h < 0:\n        raise ValueError("negative side")\n    return w * h')
+COMMENT = "raise ValueError when a side is negative"
+
+
+def test_a_comment_on_generated_code_sends_the_current_code_back_for_revision(library, scripted_llm, user,
+                                                                              fake_editor, monkeypatch):
+    monkeypatch.setenv("FAKE_EDITOR_REPLACE", '"""Area."""=>"""Area of a w x h rectangle."""')
+    user.add("e", COMMENT,  # the first version: edited in the editor, then commented on
+             "")            # the revision: approved
+    scripted_llm.add(
+        Expect("write_code/CodeGenerator", AREA),
+        Expect("Controller", command("write_code", goal=f"Revise as the user asked: {COMMENT}")),
+        Expect("write_code/CodeGenerator", f"```python\n{AREA_REVISED}\n```"),
+        Expect("Controller", finish("area is written")),
+    )
+    out = CodeWriterFlow.instantiate_from_default_config().run({"goal": "area(w, h) of a rectangle",
+                                                                "memory_files": library})
+    generator = [c["messages"] for c in scripted_llm.calls if c["flow"].endswith("CodeGenerator")]
+    controller = [c["messages"] for c in scripted_llm.calls if c["flow"].endswith("Controller")]
+    assert COMMENT in last_user_message(controller[0]) and "Area of a w x h rectangle." in \
+        last_user_message(controller[0]), "the controller read the user's comment and the edited code"
+    revise = last_user_message(generator[1])
+    assert "Area of a w x h rectangle." in revise, "the generator got the current code (as the user edited it)"
+    assert "return w * h" in revise and COMMENT in revise
+    assert any(m["role"] == "assistant" and "Area." in m["content"] for m in generator[1]), \
+        "the revision is asked in the same chat as the first version"
+    assert out["status"] == "finished" and out["code"] == AREA_REVISED, "the revised code is what is returned"

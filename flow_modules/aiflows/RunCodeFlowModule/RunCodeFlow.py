@@ -15,14 +15,17 @@ _SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell
 class RunCodeFlow(LeanSequentialFlow):
     """Runs the controller's code with the user in the loop: file, review (edit), interpreter, result, feedback.
 
-    The code is written to a file in the workspace (`code_runs/`), shown, and run when the user approves it (Enter);
-    the user may first edit the file in their editor (`e`), or type feedback instead of running it. The interpreter
-    (a persistent Jupyter kernel for Python, bash for shell code) runs what the file holds; the result is shown and
-    the user is asked for feedback. The controller gets the code actually run, the result and the feedback. In
-    auto-approve mode the code runs as written and the result is accepted.
+    The code is written to a file in the workspace (`code_runs/`), shown, and opened in the user's editor when one is
+    configured (`editor` in the config, else `$VISUAL`, else `$EDITOR`), as the original Jarvis opened it in VS Code;
+    when the editor is closed, the code (as the user left it) is shown and runs when the user approves it (Enter);
+    the user may edit it again (`e`), or type feedback instead of running it. The interpreter (a persistent Jupyter
+    kernel for Python, bash for shell code) runs what the file holds; the result is shown and the user is asked for
+    feedback. The controller gets the code actually run, the result and the feedback. In auto-approve mode no editor
+    opens, the code runs as written and the result is accepted.
 
     *Configuration Parameters*:
-    - `subflows_config.UserReview`: a HumanReviewFlow (`editor`, `open_editor`: `ask`, `auto` or `never`).
+    - `subflows_config.UserReview`: a HumanReviewFlow (`editor`; `open_editor`: `auto`, the default here: the editor
+      opens before the question; `ask`: only when the user types `e`; `never`).
     - `subflows_config.Interpreter`: an InterpreterAtomicFlow (`workspace`, `timeout`, `max_output_chars`); with
       no `workspace`, the folder of the code library (`memory_files.code_library`) is used, so `import library`
       works.
