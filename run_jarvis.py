@@ -2,12 +2,11 @@
 """Run Jarvis on a goal: python run_jarvis.py "<goal>"  (python run_jarvis.py --help for the options)."""
 from __future__ import annotations
 
-import flow_modules.aiflows  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
-
 import argparse
+import contextlib
 import json
 import os
-import shutil
+import signal
 import sys
 import time
 from typing import List, Optional
@@ -56,37 +55,94 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.demo and (args.replay or args.record or args.resume):
         parser.error("--demo replays its own recording; it does not go with --replay, --record or --resume")
+    if args.demo and args.goal:
+        parser.error("--demo replays a recording made for its own goal; drop the goal (or drop --demo)")
     if args.replay and args.record:
         parser.error("--record and --replay do not go together")
+    if (args.demo or args.replay) and (args.model or args.api_base):
+        parser.error("--demo and --replay answer from a recording: --model and --api-base do not apply")
     if not args.goal and not (args.resume or args.demo or args.replay):
         parser.error("give a goal, e.g. run_jarvis.py \"Plot y = x^2 for x in 0..10\" (or --resume, --demo)")
     return args
 
 
+class Terminated(SystemExit):
+    """SIGTERM: unwinds like an exit, so interpreters are shut down and files closed; not a KeyboardInterrupt, which
+    would ask the user what to do instead."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated(143)
+
+
+@contextlib.contextmanager
+def _interrupts_deferred():
+    """Ctrl+C during start-up (imports, configuration, memory folder) takes effect when start-up is done: an
+    interrupt inside hydra or OmegaConf leaves them half-way and surfaces as a wall of nested errors. A second Ctrl+C
+    quits at once (nothing has run yet, so nothing is lost)."""
+    pressed = []
+
+    def handler(signum, frame):
+        if pressed:
+            print("\nStopped.", file=sys.stderr, flush=True)
+            os._exit(130)
+        pressed.append(signum)
+        print("\nStopping when start-up is done (Ctrl+C again to quit now)...", file=sys.stderr, flush=True)
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: signals go to the main thread's handlers anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (e.g. called from another program's worker): keep its handler
+        pass
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before Jarvis started (imports, configuration): nothing to keep
+        print("\nStopped.", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("\nTerminated.", file=sys.stderr)
+        return 143
+
+
+def _main(argv: Optional[List[str]]) -> int:
     args = parse_args(argv)
+    with _interrupts_deferred():
+        import flow_modules.aiflows  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
+        from aiflows.utils import logging
 
-    from aiflows.utils import logging
-
-    from flow_modules.aiflows.ChatFlowModule import (
-        Transcript,
-        TranscriptRecorder,
-        add_backend_wrapper,
-        remove_backend_wrapper,
-        replay_factory,
-        set_backend_factory,
-        with_api_infos,
-    )
-    from flow_modules.aiflows.CoreFlowModule import (
-        USAGE,
-        AutoApproveInput,
-        JarvisError,
-        get_console,
-        set_input_source,
-        set_trace_file,
-    )
-    from flow_modules.aiflows.CoreFlowModule.errors import describe
-    from flow_modules.aiflows.JarvisFlowModule import launcher
+        from flow_modules.aiflows.ChatFlowModule import (
+            Transcript,
+            TranscriptRecorder,
+            add_backend_wrapper,
+            remove_backend_wrapper,
+            replay_factory,
+            set_backend_factory,
+            with_api_infos,
+        )
+        from flow_modules.aiflows.CoreFlowModule import (
+            USAGE,
+            AutoApproveInput,
+            JarvisError,
+            TranscriptError,
+            get_console,
+            set_input_source,
+            set_trace_file,
+        )
+        from flow_modules.aiflows.CoreFlowModule.errors import describe
+        from flow_modules.aiflows.JarvisFlowModule import launcher
 
     if args.verbose:
         logging.set_verbosity_info()
@@ -95,77 +151,84 @@ def main(argv: Optional[List[str]] = None) -> int:
     console = get_console()
     memory_dir = os.path.abspath(args.memory_dir)
     run_file = os.path.join(memory_dir, RUN_FILE)
-    flow = None
-    recorder = None
+    flow = recorder = transcript = output = None
     started = time.time()
     try:
-        # ~~~ A resumed run continues with the goal, model and server of the run it resumes ~~~
-        if args.resume:
-            previous = _previous_run(run_file, memory_dir)
-            if args.goal and args.goal.strip() != previous["goal"].strip():
-                raise launcher.ConfigurationError(
-                    f"--resume continues the run in {memory_dir}, whose goal was: {previous['goal']!r}. To work on "
-                    "another goal, run without --resume (the plans and logs are then archived).")
-            args.goal = previous["goal"]
-            args.model = args.model or previous.get("model")
-            args.api_base = args.api_base or previous.get("api_base")
+        with _interrupts_deferred():  # until Jarvis starts working
+            # ~~~ A resumed run continues with the goal, model and server of the run it resumes ~~~
+            if args.resume:
+                previous = _previous_run(run_file, memory_dir)
+                if args.goal and args.goal.strip() != previous["goal"].strip():
+                    raise launcher.ConfigurationError(
+                        f"--resume continues the run in {memory_dir}, whose goal was: {previous['goal']!r}. To work on "
+                        "another goal, run without --resume (the plans and logs are then archived).")
+                args.goal = previous["goal"]
+                args.model = args.model or previous.get("model")
+                args.api_base = args.api_base or previous.get("api_base")
 
-        # ~~~ Where the LLM replies come from ~~~
-        transcript = None
-        if args.demo or args.replay:
-            transcript = Transcript.load(DEMO_TRANSCRIPT if args.demo else args.replay)
-            set_backend_factory(replay_factory(transcript))
-            api_infos = [{"backend_used": "openai", "api_key": "replay"}]
-        else:
-            api_infos = launcher.api_infos_from_environment(args.api_base)
-            overrides = {}
-            if args.model:
-                backend_used = api_infos[0].backend_used
-                overrides["model_name"] = {backend_used: launcher.litellm_model_name(args.model, backend_used,
-                                                                                      args.api_base)}
-            set_backend_factory(with_api_infos(api_infos, only_missing=True, **overrides))
+            # ~~~ Where the LLM replies come from ~~~
+            if args.demo or args.replay:
+                transcript = Transcript.load(DEMO_TRANSCRIPT if args.demo else args.replay)
+                set_backend_factory(replay_factory(transcript))
+                api_infos = [{"backend_used": "openai", "api_key": "replay"}]
+            else:
+                api_infos = launcher.api_infos_from_environment(args.api_base)
+                overrides = {}
+                if args.model:
+                    backend_used = api_infos[0].backend_used
+                    overrides["model_name"] = {backend_used: launcher.litellm_model_name(args.model, backend_used,
+                                                                                          args.api_base)}
+                set_backend_factory(with_api_infos(api_infos, only_missing=True, **overrides))
 
-        # ~~~ The goal ~~~
-        goal = args.goal
-        if transcript is not None and not goal:
-            goal = transcript.header.get("goal") or ""
-        if args.demo:
-            backup = _fresh_memory_folder(memory_dir)
-            console.show("flow", "Jarvis demo", "This is a REPLAY: the LLM replies are a recording, made for this "
-                         "goal. Everything else runs for real: the flows, the memory files, the code library and the "
-                         f"Python interpreter, in {memory_dir}. Plans and code are approved automatically."
-                         + (f"\nYour memory folder (plans, logs, library) was moved to {backup}: move it back "
-                            f"after the demo to go on with your own library." if backup else ""))
+            # ~~~ The goal ~~~
+            goal = args.goal
+            if transcript is not None and not goal:
+                goal = transcript.header.get("goal") or ""
+            if args.demo:
+                console.show("flow", "Jarvis demo",
+                             "This is a REPLAY: the LLM replies are a recording, made for this goal. Everything else "
+                             "runs for real: the flows, the memory files, the code library and the Python "
+                             f"interpreter, in {memory_dir}. Plans and code are approved automatically.")
 
-        # ~~~ Jarvis ~~~
-        if args.record:
-            recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured")
-            add_backend_wrapper(recorder.wrap)
-        config = launcher.load_config(args.config or CONFIG) if (args.config or os.path.exists(CONFIG)) \
-            else launcher.DEFAULT_FLOW_CONFIG
-        flow = launcher.instantiate(config, api_infos, memory_dir)
-        memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume)
-        if args.editor:
-            launcher.set_editor(flow, args.editor)
-        if args.yes or args.demo:
-            set_input_source(AutoApproveInput())
-        if args.trace:
-            set_trace_file(args.trace)
-        os.makedirs(memory_dir, exist_ok=True)
-        with open(run_file, "w", encoding="utf-8") as f:
-            json.dump({"goal": goal, "model": args.model, "api_base": args.api_base, "started": started}, f)
+            # ~~~ Jarvis ~~~
+            if args.record:
+                recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured")
+                add_backend_wrapper(recorder.wrap)
+            config = launcher.load_config(args.config or CONFIG) if (args.config or os.path.exists(CONFIG)) \
+                else launcher.DEFAULT_FLOW_CONFIG
+            flow = launcher.instantiate(config, api_infos, memory_dir)
+            # The demo was recorded with an empty library, so it starts from one; other runs keep what Jarvis learned.
+            memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo)
+            if memory.archive:
+                what = "plans, logs and code library" if args.demo else "plans and logs"
+                console.line("info", f"The previous {what} are kept in {_shown(memory.archive)}.")
+            if args.editor:
+                launcher.set_editor(flow, args.editor)
+            if args.yes or args.demo:
+                set_input_source(AutoApproveInput())
+            if args.trace:
+                set_trace_file(args.trace)
+            os.makedirs(memory_dir, exist_ok=True)
+            with open(run_file, "w", encoding="utf-8") as f:
+                json.dump({"goal": goal, "model": args.model, "api_base": args.api_base, "started": started}, f)
 
-        output = flow.call({"goal": goal})
+        result = flow.call({"goal": goal})
+        if transcript is not None and transcript.unused():
+            raise TranscriptError(f"The run finished with {transcript.unused()} recorded replies unused: it left the "
+                                  f"recording {transcript.path}, so its answer is not the recorded run's.")
+        output = result
     except KeyboardInterrupt:
-        console.line("warning", f"\nStopped. Plans, logs and the library are in {memory_dir}; "
-                                "run again with --resume to continue from the plan.")
+        console.line("warning", f"\nStopped. {_where_things_are(memory_dir, flow, transcript)}".rstrip())
         return 130
+    except Terminated:
+        console.line("warning", f"\nTerminated. {_where_things_are(memory_dir, flow, transcript)}".rstrip())
+        return 143
     except JarvisError as error:
         console.line("error", f"\n{describe(error)}")
         if isinstance(error, launcher.MissingCredentials):
             return 2
         if flow is not None:
-            console.line("info", f"Plans, logs and the library are in {memory_dir}; --resume continues from the plan.")
+            console.line("info", _where_things_are(memory_dir, flow, transcript))
         return 1
     except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
         from flow_modules.aiflows.CoreFlowModule.errors import root_cause
@@ -176,7 +239,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.verbose:
             raise
         console.line("error", f"\nUnexpected error: {describe(error)}\n(--verbose shows the traceback.) "
-                              f"Plans, logs and the library are in {memory_dir}.")
+                              f"{_where_things_are(memory_dir, flow, transcript)}")
         return 1
     finally:
         if recorder is not None:
@@ -185,9 +248,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         if flow is not None:
             launcher.close_interpreters(flow)
         set_trace_file(None)
+        if output is None and USAGE.total().calls:  # what a run that did not end cost (an ended one: below)
+            console.line("info", USAGE.summary())
 
-    _report(console, output, memory, memory_dir, started, USAGE)
+    _report(console, output, memory, memory_dir, started)
+    console.line("info", USAGE.summary())
     return 0 if output.get("status") == "finished" else 1
+
+
+def _shown(path: str) -> str:
+    """A path as the user reads it best: relative inside the current folder, absolute outside it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
+
+
+def _where_things_are(memory_dir: str, flow, transcript) -> str:
+    """Where the run's files are, and how to go on (a replay is not resumed: it would start its recording over)."""
+    if flow is None:
+        return ""
+    hint = "" if transcript is not None else "; run again with --resume to continue from the plan"
+    return f"Plans, logs and the library are in {memory_dir}{hint}."
 
 
 def _previous_run(run_file: str, memory_dir: str) -> dict:
@@ -208,31 +288,22 @@ def _previous_run(run_file: str, memory_dir: str) -> dict:
     return previous
 
 
-def _fresh_memory_folder(memory_dir: str) -> Optional[str]:
-    """Move an existing memory folder aside (nothing is deleted) so the demo starts from nothing."""
-    if not os.path.isdir(memory_dir) or not [n for n in os.listdir(memory_dir) if not n.startswith(".")]:
-        return None
-    backup = f"{memory_dir.rstrip(os.sep)}-before-demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    shutil.move(memory_dir, backup)
-    os.makedirs(memory_dir, exist_ok=True)
-    return backup
-
-
-def _report(console, output, memory, memory_dir: str, started: float, usage) -> None:
+def _report(console, output, memory, memory_dir: str, started: float) -> None:
     from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
 
     answer = output.get("answer") or output.get("summary") or "(no answer)"
     console.show("answer", f"\nJarvis {output.get('status', '')}. Final answer:", answer)
-    lines = []
+    lines, library = [], set()
     for boss, files in memory.items():
-        if "plan" not in files:  # the bosses' files; the code writers only point at the library
-            continue
-        lines.append(f"{boss.split('/')[-1]}: " + ", ".join(os.path.relpath(p) for p in files.values()))
-    console.show("info", "Memory files:", "\n".join(sorted(set(lines))))
+        library.update(p for k, p in files.items() if k == "code_library")
+        if "plan" in files:  # the bosses' files; the code writers only point at the library
+            lines.append(f"{boss.split('/')[-1]}: " + ", ".join(_shown(p) for k, p in files.items()
+                                                                if k != "code_library"))
+    lines += [f"code library: {_shown(p)}" for p in sorted(library)]
+    console.show("info", "Memory files:", "\n".join(lines))
     figures = new_files(memory_dir, started)
     if figures:
-        console.show("info", "Figures and pages made:", "\n".join(os.path.relpath(p) for p in figures))
-    console.line("info", usage.summary())
+        console.show("info", "Figures and pages made:", "\n".join(_shown(p) for p in figures))
 
 
 if __name__ == "__main__":

@@ -185,3 +185,14 @@ def test_not_implemented_is_not_retried(loopback_llm):
     with pytest.raises(LLMCallError, match=r"does not support this request \(HTTP 501\)"):
         make_chat().call({"query": "hi"})
     assert len(loopback_llm.requests) == 1
+
+
+def test_replay_compares_messages_up_to_folders_and_timestamps_only():
+    from flow_modules.aiflows.ChatFlowModule.transcripts import comparable
+
+    recorded = "Saved f in the code library (/tmp/tmp63o5tjmw/library.py).\n--- [1] 2026-11-22 22:47:30 save_code ---"
+    this_run = "Saved f in the code library (/home/ada/memory/library.py).  \n--- [1] 2026-11-23 06:10:02 save_code ---"
+    assert comparable(recorded) == comparable(this_run), "where the memory folder is and when it ran do not matter"
+    assert comparable("ratio 3/4 of code_runs/run_20261123-054959_1.py") == "ratio 3/4 of code_runs/run_<time>_1.py"
+    assert comparable("result: 12.5%") != comparable("result: 12.6%"), "anything else is compared as it is"
+    assert comparable("(/tmp/a/library.py)") != comparable("(/tmp/a/other.py)"), "file names are compared"

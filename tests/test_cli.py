@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from loopback_llm import HTTPError, LoopbackLLMServer
+from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from subprocess_guard import network_guarded
 from flow_modules.aiflows.ChatFlowModule import Transcript
 from flow_modules.aiflows.CoreFlowModule.memory import read_text, split_log_entries
@@ -61,6 +63,7 @@ def assert_the_whole_hierarchy_ran(memory):
 def test_the_demo_runs_offline_and_shows_every_layer(tmp_path):
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "library.py").write_text("def mine():\n    pass\n")
+    (tmp_path / "memory" / "notes.txt").write_text("the user's own file")
     done = run_jarvis(tmp_path, "--demo")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
@@ -72,8 +75,11 @@ def test_the_demo_runs_offline_and_shows_every_layer(tmp_path):
     assert "sales_chart.svg" in out.split("Figures and pages made:")[-1]
     assert "26 LLM calls" in out
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
-    moved = [p for p in tmp_path.iterdir() if p.name.startswith("memory-before-demo-")]
-    assert len(moved) == 1 and (moved[0] / "library.py").read_text().startswith("def mine"), "nothing is lost"
+    (archived,) = (tmp_path / "memory" / "archive").iterdir()
+    assert (archived / "library.py").read_text().startswith("def mine"), "the demo starts from an empty library; " \
+        "the user's is kept in the archive"
+    assert f"code library are kept in memory/archive/{archived.name}" in out.replace("\n", " ")
+    assert (tmp_path / "memory" / "notes.txt").read_text() == "the user's own file", "other files are not touched"
 
 
 def test_a_goal_through_the_loopback_server_with_yes(tmp_path, demo):
@@ -120,6 +126,79 @@ def test_a_replay_that_runs_out_names_the_flow_and_the_call(tmp_path, demo):
     assert done.returncode == 1
     assert "holds no reply for call 1 of Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Controller" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_replay_that_goes_off_script_stops_and_names_the_flow_the_call_and_the_difference(tmp_path):
+    cut = tmp_path / "cut.jsonl"
+    lines = open(DEMO, encoding="utf-8").read().splitlines()
+    assert json.loads(json.loads(lines[20])["reply"])["command"] == "run_code", "the one removed: the first run_code"
+    cut.write_text("\n".join(lines[:20] + lines[21:]) + "\n")
+    done = run_jarvis(tmp_path, "--replay", str(cut), "--yes")
+    assert done.returncode == 1
+    assert "The run has left the recording at call 3 of Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Controller" in \
+        done.stdout, "the run went on to update_plan where the recording ran code: the next reply would not fit"
+    assert "recorded: result: Feb: +12.5%" in done.stdout
+    assert "Final answer:" not in done.stdout, "no recorded answer is passed off as this run's"
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_replay_must_start_from_the_library_it_was_recorded_with(tmp_path):
+    first = run_jarvis(tmp_path, "--replay", DEMO, "--yes")
+    assert first.returncode == 0, first.stdout[-3000:]
+    second = run_jarvis(tmp_path, "--replay", DEMO, "--yes")  # the library now already has growth_rates
+    assert second.returncode == 1
+    assert "this run: Nothing was saved: the library already defines growth_rates" in second.stdout
+    assert "fresh --memory-dir" in second.stdout
+    assert "--resume" not in second.stdout.split("left the recording")[-1], "a replay is not resumed"
+
+
+def run_until(server, requests, tmp_path, *args):
+    """Start run_jarvis.py on the loopback server; return the process once the server has seen ``requests``."""
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    env["NO_COLOR"] = "1"
+    process = subprocess.Popen([sys.executable, RUN_JARVIS, "--api-base", server.url, "--yes", *args], cwd=tmp_path,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(server.requests) < requests and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it was interrupted: " + process.communicate()[0][-2000:]
+    return process
+
+
+def kernels_in(folder):
+    """PIDs of processes whose working directory is ``folder`` (the interpreter's kernel runs there)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.readlink(f"/proc/{entry}/cwd") == str(folder):
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.parametrize("signal_number, code, says", [(signal.SIGINT, 130, "Stopped."),
+                                                        (signal.SIGTERM, 143, "Terminated.")])
+def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path, demo, signal_number, code, says):
+    replies = demo.replies()
+    # After the first run_code (reply 19 answers it), the controller's next call hangs: the signal comes then.
+    with LoopbackLLMServer(replies=replies[:20] + [Slow(30, replies[20])]) as server:
+        process = run_until(server, 21, tmp_path, demo.header["goal"])
+        memory = tmp_path / "memory"
+        assert kernels_in(memory), "the interpreter's kernel runs, in the memory folder"
+        process.send_signal(signal_number)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == code, out[-2000:] + err[-2000:]
+    assert says in out and f"Plans, logs and the library are in {memory}" in out
+    assert "Traceback" not in out + err
+    assert "20 LLM calls" in out, "what the completed calls cost is said however the run ends"
+    assert "def growth_rates" in read_text(memory / "library.py") and commands(memory / "logs_coder.txt")[-1] == \
+        "run_code", "what was done is kept"
+    deadline = time.monotonic() + 10
+    while kernels_in(memory) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not kernels_in(memory), "the kernel was shut down"
 
 
 def test_resume_continues_from_the_stored_plan(tmp_path, demo):
@@ -201,6 +280,24 @@ def test_model_names_are_made_acceptable_to_litellm(model, backend, api_base, ex
     from flow_modules.aiflows.JarvisFlowModule.launcher import litellm_model_name
 
     assert litellm_model_name(model, backend, api_base) == expected
+
+
+def test_another_providers_model_without_a_server_is_refused_not_sent_the_openai_key():
+    from flow_modules.aiflows.JarvisFlowModule.launcher import ConfigurationError, litellm_model_name
+
+    with pytest.raises(ConfigurationError, match="OpenAI-compatible proxy"):
+        litellm_model_name("anthropic/claude-3-opus", "openai", None)
+    assert litellm_model_name("anthropic/claude-3-opus", "openai", "http://localhost:4000/v1") == \
+        "openai/anthropic/claude-3-opus", "behind an OpenAI-compatible proxy the name goes through"
+
+
+@pytest.mark.parametrize("args, says", [(["--demo", "a goal"], "drop the goal"),
+                                        (["--demo", "--model", "gpt-4"], "--model and --api-base do not apply"),
+                                        (["--replay", "x.jsonl", "--api-base", "http://127.0.0.1:9/v1"],
+                                         "--model and --api-base do not apply")])
+def test_options_that_do_not_go_together_are_refused(tmp_path, args, says):
+    done = run_jarvis(tmp_path, *args)
+    assert done.returncode == 2 and says in done.stderr
 
 
 def test_credentials_come_from_the_usual_variables():

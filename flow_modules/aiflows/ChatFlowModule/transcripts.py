@@ -5,18 +5,22 @@ every other line is one exchange: ``{"type": "llm", "flow": <flow path>, "call":
 "messages": [...], "reply": "..."}``. Lines are written in the order the calls happen and flushed at once, so a
 transcript of an interrupted run holds every exchange up to the interruption.
 
-On replay, each flow gets the replies recorded for it, in order (``messages`` are not compared: prompts hold
-timestamps and paths). When a flow asks for a reply the transcript does not hold, the replay stops with a
-TranscriptError naming the flow and the call.
+On replay, each flow gets the replies recorded for it, in order. The new message of each call (its last one: the
+result of the previous command, the goal, the user's feedback) must be the one recorded, up to the folders of paths
+and timestamps: a run that went elsewhere (a command failed that had worked, the library already held a function)
+would otherwise get replies that no longer fit, and end with a recorded answer that is false. When a flow asks for a
+reply the transcript does not hold, or asks with another message, the replay stops with a TranscriptError naming the
+flow and the call, and showing where the messages differ.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections import defaultdict, deque
-from typing import Any, Deque, Dict, List
+from typing import Any, Deque, Dict, List, Optional
 
 from flow_modules.aiflows.CoreFlowModule import TranscriptError, current_flow_path
 
@@ -70,6 +74,28 @@ class RecordingBackend:
         return replies
 
 
+_FOLDERS = re.compile(r"(?<![\w.~])(?:[A-Za-z]:)?[/\\](?:[\w.\-~]+[/\\])+")
+_TIMES = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}|\d{8}-\d{6}")
+
+
+def comparable(text: str) -> str:
+    """A message as replay compares it: the folders of absolute paths and the timestamps, which differ from run to
+    run, are replaced by placeholders; trailing spaces are ignored."""
+    text = _TIMES.sub("<time>", _FOLDERS.sub("<dir>/", str(text)))
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def first_difference(recorded: str, actual: str, width: int = 160) -> str:
+    """The first line where two messages differ, from both, shortened."""
+    a, b = recorded.splitlines() or [""], actual.splitlines() or [""]
+    for number in range(max(len(a), len(b))):
+        left = a[number] if number < len(a) else "(the recorded message ends here)"
+        right = b[number] if number < len(b) else "(this run's message ends here)"
+        if left != right:
+            return (f"line {number + 1} of the message:\n  recorded: {left[:width]}\n  this run: {right[:width]}")
+    return "(no difference)"
+
+
 class Transcript:
     """A recorded run: its header and, per flow path, the replies in the order they were given."""
 
@@ -110,19 +136,34 @@ class Transcript:
         """Every reply, in the order recorded (what a loopback server serves to replay a run over HTTP)."""
         return [r["reply"] for r in self.records]
 
-    def next_reply(self, flow: str) -> str:
+    def next_reply(self, flow: str, messages: Optional[List[dict]] = None) -> str:
+        """The next reply recorded for ``flow``; TranscriptError if there is none, or if ``messages`` (the request)
+        ends with another message than the recorded request did."""
         with self._lock:
             self._served[flow] += 1
+            call = self._served[flow]
             queue = self._queues.get(flow)
             if not queue:
                 held = len([r for r in self.records if r["flow"] == flow])
                 others = ", ".join(sorted({r["flow"] for r in self.records})) or "(none)"
                 raise TranscriptError(
-                    f"The transcript {self.path} holds no reply for call {self._served[flow]} of {flow} "
+                    f"The transcript {self.path} holds no reply for call {call} of {flow} "
                     f"(it holds {held} for that flow). The run has left the recording; flows in the transcript: "
                     f"{others}."
                 )
-            return queue.popleft()["reply"]
+            record = queue.popleft()
+        recorded_messages = record.get("messages")
+        if messages and recorded_messages:
+            recorded = comparable(recorded_messages[-1].get("content", ""))
+            actual = comparable(messages[-1].get("content", ""))
+            if recorded != actual:
+                raise TranscriptError(
+                    f"The run has left the recording at call {call} of {flow}: it asks with another message than "
+                    f"the one {self.path} holds, so the recorded reply would not fit. First difference, "
+                    f"{first_difference(recorded, actual)}\nA replay reproduces a run only from the same start: the "
+                    "same code library and files (replay into a fresh --memory-dir) and the same versions."
+                )
+        return record["reply"]
 
     def unused(self) -> int:
         return sum(len(q) for q in self._queues.values())
@@ -135,7 +176,7 @@ class ReplayBackend:
         self.transcript = transcript
 
     def __call__(self, messages: List[dict], **kwargs: Any):
-        return [{"role": "assistant", "content": self.transcript.next_reply(current_flow_path())}]
+        return [{"role": "assistant", "content": self.transcript.next_reply(current_flow_path(), messages)}]
 
 
 def replay_factory(transcript: Transcript):

@@ -15,8 +15,8 @@ from flow_modules.aiflows.CoreFlowModule import ConfigurationError, JarvisError
 from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files
 
 # When no configuration file is at hand (e.g. an install without the repository's configs/): Jarvis's own defaults.
-DEFAULT_FLOW_CONFIG = {"flow": {"_target_": "flow_modules.aiflows.JarvisFlowModule.JarvisFlow.instantiate_from_default_config",
-                                "name": "Jarvis"}}
+DEFAULT_FLOW_CONFIG = {"flow": {
+    "_target_": "flow_modules.aiflows.JarvisFlowModule.JarvisFlow.instantiate_from_default_config", "name": "Jarvis"}}
 NO_KEY_PLACEHOLDER = "sk-no-key-needed"
 
 NO_CREDENTIALS_HELP = """\
@@ -72,6 +72,13 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
     from flow_modules.aiflows.CoreFlowModule.offline import import_litellm
 
     litellm = import_litellm()
+    provider = model.split("/", 1)[0] if "/" in model else ""
+    if provider in set(getattr(litellm, "provider_list", [])) - {"openai", "custom_openai"}:
+        # The key Jarvis found is OpenAI's (or Azure's): it must not be sent to another provider.
+        raise ConfigurationError(
+            f"--model {model}: Jarvis talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
+            f"{provider}, run an OpenAI-compatible proxy in front of it (e.g. `litellm --model {model}`) and pass "
+            "its address with --api-base.")
     known = set(getattr(litellm, "open_ai_chat_completion_models", [])) | set(getattr(litellm, "model_cost", {}))
     return model if model in known and "/" not in model else f"openai/{model}"
 
@@ -127,27 +134,37 @@ def close_interpreters(flow: Any) -> None:
             close()
 
 
-def prepare_memory(flow: Any, memory_dir: str, resume: bool) -> Dict[str, Dict[str, str]]:
+class MemoryLayout(dict):
+    """``{boss path: memory_files}`` as ``prepare_memory`` set it; ``archive`` is the folder the previous files were
+    moved to (None when there was nothing to move)."""
+
+    archive: Optional[str] = None
+
+
+def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False) -> MemoryLayout:
     """Give each boss its memory files in ``memory_dir``.
 
     A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
-    (nothing is deleted). The code library is kept: it is what Jarvis has learned. With ``resume`` everything is kept
+    (nothing is deleted). The code library is kept: it is what Jarvis has learned, unless ``archive_library`` (a
+    replay must start from the library it was recorded with) moves it there too. With ``resume`` everything is kept
     and the top boss continues from its plan instead of writing a new one.
     """
-    files = set_memory_files(flow, memory_dir)
+    layout = MemoryLayout(set_memory_files(flow, memory_dir))
     if resume:
         flow.flow_config["resume"] = True
-        return files
+        return layout
     stamp, number = time.strftime("%Y%m%d-%H%M%S"), 1
     while os.path.exists(os.path.join(memory_dir, "archive", f"{stamp}-{number}")):
         number += 1
     archive = os.path.join(memory_dir, "archive", f"{stamp}-{number}")
-    for memory_files in files.values():
-        for key, path in memory_files.items():
-            if key in ("plan", "logs") and os.path.exists(path) and os.path.getsize(path) > 0:
-                os.makedirs(archive, exist_ok=True)
-                shutil.move(path, os.path.join(archive, os.path.basename(path)))
-    return files
+    keys = ("plan", "logs", "code_library") if archive_library else ("plan", "logs")
+    paths = {path for files in layout.values() for key, path in files.items() if key in keys}
+    for path in sorted(paths):
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            os.makedirs(archive, exist_ok=True)
+            shutil.move(path, os.path.join(archive, os.path.basename(path)))
+            layout.archive = archive
+    return layout
 
 
 def new_files(folder: str, since: float, suffixes=(".png", ".svg", ".jpg", ".jpeg", ".pdf", ".html")) -> List[str]:
