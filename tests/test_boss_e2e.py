@@ -121,6 +121,18 @@ def test_a_boss_without_memory_files_says_what_to_set(scripted_llm):
         boss.call({"goal": "anything"})
 
 
+def test_memory_files_given_in_the_input_override_the_configured_ones(tmp_path, scripted_llm, user):
+    boss, configured = make_boss(tmp_path)
+    (tmp_path / "other").mkdir()
+    given = {"plan": str(tmp_path / "other" / "plan.txt"), "logs": str(tmp_path / "other" / "logs.txt")}
+    user.add("")  # approve the plan
+    scripted_llm.add("1. Count the words.", command("count_words", text="one two three"), finish("3 words"))
+    assert boss.call({"goal": "Count three words.", "memory_files": given})["status"] == "finished"
+    assert read_text(given["plan"]).strip() == "1. Count the words." and "count_words" in read_text(given["logs"])
+    assert read_text(configured["plan"]) == "" and read_text(configured["logs"]) == "", "the configured files are " \
+        "left alone for this run"
+
+
 def test_when_the_user_never_approves_the_plan_the_boss_stops_without_acting(tmp_path, scripted_llm, user):
     boss, files = make_boss(tmp_path)
     boss.subflows["Planner"].flow_config["max_rounds"] = 2

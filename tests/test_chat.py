@@ -29,6 +29,10 @@ def test_a_reply_comes_back_through_litellm_and_tokens_are_counted(loopback_llm)
                                    {"role": "user", "content": "Capital of France?"}]
     usage = USAGE.per_flow["Asker"]
     assert usage.calls == 1 and usage.prompt_tokens > 10 and usage.completion_tokens == 2
+    loopback_llm.add("Paris.")
+    make_chat(name="Other").call({"query": "And the capital of France, again?"})
+    assert [(c.flow, c.completion_tokens) for c in USAGE.calls] == [("Asker", 2), ("Other", 2)], "each call is kept"
+    assert USAGE.total().calls == 2 and USAGE.calls[0].prompt_tokens == usage.prompt_tokens
 
 
 def test_transient_errors_are_retried_with_backoff_then_succeed(loopback_llm, quiet_console):

@@ -149,3 +149,20 @@ def test_update_plan_writes_the_plan_and_refuses_an_empty_one(tmp_path):
     assert "updated" in out["result"] and read_text(files["plan"]) == "1. a [done]\n2. b\n"
     out = flow.run({"updated_plan": "  ", "memory_files": files})
     assert "NOT updated" in out["result"] and read_text(files["plan"]) == "1. a [done]\n2. b\n", "nothing is lost"
+
+
+def test_update_plan_tells_the_controller_what_changed(tmp_path):
+    files = {"plan": str(tmp_path / "plan.txt")}
+    atomic_write(files["plan"], "1. Write growth_rates.\n2. Run code: compute\n   the growth.\n3. Answer.\n")
+    flow = UpdatePlanAtomicFlow.instantiate_from_default_config()
+    out = flow.run({"updated_plan": "1. Write growth_rates. [done]\n2. Run code: compute\n   the growth.\n3. Answer.",
+                    "memory_files": files})
+    assert out["result"] == ("The plan was updated: step 1 now marked done (1 of 3 steps done; next: step 2: Run "
+                             "code: compute the growth.).")
+    out = flow.run({"updated_plan": "1. Write growth_rates. [done]\n2. Run code: plot instead. [done]\n3. Answer.",
+                    "memory_files": files})
+    assert "step 2 now marked done (2 of 3 steps done" in out["result"]
+    assert "the steps themselves changed too" in out["result"] and "re_plan" in out["result"], \
+        "a rewrite passed off as marking steps done is pointed out"
+    out = flow.run({"updated_plan": read_text(files["plan"]), "memory_files": files})
+    assert out["result"] == "The plan file already held this plan; nothing changed."

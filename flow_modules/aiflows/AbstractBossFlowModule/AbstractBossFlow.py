@@ -5,7 +5,12 @@ from typing import Any, Dict
 from aiflows.base_flows import CircularFlow
 
 from flow_modules.aiflows.CoreFlowModule import LeanSequentialFlow, get_console
-from flow_modules.aiflows.CoreFlowModule.memory import append_log_entry, last_log_number, memory_path
+from flow_modules.aiflows.CoreFlowModule.memory import (
+    append_log_entry,
+    last_log_number,
+    memory_files_of,
+    memory_path,
+)
 
 
 class AbstractBossFlow(LeanSequentialFlow):
@@ -18,7 +23,7 @@ class AbstractBossFlow(LeanSequentialFlow):
 
     *Configuration Parameters*:
     - `memory_files` (dict): memory name -> file path; at least `plan` and `logs` (and `code_library` for bosses
-      that see the library). `set_memory_files(flow, memory_dir)` (CoreFlowModule.memory) sets it for every boss
+      that see the library). Memory files given in the input override these for that run. `set_memory_files(flow, memory_dir)` (CoreFlowModule.memory) sets it for every boss
       of a tree, from the `memory_file_names` each declares.
     - `resume` (bool): if the plan file already holds a plan, carry it out instead of writing a new one.
 
@@ -28,6 +33,7 @@ class AbstractBossFlow(LeanSequentialFlow):
 
     *Input Interface*:
     - `goal` (str): what to achieve.
+    - `memory_files` (dict, optional): the memory files for this run, instead of the configured ones.
 
     *Output Interface*:
     - `summary` (str): what was done (the controller's summary at `finish`, or why the boss stopped).
@@ -37,8 +43,8 @@ class AbstractBossFlow(LeanSequentialFlow):
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         for key in ("plan", "logs"):
-            memory_path(self, {}, key)  # a clear error if memory_files is not set, or lacks one
-        memory_files = dict(self.flow_config["memory_files"])
+            memory_path(self, input_data, key)  # a clear error if memory_files is not set, or lacks one
+        memory_files = dict(memory_files_of(self, input_data))  # the input's, else the configured ones
         goal = str(input_data.get("goal") or "").strip()
         if not goal:
             return {"summary": f"{self.flow_config['name']} was called without a goal.", "result": "",

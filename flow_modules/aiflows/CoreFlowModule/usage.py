@@ -44,15 +44,29 @@ class FlowUsage:
         return self.prompt_tokens + self.completion_tokens
 
 
+@dataclass(frozen=True)
+class CallUsage:
+    """One LLM call: which flow made it, its tokens, how long it took (retries included) and how many retries."""
+
+    flow: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    retries: int = 0
+
+
 @dataclass
 class UsageMeter:
-    """Totals of LLM use, per flow path and overall. ``USAGE`` is the process-wide one."""
+    """LLM use: every call (``calls``), totals per flow path (``per_flow``) and overall. ``USAGE`` is the
+    process-wide one."""
 
     per_flow: Dict[str, FlowUsage] = field(default_factory=dict)
+    calls: List[CallUsage] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, flow: str, prompt_tokens: int, completion_tokens: int, seconds: float, retries: int = 0) -> None:
         with self._lock:
+            self.calls.append(CallUsage(flow, prompt_tokens, completion_tokens, seconds, retries))
             usage = self.per_flow.setdefault(flow, FlowUsage())
             usage.calls += 1
             usage.prompt_tokens += prompt_tokens
@@ -73,6 +87,7 @@ class UsageMeter:
     def reset(self) -> None:
         with self._lock:
             self.per_flow.clear()
+            self.calls.clear()
 
     def summary(self) -> str:
         t = self.total()

@@ -1,9 +1,61 @@
 from __future__ import annotations
 
-from typing import Any, Dict
+import re
+from typing import Any, Dict, List, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow, get_console
 from flow_modules.aiflows.CoreFlowModule.memory import atomic_write, memory_path, read_text
+
+
+_STEP = re.compile(r"^\s*(\d+)[.)]\s+")
+_DONE = re.compile(r"\[\s*done\s*\]|\(\s*done\s*\)", re.I)
+
+
+def plan_steps(plan: str) -> List[Tuple[str, str]]:
+    """The numbered steps of a plan: ``[(number, text)]``, a step's text running to the next numbered line."""
+    steps: List[Tuple[str, str]] = []
+    for line in plan.splitlines():
+        match = _STEP.match(line)
+        if match:
+            steps.append((match.group(1), line[match.end():].strip()))
+        elif steps and line.strip():
+            steps[-1] = (steps[-1][0], f"{steps[-1][1]} {line.strip()}")
+    return steps
+
+
+def _is_done(text: str) -> bool:
+    return bool(_DONE.search(text))
+
+
+def _without_marks(text: str) -> str:
+    return " ".join(_DONE.sub("", text).split())
+
+
+def describe_update(old_plan: str, new_plan: str) -> str:
+    """What an update did to a plan, for the controller: the steps newly marked done, how many are done, the next
+    one; and a warning when more than the done marks changed (that is what re_plan is for)."""
+    old, new = plan_steps(old_plan), plan_steps(new_plan)
+    if not new:
+        return "The plan was updated (it has no numbered steps)."
+    old_done = {number for number, text in old if _is_done(text)}
+    marked = [number for number, text in new if _is_done(text) and number not in old_done]
+    done = sum(_is_done(text) for _, text in new)
+    if marked:
+        said = f"step{'s' if len(marked) > 1 else ''} {', '.join(marked)} now marked done"
+    else:
+        said = "no step newly marked done"
+    pending = [(number, text) for number, text in new if not _is_done(text)]
+    if pending:
+        number, text = pending[0]
+        short = text if len(text) <= 100 else text[:97] + "..."
+        progress = f"{done} of {len(new)} steps done; next: step {number}: {short}"
+    else:
+        progress = f"all {len(new)} steps are done"
+    summary = f"The plan was updated: {said} ({progress})."
+    if old and [_without_marks(t) for _, t in old] != [_without_marks(t) for _, t in new]:
+        summary += (" Note: the steps themselves changed too, not only their done marks. update_plan is for marking "
+                    "steps done; to change the plan, use re_plan.")
+    return summary
 
 
 class UpdatePlanAtomicFlow(LeanAtomicFlow):
@@ -20,7 +72,8 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
     - `memory_files` (dict): memory name -> file path.
 
     *Output Interface*:
-    - `result` (str): what was done, for the controller.
+    - `result` (str): what changed, for the controller: the steps newly marked done, how many are done and the next
+      one, and a note if the steps themselves changed (rewriting the plan is `re_plan`'s job).
     """
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
@@ -29,9 +82,9 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
         if not updated_plan:
             return {"result": "The plan was NOT updated: `updated_plan` was empty. Send the whole plan with the "
                               "finished steps marked as done."}
-        unchanged = read_text(path).strip() == updated_plan
+        previous = read_text(path).strip()
+        if previous == updated_plan:
+            return {"result": "The plan file already held this plan; nothing changed."}
         atomic_write(path, updated_plan + "\n")
         get_console().show("plan", "Plan updated:", updated_plan)
-        if unchanged:
-            return {"result": "The plan file already held this plan; nothing changed."}
-        return {"result": "The plan was updated; the plan in your system prompt is now the updated one."}
+        return {"result": describe_update(previous, updated_plan)}
