@@ -51,7 +51,7 @@ def test_save_code_refuses_what_it_cannot_save(library, code, says):
 def test_the_code_test_runs_the_users_tests_with_the_library(library):
     atomic_write(library["code_library"], F)
     test = TestCodeAtomicFlow.instantiate_from_default_config()
-    ok = test.run({"code": G + "\ndef h(x):\n    return f(g(x))\n", "tests": "assert h(1) == 6\nprint('h ok')",
+    ok = test.run({"code": G + "\ndef h(x):\n    return f(g(x))\n", "user_tests": "assert h(1) == 6\nprint('h ok')",
                    "memory_files": library})
     assert ok["passed"] and "the user's tests passed" in ok["result"] and "h ok" in ok["result"]
     bad = test.run({"code": G, "tests": "assert g(2) == 7", "memory_files": library})
@@ -75,6 +75,28 @@ def test_test_code_flow_asks_for_tests_and_feedback(library, user):
     out = TestCodeFlow.instantiate_from_default_config().run({"code": G, "memory_files": library})
     assert out["passed"] and out["feedback"] == "fine"
     assert [a["kind"] for a in user.asked] == ["feedback", "feedback"]
+
+
+def test_proposed_tests_are_shown_run_and_joined_by_the_users(library, user):
+    user.add("assert g(0) == 0", "")
+    out = TestCodeFlow.instantiate_from_default_config().run(
+        {"code": G, "tests": "assert g(3) == 9\nprint('proposed ran')", "memory_files": library})
+    assert "Proposed tests:\nassert g(3) == 9" in user.asked[0]["prompt"], "the user sees the proposal first"
+    assert out["passed"] and "the proposed and the user's tests passed" in out["result"]
+    assert "proposed ran" in out["result"]
+    user.add("", "")
+    failing = TestCodeFlow.instantiate_from_default_config().run(
+        {"code": G, "tests": "assert g(3) == 10", "memory_files": library})
+    assert not failing["passed"] and "AssertionError" in failing["result"], "a wrong proposal fails like any test"
+
+
+def test_in_auto_approve_mode_the_proposed_tests_run(library):
+    from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
+
+    set_input_source(AutoApproveInput())
+    out = TestCodeFlow.instantiate_from_default_config().run(
+        {"code": G, "tests": "assert g(3) == 9", "memory_files": library})
+    assert out["passed"] and "the proposed tests passed" in out["result"]
 
 
 @pytest.mark.parametrize("reply, code", [

@@ -99,7 +99,10 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
 
     *Input Interface*:
     - `code` (str): the code to test.
-    - `tests` (str): Python test code (asserts calling the code), or "" to only check compiling and imports.
+    - `proposed_tests` (str, optional): tests the controller proposed (asserts calling the code).
+    - `user_tests` (str, optional): tests the user typed; they run after the proposed ones.
+    - `tests` (str, optional): tests given directly (when the flow is used on its own). With no tests at all, only
+      compiling and imports are checked.
     - `memory_files` (dict): `code_library` is the library file.
 
     *Output Interface*:
@@ -111,7 +114,10 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         code = str(input_data.get("code") or "").strip()
-        tests = str(input_data.get("tests") or "").strip()
+        given = {who: str(input_data.get(key) or "").strip()
+                 for who, key in (("the proposed", "proposed_tests"), ("the user's", "user_tests"), ("the", "tests"))}
+        given = {who: text for who, text in given.items() if text}
+        tests = "\n".join(given.values())
         if not code:
             return {"result": "There is no code to test yet: call write_code first.", "passed": False}
         try:
@@ -152,7 +158,7 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
                       "finish and say which packages are missing, or use modules that are installed.")
             passed = False
         elif PASSED_MARK in outcome.output and not outcome.failed:
-            what = "the user's tests passed" if tests else "no tests were given"
+            what = f"{' and '.join(given)} tests passed" if tests else "no tests were given"
             result = f"The code compiles, its imports resolve and it runs with the library; {what}."
             if optional_missing:
                 result += (f" Optional, not installed: {optional_missing} (imported in a `try` that handles the "
