@@ -1,15 +1,19 @@
 """The interpreter (DESIGN section 6), each test against a real Jupyter kernel or a real bash.
 
 One interpreter is shared by the tests whose kernel state does not matter; the tests that time out, crash, restart,
-or need their own environment or workspace use their own. Every interpreter is closed by the test that made it.
+or need their own environment or workspace use their own. Every interpreter is closed by the test that made it, and
+after the last test a sweep checks that none of the file's kernels is still running and no private folder is left.
 """
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -18,7 +22,9 @@ import zlib
 import pytest
 
 from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
-from flow_modules.aiflows.InterpreterFlowModule.kernel import BoundedText, CodeInterpreter, RunResult
+from flow_modules.aiflows.InterpreterFlowModule import kernel as kernel_module
+from flow_modules.aiflows.InterpreterFlowModule.kernel import (BoundedText, CodeInterpreter, RunResult,
+                                                               scrubbed_environment)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,8 +58,73 @@ def pid_gone(pid: int, wait: float = 5.0) -> bool:
     return False
 
 
+def kernel_processes(mark: str):
+    """``{pid: command line}`` of the ipykernel processes (zombies left out) that this pytest process started, or
+    whose command line mentions ``mark``."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                args = f.read().decode("utf-8", errors="replace").split("\0")
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()
+        if fields[0] == b"Z" or not any("ipykernel" in arg for arg in args):
+            continue
+        if int(fields[1]) == os.getpid() or any(mark in arg for arg in args):
+            found[int(name)] = " ".join(args)
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_kernel_left_behind(tmp_path_factory):
+    """After the file's tests, no kernel they started is running and no private folder is left.
+
+    The file's kernels (those of the subprocesses too, through TMPDIR) keep their folders under a temporary directory
+    of their own, which tells them apart from the kernels of other test runs on the same machine. It is short: IPC
+    socket paths are bounded."""
+    tmp_path_factory.getbasetemp()  # pytest's own temporary folders stay where they are
+    base = tempfile.gettempdir()
+    root = tempfile.mkdtemp(prefix="jit-", dir=base if len(base) <= 40 else "/tmp")
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = root
+    try:
+        yield root
+    finally:
+        tempfile.tempdir = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[1]
+        end = time.monotonic() + 5  # a kernel that is being shut down has a few seconds to go
+        left = kernel_processes(root)
+        while left and time.monotonic() < end:
+            time.sleep(0.1)
+            left = kernel_processes(root)
+        for pid in left:  # do not leave them to the next tests
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        folders = glob.glob(os.path.join(root, "jarvis-interp-*"))
+        shutil.rmtree(root, ignore_errors=True)
+        assert not left, f"kernels left running after the tests: {left}"
+        assert not folders, f"interpreter folders left after the tests: {folders}"
+
+
+def test_the_leftover_kernel_sweep_sees_a_kernel_this_process_started(shared, no_kernel_left_behind):
+    """The sweep above is not vacuous: a running kernel of this file is found (by its parent and its folder)."""
+    pid = int(shared.run("import os; print(os.getpid())").output)
+    assert pid in kernel_processes(no_kernel_left_behind)
+    assert shared._scratch.startswith(no_kernel_left_behind + os.sep)
+
+
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory):
+def shared(tmp_path_factory, no_kernel_left_behind):
     interpreter = CodeInterpreter(str(tmp_path_factory.mktemp("shared_workspace")), timeout=30)
     yield interpreter
     interpreter.close()
@@ -197,6 +268,14 @@ def test_ansi_escapes_and_carriage_returns_are_cleaned(shared):
     assert result.output == "red\n100%"
 
 
+def test_control_characters_are_removed_but_tabs_and_line_breaks(shared):
+    printf = "printf 'nul:\\0:bell:\\a:esc:\\033\\nback\\bspace\\t|\\033[1;32mgreen\\033[0m\\033(B\\n'"
+    shell = shared.run(printf, "shell")
+    assert shell.output == "nul::bell::esc:\nbackspace\t|green"
+    python = shared.run("print('a\\x00b\\x1b\\x7fc\\x9bd\\x0c')")
+    assert python.output == "abcd"
+
+
 # ~~~ Figures and files ~~~
 def test_an_image_png_display_is_saved_as_a_png_file(shared):
     png = tiny_png()
@@ -226,6 +305,29 @@ def test_matplotlib_figures_are_saved_and_closed(shared):
     assert again.output == "0" and again.figures == []
 
 
+def test_a_timeout_while_a_figure_is_saved_says_so(make_interpreter):
+    pytest.importorskip("matplotlib")
+    interpreter = make_interpreter(timeout=3)
+    code = textwrap.dedent("""
+        import time
+        import matplotlib.pyplot as plt
+        from matplotlib.artist import Artist
+
+        class Slow(Artist):
+            def draw(self, renderer):
+                time.sleep(60)
+
+        plt.figure().add_artist(Slow())
+        plt.figure()
+        print('drawn')
+    """)
+    result = interpreter.run(code)
+    assert result.timed_out and not result.restarted and result.figures == []
+    assert "[figure 1 could not be saved: KeyboardInterrupt (the run was interrupted while the figure was saved; " \
+           "1 more figure(s) not saved)]" in result.output, result.output
+    assert interpreter.run("print(len(plt.get_fignums()))").output == "0"
+
+
 def test_files_created_or_modified_are_reported(shared):
     os.makedirs(os.path.join(shared.workspace, "old"), exist_ok=True)
     with open(os.path.join(shared.workspace, "old", "kept.txt"), "w") as f:
@@ -245,6 +347,36 @@ def test_files_created_or_modified_are_reported(shared):
     touched = shared.run("echo more >> out.csv", "shell")
     assert touched.files == ["out.csv"]
     assert shared.run("print(1)").files == []
+
+
+def test_heavy_and_deep_folders_are_not_scanned_for_changed_files(make_interpreter):
+    interpreter = make_interpreter()
+    code = textwrap.dedent("""
+        import os
+        for folder in ('venv/lib', 'node_modules/pkg', 'pkgs/lib/site-packages/x', 'a/b/c', 'a/b/c/d', 'env'):
+            os.makedirs(folder, exist_ok=True)
+        for path in ('venv/lib/m.py', 'node_modules/pkg/i.js', 'pkgs/lib/site-packages/x/y.py', 'a/b/c/seen.txt',
+                     'a/b/c/d/too_deep.txt', 'top.txt'):
+            open(path, 'w').write('x')
+        open('env/pyvenv.cfg', 'w').write('home = /usr/bin')  # a virtual environment, whatever its name
+    """)
+    result = interpreter.run(code, "python")
+    assert result.files == ["a/b/c/seen.txt", "top.txt"], result.output
+    assert "only its first levels were checked" in result.output  # a/b/c/d was not looked into
+    assert interpreter.run("echo x > top.txt", "shell").files == ["top.txt"]
+
+
+def test_the_scan_for_changed_files_is_bounded(make_interpreter, monkeypatch):
+    interpreter = make_interpreter()
+    os.makedirs(os.path.join(interpreter.workspace, "data", "deep"))
+    for i in range(30):
+        open(os.path.join(interpreter.workspace, "data", "deep", f"old{i}.txt"), "w").close()
+    monkeypatch.setattr(kernel_module, "_MAX_SCAN_ENTRIES", 20)
+    found, complete = kernel_module._snapshot(interpreter.workspace)
+    assert not complete and len(found) < 20
+    # breadth first: a file at the top is seen whatever lies below
+    result = interpreter.run("echo new > new.txt; echo more >> data/deep/old29.txt", "shell")
+    assert "new.txt" in result.files
 
 
 def test_many_files_are_bounded(shared):
@@ -280,15 +412,59 @@ def test_shell_timeout_kills_the_process_group(shared):
 
 # ~~~ Environment ~~~
 def test_llm_api_keys_do_not_reach_the_kernel_or_the_shell(make_interpreter, monkeypatch):
-    secrets = ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "MY_SERVICE_API_KEY"]
+    secrets = ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "MY_SERVICE_API_KEY",
+               "GITHUB_TOKEN", "ANTHROPIC_AUTH_TOKEN", "OPENAI_KEY", "OPENAI_API_BASE", "AZURE_API_VERSION"]
     for name in secrets:
         monkeypatch.setenv(name, "sk-secret-value")
     monkeypatch.setenv("JARVIS_HARMLESS", "visible")
+    monkeypatch.setenv("MY_SETTING", "1")
     interpreter = make_interpreter()
-    code = f"import os\nprint(sorted(k for k in {secrets!r} if k in os.environ), os.environ['JARVIS_HARMLESS'], os.environ['MPLBACKEND'])"
-    assert interpreter.run(code).output == "[] visible Agg"
+    code = (f"import os\nprint(sorted(k for k in {secrets!r} if k in os.environ), os.environ['JARVIS_HARMLESS'], "
+            "os.environ['MY_SETTING'], os.environ['MPLBACKEND'])")
+    assert interpreter.run(code).output == "[] visible 1 Agg"
     shell = interpreter.run("env", "shell").output
-    assert "sk-secret-value" not in shell and "JARVIS_HARMLESS=visible" in shell
+    assert "sk-secret-value" not in shell and "JARVIS_HARMLESS=visible" in shell and "MY_SETTING=1" in shell
+
+
+def test_the_scrub_drops_secrets_by_name_and_keeps_ordinary_variables():
+    secrets = ["OPENAI_API_KEY", "OPENAI_KEY", "GITHUB_TOKEN", "ANTHROPIC_AUTH_TOKEN", "HF_TOKEN",
+               "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "PGPASSWORD", "MYSQL_PWD", "DB_PASSWORD", "GOOGLE_APPLICATION_CREDENTIALS",
+               "SSH_PRIVATE_KEY", "KEY", "token", "my_api_key", "OPENAI_API_BASE", "OPENAI_BASE_URL",
+               "OPENAI_ORGANIZATION", "AZURE_API_BASE", "AZURE_API_VERSION", "AZURE_OPENAI_API_VERSION",
+               "AZURE_OPENAI_ENDPOINT", "ANTHROPIC_BASE_URL", "HUGGINGFACE_API_BASE"]
+    ordinary = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "PYTHONPATH", "PYTHONHASHSEED",
+                "VIRTUAL_ENV", "PWD", "MY_SETTING", "KEYBOARD_LAYOUT", "TOKENIZERS_PARALLELISM", "MONKEY", "HF_HOME",
+                "HF_ENDPOINT", "SHELL", "DISPLAY", "JARVIS_TRACE"]
+    kept = scrubbed_environment(base={name: "x" for name in secrets + ordinary})
+    assert sorted(kept) == sorted(ordinary)
+
+
+def test_shell_python_and_pip_are_the_kernels(shared, monkeypatch):
+    # another Python first on the parent's PATH (the system's, if there is one) must not be the shell's
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/local/bin", "/usr/bin", "/bin", os.environ.get("PATH", "")]))
+    kernel_python = shared.run("import sys; print(sys.executable)").output
+    shell_python = shared.run('python -c "import sys; print(sys.executable)"', "shell")
+    assert not shell_python.failed, shell_python.output
+    assert os.path.realpath(shell_python.output) == os.path.realpath(kernel_python)
+    bin_dir = os.path.dirname(kernel_python)
+    if os.path.exists(os.path.join(bin_dir, "pip")):
+        pip = shared.run("command -v pip", "shell").output
+        assert os.path.dirname(pip) == bin_dir, pip
+    venv = shared.run('echo "venv:$VIRTUAL_ENV"', "shell").output
+    assert venv == "venv:" + (sys.prefix if sys.prefix != sys.base_prefix else "")
+
+
+def test_the_workspace_is_not_on_the_shells_pythonpath(make_interpreter, monkeypatch):
+    """A workspace module named like a standard one must not shadow it for Python programs run from bash."""
+    monkeypatch.setenv("PYTHONPATH", "/nonexistent/user/path")
+    interpreter = make_interpreter()
+    os.makedirs(interpreter.workspace)
+    with open(os.path.join(interpreter.workspace, "json.py"), "w") as f:
+        f.write("raise ImportError('the workspace json.py shadowed the standard library')\n")
+    result = interpreter.run('echo "$PYTHONPATH"; cd / && python -c "import json; print(json.dumps([1]))"', "shell")
+    assert result.output == "/nonexistent/user/path\n[1]" and not result.failed
+    monkeypatch.delenv("PYTHONPATH")
+    assert interpreter.run('echo "${PYTHONPATH-unset}"', "shell").output == "unset"
 
 
 # ~~~ The code library ~~~
@@ -345,17 +521,49 @@ def test_close_leaves_no_kernel_process_and_is_idempotent(make_interpreter):
     assert interpreter.run("print('again')").output == "again"
 
 
+def test_processes_the_kernel_started_in_sessions_of_their_own_are_gone_after_close(make_interpreter):
+    interpreter = make_interpreter()
+    code = ("import os, subprocess\n"
+            "grouped = subprocess.Popen(['sleep', '1000'])\n"
+            "alone = subprocess.Popen(['sleep', '1001'], start_new_session=True)\n"
+            "print(grouped.pid, alone.pid)")
+    pids = [int(pid) for pid in interpreter.run(code).output.split()]
+    assert os.getpgid(pids[1]) != os.getpgid(pids[0])
+    interpreter.close()
+    for pid in pids:
+        assert pid_gone(pid), f"sleep {pid} started by the kernel is still there"
+
+
 def test_kernels_are_shut_down_at_process_exit(tmp_path):
     script = textwrap.dedent(f"""
         from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path)!r})
-        print(interpreter.run("import os; print(os.getpid())").output, flush=True)
+        code = "import os, subprocess\\nchild = subprocess.Popen(['sleep', '1000'])\\nprint(os.getpid(), child.pid)"
+        print(interpreter.run(code).output, interpreter._scratch, flush=True)
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
-    assert pid_gone(int(done.stdout.split()[-1]))
+    kernel_pid, child_pid, scratch = done.stdout.split()[-3:]
+    assert pid_gone(int(kernel_pid)) and pid_gone(int(child_pid))
+    assert not os.path.exists(scratch)
+
+
+# ~~~ Transport ~~~
+def test_the_kernel_talks_over_ipc_sockets_in_its_private_folder(shared):
+    pid = int(shared.run("import os; print(os.getpid())").output)
+    km = shared._km
+    info = km.get_connection_info()
+    assert km.transport == "ipc" and info["transport"] == "ipc"
+    assert info["ip"].startswith(shared._scratch + os.sep)
+    assert glob.glob(info["ip"] + "-*"), "no IPC socket files"
+    # the kernel was started with that connection file, which is gone now that the kernel has read it
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        args = f.read().decode().split("\0")
+    assert args[args.index("-f") + 1] == km.connection_file
+    assert os.path.dirname(km.connection_file) == shared._scratch and not os.path.exists(km.connection_file)
+    assert oct(os.stat(shared._scratch).st_mode & 0o777) == oct(0o700)
 
 
 # ~~~ The flow ~~~

@@ -21,10 +21,17 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     interrupt does not work); a shell command's process group is killed. A dead kernel is restarted and the loss of
     state is said. Output is stripped of ANSI escapes and cut to `max_output_chars` (head and tail kept, the cut
     said). matplotlib figures left open and `image/png` outputs are saved as PNG files in `<workspace>/figures`, and
-    their paths are given. The kernel and the shell do not get the LLM API keys (`*_API_KEY`, `HF_TOKEN`, ...).
+    their paths are given.
+
+    The kernel and the shell do not get secrets: variables whose name has a part `KEY`, `TOKEN`, `SECRET`,
+    `PASSWORD` or `CREDENTIAL` (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `HF_TOKEN`, ...), nor the LLM providers' endpoints
+    (`OPENAI_API_BASE`, `AZURE_API_VERSION`, ...). This guards against accidental leaks (code that prints
+    `os.environ`, programs that pass their environment on), not against hostile code: on Linux a process can read
+    its parent's initial environment in `/proc/<pid>/environ`. In shell code, `python` and `pip` are the kernel's
+    Python (its folder comes first on `PATH`), so `pip install` installs where the kernel imports from.
 
     The kernel belongs to the flow object, not to `flow_state`: `reset(full_reset=True)` keeps it. `close()` shuts
-    it down (it is also shut down at process exit).
+    it down, with the processes its code started (it is also shut down at process exit).
 
     *Configuration Parameters*:
     - `workspace` (str or null): the folder code runs in; null: the current working directory at first use; a
@@ -45,7 +52,9 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     - `timed_out` (bool): the run hit the timeout.
     - `restarted` (bool): the kernel was restarted during the run: Python variables were lost.
     - `figures` (list of str): absolute paths of the PNG files saved.
-    - `files` (list of str): workspace-relative paths created or modified by the run (at most 50).
+    - `files` (list of str): workspace-relative paths created or modified by the run (at most 50; hidden folders,
+      virtual environments, `node_modules` and the like are not looked at, nor more than 3 folder levels down or
+      5,000 entries in all).
     """
 
     def __init__(self, **kwargs):

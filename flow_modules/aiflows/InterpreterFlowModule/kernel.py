@@ -9,10 +9,13 @@ No aiflows import here: the engine can be used, tested and benchmarked on its ow
 * Every run has a timeout. Python: the kernel is interrupted and the session kept; if it does not respond to the
   interrupt it is restarted (state lost). Shell: the command's whole process group is killed.
 * A dead kernel is seen at once (not at the timeout), restarted, and the loss of state is said.
-* Output (stdout, stderr, results, tracebacks) is stripped of ANSI escapes and bounded while it streams: a head and a
-  tail are kept, and a line says how many characters were cut in between.
+* Output (stdout, stderr, results, tracebacks) is stripped of ANSI escapes and control characters and bounded while
+  it streams: a head and a tail are kept, and a line says how many characters were cut in between.
 * matplotlib figures left open by a run, and ``image/png`` outputs, are saved as PNG files in ``<workspace>/figures``.
-* The kernel and the shell get an environment without LLM API keys.
+* The kernel and the shell get an environment without secrets (names with a part KEY, TOKEN, SECRET, PASSWORD,
+  CREDENTIAL...) and without the LLM providers' endpoints; the kernel's Python comes first on the shell's PATH.
+* Stopping the kernel (``close()``, at exit too) kills its process group and what its code started in sessions of
+  its own, and removes the temporary folder. The connection file (with the HMAC key) is removed once connected.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import base64
 import contextlib
 import dataclasses
 import fnmatch
+import functools
 import logging
 import os
 import queue
@@ -42,46 +46,64 @@ PYTHON_LANGUAGES = ("python", "py", "python3")
 SHELL_LANGUAGES = ("shell", "bash", "sh")
 SUPPORTED_LANGUAGES = PYTHON_LANGUAGES + SHELL_LANGUAGES
 
-#: Variables never passed to the kernel or the shell (shell-style patterns, matched on the upper-cased name).
+# Names whose parts (split at "_") say they hold a secret: OPENAI_KEY, GITHUB_TOKEN, ANTHROPIC_AUTH_TOKEN, KEY_FILE...
+# Whole parts only, so that KEYBOARD_LAYOUT or TOKENIZERS_PARALLELISM are kept.
+_SECRET_PARTS = ("KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD",
+                 "PASSPHRASE", "CREDENTIAL", "CREDENTIALS")
+# Words that say "secret" wherever they are in a name (PGPASSWORD, AWSSECRETKEY): no harmless name contains them.
+_SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY")
+# LLM providers (litellm's names): their endpoints, API versions and organizations say which account a run uses.
+# (Not HF_: HF_ENDPOINT names a Hub mirror, which downloads from the shell need; HF_TOKEN goes as a token.)
+_LLM_PROVIDERS = ("OPENAI", "AZURE", "ANTHROPIC", "COHERE", "MISTRAL", "GROQ", "GEMINI", "VERTEXAI", "HUGGINGFACE",
+                  "TOGETHER", "TOGETHERAI", "REPLICATE", "OPENROUTER", "DEEPSEEK", "PERPLEXITY", "PERPLEXITYAI",
+                  "FIREWORKS", "FIREWORKS_AI", "XAI", "OLLAMA", "LITELLM", "VOYAGE", "AI21", "NVIDIA_NIM", "CLOUDFLARE")
+_LLM_SETTINGS = ("API_BASE", "BASE_URL", "API_URL", "API_VERSION", "ENDPOINT", "ORGANIZATION", "ORG_ID", "PROJECT_ID")
+
+#: Variables never passed to the kernel or the shell (shell-style patterns, matched on the upper-cased name):
+#: secrets by name, and the LLM providers' endpoints (``OPENAI_API_BASE``, ``AZURE_OPENAI_API_VERSION``, ...).
 DEFAULT_ENV_SCRUB: Tuple[str, ...] = (
-    "OPENAI_API_KEY",
-    "AZURE_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "HF_TOKEN",
-    "HUGGINGFACE_HUB_TOKEN",
-    "*_API_KEY",
-    "*_API_TOKEN",
-    "*_ACCESS_TOKEN",
-    "*_AD_TOKEN",
-    "*_SECRET_KEY",
-    "*_SECRET_ACCESS_KEY",
-    "*_CLIENT_SECRET",
-    "AWS_SESSION_TOKEN",
+    tuple(p for part in _SECRET_PARTS for p in (part, f"{part}_*", f"*_{part}", f"*_{part}_*"))
+    + tuple(f"*{word}*" for word in _SECRET_WORDS)
+    + ("*_PWD", "*_API_BASE")
+    + tuple(f"{provider}_*{setting}" for provider in _LLM_PROVIDERS for setting in _LLM_SETTINGS)
 )
 
 FIGURE_DIR = "figures"
 MAX_FILES = 50
-_MAX_SCAN_ENTRIES = 20000
-# not scanned for files a run made: caches, and the memory folder's own bookkeeping (archived plans and logs, the
-# scripts run_code wrote), which would otherwise make every run's scan grow with the number of runs
-_SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages", "archive", "code_runs"}
+# The workspace is scanned before and after every run to say which files the run made. The scan is bounded, so that
+# a big workspace does not make every run slow (15,000 files: 200 ms a run unbounded); files past the bound are not
+# reported. Top levels come first: those are the files a controller cares about.
+_MAX_SCAN_ENTRIES = 5000
+_MAX_SCAN_DEPTH = 3  # folders scanned: the workspace and three levels below (a/b/c/file.txt is seen)
+_MTIME_SLACK_NS = 50_000_000  # file times can be a clock tick (up to 10 ms) behind time.time_ns()
+# not scanned (besides hidden folders and virtual environments): caches, installed packages, and the memory folder's
+# own bookkeeping (archived plans and logs, the scripts run_code wrote), which would make every run's scan grow
+_SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "venv", "archive", "code_runs"}
 _FIGURES_MIME = "application/vnd.jarvis.figures+json"
 _POLL = 0.2  # seconds between two liveness checks while the kernel is quiet
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# CSI (colours, cursor moves), OSC (titles, links), then any other escape: ESC, intermediate bytes, a final byte
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]")
+# control characters but \t and \n (\r is dealt with before): NUL, a lone ESC, backspace, bell, C1 controls...
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+@functools.lru_cache(maxsize=8)
+def _scrub_matcher(patterns: Tuple[str, ...]) -> "re.Pattern[str]":
+    """One regular expression for all the patterns (a few hundred fnmatch calls per variable would cost ms)."""
+    return re.compile("|".join(fnmatch.translate(p.upper()) for p in patterns) or r"(?!)")
+
+
 def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """A copy of ``base`` (default ``os.environ``) without the variables matching ``patterns``."""
-    patterns = tuple(p.upper() for p in patterns)
+    matcher = _scrub_matcher(tuple(patterns))
     env = dict(os.environ if base is None else base)
     for name in list(env):
-        if any(fnmatch.fnmatchcase(name.upper(), p) for p in patterns):
+        if matcher.match(name.upper()):
             del env[name]
     return env
 
@@ -168,53 +190,63 @@ class BoundedText:
 
 
 def _clean(text: str) -> str:
-    """ANSI escapes removed; for each line, only what the last carriage return left (progress bars)."""
+    """ANSI escapes removed; for each line, only what the last carriage return left (progress bars); no control
+    characters but tabs and line breaks (a NUL or a bell means nothing to the controller reading the text)."""
     text = strip_ansi(text)
     if "\r" in text:
         text = text.replace("\r\n", "\n")
         text = "\n".join(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
                          for line in text.split("\n"))
-    return text
+    return _CONTROL.sub("", text)
 
 
 # ~~~ Workspace snapshots (which files a run created or modified) ~~~
 def _snapshot(root: str) -> Tuple[Dict[str, Tuple[int, int]], bool]:
-    """``{relative path: (mtime_ns, size)}`` of the visible files under ``root``, and whether the walk was complete."""
+    """``{relative path: (mtime_ns, size)}`` of the visible files under ``root``, breadth first, and whether the scan
+    saw everything (``False``: it stopped at ``_MAX_SCAN_ENTRIES`` entries or ``_MAX_SCAN_DEPTH`` levels)."""
     found: Dict[str, Tuple[int, int]] = {}
-    stack = [("", root)]
+    level = [("", root)]
     count = 0
-    while stack:
-        rel_dir, path = stack.pop()
-        try:
-            entries = os.scandir(path)
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                name = entry.name
-                if name.startswith(".") or name in _SKIPPED_DIRS:
-                    continue
-                count += 1
-                if count > _MAX_SCAN_ENTRIES:
-                    return found, False
-                rel = f"{rel_dir}/{name}" if rel_dir else name
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
-                            stack.append((rel, entry.path))
-                    elif entry.is_file(follow_symlinks=False):
-                        st = entry.stat(follow_symlinks=False)
-                        found[rel] = (st.st_mtime_ns, st.st_size)
-                except OSError:
-                    continue
-    return found, True
+    complete = True
+    for depth in range(_MAX_SCAN_DEPTH + 1):
+        below: List[Tuple[str, str]] = []
+        for rel_dir, path in level:
+            try:
+                entries = os.scandir(path)
+            except OSError:
+                continue
+            with entries:
+                for entry in entries:
+                    name = entry.name
+                    if name.startswith(".") or name in _SKIPPED_DIRS:
+                        continue
+                    count += 1
+                    if count > _MAX_SCAN_ENTRIES:
+                        return found, False
+                    rel = f"{rel_dir}/{name}" if rel_dir else name
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            if depth == _MAX_SCAN_DEPTH:
+                                complete = False
+                            elif not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
+                                below.append((rel, entry.path))
+                        elif entry.is_file(follow_symlinks=False):
+                            st = entry.stat(follow_symlinks=False)
+                            found[rel] = (st.st_mtime_ns, st.st_size)
+                    except OSError:
+                        continue
+        if not below:
+            break
+        level = below
+    return found, complete
 
 
 def _changed_files(before: Tuple[Dict[str, Tuple[int, int]], bool], root: str, since_ns: int,
-                   ignore: Iterable[str] = ()) -> Tuple[List[str], int]:
-    """Paths created or modified since ``before`` (at most MAX_FILES), and how many there were in all."""
-    old, complete = before
-    new, _ = _snapshot(root)
+                   ignore: Iterable[str] = ()) -> Tuple[List[str], int, bool]:
+    """Paths created or modified since ``before`` (at most MAX_FILES), how many there were in all, and whether both
+    scans saw the whole workspace (if not, a change past the scans' bounds is not seen)."""
+    old, complete_before = before
+    new, complete_after = _snapshot(root)
     ignored = set(ignore)
     changed = []
     for rel, stamp in new.items():
@@ -222,12 +254,14 @@ def _changed_files(before: Tuple[Dict[str, Tuple[int, int]], bool], root: str, s
             continue
         previous = old.get(rel)
         if previous is None:
-            if complete or stamp[0] >= since_ns:
+            # a file the first scan did not reach (it stopped early) is new only if it was written during the run
+            # (give or take the file system's clock, which can lag the real one by a tick)
+            if complete_before or stamp[0] >= since_ns - _MTIME_SLACK_NS:
                 changed.append(rel)
         elif previous != stamp:
             changed.append(rel)
     changed.sort()
-    return changed[:MAX_FILES], len(changed)
+    return changed[:MAX_FILES], len(changed), complete_before and complete_after
 
 
 def _exclusive_png(folder: str, stamp: str, start: int) -> Tuple[str, int, int]:
@@ -341,7 +375,17 @@ def __jarvis_install(workspace, library, figure_dir, mime):
             return
         paths = []
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        for number in numbers:
+
+        def unsaved(number, error, left):
+            # an interrupt (at the run's timeout) has an empty message: say what it was
+            text = str(error)
+            what = "%s: %s" % (type(error).__name__, text) if text else type(error).__name__
+            if isinstance(error, KeyboardInterrupt):
+                what += " (the run was interrupted while the figure was saved"
+                what += "; %d more figure(s) not saved)" % left if left else ")"
+            print("[figure %s could not be saved: %s]" % (number, what), file=sys.stderr)
+
+        for index, number in enumerate(numbers):
             try:
                 figure = plt.figure(number)
                 os.makedirs(figure_dir, exist_ok=True)
@@ -357,12 +401,14 @@ def __jarvis_install(workspace, library, figure_dir, mime):
                     with os.fdopen(fd, "wb") as f:
                         figure.savefig(f, format="png")
                     paths.append(path)
-                except BaseException as error:
+                except BaseException:
                     with contextlib.suppress(OSError):
                         os.unlink(path)
-                    print("[figure %s could not be saved: %s]" % (number, error), file=sys.stderr)
+                    raise
             except BaseException as error:
-                print("[figure %s could not be saved: %s]" % (number, error), file=sys.stderr)
+                unsaved(number, error, len(numbers) - index - 1)
+                if isinstance(error, KeyboardInterrupt):
+                    break  # the time is up: do not start on the next figures
         try:
             plt.close("all")
         except BaseException:
@@ -382,6 +428,11 @@ del __jarvis_install
 '''
 
 
+def _kernel_python() -> str:
+    """The Python the kernel runs with: the current interpreter."""
+    return sys.executable
+
+
 def _spec_manager():
     """A kernel spec manager whose only kernel is an ipykernel for the current interpreter (``sys.executable``),
     whatever kernel specs are installed."""
@@ -390,7 +441,7 @@ def _spec_manager():
     class SpecManager(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
             return KernelSpec(
-                argv=[sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
+                argv=[_kernel_python(), "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
                       "-f", "{connection_file}", "--HistoryManager.enabled=False"],
                 display_name="Python (Jarvis interpreter)",
                 language="python",
@@ -501,10 +552,11 @@ class CodeInterpreter:
             else:
                 result = self._run_shell(code, timeout)
             result.language = lang
-            files, total = _changed_files(before, self.workspace, since_ns, ignore=self._relative(result.figures))
+            files, total, complete = _changed_files(before, self.workspace, since_ns,
+                                                    ignore=self._relative(result.figures))
             result.files = files
             result.duration = time.monotonic() - started
-            result.output = self._finish_output(result, total)
+            result.output = self._finish_output(result, total, complete)
             return result
 
     @property
@@ -549,16 +601,31 @@ class CodeInterpreter:
         return self._scratch
 
     def _environment(self) -> Dict[str, str]:
+        """The shell's environment (the kernel's adds the workspace to PYTHONPATH): no secrets, and the kernel's
+        Python first on PATH, so that `pip install` and `python` in shell code use the kernel's interpreter.
+
+        The workspace is not put on the shell's PYTHONPATH: a workspace file named like a standard module (`csv.py`)
+        would shadow it for pip and every Python program run from bash. `python script.py` and `python -c` run in
+        the workspace find its modules without it."""
         env = scrubbed_environment(self.env_scrub)
         env["MPLBACKEND"] = "Agg"
         env["PWD"] = self.workspace
-        env["PYTHONPATH"] = os.pathsep.join([self.workspace] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
         env.pop("JPY_PARENT_PID", None)
+        python = _kernel_python()
+        if python:
+            bin_dir = os.path.dirname(python)
+            env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", os.defpath).split(os.pathsep)
+                                                       if p != bin_dir])
+            if sys.prefix != sys.base_prefix:  # a virtual environment: say so, as its `activate` script would
+                env["VIRTUAL_ENV"] = sys.prefix
+            else:  # one the user activated is not the kernel's
+                env.pop("VIRTUAL_ENV", None)
         return env
 
-    def _finish_output(self, result: RunResult, files_total: int) -> str:
-        """The output with notes on the figures saved and the files written; "(no output)" if it was empty."""
+    def _finish_output(self, result: RunResult, files_total: int, files_complete: bool = True) -> str:
+        """The output with notes on the figures saved and the files written; "(no output)" if it was empty.
+        A workspace too big to scan whole is said only when files are listed (the list may then miss some)."""
         text = result.output.rstrip("\n")
         if not text.strip():
             text = "(no output)"
@@ -568,7 +635,9 @@ class CodeInterpreter:
         if result.files:
             shown = result.files[:10]
             rest = files_total - len(shown)
-            notes.append("[files created or modified: " + ", ".join(shown) + (f" (and {rest} more)" if rest > 0 else "") + "]")
+            more = f" (and {rest} more)" if rest > 0 else ""
+            partial = "" if files_complete else " (the workspace is large: only its first levels were checked)"
+            notes.append("[files created or modified: " + ", ".join(shown) + more + partial + "]")
         return "\n".join([text] + notes)
 
     # ~~~ Python: the kernel ~~~
@@ -586,6 +655,10 @@ class CodeInterpreter:
             ip=os.path.join(scratch, f"k{n}"),
         )
         env = self._environment()
+        # the workspace is first on the kernel's sys.path anyway; on PYTHONPATH, Python programs the kernel's code
+        # starts (from another folder too) find the library as well
+        user_path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([self.workspace] + user_path)
         env["IPYTHONDIR"] = os.path.join(scratch, "ipython")
         kernel_log = open(os.path.join(scratch, f"kernel-{n}.log"), "ab")
         try:
@@ -593,15 +666,23 @@ class CodeInterpreter:
         finally:
             kernel_log.close()
         self._km = km
+        # jupyter_client starts the kernel in a session of its own (start_new_session): its process group holds the
+        # kernel and what its code starts, and is killed whole when the kernel is stopped
         try:
             self._kernel_pgid = km.provisioner.pgid if km.provisioner is not None else None
         except Exception:
+            self._kernel_pgid = None
+        if self._kernel_pgid == os.getpgrp():  # never our own group
             self._kernel_pgid = None
         kc = km.client()
         kc.start_channels()
         self._kc = kc
         try:
             kc.wait_for_ready(timeout=self.startup_timeout)
+            # The kernel has read its connection file and the client holds the same in memory: removed now, the
+            # HMAC key is not left on disk if this process dies without cleaning up.
+            with contextlib.suppress(OSError):
+                os.remove(km.connection_file)
             setup = (_KERNEL_SETUP.replace("__WORKSPACE__", repr(self.workspace))
                      .replace("__LIBRARY__", repr(self.reload_library))
                      .replace("__FIGURE_DIR__", repr(self.figure_dir))
@@ -620,7 +701,13 @@ class CodeInterpreter:
         if kc is not None:
             with contextlib.suppress(Exception):
                 kc.stop_channels()
+        strays: List[Tuple[int, int]] = []
         if km is not None:
+            # processes the kernel's code started in sessions of their own (start_new_session=True, setsid) are not
+            # in its group: found now, while the kernel is their ancestor, and killed with it
+            with contextlib.suppress(Exception):
+                if km.is_alive() and km.provisioner is not None and km.provisioner.pid:
+                    strays = [(pid, start) for pid, group, start in _descendants(km.provisioner.pid) if group != pgid]
             try:
                 if graceful and km.is_alive():
                     # A shutdown request lets the kernel run its atexit handlers and flush open files (about 0.1 s).
@@ -639,6 +726,8 @@ class CodeInterpreter:
                 km.cleanup_resources()
         if pgid:
             _kill_group(pgid)  # whatever the kernel's code started and left behind
+        for pid, start in strays:
+            _kill_process(pid, start)
 
     def _kernel_log_tail(self, limit: int = 1500) -> str:
         if not self._scratch:
@@ -796,7 +885,7 @@ class CodeInterpreter:
                 result.figures.append(path)
                 return
             except Exception as error:
-                out.note(f"[an image could not be saved: {error}]")
+                out.note(f"[an image could not be saved: {type(error).__name__}: {error}]")
         text = data.get("text/plain")
         if text is None:
             kinds = ", ".join(sorted(data)) or "nothing"
@@ -918,6 +1007,54 @@ def _group_alive(pgid: int) -> bool:
         return False
     except OSError:
         return False
+
+
+def _process_table() -> Dict[int, Tuple[int, int, int]]:
+    """``{pid: (parent pid, process group, start time)}`` of every process, from ``/proc`` (empty without it)."""
+    table: Dict[int, Tuple[int, int, int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+            # after "pid (comm) ": state, ppid, pgrp, ..., starttime (the 22nd field of the line)
+            fields = data[data.rindex(b")") + 2:].split()
+            table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[19]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return table
+
+
+def _descendants(pid: int) -> List[Tuple[int, int, int]]:
+    """``(pid, process group, start time)`` of every descendant of ``pid`` (Linux; empty elsewhere)."""
+    table = _process_table()
+    children: Dict[int, List[int]] = {}
+    for child, (parent, _group, _start) in table.items():
+        children.setdefault(parent, []).append(child)
+    found: List[Tuple[int, int, int]] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            found.append((child, table[child][1], table[child][2]))
+            stack.append(child)
+    return found
+
+
+def _kill_process(pid: int, start: int) -> None:
+    """SIGKILL ``pid`` if it is still the process that started at ``start`` (not a new one that got its number)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        if int(data[data.rindex(b")") + 2:].split()[19]) != start:
+            return
+        os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def _kill_group(pgid: int, grace: float = 0.0) -> None:
