@@ -3,6 +3,7 @@
 optionally push them.
 
     python scripts/publish.py --namespace NAME --out DIR [--modules A,B] [--revision REV | --local] [--push]
+                              [--verify-venv]
 
 For each module (and the modules it depends on), DIR/NAME/<Module>/ receives:
   * the module's code and YAML files, with import paths and `_target_`s rewritten from `flow_modules.aiflows.` to
@@ -14,18 +15,31 @@ For each module (and the modules it depends on), DIR/NAME/<Module>/ receives:
     and output interfaces), with the hub's front matter;
   * `demo.yaml` and `run.py`, which run the module on its own (`cd DIR/NAME/<Module> && python run.py`).
 
+NAME is both your Hugging Face user or organisation and a Python package name (`flow_modules.NAME`): ASCII letters,
+digits and '_', starting with a letter. REV is a branch or commit that aiflows 0.1.7's FlowVerse accepts as a remote
+revision: letters, digits and '_' only (`v1_0`, not `v1.0` or `my-branch`).
+
 With --local, dependencies point at the staged sibling folders (their real paths), so another project can use the
-staged modules offline: `flow_verse.sync_dependencies([{"url": "NAME/CoderFlowModule", "revision": "<path>"}])`.
+staged modules offline: `flow_verse.sync_dependencies([{"url": "NAME/CoderFlowModule", "revision": "<path>"}])`
+where <path> is the real path of DIR/NAME/CoderFlowModule, as printed (DIR's symlinks are resolved, e.g. macOS's
+/tmp -> /private/tmp: a module synced through a symlinked path and again, by a module that depends on it, through
+its real path makes FlowVerse ask whether to overwrite it). A --local staging points at this machine's folders, so
+it cannot be pushed: --local and --push do not go together.
 
-Before anything is written to DIR, every module is staged in a temporary folder and checked in a separate Python
-process, from a separate project folder, offline: it imports, and each flow class instantiates from its default
-configuration. Nothing leaves the machine unless --push is given: then, with the token in HF_TOKEN, each module's
-repository NAME/<Module> is created (if needed) on the Hugging Face Hub and the staged folder is uploaded (to the
-branch REV). What was done is printed.
+Before anything is written to DIR, every module is staged (with --local-style dependencies) in a temporary folder
+and checked, offline, each in its own Python process started from its own empty project folder: FlowVerse syncs
+the module there, it imports, each flow class comes from the staged folder and instantiates from its default
+configuration. That process cannot import this repository's `flow_modules.aiflows` (only the project's
+`flow_modules/` folder is searched) and cannot open network connections (loopback and Unix sockets excepted).
+Nothing leaves the machine unless --push is given: then, with the token in HF_TOKEN, each module's repository
+NAME/<Module> is created (if needed) on the Hugging Face Hub and the staged folder is uploaded (to the branch REV).
+What was done is printed.
 
---verify-venv builds a fresh virtual environment with only aiflows and a module's pip_requirements.txt (this needs
-the package registry) and checks that each staged module imports there, and that the demo of each module that needs
-no LLM (`run.py --yes`) runs there.
+--verify-venv also builds, for each module, a fresh virtual environment with only aiflows 0.1.7 and the module's
+pip_requirements.txt, and runs the same check there, plus the demo of each module that needs no LLM
+(`run.py --yes`). It verifies the temporary --local-style staging, so dependencies are synced from local folders,
+never from the hub; the only network it needs is pip's: reaching a package index (PyPI, or the one pip is
+configured with) for aiflows 0.1.7 and the requirements. If it fails, nothing is written to DIR.
 """
 from __future__ import annotations
 
@@ -38,7 +52,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Callable, Dict, Iterable, List, Optional, Set
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 import yaml
 
@@ -46,7 +61,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows")
 SOURCE_NAMESPACE = "aiflows"
 SKIP = {"__pycache__", "flow_modules", "memory", ".flow_cache"}
-NAME_PATTERN = re.compile(r"^[A-Za-z_][\w-]*$")
+# NAME is a Hugging Face user/organisation and a Python package name in `flow_modules.NAME` (which the staged code
+# imports): only what both accept. FlowVerse would map a leading digit to `user_<NAME>`, which the code does not use.
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# aiflows 0.1.7 (flow_verse/loading.py) refuses a remote revision with any `\W` character.
+REVISION_PATTERN = re.compile(r"^\w+$")
 MODULE_REFERENCE = re.compile(r"flow_modules\.aiflows\.(\w+Module)\b")
 
 # ~~~ What each module's demo runs (class, config overrides, input, whether it needs an LLM) ~~~
@@ -182,6 +201,15 @@ def rewrite(text: str, namespace: str) -> str:
                 .replace(f'"url": "{SOURCE_NAMESPACE}/', f'"url": "{namespace}/'))
 
 
+def _docstring_literal(text: str) -> str:
+    """``text`` as a triple-quoted docstring literal that parses back to ``text``: backslashes escaped (no escape
+    sequence is interpreted), and so are a `\"\"\"` inside and a `"` at the end (either would close the literal)."""
+    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    if body.endswith('"'):
+        body = body[:-1] + '\\"'
+    return f'"""{body}"""'
+
+
 def staged_init(module: str, namespace: str, revision: str, local: bool) -> str:
     """The module's `__init__.py` with its dependencies synced (by FlowVerse) before its classes are imported."""
     with open(os.path.join(MODULES_DIR, module, "__init__.py"), encoding="utf-8") as f:
@@ -197,13 +225,14 @@ def staged_init(module: str, namespace: str, revision: str, local: bool) -> str:
             continue
         body.append("\n".join(lines[node.lineno - 1:node.end_lineno]))
     deps = sorted(direct_dependencies(module))
-    out = [f'"""{docstring}"""']
+    out = [_docstring_literal(docstring)]
     if deps:
-        out += ["import os", "", "from aiflows import flow_verse", ""]
         if local:
+            out += ["import os", "", "from aiflows import flow_verse", ""]
             out.append("_STAGED = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the staged modules")
             entries = [f'    {{"url": "{namespace}/{d}", "revision": os.path.join(_STAGED, "{d}")}},' for d in deps]
         else:
+            out += ["from aiflows import flow_verse", ""]
             entries = [f'    {{"url": "{namespace}/{d}", "revision": "{revision}"}},' for d in deps]
         out += ["dependencies = ["] + entries + ["]", "flow_verse.sync_dependencies(dependencies)", ""]
     else:
@@ -230,6 +259,64 @@ def _base_names(module: str, cls: str) -> List[str]:
     return []
 
 
+def _default_config(module: str, cls: str) -> dict:
+    with open(os.path.join(MODULES_DIR, module, f"{cls}.yaml"), encoding="utf-8") as f:
+        return yaml.safe_load(f) or {}
+
+
+def base_flow_class(module: str, cls: str) -> Optional[Tuple[str, str]]:
+    """(module, class) of a flow class's base class when that is a flow class of these modules, found from the
+    imports of the class's file; None for a base from aiflows or elsewhere."""
+    bases = _base_names(module, cls)
+    if not bases:
+        return None
+    base = bases[0]  # aiflows builds a default configuration from `cls.__base__`, the first base
+    with open(os.path.join(MODULES_DIR, module, f"{cls}.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) != base:
+                    continue
+                if node.level == 1:
+                    owner = module  # from .Other import Base
+                else:
+                    found = MODULE_REFERENCE.match(node.module or "") if node.level == 0 else None
+                    owner = found.group(1) if found else None
+                if owner and alias.name in flow_classes(owner):
+                    return owner, alias.name
+        elif isinstance(node, ast.ClassDef) and node.name == base and base in flow_classes(module):
+            return module, base
+    return None
+
+
+def inherited_value(module: str, cls: str, key: str) -> Tuple[Optional[object], Optional[str]]:
+    """``key`` of a flow class's default configuration as aiflows builds it (the class's YAML merged over its base
+    classes'; a list replaces the base's whole) and the class whose YAML sets it; (None, None) if none of the base
+    classes of these modules sets it."""
+    seen: Set[Tuple[str, str]] = set()
+    current: Optional[Tuple[str, str]] = (module, cls)
+    while current is not None and current not in seen:
+        seen.add(current)
+        config = _default_config(*current)
+        if key in config:
+            return config[key], current[1]
+        current = base_flow_class(*current)
+    return None, None
+
+
+def _interface_lines(module: str, cls: str, keys: Tuple[str, ...]) -> List[str]:
+    """The README list of an interface: the first of ``keys`` the class's default configuration has (a chat's
+    `input_interface_non_initialized` stands in when it declares no `input_interface`), inherited or not."""
+    for key in keys:
+        value, owner = inherited_value(module, cls, key)
+        if value is not None:
+            lines = [f"- `{k}`" for k in value] or ["- (none)"]
+            return lines + ([] if owner == cls else ["", f"(inherited from `{owner}`)"])
+    bases = _base_names(module, cls)
+    return [f"- as declared by its base class `{bases[0]}` (see its documentation)" if bases else "- (none)"]
+
+
 def _parameter_lines(config: dict, skip=("name", "description", "input_interface", "output_interface",
                                          "subflows_config", "topology")) -> List[str]:
     out = []
@@ -245,37 +332,71 @@ def _parameter_lines(config: dict, skip=("name", "description", "input_interface
     return out
 
 
-def readme(module: str, namespace: str, revision: str) -> str:
+def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] = None) -> str:
     """The hub README: front matter, what the module is, how to use it, and for each flow class its docstring, its
-    configuration parameters and its input and output interfaces (from the default configuration)."""
+    configuration parameters and its input and output interfaces (from the default configuration, or the base
+    class's it inherits them from). With ``local_dir`` (the staged namespace folder of a --local staging), the
+    snippet syncs the module from there instead of from the hub."""
     with open(os.path.join(MODULES_DIR, module, "__init__.py"), encoding="utf-8") as f:
         about = ast.get_docstring(ast.parse(f.read())) or module
     deps = sorted(direct_dependencies(module))
     reqs = requirements(module)
+    classes = flow_classes(module)
+    if local_dir is not None:
+        where = json.dumps(os.path.join(local_dir, module))
+        sync = [f'dependencies = [{{"url": "{namespace}/{module}", "revision": {where}}}]  # staged on this machine']
+    else:
+        sync = [f'dependencies = [{{"url": "{namespace}/{module}", "revision": "{revision}"}}]']
+    main_class = DEMOS.get(module, {}).get("cls") or (classes[0] if classes else None)
     parts = [
         "---", "license: mit", "---", "", f"# {module}", "", about, "",
         "## How to use", "",
         "```python",
         "from aiflows import flow_verse",
-        f'dependencies = [{{"url": "{namespace}/{module}", "revision": "{revision}"}}]',
+        *sync,
         "flow_verse.sync_dependencies(dependencies)",
         "",
-        f"from flow_modules.{namespace}.{module} import {', '.join(flow_classes(module)) or '*'}",
+        f"from flow_modules.{namespace}.{module} import {', '.join(classes) or '*'}",
         "```",
         "",
         "Import a module of this namespace before `aiflows.backends` or `litellm`: it points litellm at the tokenizer "
-        "the CoreFlowModule carries, so nothing is downloaded. LLM chats have `backend.api_infos: ???`: fill them "
-        "with `quick_load(cfg, [ApiInfo(...)])`, or for every chat at once with "
-        f"`flow_modules.{namespace}.ChatFlowModule.set_backend_factory(with_api_infos([...]))`. "
+        "the CoreFlowModule carries, so nothing is downloaded.",
+        "",
+    ]
+    if main_class and "ChatFlowModule" in dependency_closure([module]):
+        # quick_load fills `api_infos: ???` keys, which a composite flow's default configuration does not have at
+        # its top: the skeleton puts one at every chat of the tree.
+        parts += [
+            "LLM chats have `backend.api_infos: ???`. Build a configuration with one at every chat of the flow's tree "
+            "(`chat_backends_skeleton`), fill it with `quick_load`, and instantiate from it:",
+            "",
+            "```python",
+            "import os",
+            "",
+            "from aiflows.backends.api_info import ApiInfo",
+            "from aiflows.utils.general_helpers import quick_load",
+            f"from flow_modules.{namespace}.CoreFlowModule.config_tree import chat_backends_skeleton",
+            "",
+            f'cfg = chat_backends_skeleton("flow_modules.{namespace}.{module}.{main_class}'
+            '.instantiate_from_default_config")',
+            'cfg.pop("_target_")',
+            'quick_load(cfg, [ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"])])',
+            f"flow = {main_class}.instantiate_from_default_config(**cfg)",
+            "```",
+            "",
+            "Or give every chat built from then on its api_infos at once: "
+            f"`flow_modules.{namespace}.ChatFlowModule.set_backend_factory(with_api_infos([ApiInfo(...)]))`.",
+            "",
+        ]
+    parts += [
         "`demo.yaml` and `run.py` run the module on its own: `python run.py` in this folder.",
         "",
         f"Depends on: {', '.join(f'{namespace}/{d}' for d in deps) or 'nothing but aiflows'}. "
         f"Needs beyond aiflows: {', '.join(reqs) or 'nothing'} (see `pip_requirements.txt`).",
         "",
     ]
-    for cls in flow_classes(module):
-        with open(os.path.join(MODULES_DIR, module, f"{cls}.yaml"), encoding="utf-8") as f:
-            own = yaml.safe_load(f) or {}
+    for cls in classes:
+        own = _default_config(module, cls)
         doc = _class_docstring(module, cls)
         parts += [f"## {cls}", "", f"`class {cls}({', '.join(_base_names(module, cls))})`", "", doc, ""]
         parts += ["### Configuration parameters (this class's default configuration)", ""]
@@ -284,10 +405,9 @@ def readme(module: str, namespace: str, revision: str) -> str:
         if subflows:
             parts += [f"- `subflows_config`: {', '.join(f'`{s}`' for s in subflows)}"]
         parts += ["", "### Input interface", ""]
-        parts += [f"- `{k}`" for k in own.get("input_interface", own.get("input_interface_non_initialized", []))] \
-            or ["- as its base class"]
+        parts += _interface_lines(module, cls, ("input_interface", "input_interface_non_initialized"))
         parts += ["", "### Output interface", ""]
-        parts += [f"- `{k}`" for k in own.get("output_interface", [])] or ["- as its base class"]
+        parts += _interface_lines(module, cls, ("output_interface",))
         parts += ["", "<details><summary>Default configuration</summary>", "", "```yaml",
                   rewrite(yaml.safe_dump(own, sort_keys=False, width=120), namespace).rstrip(), "```", "",
                   "</details>", ""]
@@ -387,7 +507,10 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
     return {"demo.yaml": text, "run.py": run}
 
 
-def stage_module(module: str, out_root: str, namespace: str, revision: str, local: bool) -> str:
+def stage_module(module: str, out_root: str, namespace: str, revision: str, local: bool,
+                 local_dir: Optional[str] = None) -> str:
+    """Write OUT_ROOT/NAMESPACE/<module> as it will stand on the hub (or, with ``local``, as a --local staging whose
+    README syncs it from ``local_dir``, the folder the staged namespace finally lives in)."""
     source = os.path.join(MODULES_DIR, module)
     target = os.path.join(out_root, namespace, module)
     if os.path.exists(target):
@@ -402,10 +525,11 @@ def stage_module(module: str, out_root: str, namespace: str, revision: str, loca
                 f.write(rewrite(text, namespace))
         elif rel != "__init__.py":
             shutil.copy2(os.path.join(source, rel), destination)
+    readme_dir = (local_dir or os.path.realpath(os.path.join(out_root, namespace))) if local else None
     files = {
         "__init__.py": staged_init(module, namespace, revision, local),
         "pip_requirements.txt": "".join(f"{r}\n" for r in requirements(module)),
-        "README.md": readme(module, namespace, revision),
+        "README.md": readme(module, namespace, revision, local_dir=readme_dir),
         **demo_files(module, namespace),
     }
     for name, text in files.items():
@@ -414,46 +538,217 @@ def stage_module(module: str, out_root: str, namespace: str, revision: str, loca
     return target
 
 
-# ~~~ Checking ~~~
-_CHECK = '''
-import importlib, json, os, sys, traceback
-from aiflows import flow_verse
-namespace, staged, modules = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-report = {}
-for module, classes in modules.items():
+def write_staging(modules: List[str], out: str, namespace: str, revision: str, local: bool) -> str:
+    """Stage ``modules`` into OUT/NAMESPACE and return that folder. All of them are staged in a temporary folder
+    beside it first and only then moved into place, so a failure while writing leaves the previous folders."""
+    staged_dir = os.path.join(out, namespace)
+    os.makedirs(staged_dir, exist_ok=True)
+    temporary = tempfile.mkdtemp(prefix=".publish_", dir=staged_dir)  # same file system: the moves are renames
     try:
-        flow_verse.sync_dependencies([{"url": f"{namespace}/{module}", "revision": os.path.join(staged, module)}])
-        imported = importlib.import_module(f"flow_modules.{namespace}.{module}")
+        for module in modules:
+            stage_module(module, temporary, namespace, revision, local, local_dir=staged_dir)
+        for module in modules:
+            target = os.path.join(staged_dir, module)
+            if os.path.islink(target) or os.path.isfile(target):
+                os.unlink(target)
+            elif os.path.exists(target):
+                shutil.rmtree(target)
+            os.rename(os.path.join(temporary, namespace, module), target)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return staged_dir
+
+
+# ~~~ Checking ~~~
+# Runs first in every process that checks a staged module, so that the process sees what a separate aiflows project
+# sees. `flow_modules` and everything under it resolve only from the project's own `flow_modules/` folder (where
+# FlowVerse syncs, in the working directory): an installed copy of this repository is never consulted (an editable
+# install's finder maps `flow_modules.aiflows` to the source folder from any directory, and would hide staged code
+# that still imports the source namespace). Connections other than loopback and Unix sockets are refused: the check
+# is offline. `foreign_flow_modules` names what was loaded from elsewhere anyway.
+ISOLATION = r'''
+import importlib.machinery as _machinery
+import os as _os
+import socket as _socket
+import sys as _sys
+
+PROJECT = _os.path.realpath(_os.getcwd())
+
+
+class _ProjectFlowModules:
+    """Finds `flow_modules` in PROJECT only, and its submodules in their parent package's folders only."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if fullname != "flow_modules" and not fullname.startswith("flow_modules."):
+            return None
+        spec = _machinery.PathFinder.find_spec(fullname, [PROJECT] if fullname == "flow_modules" else path)
+        if spec is None:  # raise, not return None: the finders after this one (an editable install) get no say
+            raise ModuleNotFoundError(f"No module named {fullname!r} in the project {PROJECT}", name=fullname)
+        return spec
+
+
+_sys.meta_path.insert(0, _ProjectFlowModules)
+for _name in [n for n in _sys.modules if n == "flow_modules" or n.startswith("flow_modules.")]:
+    del _sys.modules[_name]
+
+
+def _loopback(address):
+    host = address[0] if isinstance(address, tuple) and address else address
+    host = host.decode("ascii", "replace") if isinstance(host, bytes) else str(host)
+    return host in ("localhost", "::1", "0.0.0.0", "") or host.startswith(("127.", "::ffff:127."))
+
+
+def _offline(real):
+    def guarded(sock, address, *args):
+        if sock.family in (_socket.AF_INET, _socket.AF_INET6) and not _loopback(address):
+            raise ConnectionRefusedError(f"offline: no connection to {address!r} from this process")
+        return real(sock, address, *args)
+    return guarded
+
+
+def _offline_getaddrinfo(host, *args, _real=_socket.getaddrinfo, **kwargs):
+    if host is not None and not _loopback(host):
+        raise _socket.gaierror(f"offline: {host!r} is not looked up from this process")
+    return _real(host, *args, **kwargs)
+
+
+_socket.socket.connect = _offline(_socket.socket.connect)
+_socket.socket.connect_ex = _offline(_socket.socket.connect_ex)
+_socket.getaddrinfo = _offline_getaddrinfo
+
+
+def foreign_flow_modules(staged, namespace):
+    """Loaded `flow_modules.*` modules whose files are neither under `staged` nor the sync root's own packages."""
+    root = _os.path.join(PROJECT, "flow_modules")
+    own = {root, _os.path.join(root, "__init__.py"), _os.path.join(root, namespace),
+           _os.path.join(root, namespace, "__init__.py")}
+    foreign = []
+    for name, module in list(_sys.modules.items()):
+        if name == "flow_modules" or name.startswith("flow_modules."):
+            places = [module.__file__] if getattr(module, "__file__", None) else list(getattr(module, "__path__", []))
+            for place in places:
+                real = _os.path.realpath(place)
+                if real not in own and not real.startswith(staged + _os.sep):
+                    foreign.append(f"{name} ({real})")
+    return foreign
+'''
+
+_CHECK = r'''
+import importlib, json, traceback
+namespace, staged, module = _sys.argv[1], _os.path.realpath(_sys.argv[2]), _sys.argv[3]
+classes = json.loads(_sys.argv[4])
+here = _os.path.join(staged, module)
+try:
+    from aiflows import flow_verse
+    flow_verse.sync_dependencies([{"url": f"{namespace}/{module}", "revision": here}])
+    imported = importlib.import_module(f"flow_modules.{namespace}.{module}")
+    if _os.path.isdir(_os.path.join(PROJECT, "flow_modules", namespace, "ChatFlowModule")):  # it has LLM chats
         from aiflows.backends.api_info import ApiInfo
-        try:  # modules with LLM chats depend on ChatFlowModule: fill every chat's api_infos
-            chat = importlib.import_module(f"flow_modules.{namespace}.ChatFlowModule")
-        except ModuleNotFoundError:
-            chat = None
-        if chat is not None:
-            chat.set_backend_factory(chat.with_api_infos([ApiInfo(backend_used="openai", api_key="sk-check")]))
-        for name in classes:
-            flow = getattr(imported, name).instantiate_from_default_config()
-            if hasattr(flow, "close"):
-                flow.close()
-        report[module] = "ok"
-    except BaseException:
-        report[module] = traceback.format_exc(limit=6)
-print(json.dumps(report))
+        chat = importlib.import_module(f"flow_modules.{namespace}.ChatFlowModule")
+        chat.set_backend_factory(chat.with_api_infos([ApiInfo(backend_used="openai", api_key="sk-check")]))
+    for name in classes:
+        cls = getattr(imported, name)
+        origin = _os.path.realpath(_sys.modules[cls.__module__].__file__)
+        if not origin.startswith(here + _os.sep):
+            raise ImportError(f"{name} was loaded from {origin}, not from the staged {module}")
+        flow = cls.instantiate_from_default_config()
+        if hasattr(flow, "close"):
+            flow.close()
+    foreign = foreign_flow_modules(staged, namespace)
+    if foreign:
+        raise ImportError("loaded from outside the staged folder: " + ", ".join(foreign))
+    result = "ok"
+except BaseException:
+    result = traceback.format_exc(limit=-8)  # the innermost frames: where it failed
+print("\n" + json.dumps({"check": result}))
 '''
 
 
-def check_staged(staged_namespace_dir: str, namespace: str, modules: List[str]) -> Dict[str, str]:
-    """Import each staged module and instantiate its flow classes from their default configurations, in a separate
-    process whose working directory is a fresh project folder (FlowVerse syncs into it, offline)."""
-    classes = {m: flow_classes(m) for m in modules}
+def project_env() -> Dict[str, str]:
+    """The environment of a process that stands for another project: no PYTHONPATH into this repository, and no
+    tokenizer cache chosen by this repository's package (the staged CoreFlowModule must provide its own)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TIKTOKEN_CACHE_DIR")}
+
+
+def project_python(code: str, python: Optional[str] = None) -> List[str]:
+    """The command that runs ``code`` after ISOLATION, as a separate aiflows project whose folder is the working
+    directory would (append the script's arguments; run it with ``env=project_env()``)."""
+    return [python or sys.executable, "-c", ISOLATION + "\n" + code]
+
+
+def check_module(staged_namespace_dir: str, namespace: str, module: str, python: Optional[str] = None) -> str:
+    """Check one staged module in its own process, started in a fresh project folder: "ok", or what went wrong."""
+    command = project_python(_CHECK, python) + [namespace, staged_namespace_dir, module,
+                                                json.dumps(flow_classes(module))]
     with tempfile.TemporaryDirectory(prefix="publish_check_") as project:
-        done = subprocess.run([sys.executable, "-c", _CHECK, namespace, staged_namespace_dir, json.dumps(classes)],
-                              cwd=project, capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "PYTHONPATH": ""}, stdin=subprocess.DEVNULL)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        raise PublishError(f"the check process failed:\n{done.stderr[-3000:]}")
-    return json.loads(lines[-1])
+        try:
+            done = subprocess.run(command, cwd=project, env=project_env(), capture_output=True, text=True,
+                                  timeout=600, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return "the check did not finish within 600 s"
+    lines = [line for line in done.stdout.splitlines() if line.startswith('{"check": ')]
+    if not lines:
+        return f"the check process failed (exit status {done.returncode}):\n{done.stderr[-3000:]}"
+    return json.loads(lines[-1])["check"]
+
+
+def check_staged(staged_namespace_dir: str, namespace: str, modules: List[str]) -> Dict[str, str]:
+    """Import each staged module and instantiate its flow classes from their default configurations. Each module is
+    checked in its own process (a dependency one module fails to declare is not hidden by another module loaded
+    earlier), a few at a time."""
+    # the biggest trees first: they take longest, and the small ones fill the gaps at the end
+    order = sorted(modules, key=lambda m: -len(dependency_closure([m])))
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        results = dict(zip(order, pool.map(lambda m: check_module(staged_namespace_dir, namespace, m), order)))
+    return {m: results[m] for m in modules}
+
+
+def fresh_venv(folder: str, requirements_file: str) -> str:
+    """A new virtual environment in ``folder`` with only aiflows 0.1.7 and ``requirements_file`` installed by pip
+    (which must reach a package index); returns its python. Raises PublishError if pip fails."""
+    venv = os.path.join(folder, "venv")
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True)
+    python = os.path.join(venv, "Scripts" if os.name == "nt" else "bin", "python")
+    install = [python, "-m", "pip", "install", "-q", "aiflows==0.1.7", "-r", requirements_file]
+    done = subprocess.run(install, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PublishError(f"pip failed: {done.stderr[-1000:]}")
+    return python
+
+
+def _run_demo(python: str, module_dir: str) -> str:
+    """Run a staged module's `run.py --yes` in its folder, isolated like a separate project: "ok" or the error."""
+    code = "import runpy\n_sys.argv = ['run.py', '--yes']\nrunpy.run_path('run.py', run_name='__main__')"
+    try:
+        done = subprocess.run(project_python(code, python), cwd=module_dir, env=project_env(), capture_output=True,
+                              text=True, timeout=300, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return "run.py did not finish within 300 s"
+    finally:
+        for leftover in ("flow_modules", "memory"):
+            shutil.rmtree(os.path.join(module_dir, leftover), ignore_errors=True)
+    return "ok" if done.returncode == 0 else f"run.py failed: {done.stderr[-1500:]}"
+
+
+def verify_venv(staged_namespace_dir: str, namespace: str, modules: List[str], say=print) -> Dict[str, str]:
+    """For each module, in a fresh virtual environment holding only aiflows and the module's pip_requirements.txt:
+    the check of check_staged, then the demo (`run.py --yes`) of a module that needs no LLM. Give it a --local
+    staging: dependencies are then synced from the staged folders, never from the hub."""
+    report = {}
+    for module in modules:
+        module_dir = os.path.join(staged_namespace_dir, module)
+        with tempfile.TemporaryDirectory(prefix="publish_venv_") as folder:
+            try:
+                python = fresh_venv(folder, os.path.join(module_dir, "pip_requirements.txt"))
+            except (PublishError, subprocess.CalledProcessError, OSError) as error:
+                report[module] = f"no virtual environment: {error}"
+            else:
+                report[module] = check_module(staged_namespace_dir, namespace, module, python)
+                if report[module] == "ok" and not DEMOS.get(module, {}).get("llm"):
+                    report[module] = _run_demo(python, module_dir)
+        say(f"{module}: {report[module] if report[module] == 'ok' else 'FAILED'} in a fresh virtual environment")
+    return report
 
 
 # ~~~ Pushing ~~~
@@ -478,56 +773,47 @@ def push(staged_namespace_dir: str, namespace: str, modules: List[str], revision
     return pushed
 
 
-def verify_venv(staged_namespace_dir: str, namespace: str, modules: List[str], say=print) -> Dict[str, str]:
-    """In a fresh virtual environment holding only aiflows and a module's pip_requirements.txt, import the module."""
-    report = {}
-    for module in modules:
-        with tempfile.TemporaryDirectory(prefix="publish_venv_") as folder:
-            venv = os.path.join(folder, "venv")
-            python = os.path.join(venv, "bin", "python")
-            subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-            requirements_file = os.path.join(staged_namespace_dir, module, "pip_requirements.txt")
-            install = [python, "-m", "pip", "install", "-q", "aiflows==0.1.7", "-r", requirements_file]
-            done = subprocess.run(install, capture_output=True, text=True)
-            if done.returncode != 0:
-                report[module] = f"pip failed: {done.stderr[-1000:]}"
-                continue
-            probe = (f"import os; from aiflows import flow_verse; flow_verse.sync_dependencies("
-                     f"[{{'url': '{namespace}/{module}', 'revision': {os.path.join(staged_namespace_dir, module)!r}}}]);"
-                     f" import flow_modules.{namespace}.{module}")
-            done = subprocess.run([python, "-c", probe], cwd=folder, capture_output=True, text=True)
-            report[module] = "ok" if done.returncode == 0 else done.stderr[-1500:]
-            spec = DEMOS.get(module, {})
-            if report[module] == "ok" and not spec.get("llm"):  # modules that need no LLM also run their demo
-                module_dir = os.path.join(staged_namespace_dir, module)
-                done = subprocess.run([python, "run.py", "--yes"], cwd=module_dir, capture_output=True, text=True,
-                                      timeout=300, stdin=subprocess.DEVNULL)
-                for leftover in ("flow_modules", "memory"):
-                    shutil.rmtree(os.path.join(module_dir, leftover), ignore_errors=True)
-                report[module] = "ok" if done.returncode == 0 else f"run.py failed: {done.stderr[-1500:]}"
-            say(f"{module}: {report[module] if report[module] == 'ok' else 'FAILED'}")
-    return report
-
-
 # ~~~ Command line ~~~
 def main(argv: Optional[List[str]] = None, api_factory=None) -> int:
     parser = argparse.ArgumentParser(prog="publish.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--namespace", required=True, help="your Hugging Face user or organisation name")
-    parser.add_argument("--out", required=True, help="the folder the modules are staged in (DIR/NAME/<Module>)")
-    parser.add_argument("--modules", help="comma-separated module names (default: all); their dependencies come too")
+    parser.add_argument("--namespace", required=True, metavar="NAME",
+                        help="your Hugging Face user or organisation name, also the Python package flow_modules.NAME: "
+                             "ASCII letters, digits and '_', starting with a letter")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="the folder the modules are staged in (DIR/NAME/<Module>); its symlinks are resolved and "
+                             "the real paths printed: sync --local modules from those")
+    parser.add_argument("--modules", metavar="A,B",
+                        help="comma-separated module names (default: all); their dependencies come too")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--revision", default="main", help="the revision dependencies point at (default: main)")
-    where.add_argument("--local", action="store_true", help="dependencies point at the staged sibling folders")
+    where.add_argument("--revision", default="main", metavar="REV",
+                       help="the branch pushed to and that dependencies point at (default: main); letters, digits "
+                            "and '_' only, as FlowVerse requires of a remote revision")
+    where.add_argument("--local", action="store_true",
+                       help="dependencies point at the staged sibling folders, for use offline on this machine (not "
+                            "with --push)")
     parser.add_argument("--push", action="store_true", help="create the repositories and upload (token: HF_TOKEN)")
     parser.add_argument("--verify-venv", action="store_true",
-                        help="also import each module in a fresh venv with only aiflows + its pip_requirements.txt")
+                        help="also check each module in a fresh venv with only aiflows 0.1.7 + its "
+                             "pip_requirements.txt (pip must reach a package index; dependencies come from the "
+                             "local staging, not the hub)")
     args = parser.parse_args(argv)
     try:
-        if not NAME_PATTERN.match(args.namespace) or args.namespace[0].isdigit():
-            raise PublishError(f"--namespace {args.namespace!r}: use letters, digits, '_' or '-', not starting with "
-                               "a digit (FlowVerse needs a valid Python name)")
-        if args.local and "flow_modules" in os.path.realpath(args.out):
+        if not NAME_PATTERN.match(args.namespace):
+            raise PublishError(f"--namespace {args.namespace!r}: use ASCII letters, digits and '_', starting with a "
+                               "letter. It is your Hugging Face user or organisation name and also a Python package "
+                               f"name: the staged code imports flow_modules.{args.namespace}, which a '-', a '.' or a "
+                               "leading digit would break")
+        if not args.local and not REVISION_PATTERN.match(args.revision):
+            raise PublishError(f"--revision {args.revision!r}: aiflows 0.1.7's FlowVerse accepts only remote "
+                               "revisions made of letters, digits and '_' (no '.', '-' or '/'): e.g. v1_0, a branch "
+                               "named so, or a commit hash")
+        if args.local and args.push:
+            raise PublishError("--local stages modules whose __init__.py sync their dependencies from this "
+                               "machine's folders: they cannot be pushed. Push without --local (dependencies "
+                               "NAME/<Module> at --revision)")
+        out = os.path.realpath(args.out)  # a symlinked path and the real one would be two revisions to FlowVerse
+        if args.local and "flow_modules" in out:
             raise PublishError("--out must not be inside a folder named flow_modules: FlowVerse refuses to sync "
                                "local revisions from there")
         available = module_names()
@@ -543,27 +829,31 @@ def main(argv: Optional[List[str]] = None, api_factory=None) -> int:
             raise PublishError("--push needs a Hugging Face token with write access in HF_TOKEN")
 
         with tempfile.TemporaryDirectory(prefix="publish_stage_") as scratch:
-            # check the code as it will be published (dependencies synced from the staged folders: offline)
+            # The code as it will be published, with dependencies synced from the staged folders (offline, whatever
+            # --revision says); real paths, for the same reason as --out's.
+            checked = os.path.join(os.path.realpath(scratch), args.namespace)
             for module in modules:
-                stage_module(module, scratch, args.namespace, args.revision, local=True)
-            report = check_staged(os.path.join(scratch, args.namespace), args.namespace, modules)
+                stage_module(module, os.path.dirname(checked), args.namespace, args.revision, local=True)
+            report = check_staged(checked, args.namespace, modules)
             failed = {m: r for m, r in report.items() if r != "ok"}
             if failed:
                 raise PublishError("the staged modules do not pass their check; nothing was written:\n" +
                                    "\n".join(f"--- {m}:\n{r}" for m, r in failed.items()))
-        staged_dir = os.path.join(os.path.abspath(args.out), args.namespace)
+            if args.verify_venv:
+                bad = {m: r for m, r in verify_venv(checked, args.namespace, modules).items() if r != "ok"}
+                if bad:
+                    raise PublishError("some modules do not work with only aiflows + their pip_requirements.txt; "
+                                       "nothing was written:\n" + "\n".join(f"--- {m}:\n{r}" for m, r in bad.items()))
+        staged_dir = write_staging(modules, out, args.namespace, args.revision, args.local)
         for module in modules:
-            stage_module(module, os.path.abspath(args.out), args.namespace, args.revision, local=args.local)
             print(f"staged {module} -> {os.path.join(staged_dir, module)}")
-        if args.verify_venv:
-            bad = {m: r for m, r in verify_venv(staged_dir, args.namespace, modules).items() if r != "ok"}
-            if bad:
-                raise PublishError("some modules do not import with only aiflows + their pip_requirements.txt:\n"
-                                   + "\n".join(f"--- {m}:\n{r}" for m, r in bad.items()))
         if args.push:
             push(staged_dir, args.namespace, modules, args.revision, token, api_factory)
         else:
             print(f"{len(modules)} modules staged and checked in {staged_dir}; nothing was pushed (--push pushes).")
+            if args.local:
+                print(f'Use one from another project: flow_verse.sync_dependencies([{{"url": "{args.namespace}/'
+                      f'<Module>", "revision": "{staged_dir}/<Module>"}}])')
         return 0
     except PublishError as error:
         print(f"publish.py: {error}", file=sys.stderr)

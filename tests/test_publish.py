@@ -1,19 +1,23 @@
-"""scripts/publish.py: staged modules work in another aiflows project (offline, through FlowVerse), pushing goes
+"""scripts/publish.py: staged modules work in another aiflows project (offline, through FlowVerse, without this
+repository's `flow_modules.aiflows` in reach), the pre-write check catches what would break there, pushing goes
 through huggingface_hub's HfApi, READMEs and pip requirements are right."""
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.metadata
 import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+import guards
 from fakes import command, finish
 from loopback_llm import LoopbackLLMServer
 
@@ -33,22 +37,61 @@ publish = load_publish()
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hub")
-    assert publish.main(["--namespace", NAMESPACE, "--out", str(out), "--local"]) == 0
-    return out / NAMESPACE
+    """All modules staged with --local, through a symlink to the output folder (as macOS's /tmp is one)."""
+    real = tmp_path_factory.mktemp("hub")
+    link = tmp_path_factory.mktemp("links") / "hub"
+    os.symlink(real, link)
+    assert publish.main(["--namespace", NAMESPACE, "--out", str(link), "--local"]) == 0
+    return type(real)(os.path.realpath(real)) / NAMESPACE
+
+
+# Appended to each script run in a new project: proof that the staged code is what ran there.
+PROVENANCE = '''
+def _provenance(cls):
+    """Where ``cls`` and every loaded flow_modules.* module come from; whether the source namespace is in reach."""
+    import importlib
+    staged = os.path.realpath(os.environ["STAGED"])
+    root = os.path.realpath("flow_modules")  # the sync root: only its own packages may live outside the staging
+    own = {root, os.path.join(root, "__init__.py"), os.path.join(root, "alice"),
+           os.path.join(root, "alice", "__init__.py")}
+    elsewhere = []
+    for name, module in list(sys.modules.items()):
+        if name == "flow_modules" or name.startswith("flow_modules."):
+            file = getattr(module, "__file__", None)
+            for place in [file] if file else list(module.__path__):
+                real = os.path.realpath(place)
+                if real not in own and not real.startswith(staged + os.sep):
+                    elsewhere.append(f"{name} ({real})")
+    try:
+        importlib.import_module("flow_modules.aiflows")
+        source = True
+    except ModuleNotFoundError:
+        source = False
+    return {"file": os.path.realpath(sys.modules[cls.__module__].__file__), "elsewhere": elsewhere,
+            "source_importable": source, "source_loaded": "flow_modules.aiflows" in sys.modules}
+'''
 
 
 def run_in_new_project(tmp_path, script: str, **env):
-    """Run ``script`` as a file in a fresh project folder, in a separate Python process."""
+    """Run ``script`` as main.py in a fresh project folder, in a separate Python process that cannot import this
+    repository's flow_modules (publish.project_python), with stdin closed (a FlowVerse Y/N prompt fails at once)."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "main.py").write_text(textwrap.dedent(script))
-    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TIKTOKEN_CACHE_DIR")}
+    environment = publish.project_env()
     environment.update(env)
-    done = subprocess.run([sys.executable, "main.py"], cwd=project, env=environment, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
+    done = subprocess.run(runner, cwd=project, env=environment, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return project, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def assert_staged_code_ran(out, staged, module):
+    where = out["provenance"]
+    assert where["file"].startswith(str(staged / module) + os.sep), where["file"]
+    assert where["elsewhere"] == [], "every flow_modules.* module came from the staged folder"
+    assert not where["source_importable"] and not where["source_loaded"], "flow_modules.aiflows is out of reach"
 
 
 SYNC = '''
@@ -57,7 +100,7 @@ from aiflows import flow_verse
 from aiflows.utils import logging
 logging.set_verbosity_error()
 flow_verse.sync_dependencies([{"url": "alice/MODULE", "revision": os.environ["STAGED"] + "/MODULE"}])
-'''
+''' + PROVENANCE
 
 
 def test_coder_from_the_staged_modules_runs_in_another_project(tmp_path, staged):
@@ -79,7 +122,7 @@ try:
     output = coder.call({"goal": "List the primes below 20."})
 finally:
     coder.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"].close()
-print(json.dumps({"output": output, "module": CoderFlow.__module__}))
+print(json.dumps({"output": output, "module": CoderFlow.__module__, "provenance": _provenance(CoderFlow)}))
 '''
     replies = ["1. Run code that prints the primes below 20.\n2. Give the final answer.",
                command("run_code", language="python",
@@ -90,6 +133,7 @@ print(json.dumps({"output": output, "module": CoderFlow.__module__}))
         assert len(server.requests) == 3 and not server.errors
         assert "[2, 3, 5, 7, 11, 13, 17, 19]" in server.requests[2]["messages"][-1]["content"], "the code ran"
     assert out["module"] == "flow_modules.alice.CoderFlowModule.CoderFlow"
+    assert_staged_code_ran(out, staged, "CoderFlowModule")
     assert out["output"]["status"] == "finished"
     assert (project / "memory" / "plan_coder.txt").exists() and (project / "memory" / "logs_coder.txt").exists()
     synced = sorted(os.listdir(project / "flow_modules" / NAMESPACE))
@@ -107,10 +151,12 @@ try:
     shell = flow.run({"code": "echo from bash", "language": "bash"})
 finally:
     flow.close()
-print(json.dumps({"second": second["interpreter_output"], "shell": shell["interpreter_output"]}))
+print(json.dumps({"second": second["interpreter_output"], "shell": shell["interpreter_output"],
+                  "provenance": _provenance(InterpreterAtomicFlow)}))
 '''
     project, out = run_in_new_project(tmp_path, script, STAGED=str(staged))
-    assert out == {"second": "42", "shell": "from bash"}
+    assert_staged_code_ran(out, staged, "InterpreterFlowModule")
+    assert (out["second"], out["shell"]) == ("42", "from bash")
     synced = sorted(os.listdir(project / "flow_modules" / NAMESPACE))
     assert [s for s in synced if s.endswith("Module")] == ["CoreFlowModule", "InterpreterFlowModule"], \
         "only what it depends on"
@@ -127,46 +173,73 @@ config = {"backend": {"api_infos": "???"},
 quick_load(config, [ApiInfo(backend_used="openai", api_key="sk-test", api_base=os.environ["LOOPBACK_URL"])])
 controller = ControllerAtomicFlow.instantiate_from_default_config(**config)
 output = controller.run({"goal": "Greet Ada.", "plan": "1. Greet Ada.", "logs": "", "memory_files": {}})
-print(json.dumps(output))
+print(json.dumps({"output": output, "provenance": _provenance(ControllerAtomicFlow)}))
 '''
     with LoopbackLLMServer(replies=["Sure! " + command("greet", name="Ada"), command("greet", name="Ada")]) as server:
         _, out = run_in_new_project(tmp_path, script, STAGED=str(staged), LOOPBACK_URL=server.url)
         assert "greet: Greet someone. Input arguments: name" in server.requests[0]["messages"][0]["content"]
-    assert out == {"command": "greet", "command_args": {"name": "Ada"}}
+    assert_staged_code_ran(out, staged, "ControllerFlowModule")
+    assert out["output"] == {"command": "greet", "command_args": {"name": "Ada"}}
+
+
+def test_through_a_symlinked_out_a_module_and_its_dependency_sync_together(tmp_path, staged):
+    """--out was a symlink: the printed and README paths are real, so syncing a module together with its dependency
+    (which the module's __init__ syncs again, by its real path) is one revision to FlowVerse, not a Y/N prompt."""
+    revisions = {}
+    for module in ("InterpreterFlowModule", "CoreFlowModule"):
+        readme = (staged / module / "README.md").read_text()
+        assert '"revision": "main"' not in readme, "a --local README syncs from the staged folder"
+        revisions[module] = re.search(r'"revision": "([^"]+)"', readme).group(1)
+        assert revisions[module] == str(staged / module) == os.path.realpath(revisions[module])
+    script = '''
+import json, os, sys
+from aiflows import flow_verse
+flow_verse.sync_dependencies([{"url": "alice/InterpreterFlowModule", "revision": os.environ["INTERPRETER"]},
+                              {"url": "alice/CoreFlowModule", "revision": os.environ["CORE"]}])
+from flow_modules.alice.InterpreterFlowModule import InterpreterAtomicFlow
+''' + PROVENANCE + '''
+print(json.dumps({"provenance": _provenance(InterpreterAtomicFlow)}))
+'''
+    _, out = run_in_new_project(tmp_path, script, STAGED=str(staged), INTERPRETER=revisions["InterpreterFlowModule"],
+                                CORE=revisions["CoreFlowModule"])
+    assert_staged_code_ran(out, staged, "InterpreterFlowModule")
 
 
 def test_a_staged_module_runs_on_its_own_with_its_run_py(staged, tmp_path):
     folder = tmp_path / "InterpreterFlowModule"
-    import shutil
-
     shutil.copytree(staged / "InterpreterFlowModule", folder, symlinks=True)
     # its dependencies are found beside it, as in the staged folder
     os.symlink(staged / "CoreFlowModule", tmp_path / "CoreFlowModule")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TIKTOKEN_CACHE_DIR")}
-    done = subprocess.run([sys.executable, "run.py"], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    runner = publish.project_python("import runpy\nrunpy.run_path('run.py', run_name='__main__')")
+    done = subprocess.run(runner, cwd=folder, env=publish.project_env(), capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "'interpreter_output': 'Python" in done.stdout and "says 42" in done.stdout
 
 
-def test_push_creates_each_repository_and_uploads_its_folder(tmp_path, monkeypatch):
-    calls = []
+class FakeHfApi:
+    """Records what publish.push asks of huggingface_hub.HfApi."""
 
-    class FakeHfApi:
-        def __init__(self, token=None):
-            calls.append(("HfApi", token))
+    calls: list = []
 
-        def create_repo(self, repo_id, exist_ok=False, token=None, **kwargs):
-            calls.append(("create_repo", repo_id, exist_ok))
-            return f"https://huggingface.co/{repo_id}"
+    def __init__(self, token=None):
+        self.calls.append(("HfApi", token))
 
-        def create_branch(self, repo_id, branch, exist_ok=False, token=None, **kwargs):
-            calls.append(("create_branch", repo_id, branch))
+    def create_repo(self, repo_id, exist_ok=False, token=None, **kwargs):
+        self.calls.append(("create_repo", repo_id, exist_ok))
+        return f"https://huggingface.co/{repo_id}"
 
-        def upload_folder(self, repo_id, folder_path, revision=None, ignore_patterns=(), **kwargs):
-            files = sorted(os.path.relpath(os.path.join(r, f), folder_path)
-                           for r, _, fs in os.walk(folder_path) for f in fs)
-            calls.append(("upload_folder", repo_id, revision, files))
+    def create_branch(self, repo_id, branch, exist_ok=False, token=None, **kwargs):
+        self.calls.append(("create_branch", repo_id, branch))
 
+    def upload_folder(self, repo_id, folder_path, revision=None, ignore_patterns=(), **kwargs):
+        files = sorted(os.path.relpath(os.path.join(r, f), folder_path)
+                       for r, _, fs in os.walk(folder_path) for f in fs)
+        self.calls.append(("upload_folder", repo_id, revision, files))
+
+
+def test_push_creates_each_repository_and_uploads_its_folder(tmp_path, monkeypatch, capsys):
+    calls = FakeHfApi.calls = []
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     code = publish.main(["--namespace", "bob", "--out", str(tmp_path), "--modules", "InterpreterFlowModule",
                          "--revision", "v1", "--push"], api_factory=FakeHfApi)
@@ -179,27 +252,187 @@ def test_push_creates_each_repository_and_uploads_its_folder(tmp_path, monkeypat
     assert {"__init__.py", "InterpreterAtomicFlow.py", "InterpreterAtomicFlow.yaml", "kernel.py", "README.md",
             "pip_requirements.txt", "demo.yaml", "run.py"} <= set(uploads["bob/InterpreterFlowModule"])
     assert "tiktoken_cache/9b5ad71b2ce5302211f9c61530b329a4922fc6a4" in uploads["bob/CoreFlowModule"]
+    assert not [f for files in uploads.values() for f in files if f.startswith(".publish_") or "__pycache__" in f]
+    printed = capsys.readouterr().out
+    for module in ("CoreFlowModule", "InterpreterFlowModule"):
+        assert f"repository bob/{module}: https://huggingface.co/bob/{module}" in printed
+        assert f"uploaded {module} to bob/{module}@v1" in printed
+    assert "nothing was pushed" not in printed
     init = (tmp_path / "bob" / "InterpreterFlowModule" / "__init__.py").read_text()
     assert '{"url": "bob/CoreFlowModule", "revision": "v1"}' in init
     assert init.index("sync_dependencies(dependencies)") < init.index("from .InterpreterAtomicFlow import")
+    assert "import os" not in init and "_STAGED" not in init, "nothing of a --local staging"
+    readme = (tmp_path / "bob" / "InterpreterFlowModule" / "README.md").read_text()
+    assert '"url": "bob/InterpreterFlowModule", "revision": "v1"' in readme
 
 
-def test_without_push_nothing_leaves_the_machine_and_a_bad_name_is_refused(tmp_path, capsys):
-    assert publish.main(["--namespace", "9lives", "--out", str(tmp_path)]) == 2
-    assert "not starting with a digit" in capsys.readouterr().err
-    assert publish.main(["--namespace", "bob", "--out", str(tmp_path), "--modules", "NoSuchModule"]) == 2
-    assert not os.listdir(tmp_path), "nothing was written"
+def test_local_and_push_together_are_refused_before_anything_is_staged(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    FakeHfApi.calls = []
+    out = tmp_path / "out"
+    assert publish.main(["--namespace", "bob", "--out", str(out), "--local", "--push"], api_factory=FakeHfApi) == 2
+    assert "cannot be pushed" in capsys.readouterr().err
+    assert not out.exists() and FakeHfApi.calls == []
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--revision", "v1.0", "letters, digits and '_'"),
+    ("--revision", "my-branch", "letters, digits and '_'"),
+    ("--revision", "", "letters, digits and '_'"),
+    ("--namespace", "my-org", "starting with a letter"),
+    ("--namespace", "9lives", "starting with a letter"),
+    ("--namespace", "a.b", "starting with a letter"),
+])
+def test_a_revision_or_namespace_flow_verse_cannot_use_is_refused(tmp_path, capsys, option, value, message):
+    args = {"--namespace": "bob", "--revision": "main", option: value}
+    out = tmp_path / "out"
+    assert publish.main([*sum(([k, v] for k, v in args.items()), []), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert message in error and repr(value) in error
+    assert not out.exists()
+
+
+def test_the_revision_rule_is_flow_verses(tmp_path, monkeypatch):
+    """What publish.py accepts as --revision is what aiflows 0.1.7 accepts as a remote revision, and vice versa."""
+    from aiflows.flow_verse import loading
+
+    monkeypatch.chdir(tmp_path)  # FlowVerse takes a revision that exists as a path here for a local one
+
+    for revision in ("main", "v1_0", "0123abcdef", "v1.0", "my-branch", "feature/x"):
+        accepted = bool(publish.REVISION_PATTERN.match(revision))
+        try:  # the url is valid, the revision (not an existing path) is checked as a remote one
+            loading.validate_and_augment_dependency({"url": "bob/CoreFlowModule", "revision": revision}, "test")
+            flow_verse_accepts = True
+        except ValueError:
+            flow_verse_accepts = False
+        assert accepted == flow_verse_accepts, revision
+
+
+def test_without_push_nothing_leaves_the_machine(tmp_path, monkeypatch, capsys):
+    """A plain staging and a --local one make no network call (sockets: loopback and Unix only) and never build an
+    HfApi; the check processes refuse connections too."""
+    attempts = guards.block_network(monkeypatch)  # records every non-loopback attempt (also refused)
+    import huggingface_hub
+    import huggingface_hub.hf_api
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError("HfApi was instantiated without --push")
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", no_hub)
+    monkeypatch.setattr(huggingface_hub.hf_api, "HfApi", no_hub)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")  # even with a token at hand
+    for extra in ([], ["--local"]):
+        out = tmp_path / ("local" if extra else "plain")
+        assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "CoreFlowModule", *extra]) == 0
+        assert "nothing was pushed" in capsys.readouterr().out
+        assert (out / "bob" / "CoreFlowModule" / "__init__.py").exists()
+    assert attempts == []
+    probe = publish.project_python("import socket\nsocket.create_connection(('93.184.216.34', 80), timeout=2)")
+    done = subprocess.run(probe, cwd=tmp_path, env=publish.project_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "offline" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_check_runs_without_this_repository_and_fails_on_unrewritten_code(tmp_path, monkeypatch, capsys):
+    """The check's process cannot fall back on this repository's flow_modules.aiflows: staged code that still
+    imports it (the namespace rewrite sabotaged) fails the check, and nothing is written."""
+    monkeypatch.setattr(publish, "rewrite", lambda text, namespace: text)
+    out = tmp_path / "out"
+    assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "InterpreterFlowModule"]) == 2
+    error = capsys.readouterr().err
+    assert "--- InterpreterFlowModule:" in error and "No module named 'flow_modules.aiflows'" in error
+    assert not out.exists(), "nothing was written"
+
+
+def test_each_module_is_checked_in_its_own_process(tmp_path, monkeypatch, capsys):
+    """A module that fails to sync a dependency fails its check even when the dependency is checked too (in one
+    process, the dependency loaded first would hide the omission)."""
+    real = publish.direct_dependencies
+    monkeypatch.setattr(publish, "direct_dependencies",
+                        lambda module: set() if module == "InterpreterFlowModule" else real(module))
+    out = tmp_path / "out"
+    assert publish.main(["--namespace", "bob", "--out", str(out), "--modules",
+                         "CoreFlowModule,InterpreterFlowModule"]) == 2
+    error = capsys.readouterr().err
+    assert "--- InterpreterFlowModule:" in error and "--- CoreFlowModule:" not in error
+    assert "No module named 'flow_modules.bob.CoreFlowModule'" in error
+    assert not out.exists()
+
+
+def test_verify_venv_checks_a_local_staging_and_writes_the_requested_one(tmp_path, monkeypatch, capsys):
+    """--verify-venv without --local syncs dependencies from local folders (nothing from the hub, which a first
+    publish does not have yet); the staging written is still the requested one. The fresh virtual environment is
+    stood in for by this interpreter (isolated from this repository like any check process)."""
+    attempts = guards.block_network(monkeypatch)
+    environments = []
+
+    def fake_fresh_venv(folder, requirements_file):
+        module_dir = os.path.dirname(requirements_file)
+        environments.append((os.path.basename(module_dir), open(os.path.join(module_dir, "__init__.py")).read()))
+        return sys.executable
+
+    demos = []
+    real_run_demo = publish._run_demo
+
+    def recorded_run_demo(python, module_dir):
+        demos.append((os.path.basename(module_dir), real_run_demo(python, module_dir)))
+        return demos[-1][1]
+
+    monkeypatch.setattr(publish, "fresh_venv", fake_fresh_venv)
+    monkeypatch.setattr(publish, "_run_demo", recorded_run_demo)
+    out = tmp_path / "out"
+    assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "MemoryReadingFlowModule",
+                         "--verify-venv"]) == 0
+    printed = capsys.readouterr().out
+    assert [m for m, _ in environments] == ["CoreFlowModule", "MemoryReadingFlowModule"]
+    assert demos == [("CoreFlowModule", "ok"), ("MemoryReadingFlowModule", "ok")], "their demos ran there"
+    verified_init = dict(environments)["MemoryReadingFlowModule"]
+    assert "os.path.join(_STAGED, \"CoreFlowModule\")" in verified_init and '"revision": "main"' not in verified_init
+    assert "MemoryReadingFlowModule: ok in a fresh virtual environment" in printed, "check and run.py --yes passed"
+    written = (out / "bob" / "MemoryReadingFlowModule" / "__init__.py").read_text()
+    assert '{"url": "bob/CoreFlowModule", "revision": "main"}' in written
+    assert attempts == []
+
+
+def test_a_failed_verify_venv_writes_nothing(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    (out / "bob" / "CoreFlowModule").mkdir(parents=True)
+    (out / "bob" / "CoreFlowModule" / "previous.txt").write_text("kept")
+    monkeypatch.setattr(publish, "verify_venv",
+                        lambda staged_dir, namespace, modules, say=print: {m: "pip failed: no index" for m in modules})
+    assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "CoreFlowModule", "--verify-venv"]) == 2
+    assert "pip failed: no index" in capsys.readouterr().err
+    assert os.listdir(out / "bob" / "CoreFlowModule") == ["previous.txt"], "the previous staging is untouched"
+    assert os.listdir(out / "bob") == ["CoreFlowModule"]
 
 
 def test_every_staged_readme_lists_parameters_and_interfaces(staged):
+    """Each flow class's section lists its configuration parameters and the keys of its interfaces, as aiflows
+    builds its default configuration (inherited from a base class when its own YAML declares none)."""
     for module in publish.module_names():
         text = (staged / module / "README.md").read_text()
         assert text.startswith("---\nlicense: mit\n---\n"), module
+        assert "as its base class" not in text, module
+        package = importlib.import_module(f"flow_modules.aiflows.{module}")
         for cls in publish.flow_classes(module):
             section = text.split(f"## {cls}\n", 1)[1].split("\n## ", 1)[0]
-            for heading in ("### Configuration parameters", "### Input interface", "### Output interface"):
-                assert heading in section, f"{module}.{cls}: {heading}"
+            assert "### Configuration parameters" in section, f"{module}.{cls}"
+            config = getattr(package, cls).get_config()
+            expected = {"Input interface": config.get("input_interface", config.get("input_interface_non_initialized")),
+                        "Output interface": config.get("output_interface")}
+            for heading, keys in expected.items():
+                listed = section.split(f"### {heading}\n\n", 1)[1].split("\n\n", 1)[0]
+                assert keys, f"{module}.{cls} has no {heading.lower()} to list"
+                assert listed == "\n".join(f"- `{k}`" for k in keys), f"{module}.{cls}: {heading}"
         assert "flow_modules.aiflows." not in text and f"flow_modules.{NAMESPACE}." in text
+
+
+def test_staged_init_files_parse_and_keep_the_docstring(staged):
+    for module in publish.module_names():
+        tree = ast.parse((staged / module / "__init__.py").read_text())
+        with open(os.path.join(publish.MODULES_DIR, module, "__init__.py"), encoding="utf-8") as f:
+            assert ast.get_docstring(tree) == (ast.get_docstring(ast.parse(f.read())) or module), module
+    for tricky in ('ends with a "quote"', 'a """ inside', "back\\slash \\n", '"', "x\\"):
+        assert ast.literal_eval(publish._docstring_literal(tricky)) == tricky
 
 
 def test_no_staged_file_refers_to_the_source_namespace(staged):
@@ -254,6 +487,24 @@ def test_pip_requirements_cover_every_import_beyond_aiflows():
                             needed.add(node.module.split(".")[0])
         missing = needed - provided - {r.replace("-", "_") for r in publish.requirements(module)}
         assert not missing, f"{module} imports {missing}: add them to pip_requirements.txt"
+
+
+def test_a_module_that_starts_the_kernel_requires_ipykernel(staged):
+    """The kernel is started as a process (`python -m ipykernel_launcher`), which no import reveals: a module whose
+    code (or its dependencies') names it must list ipykernel in its staged pip_requirements.txt."""
+    starters = set()
+    for module in publish.module_names():
+        for rel in publish.module_files(module):
+            if rel.endswith(".py"):
+                with open(os.path.join(publish.MODULES_DIR, module, rel), encoding="utf-8") as f:
+                    if "ipykernel_launcher" in f.read():
+                        starters.add(module)
+    assert starters, "the interpreter starts a kernel"
+    for module in publish.module_names():
+        lines = (staged / module / "pip_requirements.txt").read_text().splitlines()
+        names = {re.split(r"[<>=!~;\[ ]", line.strip(), maxsplit=1)[0].lower() for line in lines if line.strip()}
+        if starters & set(publish.dependency_closure([module])):
+            assert "ipykernel" in names, f"{module} starts the kernel: add ipykernel to pip_requirements.txt"
 
 
 def test_the_module_readmes_are_up_to_date_with_the_docstrings():
