@@ -100,30 +100,67 @@ JARVIS_PLAN = (
     "2. Give the user the final answer: the growth of each month, the month that grew the most, and where the chart is."
 )
 CODER_PLAN = (
-    "1. Extend the code library with two functions: `growth_rates(values: list[float]) -> list[float]`, the "
-    "percentage change from each value to the next (one item fewer than values), and `svg_bar_chart(labels: "
-    "list[str], values: list[float], path: str, title: str = \"\") -> str`, which writes a bar chart of the values "
-    "as an SVG file and returns its path.\n"
-    "2. Run code: keep the months in `months` and the sales in `sales`, compute `growth = growth_rates(sales)` and "
-    "print each month's growth rounded to one decimal.\n"
-    "3. Run code: find the month with the highest growth in `growth`, and draw the sales with "
-    "`svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\")`.\n"
-    "4. Give the final answer: the growth rates, the month that grew the most, and the chart's path."
+    "1. Extend the code library with `growth_rates(values: list[float]) -> list[float]`, the percentage change from "
+    "each value to the next (one item fewer than values).\n"
+    "2. Run code: keep the months in `months` and the sales in `sales`, compute `growth = growth_rates(sales)`, and "
+    "print each month's growth rounded to one decimal and the month that grew the most.\n"
+    "3. Extend the code library with `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = "
+    "\"\") -> str`, which writes a bar chart of the values as an SVG file and returns its path.\n"
+    "4. Run code: draw the sales with `svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\")`, with "
+    "`months` and `sales` from step 2.\n"
+    "5. Give the final answer: the growth rates, the month that grew the most, and the chart's path."
 )
-EXTLIB_PLAN = (
-    "1. Write `growth_rates(values: list[float]) -> list[float]`: for each pair of consecutive values, "
+GROWTH_SPEC = (
+    "growth_rates(values: list[float]) -> list[float]: for each pair of consecutive values, the percentage change "
+    "(next - previous) / previous * 100, so it returns len(values) - 1 numbers. Raise ValueError when fewer than two "
+    "values are given or when a previous value is 0. Standard library only.")
+CHART_SPEC = (
+    "svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str: write a standalone "
+    "SVG file at path with one bar per value (heights scaled to the largest value), each label under its bar, each "
+    "value above it and the title on top; return path. Raise ValueError unless there is one label per value and at "
+    "least one value. Standard library only.")
+EXTLIB_PLAN_GROWTH = (
+    "1. Write and test `growth_rates(values: list[float]) -> list[float]`: for each pair of consecutive values, "
     "(next - previous) / previous * 100; raise ValueError when fewer than two values are given or a previous value "
     "is 0.\n"
-    "2. Write `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str`: write a "
-    "standalone SVG file with one bar per value (heights scaled to the largest value), the labels under the bars, "
-    "the values above them and the title on top; return the path. Standard library only."
+    "2. Save it to the code library."
 )
-EXTLIB_PLAN_1_DONE = EXTLIB_PLAN.replace("previous value is 0.\n", "previous value is 0. [done]\n")
-EXTLIB_PLAN_DONE = EXTLIB_PLAN_1_DONE + " [done]"
-CODER_PLAN_1_DONE = CODER_PLAN.replace("returns its path.\n", "returns its path. [done]\n")
-CODER_PLAN_3_DONE = (CODER_PLAN_1_DONE.replace("one decimal.\n", "one decimal. [done]\n")
-                     .replace("\"Monthly sales\")`.\n", "\"Monthly sales\")`. [done]\n"))
-JARVIS_PLAN_1_DONE = JARVIS_PLAN.replace("saved to sales_chart.svg.\n", "saved to sales_chart.svg. [done]\n")
+EXTLIB_PLAN_CHART = (
+    "1. Write and test `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str`: "
+    "a standalone SVG file with one bar per value (heights scaled to the largest value), the labels under the bars, "
+    "the values above them and the title on top; return the path. Standard library only.\n"
+    "2. Save it to the code library."
+)
+GROWTH_TESTS = (
+    "assert growth_rates([100, 110, 99]) == [10.0, -10.0]\n"
+    "assert growth_rates([80, 100]) == [25.0]\n"
+    "for bad in ([], [5], [0, 5]):\n"
+    "    try:\n"
+    "        growth_rates(bad)\n"
+    "    except ValueError:\n"
+    "        pass\n"
+    "    else:\n"
+    "        raise AssertionError(f\"no ValueError for {bad}\")")
+CHART_TESTS = (
+    "import os, tempfile\n"
+    "path = os.path.join(tempfile.mkdtemp(), \"chart.svg\")\n"
+    "assert svg_bar_chart([\"a\", \"b\"], [1, 3], path, \"T\") == path\n"
+    "svg = open(path).read()\n"
+    "assert svg.startswith(\"<svg\") and svg.count(\"<rect\") == 2 and \">T<\" in svg\n"
+    "try:\n"
+    "    svg_bar_chart([\"a\"], [1, 2], path)\n"
+    "except ValueError:\n"
+    "    pass\n"
+    "else:\n"
+    "    raise AssertionError(\"no ValueError for one label and two values\")")
+
+
+def done(plan: str, *steps: int) -> str:
+    """The plan with the given steps marked [done] (at the end of each step's text)."""
+    lines = plan.split("\n")
+    return "\n".join(f"{line} [done]" if any(line.startswith(f"{n}. ") for n in steps) else line for line in lines)
+
+
 ANSWER = ("Month-over-month growth of the sales: Feb +12.5%, Mar -5.2%, Apr +17.2%, May +14.0%, Jun -3.5%. April "
           "grew the most (+17.2%, from 128 to 150). The bar chart of the monthly sales is in sales_chart.svg, in the "
           "memory folder. Two reusable functions are now in the code library: growth_rates(values) and "
@@ -132,66 +169,61 @@ ANSWER = ("Month-over-month growth of the sales: Feb +12.5%, Mar -5.2%, Apr +17.
 CODER = "Jarvis/CtrlExMem/Executor/Coder"
 EXTLIB = f"{CODER}/CtrlExMem/Executor/extend_library"
 WRITE_CODE = f"{EXTLIB}/CtrlExMem/Executor/write_code"
+
+
+def extend_library(plan: str, spec: str, code: str, tests: str, name: str, summary: str) -> list:
+    """ExtendLibrary's exchanges for one function: plan, write_code (generate, test with proposed tests, finish),
+    save_code, update_plan, finish."""
+    return [
+        (f"{EXTLIB}/Planner/Executor/write_plan/PlanGenerator", plan),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("write_code", goal=spec)),
+        (f"{WRITE_CODE}/Executor/write_code/CodeGenerator", code),
+        (f"{WRITE_CODE}/Controller", cmd("test", tests=tests)),
+        (f"{WRITE_CODE}/Controller", cmd("finish", summary=summary)),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code")),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(plan, 1, 2))),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("finish", summary=f"The code library now has {name}, tested.")),
+    ]
+
+
 # (the flow that asks, its reply), in the order Jarvis asks
 REPLIES = [
     ("Jarvis/Planner/Executor/write_plan/PlanGenerator", JARVIS_PLAN),
     ("Jarvis/CtrlExMem/Controller", cmd("Coder", goal=(
         "The monthly sales of a shop are: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. (1) Add to the code "
         "library a reusable function that returns the month-over-month growth rates in percent of a list of values, "
-        "and a reusable function that draws labelled values as a bar chart in an SVG file. (2) Use them: compute the "
-        "growth of each month, find the month that grew the most, and save the bar chart of the sales to "
-        "sales_chart.svg. Report the growth rates, the best month and the chart's path."))),
+        "use it on the sales and find the month that grew the most. (2) Add a reusable function that draws labelled "
+        "values as a bar chart in an SVG file, and save the bar chart of the sales to sales_chart.svg. Report the "
+        "growth rates, the best month and the chart's path."))),
     (f"{CODER}/Planner/Executor/write_plan/PlanGenerator", CODER_PLAN),
-    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=(
-        "Add two functions. (1) growth_rates(values: list[float]) -> list[float]: the percentage change from each "
-        "value to the next, so it returns len(values) - 1 numbers; raise ValueError if fewer than two values are "
-        "given or a value it divides by is 0. (2) svg_bar_chart(labels: list[str], values: list[float], path: str, "
-        "title: str = \"\") -> str: write a bar chart of the values (one labelled bar per value, scaled to the "
-        "largest value) as a standalone SVG file at path and return the path. Standard library only."))),
-    (f"{EXTLIB}/Planner/Executor/write_plan/PlanGenerator", EXTLIB_PLAN),
-    (f"{EXTLIB}/CtrlExMem/Controller", cmd("write_code", goal=(
-        "growth_rates(values: list[float]) -> list[float]: for each pair of consecutive values, the percentage "
-        "change (next - previous) / previous * 100. Raise ValueError when fewer than two values are given or when a "
-        "previous value is 0."))),
-    (f"{WRITE_CODE}/Executor/write_code/CodeGenerator", GROWTH_RATES),
-    (f"{WRITE_CODE}/Controller", cmd("test")),
-    (f"{WRITE_CODE}/Controller", cmd("finish", summary=(
-        "growth_rates(values) returns the month-over-month percentage changes; it compiles, its imports resolve, "
-        "and the user accepted it."))),
-    (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code")),
-    (f"{EXTLIB}/CtrlExMem/Controller", cmd("update_plan", updated_plan=EXTLIB_PLAN_1_DONE)),
-    (f"{EXTLIB}/CtrlExMem/Controller", cmd("write_code", goal=(
-        "svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str: write a "
-        "standalone SVG file at path with one bar per value (heights scaled to the largest value), each label under "
-        "its bar, each value above it and the title on top; return path. Standard library only."))),
-    (f"{WRITE_CODE}/Executor/write_code/CodeGenerator", SVG_BAR_CHART),
-    (f"{WRITE_CODE}/Controller", cmd("test")),
-    (f"{WRITE_CODE}/Controller", cmd("finish", summary=(
-        "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; it compiles, its imports "
-        "resolve, and the user accepted it."))),
-    (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code")),
-    (f"{EXTLIB}/CtrlExMem/Controller", cmd("update_plan", updated_plan=EXTLIB_PLAN_DONE)),
-    (f"{EXTLIB}/CtrlExMem/Controller", cmd("finish", summary=(
-        "The library now has growth_rates(values) and svg_bar_chart(labels, values, path, title)."))),
-    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=CODER_PLAN_1_DONE)),
+    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=GROWTH_SPEC)),
+    *extend_library(EXTLIB_PLAN_GROWTH, GROWTH_SPEC, GROWTH_RATES, GROWTH_TESTS, "growth_rates(values)", (
+        "growth_rates(values) returns the month-over-month percentage changes; the proposed tests passed and the "
+        "user accepted it.")),
+    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1))),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
         "from library import growth_rates\n\n"
         "months = [\"Jan\", \"Feb\", \"Mar\", \"Apr\", \"May\", \"Jun\"]\n"
         "sales = [120, 135, 128, 150, 171, 165]\n"
         "growth = growth_rates(sales)\n"
         "for month, rate in zip(months[1:], growth):\n"
-        "    print(f\"{month}: {rate:+.1f}%\")"))),
+        "    print(f\"{month}: {rate:+.1f}%\")\n"
+        "best = max(range(len(growth)), key=lambda i: growth[i])\n"
+        "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")"))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=CHART_SPEC)),
+    *extend_library(EXTLIB_PLAN_CHART, CHART_SPEC, SVG_BAR_CHART, CHART_TESTS,
+                    "svg_bar_chart(labels, values, path, title)", (
+                        "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; the proposed "
+                        "tests passed and the user accepted it.")),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
         "from library import svg_bar_chart\n\n"
-        "best = max(range(len(growth)), key=lambda i: growth[i])\n"
-        "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")\n"
         "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"))),
-    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=CODER_PLAN_3_DONE)),
+    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1, 2, 3, 4))),
     (f"{CODER}/CtrlExMem/Controller", cmd("finish", summary=(
         "growth_rates and svg_bar_chart are in the library. Growth (in `growth`): Feb +12.5%, Mar -5.2%, Apr "
         "+17.2%, May +14.0%, Jun -3.5%; April grew the most (+17.2%). The chart of the sales is sales_chart.svg, in "
         "the memory folder."))),
-    ("Jarvis/CtrlExMem/Controller", cmd("update_plan", updated_plan=JARVIS_PLAN_1_DONE)),
+    ("Jarvis/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(JARVIS_PLAN, 1))),
     ("Jarvis/CtrlExMem/Controller", cmd("final_answer", answer=ANSWER)),
     ("Jarvis/CtrlExMem/Controller", cmd("finish", summary=(
         "Computed the monthly growth rates, found that April grew the most (+17.2%), drew the sales chart "
@@ -253,8 +285,20 @@ def main() -> None:
             remove_backend_wrapper(recorder.wrap)
             recorder.close()
         chart = os.path.join(memory_dir, "sales_chart.svg")
-        if output["status"] != "finished" or llm.replies or not os.path.exists(chart):
-            sys.exit(f"the demo run did not go as written: {output}, {len(llm.replies)} replies left")
+        with open(os.path.join(memory_dir, "logs_coder.txt"), encoding="utf-8") as f:
+            coder_logs = f.read()
+        with open(os.path.join(memory_dir, "logs_extlib.txt"), encoding="utf-8") as f:
+            extlib_logs = f.read()
+        problems = [what for what, wrong in (
+            (f"status {output['status']!r}", output["status"] != "finished"),
+            (f"{len(llm.replies)} replies left", bool(llm.replies)),
+            ("no chart", not os.path.exists(chart)),
+            ("the second run_code did not reload the library", "library.py changed since the last run: reloaded"
+             not in coder_logs),
+            ("the proposed tests did not pass twice", extlib_logs.count("the proposed tests passed") != 2),
+        ) if wrong]
+        if problems:
+            sys.exit(f"the demo run did not go as written: {'; '.join(problems)}. Output: {output}")
     print(f"wrote {args.out}: {len(REPLIES)} exchanges; final answer: {output['answer']}")
 
 

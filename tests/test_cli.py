@@ -47,16 +47,18 @@ def assert_the_whole_hierarchy_ran(memory):
     for name in MEMORY_FILES:
         assert (memory / name).exists(), name
     assert commands(memory / "logs_jarvis.txt") == ["Coder", "update_plan", "final_answer"]
-    assert commands(memory / "logs_coder.txt") == ["extend_library", "update_plan", "run_code", "run_code",
-                                                   "update_plan"]
+    assert commands(memory / "logs_coder.txt") == ["extend_library", "update_plan", "run_code", "extend_library",
+                                                   "run_code", "update_plan"]
     assert commands(memory / "logs_extlib.txt") == ["write_code", "save_code", "update_plan", "write_code",
                                                     "save_code", "update_plan"]
     library = read_text(memory / "library.py")
     assert "def growth_rates(values: list[float])" in library and "def svg_bar_chart(" in library
     assert "<svg" in read_text(memory / "sales_chart.svg"), "the chart was drawn by the library function"
     runs = read_text(memory / "logs_coder.txt")
-    assert "Apr: +17.2%" in runs, "first run_code: the library function ran"
-    assert "Highest growth: Apr (+17.2%)" in runs, "second run_code used `growth` kept from the first"
+    assert "Apr: +17.2%" in runs and "Highest growth: Apr (+17.2%)" in runs, "first run_code: the library function ran"
+    assert "library.py changed since the last run: reloaded" in runs, "the second run_code saw the new function"
+    assert "sales_chart.svg" in runs.split("library.py changed")[-1], "... and drew `sales` kept from the first run"
+    assert read_text(memory / "logs_extlib.txt").count("the proposed tests passed") == 2, "each function was tested"
     assert "[done]" in read_text(memory / "plan_jarvis.txt") and "[done]" in read_text(memory / "plan_extlib.txt")
 
 
@@ -73,7 +75,7 @@ def test_the_demo_runs_offline_and_shows_every_layer(tmp_path):
         assert layer in out, layer
     assert "April grew the most" in out.split("Final answer:")[-1]
     assert "sales_chart.svg" in out.split("Figures and pages made:")[-1]
-    assert "26 LLM calls" in out
+    assert "29 LLM calls" in out
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
     (archived,) = (tmp_path / "memory" / "archive").iterdir()
     assert (archived / "library.py").read_text().startswith("def mine"), "the demo starts from an empty library; " \
@@ -87,7 +89,7 @@ def test_a_goal_through_the_loopback_server_with_yes(tmp_path, demo):
         done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--model", "my-local-model",
                           demo.header["goal"])
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        assert len(server.requests) == 26 and not server.errors
+        assert len(server.requests) == 29 and not server.errors
         assert {r["model"] for r in server.requests} == {"my-local-model"}, "--model reaches the server as given"
         assert server.requests[0]["headers"]["authorization"].startswith("Bearer ")
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
@@ -103,7 +105,7 @@ def test_a_recorded_run_replays_identically(tmp_path, demo):
         first = run_jarvis(live, "--api-base", server.url, "--yes", "--record", str(transcript), demo.header["goal"])
     assert first.returncode == 0, first.stdout[-3000:]
     recorded = Transcript.load(str(transcript))
-    assert recorded.header["goal"] == demo.header["goal"] and len(recorded.records) == 26
+    assert recorded.header["goal"] == demo.header["goal"] and len(recorded.records) == 29
     assert recorded.records[0]["flow"] == "Jarvis/Planner/Executor/write_plan/PlanGenerator"
     assert recorded.records[0]["messages"][0]["role"] == "system", "the prompts are recorded too"
     second = run_jarvis(replayed, "--replay", str(transcript), "--yes")
@@ -131,8 +133,8 @@ def test_a_replay_that_runs_out_names_the_flow_and_the_call(tmp_path, demo):
 def test_a_replay_that_goes_off_script_stops_and_names_the_flow_the_call_and_the_difference(tmp_path):
     cut = tmp_path / "cut.jsonl"
     lines = open(DEMO, encoding="utf-8").read().splitlines()
-    assert json.loads(json.loads(lines[20])["reply"])["command"] == "run_code", "the one removed: the first run_code"
-    cut.write_text("\n".join(lines[:20] + lines[21:]) + "\n")
+    first_run = next(i for i, line in enumerate(lines[1:], 1) if '"command": "run_code"' in json.loads(line)["reply"])
+    cut.write_text("\n".join(lines[:first_run] + lines[first_run + 1:]) + "\n")  # the first run_code is gone
     done = run_jarvis(tmp_path, "--replay", str(cut), "--yes")
     assert done.returncode == 1
     assert "The run has left the recording at call 3 of Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Controller" in \
@@ -182,9 +184,10 @@ def kernels_in(folder):
                                                         (signal.SIGTERM, 143, "Terminated.")])
 def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path, demo, signal_number, code, says):
     replies = demo.replies()
-    # After the first run_code (reply 19 answers it), the controller's next call hangs: the signal comes then.
-    with LoopbackLLMServer(replies=replies[:20] + [Slow(30, replies[20])]) as server:
-        process = run_until(server, 21, tmp_path, demo.header["goal"])
+    first_run = next(i for i, reply in enumerate(replies) if '"run_code"' in reply)
+    # After the first run_code, the controller's next call hangs: the signal comes then.
+    with LoopbackLLMServer(replies=replies[:first_run + 1] + [Slow(30, replies[first_run + 1])]) as server:
+        process = run_until(server, first_run + 2, tmp_path, demo.header["goal"])
         memory = tmp_path / "memory"
         assert kernels_in(memory), "the interpreter's kernel runs, in the memory folder"
         process.send_signal(signal_number)
@@ -192,7 +195,7 @@ def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path,
     assert process.returncode == code, out[-2000:] + err[-2000:]
     assert says in out and f"Plans, logs and the library are in {memory}" in out
     assert "Traceback" not in out + err
-    assert "20 LLM calls" in out, "what the completed calls cost is said however the run ends"
+    assert f"{first_run + 1} LLM calls" in out, "what the completed calls cost is said however the run ends"
     assert "def growth_rates" in read_text(memory / "library.py") and commands(memory / "logs_coder.txt")[-1] == \
         "run_code", "what was done is kept"
     deadline = time.monotonic() + 10

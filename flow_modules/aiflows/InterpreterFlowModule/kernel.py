@@ -342,13 +342,17 @@ def __jarvis_install(workspace, library, figure_dir, mime):
             try:
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                     importlib.reload(module)
-            except BaseException:
+            except BaseException as error:
                 # leave it out of sys.modules, so that the user's own `import library` shows the error
                 sys.modules.pop(library, None)
                 state["digest"] = digest
+                print("[%s.py changed since the last run and could not be reloaded: %s: %s]"
+                      % (library, type(error).__name__, error))
                 return
             rebind(module)
             record(module, digest)
+            # said, as the original's RunCode said it by adding `importlib.reload(library)` to the code run
+            print("[%s.py changed since the last run: reloaded, its new functions can be imported]" % library)
         except BaseException:
             pass
 
