@@ -120,14 +120,19 @@ def test_run_code_does_not_run_code_the_user_declines(tmp_path, user):
     flow.subflows["Interpreter"].close()
 
 
-def test_run_code_runs_shell_code_in_auto_approve_mode(tmp_path):
-    set_input_source(AutoApproveInput())
+def run_code(workspace, code: str, language: str = "python") -> dict:
+    """One run_code in ``workspace`` (the library's folder); its kernel is shut down afterwards."""
     flow = RunCodeFlow.instantiate_from_default_config()
     try:
-        out = flow.run({"code": "echo hello from bash", "language": "bash",
-                        "memory_files": {"code_library": str(tmp_path / "library.py")}})
+        return flow.run({"code": code, "language": language,
+                         "memory_files": {"code_library": str(workspace / "library.py")}})
     finally:
         flow.subflows["Interpreter"].close()
+
+
+def test_run_code_runs_shell_code_in_auto_approve_mode(tmp_path):
+    set_input_source(AutoApproveInput())
+    out = run_code(tmp_path, "echo hello from bash", "bash")
     assert "hello from bash" in out["result"] and out["feedback"] == ""
     assert os.listdir(tmp_path / "code_runs")[0].endswith(".sh")
 
@@ -284,12 +289,7 @@ def test_run_code_opens_the_code_in_the_editor_first_and_runs_the_edited_code(tm
                                                                               monkeypatch):
     monkeypatch.setenv("FAKE_EDITOR_REPLACE", "print('as written')=>print('as edited')")
     user.add("", "")  # run it (after the editor closed); the result is fine
-    flow = RunCodeFlow.instantiate_from_default_config()
-    try:
-        out = flow.run({"code": "print('as written')", "language": "python",
-                        "memory_files": {"code_library": str(tmp_path / "library.py")}})
-    finally:
-        flow.subflows["Interpreter"].close()
+    out = run_code(tmp_path, "print('as written')")
     (opened,) = fake_editor.read_text().splitlines()
     assert os.path.dirname(opened) == str(tmp_path / "code_runs"), "the workspace file opened, without the user's `e`"
     assert out["code"] == "print('as edited')", "the controller gets the code as the user left it"
