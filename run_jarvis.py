@@ -104,9 +104,9 @@ def _interrupts_deferred():
 
 def main(argv: Optional[List[str]] = None) -> int:
     try:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread (e.g. called from another program's worker): keep its handler
-        pass
+        previous = None
     try:
         return _main(argv)
     except KeyboardInterrupt:  # before Jarvis started (imports, configuration): nothing to keep
@@ -115,6 +115,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Terminated:
         print("\nTerminated.", file=sys.stderr)
         return 143
+    finally:
+        if previous is not None:  # a program that calls main() gets its own handler back
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _main(argv: Optional[List[str]]) -> int:

@@ -198,5 +198,16 @@ def test_replay_compares_messages_up_to_folders_and_timestamps_only():
     this_run = "Saved f in the code library (/home/ada/memory/library.py).  \n--- [1] 2026-11-23 06:10:02 save_code ---"
     assert comparable(recorded) == comparable(this_run), "where the memory folder is and when it ran do not matter"
     assert comparable("ratio 3/4 of code_runs/run_20261123-054959_1.py") == "ratio 3/4 of code_runs/run_<time>_1.py"
+    assert comparable("[<matplotlib.lines.Line2D at 0x7f3a2c1d9e50>] at 2024-01-01T10:00:00.123456+00:00") == \
+        comparable("[<matplotlib.lines.Line2D at 0x7f11aa0b3f10>] at 2026-11-23T06:10:02.5Z"), "addresses, times"
     assert comparable("result: 12.5%") != comparable("result: 12.6%"), "anything else is compared as it is"
+    assert comparable("x = 0x10") != comparable("x = 0x11"), "short hex numbers are values, not addresses"
     assert comparable("(/tmp/a/library.py)") != comparable("(/tmp/a/other.py)"), "file names are compared"
+
+
+def test_a_429_for_a_quota_that_is_used_up_is_not_retried(loopback_llm):
+    loopback_llm.add(HTTPError(429, "You exceeded your current quota, please check your plan and billing details.",
+                               type="insufficient_quota", code="insufficient_quota"))
+    with pytest.raises(LLMCallError, match=r"no quota left \(HTTP 429\)"):
+        make_chat().call({"query": "hi"})
+    assert len(loopback_llm.requests) == 1, "waiting does not bring quota back"

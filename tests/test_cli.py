@@ -11,7 +11,7 @@ import time
 import pytest
 
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
-from subprocess_guard import network_guarded
+from subprocess_guard import check_guarded_run, guarded_environment, network_guarded
 from flow_modules.aiflows.ChatFlowModule import Transcript
 from flow_modules.aiflows.CoreFlowModule.memory import read_text, split_log_entries
 
@@ -155,9 +155,11 @@ def test_a_replay_must_start_from_the_library_it_was_recorded_with(tmp_path):
 
 
 def run_until(server, requests, tmp_path, *args):
-    """Start run_jarvis.py on the loopback server; return the process once the server has seen ``requests``."""
+    """Start run_jarvis.py on the loopback server (network guarded, see subprocess_guard); return the process once
+    the server has seen ``requests``, and the guard's log of network attempts."""
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     env["NO_COLOR"] = "1"
+    env, attempts = guarded_environment(str(tmp_path / "guard"), env)
     process = subprocess.Popen([sys.executable, RUN_JARVIS, "--api-base", server.url, "--yes", *args], cwd=tmp_path,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                stdin=subprocess.DEVNULL)
@@ -165,7 +167,7 @@ def run_until(server, requests, tmp_path, *args):
     while len(server.requests) < requests and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert process.poll() is None, "the run ended before it was interrupted: " + process.communicate()[0][-2000:]
-    return process
+    return process, attempts
 
 
 def kernels_in(folder):
@@ -187,7 +189,7 @@ def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path,
     first_run = next(i for i, reply in enumerate(replies) if '"run_code"' in reply)
     # After the first run_code, the controller's next call hangs: the signal comes then.
     with LoopbackLLMServer(replies=replies[:first_run + 1] + [Slow(30, replies[first_run + 1])]) as server:
-        process = run_until(server, first_run + 2, tmp_path, demo.header["goal"])
+        process, attempts = run_until(server, first_run + 2, tmp_path, demo.header["goal"])
         memory = tmp_path / "memory"
         assert kernels_in(memory), "the interpreter's kernel runs, in the memory folder"
         process.send_signal(signal_number)
@@ -202,6 +204,7 @@ def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path,
     while kernels_in(memory) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not kernels_in(memory), "the kernel was shut down"
+    check_guarded_run(attempts)
 
 
 def test_resume_continues_from_the_stored_plan(tmp_path, demo):
@@ -317,3 +320,16 @@ def test_credentials_come_from_the_usual_variables():
         api_infos_from_environment(None, {"AZURE_API_KEY": "az"})
     with pytest.raises(MissingCredentials):
         api_infos_from_environment(None, {})
+
+
+def test_main_gives_back_the_callers_sigterm_handler(tmp_path, capsys):
+    import run_jarvis
+
+    mine = lambda *_: None  # noqa: E731
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        with pytest.raises(SystemExit):
+            run_jarvis.main(["--demo", "a goal"])  # refused by the argument parser
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)

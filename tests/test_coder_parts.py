@@ -70,6 +70,13 @@ def test_the_code_test_reports_syntax_errors(library):
     assert not out["passed"] and out["result"].startswith("Syntax error in the code, line 1")
 
 
+def test_the_code_test_runs_the_code_as_the_library_would_not_as_a_script(library):
+    code = 'def f():\n    return 1\n\nif __name__ == "__main__":\n    raise SystemExit("ran as a script")\n'
+    out = TestCodeAtomicFlow.instantiate_from_default_config().run(
+        {"code": code, "user_tests": "assert f() == 1", "memory_files": library})
+    assert out["passed"], out["result"]
+
+
 def test_test_code_flow_asks_for_tests_and_feedback(library, user):
     user.add("assert g(3) == 9", "fine")
     out = TestCodeFlow.instantiate_from_default_config().run({"code": G, "memory_files": library})
@@ -278,6 +285,8 @@ def test_imports_with_a_fallback_are_optional_in_the_code_test(library):
     "try:\n    import json\nexcept ImportError:\n    import surely_not_a_module_xyz\n",
     # a function defined in a guarded `try` imports when called, outside the `try`
     "try:\n    def load():\n        import surely_not_a_module_xyz\nexcept ImportError:\n    pass\n",
+    # a handler that raises again is no fallback
+    "try:\n    import surely_not_a_module_xyz\nexcept ImportError:\n    raise ImportError('install it first')\n",
 ])
 def test_imports_without_a_fallback_are_required_in_the_code_test(library, code):
     out = TestCodeAtomicFlow.instantiate_from_default_config().run({"code": code, "tests": "", "memory_files": library})

@@ -99,3 +99,39 @@ def test_open_editor_auto_opens_it_before_asking(user, fake_editor, monkeypatch)
     user.add("")
     out = review(open_editor="auto").run({"plan": "1. a"})
     assert out["plan"] == "1. a\n2. b" and out["edited"]
+
+
+def test_an_editor_open_when_jarvis_ends_is_asked_to_quit_not_killed(tmp_path):
+    """A terminal editor killed outright leaves the terminal in raw mode; asked to quit, it restores it."""
+    import signal
+    import sys
+    import threading
+
+    from flow_modules.aiflows.CoreFlowModule.editor import edit_file
+
+    draft = tmp_path / "plan.txt"
+    draft.write_text("1. a\n")
+    editor = tmp_path / "editor.py"
+    editor.write_text("import signal, sys, time\n"
+                      "def quit(*_):\n"
+                      "    open(sys.argv[1] + '.restored', 'w').write('terminal restored')\n"
+                      "    sys.exit(0)\n"
+                      "signal.signal(signal.SIGTERM, quit)\n"
+                      "open(sys.argv[1] + '.started', 'w').close()\n"
+                      "time.sleep(60)\n")
+    ending = lambda *_: (_ for _ in ()).throw(SystemExit(143))  # noqa: E731 - what run_jarvis's SIGTERM handler does
+    previous = signal.signal(signal.SIGUSR1, ending)
+    started = tmp_path / "plan.txt.started"
+
+    def end_jarvis_once_the_editor_runs():
+        while not started.exists():
+            threading.Event().wait(0.05)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    threading.Thread(target=end_jarvis_once_the_editor_runs, daemon=True).start()
+    try:
+        with pytest.raises(SystemExit):
+            edit_file(str(draft), configured=f"{sys.executable} {editor}")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert (tmp_path / "plan.txt.restored").read_text() == "terminal restored", "the editor got SIGTERM, not SIGKILL"

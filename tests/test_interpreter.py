@@ -362,7 +362,7 @@ def test_heavy_and_deep_folders_are_not_scanned_for_changed_files(make_interpret
     """)
     result = interpreter.run(code, "python")
     assert result.files == ["a/b/c/seen.txt", "top.txt"], result.output
-    assert "only its first levels were checked" in result.output  # a/b/c/d was not looked into
+    assert "checked only to a bounded depth and size" in result.output  # a/b/c/d was not looked into
     assert interpreter.run("echo x > top.txt", "shell").files == ["top.txt"]
 
 
@@ -428,13 +428,14 @@ def test_llm_api_keys_do_not_reach_the_kernel_or_the_shell(make_interpreter, mon
 
 def test_the_scrub_drops_secrets_by_name_and_keeps_ordinary_variables():
     secrets = ["OPENAI_API_KEY", "OPENAI_KEY", "GITHUB_TOKEN", "ANTHROPIC_AUTH_TOKEN", "HF_TOKEN",
-               "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "PGPASSWORD", "MYSQL_PWD", "DB_PASSWORD", "GOOGLE_APPLICATION_CREDENTIALS",
+               "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "PGPASSWORD", "MYSQL_PWD", "DB_PASSWORD",
+               "GOOGLE_APPLICATION_CREDENTIALS",
                "SSH_PRIVATE_KEY", "KEY", "token", "my_api_key", "OPENAI_API_BASE", "OPENAI_BASE_URL",
                "OPENAI_ORGANIZATION", "AZURE_API_BASE", "AZURE_API_VERSION", "AZURE_OPENAI_API_VERSION",
                "AZURE_OPENAI_ENDPOINT", "ANTHROPIC_BASE_URL", "HUGGINGFACE_API_BASE"]
     ordinary = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "PYTHONPATH", "PYTHONHASHSEED",
                 "VIRTUAL_ENV", "PWD", "MY_SETTING", "KEYBOARD_LAYOUT", "TOKENIZERS_PARALLELISM", "MONKEY", "HF_HOME",
-                "HF_ENDPOINT", "SHELL", "DISPLAY", "JARVIS_TRACE"]
+                "HF_ENDPOINT", "SHELL", "DISPLAY", "JARVIS_TRACE", "AZURE_STORAGE_ENDPOINT", "AZURE_REGION"]
     kept = scrubbed_environment(base={name: "x" for name in secrets + ordinary})
     assert sorted(kept) == sorted(ordinary)
 
@@ -600,3 +601,22 @@ def test_flow_relative_workspace_and_config_overrides(tmp_path, monkeypatch):
         assert "characters cut" in out["interpreter_output"]
     finally:
         flow.close()
+
+
+def test_an_exit_during_a_shell_command_kills_the_command(make_interpreter):
+    """SIGTERM reaches a run as an exit (SystemExit), not a KeyboardInterrupt: the command must not outlive it."""
+    interpreter = make_interpreter()
+    marker = f"jarvis-test-{os.getpid()}-{time.monotonic_ns()}"
+    timer = threading.Timer(1.0, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1))
+    previous = signal.signal(signal.SIGUSR1, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
+    try:
+        timer.start()
+        with pytest.raises(SystemExit):
+            interpreter.run(f"exec -a {marker} sleep 60", "bash")
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+    deadline = time.monotonic() + 5
+    while marker in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, "the shell command still runs after the run was ended"
+        time.sleep(0.1)

@@ -166,3 +166,13 @@ def test_update_plan_tells_the_controller_what_changed(tmp_path):
         "a rewrite passed off as marking steps done is pointed out"
     out = flow.run({"updated_plan": read_text(files["plan"]), "memory_files": files})
     assert out["result"] == "The plan file already held this plan; nothing changed."
+
+
+def test_update_plan_counts_the_top_level_steps_and_says_when_a_mark_is_taken_back():
+    from flow_modules.aiflows.UpdatePlanFlowModule.UpdatePlanAtomicFlow import describe_update
+
+    old = "1. Prepare:\n   1) load the data\n   2) clean it\n2. Plot it."
+    assert describe_update(old, old.replace("Prepare:", "Prepare: [done]")) == (
+        "The plan was updated: step 1 now marked done (1 of 2 steps done; next: step 2: Plot it.).")
+    taken_back = describe_update("1. a [done]\n2. b [done]\n3. c", "1. a [done]\n2. b\n3. c [done]")
+    assert "step 3 now marked done; step 2 no longer marked done" in taken_back

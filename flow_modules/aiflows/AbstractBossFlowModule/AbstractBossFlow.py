@@ -23,17 +23,19 @@ class AbstractBossFlow(LeanSequentialFlow):
 
     *Configuration Parameters*:
     - `memory_files` (dict): memory name -> file path; at least `plan` and `logs` (and `code_library` for bosses
-      that see the library). Memory files given in the input override these for that run. `set_memory_files(flow, memory_dir)` (CoreFlowModule.memory) sets it for every boss
-      of a tree, from the `memory_file_names` each declares.
+      that see the library). Memory files given in the input override these for that run.
+      `set_memory_files(flow, memory_dir)` (CoreFlowModule.memory) sets it for every boss of a tree, from the
+      `memory_file_names` each declares.
     - `resume` (bool): if the plan file already holds a plan, carry it out instead of writing a new one.
+    - `subflows_config`: `MemoryReading`, `Planner` (a PlanWriterFlow), `CtrlExMem` (a CtrlExMemFlow).
 
     When a boss starts a task and its log file already has entries, it appends a `new_task` entry (or `resume`),
     so that its controller can tell earlier tasks' entries from its own.
-    - `subflows_config`: `MemoryReading`, `Planner` (a PlanWriterFlow), `CtrlExMem` (a CtrlExMemFlow).
 
     *Input Interface*:
     - `goal` (str): what to achieve.
-    - `memory_files` (dict, optional): the memory files for this run, instead of the configured ones.
+    - `memory_files` (dict, optional): the memory files for this run, instead of the configured ones. (Not in the
+      YAML's `input_interface`, so that a parent loop does not hand a sub-boss its own memory files.)
 
     *Output Interface*:
     - `summary` (str): what was done (the controller's summary at `finish`, or why the boss stopped).

@@ -75,13 +75,14 @@ class RecordingBackend:
 
 
 _FOLDERS = re.compile(r"(?<![\w.~])(?:[A-Za-z]:)?[/\\](?:[\w.\-~]+[/\\])+")
-_TIMES = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}|\d{8}-\d{6}")
+_TIMES = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?|\d{8}-\d{6}")
+_ADDRESSES = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")  # object reprs: <function f at 0x7f3a2c...>
 
 
 def comparable(text: str) -> str:
-    """A message as replay compares it: the folders of absolute paths and the timestamps, which differ from run to
-    run, are replaced by placeholders; trailing spaces are ignored."""
-    text = _TIMES.sub("<time>", _FOLDERS.sub("<dir>/", str(text)))
+    """A message as replay compares it: what differs from run to run is replaced by placeholders (the folders of
+    absolute paths, timestamps, objects' memory addresses); trailing spaces are ignored."""
+    text = _ADDRESSES.sub("<address>", _TIMES.sub("<time>", _FOLDERS.sub("<dir>/", str(text))))
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 

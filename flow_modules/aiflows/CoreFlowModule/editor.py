@@ -34,16 +34,27 @@ def edit_file(path: str, configured: Optional[str] = None) -> bool:
     with open(path, "r", encoding="utf-8") as f:
         before = f.read()
     try:
-        completed = subprocess.run(command + [path])
+        editor = subprocess.Popen(command + [path])
     except FileNotFoundError:
         raise EditorError(
             f"The editor command {command[0]!r} was not found. Set $VISUAL or $EDITOR to an installed editor."
         ) from None
-    if completed.returncode != 0:
+    try:
+        returncode = editor.wait()
+    except BaseException:
+        # Jarvis is ending (SIGTERM) or interrupted: ask the editor to quit, so that a terminal editor puts the
+        # terminal back as it was (subprocess.run would SIGKILL it, leaving the terminal in raw mode)
+        editor.terminate()
+        try:
+            editor.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            editor.kill()
+        raise
+    if returncode != 0:
         with open(path, "w", encoding="utf-8") as f:
             f.write(before)
         raise EditorError(
-            f"The editor {' '.join(command)!r} exited with code {completed.returncode}; the file was left unchanged."
+            f"The editor {' '.join(command)!r} exited with code {returncode}; the file was left unchanged."
         )
     with open(path, "r", encoding="utf-8") as f:
         return f.read() != before

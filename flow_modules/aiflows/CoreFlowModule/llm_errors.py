@@ -38,6 +38,11 @@ def _chain(error: BaseException):
         error = error.__cause__ or error.__context__
 
 
+def _raw_messages(error: BaseException) -> str:
+    """The exceptions' own texts along the chain (an error body's `code` is there, not in its message)."""
+    return " ".join(str(getattr(e, "message", "") or e) for e in _chain(error))
+
+
 def _server_message(error: BaseException) -> str:
     for e in _chain(error):
         message = getattr(e, "message", None)
@@ -107,6 +112,9 @@ def _classify(error: BaseException) -> LLMErrorInfo:
             return LLMErrorInfo(False, f"permission denied (HTTP 403){suffix}")
         if status == 404:
             return LLMErrorInfo(False, f"not found (HTTP 404){suffix}. Check the model name and the API base URL")
+        if status == 429 and "insufficient_quota" in f"{detail} {_raw_messages(error)}":
+            return LLMErrorInfo(False, f"the account has no quota left (HTTP 429){suffix}. Check the plan and "
+                                       "billing of the API key; waiting will not help")
         if status in (501, 505):
             return LLMErrorInfo(False, f"the server does not support this request (HTTP {status}){suffix}. "
                                        "Check the API base URL")

@@ -12,7 +12,6 @@ import ast
 import json
 import os
 import re
-import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -32,11 +31,14 @@ def read_text(path: str) -> str:
         raise MemoryFileError(f"Cannot read memory file {path}: {error}") from error
 
 
-def _umask() -> int:
-    """The process's umask (it can only be read by setting it; set it straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _create_exclusive(prefix: str, suffix: str) -> Tuple[int, str]:
+    """A new file ``<prefix><random><suffix>`` opened for writing, mode 0666 minus the umask."""
+    while True:
+        path = f"{prefix}{os.urandom(6).hex()}{suffix}"
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), path
+        except FileExistsError:
+            continue
 
 
 def atomic_write(path: str, text: str) -> None:
@@ -44,14 +46,15 @@ def atomic_write(path: str, text: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+        # Created 0666 minus the umask, as any new file of the user's (mkstemp would make it 0600).
+        fd, tmp = _create_exclusive(os.path.join(folder, f".{os.path.basename(path)}."), ".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
-            # mkstemp makes the file 0600: keep the mode of the file replaced, else the user's default (umask).
-            os.chmod(tmp, os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o666 & ~_umask())
+            if os.path.exists(path):  # a file replaced keeps its mode
+                os.chmod(tmp, os.stat(path).st_mode & 0o777)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

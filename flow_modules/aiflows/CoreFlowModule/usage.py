@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List
+from collections import deque
+from typing import Deque, Dict, List
 
 _encoding = None
+MAX_CALLS = 10_000
 
 
 def count_tokens(text: str) -> int:
@@ -61,7 +63,8 @@ class UsageMeter:
     process-wide one."""
 
     per_flow: Dict[str, FlowUsage] = field(default_factory=dict)
-    calls: List[CallUsage] = field(default_factory=list)
+    # the last calls, one record each (a long run keeps the latest MAX_CALLS; the totals count every call)
+    calls: Deque[CallUsage] = field(default_factory=lambda: deque(maxlen=MAX_CALLS))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, flow: str, prompt_tokens: int, completion_tokens: int, seconds: float, retries: int = 0) -> None:

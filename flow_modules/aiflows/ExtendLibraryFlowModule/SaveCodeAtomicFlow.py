@@ -24,7 +24,8 @@ def _definition_spans(tree: ast.Module, names: set) -> List[Tuple[int, int]]:
     return spans
 
 
-# Top-level statements a library may hold: they define names and run nothing else when the library is imported.
+# Top-level statements a library may hold: they define names. (An assignment's value is computed on import, e.g.
+# `PATTERN = re.compile(...)`: that is how constants are made, so assignments are accepted whatever they call.)
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
                 ast.AnnAssign, ast.AugAssign, ast.Pass) + ((ast.TypeAlias,) if hasattr(ast, "TypeAlias") else ())
 # Blocks whose bodies are checked with the same rule (conditional imports, `try: import ujson except ImportError`).

@@ -53,8 +53,9 @@ _SECRET_PARTS = ("KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS"
 # Words that say "secret" wherever they are in a name (PGPASSWORD, AWSSECRETKEY): no harmless name contains them.
 _SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY")
 # LLM providers (litellm's names): their endpoints, API versions and organizations say which account a run uses.
+# (Azure: only Azure OpenAI's; AZURE_STORAGE_ENDPOINT and the like are other services' and not secrets.)
 # (Not HF_: HF_ENDPOINT names a Hub mirror, which downloads from the shell need; HF_TOKEN goes as a token.)
-_LLM_PROVIDERS = ("OPENAI", "AZURE", "ANTHROPIC", "COHERE", "MISTRAL", "GROQ", "GEMINI", "VERTEXAI", "HUGGINGFACE",
+_LLM_PROVIDERS = ("OPENAI", "AZURE_OPENAI", "ANTHROPIC", "COHERE", "MISTRAL", "GROQ", "GEMINI", "VERTEXAI", "HUGGINGFACE",
                   "TOGETHER", "TOGETHERAI", "REPLICATE", "OPENROUTER", "DEEPSEEK", "PERPLEXITY", "PERPLEXITYAI",
                   "FIREWORKS", "FIREWORKS_AI", "XAI", "OLLAMA", "LITELLM", "VOYAGE", "AI21", "NVIDIA_NIM", "CLOUDFLARE")
 _LLM_SETTINGS = ("API_BASE", "BASE_URL", "API_URL", "API_VERSION", "ENDPOINT", "ORGANIZATION", "ORG_ID", "PROJECT_ID")
@@ -64,7 +65,7 @@ _LLM_SETTINGS = ("API_BASE", "BASE_URL", "API_URL", "API_VERSION", "ENDPOINT", "
 DEFAULT_ENV_SCRUB: Tuple[str, ...] = (
     tuple(p for part in _SECRET_PARTS for p in (part, f"{part}_*", f"*_{part}", f"*_{part}_*"))
     + tuple(f"*{word}*" for word in _SECRET_WORDS)
-    + ("*_PWD", "*_API_BASE")
+    + ("*_PWD", "*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE")  # litellm's names for Azure OpenAI
     + tuple(f"{provider}_*{setting}" for provider in _LLM_PROVIDERS for setting in _LLM_SETTINGS)
 )
 
@@ -432,9 +433,9 @@ del __jarvis_install
 '''
 
 
-def _kernel_python() -> str:
-    """The Python the kernel runs with: the current interpreter."""
-    return sys.executable
+# Folders a system Python lives in: not moved to the front of the shell's PATH (that would put /usr/bin before
+# /usr/local/bin and ~/.local/bin for every command); their pip is found there anyway.
+_SYSTEM_BIN_DIRS = {"/usr/bin", "/bin", "/usr/local/bin"}
 
 
 def _spec_manager():
@@ -445,7 +446,7 @@ def _spec_manager():
     class SpecManager(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
             return KernelSpec(
-                argv=[_kernel_python(), "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
+                argv=[sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
                       "-f", "{connection_file}", "--HistoryManager.enabled=False"],
                 display_name="Python (Jarvis interpreter)",
                 language="python",
@@ -616,11 +617,11 @@ class CodeInterpreter:
         env["PWD"] = self.workspace
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
         env.pop("JPY_PARENT_PID", None)
-        python = _kernel_python()
-        if python:
-            bin_dir = os.path.dirname(python)
+        bin_dir = os.path.dirname(sys.executable)
+        if sys.executable and bin_dir not in _SYSTEM_BIN_DIRS:  # moving /usr/bin first would reorder everything
             env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", os.defpath).split(os.pathsep)
                                                        if p != bin_dir])
+        if sys.executable:
             if sys.prefix != sys.base_prefix:  # a virtual environment: say so, as its `activate` script would
                 env["VIRTUAL_ENV"] = sys.prefix
             else:  # one the user activated is not the kernel's
@@ -640,7 +641,7 @@ class CodeInterpreter:
             shown = result.files[:10]
             rest = files_total - len(shown)
             more = f" (and {rest} more)" if rest > 0 else ""
-            partial = "" if files_complete else " (the workspace is large: only its first levels were checked)"
+            partial = "" if files_complete else " (the workspace was checked only to a bounded depth and size)"
             notes.append("[files created or modified: " + ", ".join(shown) + more + partial + "]")
         return "\n".join([text] + notes)
 
@@ -980,7 +981,7 @@ class CodeInterpreter:
                         out.note(f"[The command was killed by signal {name}.]")
                     else:
                         out.note(f"[exit code {returncode}]")
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl+C, SIGTERM (an exit) or an error: the command must not outlive the run
             _kill_group(pgid)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=2)

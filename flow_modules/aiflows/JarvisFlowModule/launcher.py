@@ -145,8 +145,8 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     """Give each boss its memory files in ``memory_dir``.
 
     A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
-    (nothing is deleted). The code library is kept: it is what Jarvis has learned, unless ``archive_library`` (a
-    replay must start from the library it was recorded with) moves it there too. With ``resume`` everything is kept
+    (nothing is deleted). The code library is kept: it is what Jarvis has learned, unless ``archive_library`` (the
+    demo, recorded with an empty library, replays from one) moves it there too. With ``resume`` everything is kept
     and the top boss continues from its plan instead of writing a new one.
     """
     layout = MemoryLayout(set_memory_files(flow, memory_dir))

@@ -27,10 +27,12 @@ _optional = [name for name in {optional!r} if importlib.util.find_spec(name) is 
 if _optional:
     print({optional_mark!r}, ", ".join(_optional))
 {library_import}
-# ~~~ the code under test ~~~
+# ~~~ the code under test, as in the library: its `if __name__ == "__main__":` blocks do not run ~~~
+__name__ = "library"
 {code}
+__name__ = "__main__"
 
-# ~~~ the user's tests ~~~
+# ~~~ the tests ~~~
 {tests}
 
 print({passed_mark!r})
@@ -41,7 +43,10 @@ _IMPORT_ERROR_NAMES = {"ImportError", "ModuleNotFoundError", "Exception", "BaseE
 
 
 def _handles_import_errors(handler: ast.ExceptHandler) -> bool:
-    """True if an `except` clause catches a failed import (bare `except:`, ImportError, Exception, ...)."""
+    """True if an `except` clause catches a failed import (bare `except:`, ImportError, Exception, ...) and falls
+    back on something: a handler that ends by raising (`raise ImportError("install numpy")`) is no fallback."""
+    if handler.body and isinstance(handler.body[-1], ast.Raise):
+        return False
     if handler.type is None:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]

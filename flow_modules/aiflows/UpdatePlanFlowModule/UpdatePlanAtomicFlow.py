@@ -12,11 +12,17 @@ _DONE = re.compile(r"\[\s*done\s*\]|\(\s*done\s*\)", re.I)
 
 
 def plan_steps(plan: str) -> List[Tuple[str, str]]:
-    """The numbered steps of a plan: ``[(number, text)]``, a step's text running to the next numbered line."""
+    """The numbered steps of a plan: ``[(number, text)]``, a step's text running to the next step. Steps are the
+    numbered lines least indented; a numbered list inside a step (more indented) is part of its text."""
+    lines = plan.splitlines()
+    numbered = [len(line) - len(line.lstrip()) for line in lines if _STEP.match(line)]
+    if not numbered:
+        return []
+    indent = min(numbered)
     steps: List[Tuple[str, str]] = []
-    for line in plan.splitlines():
+    for line in lines:
         match = _STEP.match(line)
-        if match:
+        if match and len(line) - len(line.lstrip()) == indent:
             steps.append((match.group(1), line[match.end():].strip()))
         elif steps and line.strip():
             steps[-1] = (steps[-1][0], f"{steps[-1][1]} {line.strip()}")
@@ -38,12 +44,17 @@ def describe_update(old_plan: str, new_plan: str) -> str:
     if not new:
         return "The plan was updated (it has no numbered steps)."
     old_done = {number for number, text in old if _is_done(text)}
-    marked = [number for number, text in new if _is_done(text) and number not in old_done]
-    done = sum(_is_done(text) for _, text in new)
-    if marked:
-        said = f"step{'s' if len(marked) > 1 else ''} {', '.join(marked)} now marked done"
-    else:
-        said = "no step newly marked done"
+    new_done = {number for number, text in new if _is_done(text)}
+    marked = [number for number, _ in new if number in new_done - old_done]
+    unmarked = [number for number, _ in old if number in old_done - new_done]
+    done = len(new_done)
+
+    def steps(numbers: List[str]) -> str:
+        return f"step{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+
+    said = f"{steps(marked)} now marked done" if marked else "no step newly marked done"
+    if unmarked:
+        said += f"; {steps(unmarked)} no longer marked done"
     pending = [(number, text) for number, text in new if not _is_done(text)]
     if pending:
         number, text = pending[0]
