@@ -99,6 +99,11 @@ def main() -> None:
     early, late = d[:20], d[-20:]
     print(f"{'stock aiflows' if args.stock else 'lean flows'}: {args.rounds} rounds, status: {r['status']}")
     print(f"  median round time, rounds 1-20:   {statistics.median(early) * 1000:8.2f} ms")
+    # the prompt's log tail fills at round 20 and the bounded histories at about round 35: from then on, flat
+    for start in (41, 101):
+        if len(d) >= start + 19 + 20:
+            window = d[start - 1:start + 19]
+            print(f"  median round time, rounds {start}-{start + 19}: {statistics.median(window) * 1000:8.2f} ms")
     print(f"  median round time, rounds {len(d) - 19}-{len(d)}: {statistics.median(late) * 1000:8.2f} ms")
     print(f"  total: {r['total']:.2f} s")
     for n, size in sorted(r["sizes"].items()):

@@ -130,7 +130,7 @@ def format_log_entry(number: int, command: str, command_args: Optional[Dict[str,
     )
 
 
-def _read_tail(path: str, min_headers: int, block: int = 1 << 16) -> Tuple[str, bool]:
+def _read_tail(path: str, min_headers: int, block: int = 1 << 13) -> Tuple[str, bool]:
     """The end of the file, at least ``min_headers`` entry headers long (or the whole file); and whether it is whole."""
     try:
         size = os.path.getsize(path)
