@@ -52,6 +52,18 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--demo", action="store_true", help="replay the recorded demo run (offline, auto-approve)")
     parser.add_argument("--trace", metavar="FILE", help="write every message between flows to FILE (JSON lines)")
     parser.add_argument("--verbose", action="store_true", help="show aiflows' log and full tracebacks")
+    limits = parser.add_argument_group(
+        "budget (defaults in the configuration's `budget:`; reaching a limit stops the run, --resume goes on)")
+    limits.add_argument("--max-calls", type=_positive_int, metavar="N", help="stop after N LLM calls")
+    limits.add_argument("--max-tokens", type=_positive_int, metavar="N", help="stop after N tokens (prompt + reply)")
+    limits.add_argument("--max-cost", type=_positive_float, metavar="USD",
+                        help="stop after this many dollars (models with a known price; others count tokens only)")
+    limits.add_argument("--max-time", type=_duration, metavar="TIME", help="stop after this long (e.g. 900, 15m, 2h)")
+    model = parser.add_argument_group("the model's limits and replies")
+    model.add_argument("--context-window", type=_positive_int, metavar="N",
+                       help="the model's context window in tokens (needed for local servers: the server's n_ctx)")
+    model.add_argument("--structured-output", choices=("auto", "json_schema", "json_object", "off"),
+                       help="the response_format controllers ask for (default auto: what the server accepts)")
     args = parser.parse_args(argv)
     if args.demo and (args.replay or args.record or args.resume):
         parser.error("--demo replays its own recording; it does not go with --replay, --record or --resume")
@@ -64,6 +76,36 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     if not args.goal and not (args.resume or args.demo or args.replay):
         parser.error("give a goal, e.g. run_jarvis.py \"Plot y = x^2 for x in 0..10\" (or --resume, --demo)")
     return args
+
+
+def _positive(convert, what: str):
+    """An argparse type: ``convert(text)``, more than 0."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+        return value
+    return parse
+
+
+_positive_int = _positive(int, "a whole number")
+_positive_float = _positive(float, "a number")
+
+
+def _duration(text: str) -> float:
+    """Seconds from ``900``, ``90s``, ``15m`` or ``2h``."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], units[text[-1].lower()]) if text and text[-1].lower() in units else (text, 1)
+    try:
+        value = float(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 900, 15m, 2h)") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
 
 
 class Terminated(SystemExit):
@@ -144,6 +186,7 @@ def _main(argv: Optional[List[str]]) -> int:
             set_input_source,
             set_trace_file,
         )
+        from flow_modules.aiflows.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
         from flow_modules.aiflows.CoreFlowModule.errors import describe
         from flow_modules.aiflows.JarvisFlowModule import launcher
 
@@ -199,7 +242,13 @@ def _main(argv: Optional[List[str]]) -> int:
                 add_backend_wrapper(recorder.wrap)
             config = launcher.load_config(args.config or CONFIG) if (args.config or os.path.exists(CONFIG)) \
                 else launcher.DEFAULT_FLOW_CONFIG
+            budget = RunBudget.from_config(config.get("budget"), max_calls=args.max_calls,
+                                           max_tokens=args.max_tokens, max_cost=args.max_cost,
+                                           max_time=args.max_time)
+            launcher.reset_server_settings()
             flow = launcher.instantiate(config, api_infos, memory_dir)
+            launcher.set_chat_settings(flow, context_window=args.context_window,
+                                       structured_output=args.structured_output)
             # The demo was recorded with an empty library, so it starts from one; other runs keep what Jarvis learned.
             memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo)
             if memory.archive:
@@ -215,11 +264,16 @@ def _main(argv: Optional[List[str]]) -> int:
             with open(run_file, "w", encoding="utf-8") as f:
                 json.dump({"goal": goal, "model": args.model, "api_base": args.api_base, "started": started}, f)
 
+        budget.started = time.monotonic()
+        set_run_budget(budget)
         result = flow.call({"goal": goal})
         if transcript is not None and transcript.unused():
             raise TranscriptError(f"The run finished with {transcript.unused()} recorded replies unused: it left the "
                                   f"recording {transcript.path}, so its answer is not the recorded run's.")
         output = result
+    except BudgetExceeded as error:
+        console.line("warning", f"\n{error}")
+        return 3
     except KeyboardInterrupt:
         console.line("warning", f"\nStopped. {_where_things_are(memory_dir, flow, transcript)}".rstrip())
         return 130
@@ -251,11 +305,12 @@ def _main(argv: Optional[List[str]]) -> int:
         if flow is not None:
             launcher.close_interpreters(flow)
         set_trace_file(None)
+        set_run_budget(None)
         if output is None and USAGE.total().calls:  # what a run that did not end cost (an ended one: below)
-            console.line("info", USAGE.summary())
+            console.show("info", USAGE.summary(), USAGE.report())
 
     _report(console, output, memory, memory_dir, started)
-    console.line("info", USAGE.summary())
+    console.show("info", USAGE.summary(), USAGE.report())
     return 0 if output.get("status") == "finished" else 1
 
 

@@ -65,7 +65,7 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
     user.add("e", "", "the quick brown fox")
     loopback_llm.add(
         PLAN,                                                                      # Planner's PlanGenerator
-        "Sure! " + command("ask_user", question="Give me a sentence."),            # malformed: text before JSON
+        command("ask_user"),                                                       # malformed: no question
         command("ask_user", question="Give me a sentence."),                       # corrected
         command("count_words", text="the quick brown fox"),
         command("update_plan", updated_plan=done_plan),
@@ -89,7 +89,7 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
     assert requests[0][-1]["content"].endswith("Count the words of a sentence the user gives.")
     first_controller_prompt = requests[1][0]["content"]
     assert EDITED_LINE.strip() in first_controller_prompt, "the controller sees the plan the user edited"
-    assert "text before the JSON object" in requests[2][-1]["content"], "the malformed reply is corrected"
+    assert "missing argument(s): question" in requests[2][-1]["content"], "the malformed reply is corrected"
     assert "The user replied: the quick brown fox" in requests[3][-1]["content"]
     assert requests[4][0]["content"].count("--- [") == 2, "the logs in the prompt grow by one entry per command"
     assert "4. Tell the user the count." in requests[5][0]["content"] and "[done]" in requests[5][0]["content"]

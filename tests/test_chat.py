@@ -1,6 +1,7 @@
 """ChatAtomicFlow through the real LiteLLMBackend -> litellm -> HTTP path: retries, errors, window, templates."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -62,15 +63,19 @@ def test_after_the_last_retry_the_error_names_the_flow_and_the_cause(loopback_ll
     assert len(loopback_llm.requests) == 4
 
 
-@pytest.mark.parametrize("status, says", [(401, "authentication failed (HTTP 401)"),
-                                          (400, "the request was rejected (HTTP 400)"),
-                                          (404, "not found (HTTP 404)")])
-def test_errors_retrying_cannot_fix_stop_at_once(loopback_llm, status, says):
+@pytest.mark.parametrize("status, says, kind", [(401, "authentication failed (HTTP 401)", "auth"),
+                                                (400, "the request was rejected (HTTP 400)", "bad_request"),
+                                                (422, "the request was rejected (HTTP 422)", "bad_request"),
+                                                (404, "not found (HTTP 404)", "bad_request")])
+def test_errors_retrying_cannot_fix_stop_at_once(loopback_llm, status, says, kind):
     loopback_llm.add(HTTPError(status, "no way"))
     with pytest.raises(LLMCallError) as error:
         make_chat().call({"query": "hi"})
     assert len(loopback_llm.requests) == 1, "no retry"
     assert says in str(error.value) and "no way" in str(error.value) and "Asker" in str(error.value)
+    info = error.value.info
+    assert (info.status, info.kind, info.detail, info.retryable) == (status, kind, "no way", False), \
+        "callers look at the status and the server's own words (e.g. to negotiate response_format)"
 
 
 def test_a_model_name_litellm_does_not_know_gets_a_hint(loopback_llm):
@@ -211,3 +216,174 @@ def test_a_429_for_a_quota_that_is_used_up_is_not_retried(loopback_llm):
     with pytest.raises(LLMCallError, match=r"no quota left \(HTTP 429\)"):
         make_chat().call({"query": "hi"})
     assert len(loopback_llm.requests) == 1, "waiting does not bring quota back"
+
+
+# ~~~ Errors as the caller sees them: kind, status, the server's words, advice that fits the provider ~~~
+def error_from(server, reply):
+    """The exception the real backend -> litellm -> HTTP path raises for ``reply``."""
+    from aiflows.backends.api_info import ApiInfo
+    from flow_modules.aiflows.ChatFlowModule.backends import instantiate_backend
+
+    server.add(reply)
+    backend = instantiate_backend({"_target_": "aiflows.backends.llm_lite.LiteLLMBackend", "model_name": "gpt-4",
+                                   "wait_time_per_key": 0,
+                                   "api_infos": [ApiInfo(backend_used="openai", api_key="sk-test",
+                                                         api_base=server.url)]}, "Asker")
+    with pytest.raises(Exception) as raised:
+        backend(messages=[{"role": "user", "content": "hi"}])
+    return raised.value
+
+
+OVERFLOWS = {  # what each server says when the prompt and max_tokens do not fit
+    "llama.cpp": Malformed(json.dumps({"error": {"code": 400, "message": "the request exceeds the available context "
+                                                 "size, try increasing it", "type": "exceed_context_size_error",
+                                                 "n_prompt_tokens": 9000, "n_ctx": 8192}}), status=400),
+    "llama-cpp-python": HTTPError(400, "Requested tokens (5000) exceed context window of 2048"),
+    "vLLM": Malformed(json.dumps({"object": "error", "message": "This model's maximum context length is 2048 tokens. "
+                                  "However, you requested 3000 tokens (2000 in the messages, 1000 in the completion)."
+                                  , "type": "BadRequestError", "param": None, "code": 400}), status=400),
+    "OpenAI": HTTPError(400, "This model's maximum context length is 8192 tokens. However, your messages resulted in "
+                             "9000 tokens.", code="context_length_exceeded"),
+    "Ollama": HTTPError(400, "the input length exceeds the context length"),
+    "context length exceeded": Malformed(json.dumps({"error": "context length exceeded"}), status=500),
+    "prompt is too long": HTTPError(400, "prompt is too long: 210000 tokens > 200000 maximum"),
+}
+LOCAL = {"model": "openai/gemma-3-270m", "api_base": "http://127.0.0.1:8000/v1", "backend_used": "openai"}
+OPENAI = {"model": "gpt-4", "api_base": None, "backend_used": "openai"}
+AZURE = {"model": "azure/gpt-4", "api_base": "https://jarvis.openai.azure.com", "backend_used": "azure"}
+
+
+@pytest.mark.parametrize("server", sorted(OVERFLOWS))
+def test_every_servers_context_overflow_is_recognised_with_advice_for_a_local_server(loopback, server):
+    from flow_modules.aiflows.CoreFlowModule.llm_errors import classify
+
+    info = classify(error_from(loopback, OVERFLOWS[server]), LOCAL)
+    assert (info.kind, info.retryable) == ("context_window", False), "a longer wait does not make a prompt fit"
+    assert "--ctx-size" in info.reason and "--n_ctx" in info.reason and "--max-model-len" in info.reason
+    assert "num_ctx" in info.reason and "--context-window" in info.reason and "max_log_chars" in info.reason
+    assert "http://127.0.0.1:8000/v1" in info.reason
+    assert "gpt-4-1106-preview" not in info.reason and "--model" not in info.reason, \
+        "another OpenAI model is no advice for a local server"
+
+
+def test_the_context_window_a_server_states_is_quoted_in_the_advice(loopback):
+    from flow_modules.aiflows.CoreFlowModule.llm_errors import classify
+
+    info = classify(error_from(loopback, OVERFLOWS["llama-cpp-python"]), LOCAL)
+    assert "(2048 tokens, says the server)" in info.reason and "--context-window 2048" in info.reason
+    info = classify(error_from(loopback, OVERFLOWS["llama.cpp"]), LOCAL)
+    assert "n_ctx: 8192" in info.detail, "llama.cpp's context size is kept for the caller"
+    assert "--context-window 8192" in info.reason
+
+
+@pytest.mark.parametrize("provider, says", [(OPENAI, "--model gpt-4o"), (AZURE, "Azure deployment"),
+                                            (None, "--context-window N")])
+def test_context_window_advice_fits_openai_azure_and_an_unknown_provider(loopback, provider, says):
+    from flow_modules.aiflows.CoreFlowModule.llm_errors import classify
+
+    info = classify(error_from(loopback, OVERFLOWS["OpenAI"]), provider)
+    assert info.kind == "context_window" and says in info.reason and "max_log_chars" in info.reason
+    assert "gpt-4-1106-preview" not in info.reason
+    if provider is not None:
+        assert "--ctx-size" not in info.reason, "no local server's flags for OpenAI or Azure"
+
+
+def test_a_context_overflow_stops_the_chat_at_once_with_the_advice(loopback_llm):
+    loopback_llm.add(OVERFLOWS["OpenAI"])
+    with pytest.raises(LLMCallError) as error:
+        make_chat().call({"query": "hi"})
+    message = str(error.value)
+    assert error.value.info.kind == "context_window"
+    assert "--ctx-size" in message and loopback_llm.url in message, "the chat says which server it talks to"
+    assert "--model" not in message
+    assert len(loopback_llm.requests) == 1
+
+
+@pytest.mark.parametrize("reply, kind", [(HTTPError(429), "rate_limit"), (HTTPError(503), "server"),
+                                         (Malformed(b"{not json"), "malformed")])
+def test_transient_errors_have_a_kind(loopback, reply, kind):
+    from flow_modules.aiflows.CoreFlowModule.llm_errors import classify
+
+    info = classify(error_from(loopback, reply))
+    assert (info.kind, info.retryable) == (kind, True)
+
+
+# ~~~ One call, retries included, has a deadline ~~~
+class FakeTime:
+    """A clock and a sleep that only move when told: no test waits for real."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.slept = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_server_that_hangs_is_given_up_on_at_the_calls_deadline():
+    fake = FakeTime()
+    policy = RetryPolicy(max_attempts=6, initial_delay=2, max_delay=30, backoff=2, jitter=0)
+    attempts = []
+
+    def hangs():  # what the chat does: each attempt's request_timeout (120 s) is clipped to the time left
+        attempts.append(fake.now)
+        fake.now += min(120.0, max(1.0, 300.0 - fake.now))
+        raise TimeoutError("read timed out")
+
+    with pytest.raises(LLMCallError) as error:
+        call_with_retries(hangs, policy, "Asker", sleep=fake.sleep, deadline=300, clock=fake.clock)
+    assert fake.now <= 300, "not 6 attempts x 120 s = 13 minutes"
+    assert attempts == [0, 122, 246] and fake.slept == [2, 4]
+    message = str(error.value)
+    assert message.startswith("Asker: no reply within 300 s (the call's deadline, retries included)")
+    assert "3 attempts, last error: the request timed out" in message
+    assert "Check that the LLM server is running" in message and "retry.call_deadline" in message
+    assert error.value.retryable and error.value.info.kind == "timeout"
+
+
+def test_a_wait_that_would_pass_the_deadline_gives_up_at_once():
+    fake = FakeTime()
+    policy = RetryPolicy(max_attempts=6, initial_delay=20, jitter=0)
+
+    def busy():
+        fake.now += 1
+        raise TimeoutError("read timed out")
+
+    with pytest.raises(LLMCallError, match="no reply within 10 s"):
+        call_with_retries(busy, policy, "Asker", sleep=fake.sleep, deadline=10, clock=fake.clock)
+    assert fake.slept == [] and fake.now == 1, "a 20 s wait leaves no time for another attempt: no waiting for nothing"
+
+
+def test_the_deadline_comes_from_the_policy_and_zero_means_none():
+    assert RetryPolicy().call_deadline == 300, "the issue's default: 5 minutes"
+    assert RetryPolicy.from_config({"call_deadline": 30}).call_deadline == 30
+    fake = FakeTime()
+
+    def slow_then_ok():
+        fake.now += 20
+        if fake.now < 60:
+            raise TimeoutError("read timed out")
+        return "ok"
+
+    policy = RetryPolicy(max_attempts=6, initial_delay=1, jitter=0, call_deadline=30)
+    with pytest.raises(LLMCallError, match="no reply within 30 s"):
+        call_with_retries(slow_then_ok, policy, "Asker", sleep=fake.sleep, clock=fake.clock)
+    fake.now = 0.0
+    policy.call_deadline = 0
+    assert call_with_retries(slow_then_ok, policy, "Asker", sleep=fake.sleep, clock=fake.clock) == ("ok", 2)
+
+
+def test_a_hanging_loopback_server_is_given_up_on_within_the_deadline(loopback_llm, quiet_console):
+    loopback_llm.add(*[Slow(30, "too late")] * 5)
+    chat = make_chat(backend={"request_timeout": 1.0}, retry={**FAST_RETRY, "call_deadline": 2.0})
+    started = time.monotonic()
+    with pytest.raises(LLMCallError) as error:
+        chat.call({"query": "hi"})
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0 + 0.75, f"gave up after {elapsed:.1f}s; the deadline is 2 s"
+    assert "no reply within 2 s (the call's deadline, retries included)" in str(error.value)
+    assert len(loopback_llm.requests) == 2, "two attempts of 1 s fit in 2 s"

@@ -228,6 +228,41 @@ def test_resume_continues_from_the_stored_plan(tmp_path, demo):
         "the logs tell the controller that the run was resumed (and the Python session is new)"
 
 
+@pytest.mark.parametrize("limit, first_replies, resume_from", [
+    (["--max-calls", "1"], 2, 1),
+    (["--max-tokens", "50"], 2, 1),                       # the plan's call alone uses more (the API's usage)
+    (["--max-cost", "0.0001", "--model", "gpt-4"], 2, 1),  # priced: $0.03 / 1K prompt tokens
+    (["--max-time", "1"], "slow", 0),                     # the first call is cut at the run's deadline
+])
+def test_a_run_that_reaches_its_budget_stops_cleanly_and_resume_goes_on_with_a_fresh_one(tmp_path, demo, limit,
+                                                                                       first_replies, resume_from):
+    replies = demo.replies()
+    served = [Slow(5, replies[0])] if first_replies == "slow" else replies[:first_replies]
+    with LoopbackLLMServer(replies=served) as server:
+        first = run_jarvis(tmp_path, "--api-base", server.url, "--yes", *limit, demo.header["goal"])
+        assert len(server.requests) == 1, "no call beyond the budget"
+    assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-2000:]
+    assert "reached its budget" in first.stdout and limit[0] in first.stdout and "--resume" in first.stdout
+    assert "Traceback" not in first.stdout + first.stderr
+    assert "1 LLM call" in first.stdout or first_replies == "slow", "the cost of the stopped run is printed"
+    if resume_from:
+        assert read_text(tmp_path / "memory" / "plan_jarvis.txt").startswith("1. Ask Coder"), "the plan is kept"
+    assert not kernels_in(tmp_path / "memory"), "no interpreter is left"
+
+    with LoopbackLLMServer(replies=replies[resume_from:]) as server:
+        second = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--resume", *limit[2:])
+        assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
+        assert len(server.requests) == len(replies) - resume_from
+    assert_the_whole_hierarchy_ran(tmp_path / "memory")
+
+
+@pytest.mark.parametrize("flag, value", [("--max-calls", "0"), ("--max-cost", "-1"), ("--max-time", "soon"),
+                                         ("--context-window", "many")])
+def test_budget_and_model_flags_refuse_bad_values(tmp_path, flag, value):
+    done = run_jarvis(tmp_path, flag, value, "--api-base", "http://127.0.0.1:9/v1", "a goal")
+    assert done.returncode == 2 and flag in done.stderr and "Traceback" not in done.stderr
+
+
 def test_resume_refuses_another_goal_and_a_missing_run(tmp_path):
     done = run_jarvis(tmp_path, "--resume", "--api-base", "http://127.0.0.1:9/v1")
     assert done.returncode == 1 and "Nothing to resume" in done.stdout

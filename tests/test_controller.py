@@ -6,6 +6,7 @@ import json
 import pytest
 
 from fakes import Expect, command, finish, last_user_message, system_message
+from flow_modules.aiflows.CoreFlowModule import USAGE
 from flow_modules.aiflows.ControllerFlowModule import (
     Command,
     ControllerAtomicFlow,
@@ -13,6 +14,7 @@ from flow_modules.aiflows.ControllerFlowModule import (
     InvalidReply,
     parse_command,
 )
+from flow_modules.aiflows.ControllerFlowModule.commands import read_command
 
 COMMANDS = [
     Command("ask_user", "ask", ["question"]),
@@ -27,12 +29,23 @@ def test_a_valid_reply_is_parsed():
 
 
 @pytest.mark.parametrize(
+    "reply, repairs",
+    [
+        ('```json\n{"command": "finish", "command_args": {"summary": "x"}}\n```', ["code fence"]),
+        ('Sure! {"command": "finish", "command_args": {"summary": "x"}}', ["prose"]),
+        ('{"command": "finish", "command_args": {"summary": "x"}} Hope this helps', ["prose"]),
+        ("{'command': 'finish', 'command_args': {'summary': 'x'}}", ["python dict"]),
+        ('{"command": "finish", "command_args": {"summary": "x",},}', ["trailing comma"]),
+    ],
+)
+def test_one_command_in_a_fence_in_prose_or_as_a_python_dict_is_read_and_the_repair_named(reply, repairs):
+    assert read_command(reply, COMMANDS) == ("finish", {"summary": "x"}, repairs)
+
+
+@pytest.mark.parametrize(
     "reply, says",
     [
         ("", "empty"),
-        ('```json\n{"command": "finish", "command_args": {"summary": "x"}}\n```', "code fence"),
-        ('Sure! {"command": "finish", "command_args": {"summary": "x"}}', "text before the JSON"),
-        ('{"command": "finish", "command_args": {"summary": "x"}} Hope this helps', "text after the JSON"),
         ("I will ask the user.", "not valid JSON"),
         ('["finish"]', "must be a JSON object"),
         ('{"command": "finish"}', "no 'command_args'"),
@@ -41,6 +54,8 @@ def test_a_valid_reply_is_parsed():
         ('{"command": "ask_user", "command_args": {}}', "missing argument(s): question"),
         ('{"command": "ask_user", "command_args": {"question": "q", "when": "now"}}', "unknown argument(s): when"),
         ('{"command": "ask_user", "command_args": "q"}', "must be a JSON object mapping"),
+        ('{"command": "finish", "command_args": {"summary": "x"}}\n{"command": "ask_user", "command_args": '
+         '{"question": "q"}}', "2 JSON objects"),
     ],
 )
 def test_each_invalid_reply_gets_a_precise_problem(reply, says):
@@ -68,18 +83,51 @@ LOOP_INPUT = {"goal": "learn the user's colour", "plan": "1. ask", "logs": "", "
 
 def test_an_invalid_reply_is_corrected_and_not_kept_in_the_chat(scripted_llm, user):
     user.add("blue")
-    scripted_llm.add("Let me ask. " + command("ask_user", question="Your colour?"),
+    scripted_llm.add(command("ask_user"),
                      command("ask_user", question="Your colour?"),
                      finish("the user likes blue"))
     out = make_loop().call(LOOP_INPUT)
     assert out["status"] == "finished" and out["summary"] == "the user likes blue"
     correction_call = scripted_llm.calls[1]["messages"]
-    assert "text before the JSON" in last_user_message(correction_call), "the correction names the problem"
-    assert correction_call[-2]["content"].startswith("Let me ask."), "the invalid reply is shown back to the model"
+    assert "missing argument(s): question" in last_user_message(correction_call), "the correction names the problem"
+    assert correction_call[-2]["content"] == command("ask_user"), "the invalid reply is shown back to the model"
     third = scripted_llm.calls[2]["messages"]
     assert [m["role"] for m in third] == ["system", "assistant", "user"], "window: system, last reply, new message"
-    assert all("Let me ask." not in m["content"] for m in third), "failed attempts are dropped from the chat"
+    assert all(m["content"] != command("ask_user") for m in third), "failed attempts are dropped from the chat"
     assert user.asked[0]["prompt"] == "Your colour?"
+    (usage,) = [u for flow, u in USAGE.per_flow.items() if flow.endswith("Controller")]
+    assert usage.corrections == 1 and usage.repairs == 0
+
+
+def test_a_fenced_reply_with_prose_is_repaired_without_asking_again_and_kept_in_canonical_form(scripted_llm, user):
+    user.add("blue")
+    fenced = "Let me ask the user.\n```json\n" + command("ask_user", question="Your colour?") + "\n```"
+    scripted_llm.add(fenced, finish("the user likes blue"))
+    out = make_loop().call(LOOP_INPUT)
+    assert out["status"] == "finished" and len(scripted_llm.calls) == 2, "no correction: one call per command"
+    second = scripted_llm.calls[1]["messages"]
+    assert second[-2] == {"role": "assistant", "content": command("ask_user", question="Your colour?")}, \
+        "the chat keeps the command as the protocol wants it, not the fenced prose"
+    (usage,) = [u for flow, u in USAGE.per_flow.items() if flow.endswith("Controller")]
+    assert usage.repair_kinds == {"code fence": 1, "prose": 1} and usage.corrections == 0
+
+
+def test_a_reply_cut_off_at_max_tokens_is_told_so(scripted_llm, monkeypatch):
+    controller = ControllerAtomicFlow.instantiate_from_default_config(
+        commands={"ask_user": {"description": "ask", "input_args": ["question"]}}, backend={"max_tokens": 300})
+    real_call = controller.call_llm
+
+    def cut_off_first(messages):
+        reply = real_call(messages)
+        controller.last_finish_reason = "length" if len(scripted_llm.calls) == 1 else "stop"
+        return reply
+
+    monkeypatch.setattr(controller, "call_llm", cut_off_first)
+    scripted_llm.add('{"command": "ask_user", "command_args": {"question": "a very long question, ',
+                     command("ask_user", question="short?"))
+    assert controller.run(LOOP_INPUT) == {"command": "ask_user", "command_args": {"question": "short?"}}
+    correction = last_user_message(scripted_llm.calls[1]["messages"])
+    assert "cut off at the max_tokens limit (300 tokens)" in correction and "split" in correction
 
 
 def test_a_controller_that_keeps_failing_stops_the_loop_with_a_clear_status(scripted_llm, user):

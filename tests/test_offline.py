@@ -24,7 +24,8 @@ from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
 flow = ChatAtomicFlow.instantiate_from_default_config(
     backend={"api_infos": [{"backend_used": "openai", "api_key": "sk-test"}]})
 import litellm, tiktoken
-assert type(flow.backend).__name__ == "LiteLLMBackend"
+from aiflows.backends.llm_lite import LiteLLMBackend
+assert isinstance(flow.backend, LiteLLMBackend), type(flow.backend)
 assert litellm.telemetry is False and litellm.suppress_debug_info is True
 assert tiktoken.get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
 print("OK", len(names), "modules")

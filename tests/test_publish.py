@@ -175,9 +175,12 @@ controller = ControllerAtomicFlow.instantiate_from_default_config(**config)
 output = controller.run({"goal": "Greet Ada.", "plan": "1. Greet Ada.", "logs": "", "memory_files": {}})
 print(json.dumps({"output": output, "provenance": _provenance(ControllerAtomicFlow)}))
 '''
-    with LoopbackLLMServer(replies=["Sure! " + command("greet", name="Ada"), command("greet", name="Ada")]) as server:
+    fenced = "Sure! Here it is:\n```json\n" + command("greet", name="Ada") + "\n```"
+    with LoopbackLLMServer(replies=[fenced]) as server:
         _, out = run_in_new_project(tmp_path, script, STAGED=str(staged), LOOPBACK_URL=server.url)
         assert "greet: Greet someone. Input arguments: name" in server.requests[0]["messages"][0]["content"]
+        assert len(server.requests) == 1, "the staged controller reads a fenced reply without a correction"
+        assert server.requests[0]["json"]["response_format"]["type"] == "json_schema", "the schema is sent"
     assert_staged_code_ran(out, staged, "ControllerFlowModule")
     assert out["output"] == {"command": "greet", "command_args": {"name": "Ada"}}
 

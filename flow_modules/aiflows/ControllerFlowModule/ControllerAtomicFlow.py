@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
 from flow_modules.aiflows.CoreFlowModule import StrictJinjaPrompt, get_console
+from flow_modules.aiflows.CoreFlowModule.usage import USAGE
 
-from .commands import InvalidReply, commands_from_config, example_reply, parse_command, render_commands
+from .commands import InvalidReply, commands_from_config, example_reply, read_command, render_commands, reply_schema
 
 
 class ControllerAtomicFlow(ChatAtomicFlow):
@@ -17,14 +19,30 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     library. The system prompt is re-rendered on every call, so this memory is always current, while a sliding
     window keeps only the last messages of the chat.
 
-    The reply must be one JSON object `{"command": ..., "command_args": {...}}`. A reply that is not (prose around
-    the JSON, a code fence, an unknown command, a missing or extra argument) is answered with a correction saying
-    exactly what was wrong, and asked again, at most `max_corrections` times; then the flow returns
-    `controller_error` and the boss stops with a clear status. Failed attempts are not kept in the chat history.
+    The reply must be one JSON object `{"command": ..., "command_args": {...}}`; the protocol is in every prompt
+    (`reply_format_instructions`). Where the chat's `structured_output` allows, the request also carries a
+    `response_format` generated from the commands (`reply_schema`), so a server that supports it can only produce
+    a command: `json_schema` is OpenAI's strict form (an object at the root, `command` an enum of the names,
+    `command_args` an `anyOf` of one closed object per command with every argument required, optional ones
+    nullable; reading checks that command and arguments belong together); `json_object` carries the exact schema
+    (`oneOf` one variant per command, `command` fixed to its name, exactly its arguments). Argument types come from
+    `arg_types` (string unless declared).
+
+    A reply is read leniently before anything is sent back: one command object wrapped in a code fence, surrounded
+    by prose, written as a Python dict (single quotes, True/False/None) or with trailing commas, an invalid escape
+    in a string (a regex's backslash), `command_args` sent as JSON text, near-miss keys (`args`, `{"finish": {...}}`,
+    arguments beside `command`), a number where a string is declared, null optional arguments: all are accepted,
+    and each repair is counted (`USAGE.record_repair`), not corrected. A reply that is ambiguous or wrong (no JSON,
+    two objects or the same one twice, a cut-off object, an unknown command, a missing or extra argument, a value of
+    the wrong type) is answered with a correction saying exactly what was wrong, and asked again, at most
+    `max_corrections` times; then the flow returns `controller_error` and the boss stops with a clear status. A
+    reply cut by `max_tokens` is told so, and asked for a shorter command. Failed attempts are not kept in the chat
+    history; a repaired reply is kept in its canonical JSON form.
 
     *Configuration Parameters*:
-    - `commands` (dict): `name: {description, input_args}`; the boss's executor has one branch per command, plus
-      `finish`.
+    - `commands` (dict): `name: {description, input_args, optional_args, arg_types}`; `arg_types` maps an argument
+      to its JSON-Schema type (string, integer, number, boolean, array, object; string when not declared). The
+      boss's executor has one branch per command, plus `finish`.
     - `max_corrections` (int): how many invalid replies are corrected before giving up.
     - `correction_message_prompt_template` (dict): the correction sent after an invalid reply (variables:
       `problem`, `commands`, `example`).
@@ -47,6 +65,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
         self.commands = commands
         rendered = render_commands(commands)
         self.system_message_prompt_template = self.system_message_prompt_template.partial(commands=rendered)
+        self._response_formats: Dict[str, dict] = {}
         self.correction_prompt = StrictJinjaPrompt.from_prompt(
             self.flow_config.get("correction_message_prompt_template")
             or {"template": "Your reply could not be used: {{problem}}", "input_variables": ["problem"]}
@@ -61,6 +80,12 @@ class ControllerAtomicFlow(ChatAtomicFlow):
         prompt = super()._render_system_message(input_data)
         instructions = self.flow_config.get("reply_format_instructions")
         return f"{prompt}\n\n{instructions}" if instructions else prompt
+
+    def response_format(self, dialect: str) -> Optional[dict]:
+        """The schema of this controller's replies (see ``reply_schema``), generated once per dialect."""
+        if dialect not in self._response_formats:
+            self._response_formats[dialect] = reply_schema(self.commands, dialect)
+        return copy.deepcopy(self._response_formats[dialect])
 
     def _template_data(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         data = dict(input_data)
@@ -92,9 +117,10 @@ class ControllerAtomicFlow(ChatAtomicFlow):
         for attempt in range(max_corrections + 1):
             reply = self.call_llm(self.messages_for(user_message, extra))
             try:
-                command, args = parse_command(reply, self.commands)
+                command, args, repairs = read_command(reply, self.commands)
             except InvalidReply as error:
-                problem = str(error)
+                problem = self._cut_off_problem() if self.last_finish_reason == "length" else str(error)
+                USAGE.record_correction(self._where())
                 get_console().line("warning", f"{self._where()}: invalid reply ({problem})"
                                               + (" - asking again" if attempt < max_corrections else ""))
                 correction = self.correction_prompt.format(
@@ -103,9 +129,20 @@ class ControllerAtomicFlow(ChatAtomicFlow):
                 )
                 extra += [{"role": "assistant", "content": reply}, {"role": "user", "content": correction}]
                 continue
-            self.commit_turn(user_message, reply)
+            for kind in repairs:
+                USAGE.record_repair(self._where(), kind)
+            # A repaired reply is kept as the protocol wants it: the model sees its last move in the right form.
+            self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}) if repairs
+                             else reply)
             return {"command": command, "command_args": args}
         return {
             "controller_error": f"the controller gave {max_corrections + 1} invalid replies in a row; "
                                 f"the last problem: {problem}",
         }
+
+    def _cut_off_problem(self) -> str:
+        max_tokens = (self.flow_config.get("backend") or {}).get("max_tokens")
+        limit = f" ({max_tokens} tokens)" if max_tokens else ""
+        return (f"Your reply was cut off at the max_tokens limit{limit} before the JSON object was complete. Reply "
+                "with a shorter command: for long code, split the work into several steps (one function or one "
+                "part of the script per command).")

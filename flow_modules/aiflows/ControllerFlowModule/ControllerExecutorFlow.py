@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from aiflows.base_flows import CircularFlow
 
@@ -16,6 +17,19 @@ from flow_modules.aiflows.CoreFlowModule.memory import shorten, summarize_argume
 
 # Keys of a branch's output shown first when it is turned into the controller's `result`.
 _RESULT_ORDER = ("summary", "result", "status", "human_input", "feedback")
+
+# State keys of the stuck-loop guard: a digest of the last (command, arguments), how many times in a row the
+# controller issued it, and the user's answer when a repeated command is not to be executed.
+_REPEAT_SIGNATURE = "repeat_signature"
+_REPEAT_COUNT = "repeat_count"
+_NOT_EXECUTED_NOTE = "not_executed_note"
+
+
+def command_signature(command: str, args: Dict[str, Any]) -> str:
+    """A short digest of a command and its arguments (canonical JSON): equal for the same call, whatever the key
+    order; its size does not depend on the arguments'."""
+    canonical = json.dumps([command, args], sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _user_reply(answer: Any) -> str:
@@ -52,8 +66,16 @@ class ControllerExecutorFlow(LeanCircularFlow):
     `input_interface` that the loop's state holds (e.g. `memory_files`, `plan`). Pressing Ctrl+C while a command
     runs stops that command and asks the user what the controller should do instead.
 
+    A controller stuck on one command (the same command with the same arguments `max_repeats` times in a row;
+    `finish` is not counted) is stopped: the user is asked what it should do instead, and their answer goes to the
+    controller as the command's result, without running the command again; with no answer, or with no one to ask
+    (`--yes`), the loop ends with the status `stopped: stuck: <command> issued N times in a row with the same
+    arguments`.
+
     *Configuration Parameters*:
     - `max_rounds` (int): the most Controller -> Executor rounds before stopping.
+    - `max_repeats` (int): the same command with the same arguments this many times in a row is a stuck loop
+      (default 3; 0 or null: not checked).
     - `subflows_config`: `Controller` (a ControllerAtomicFlow) and `Executor` (a branching flow whose branch names
       are the controller's commands, without `finish`).
     - `topology`: the nodes of the loop (see the YAML).
@@ -71,6 +93,11 @@ class ControllerExecutorFlow(LeanCircularFlow):
     - `result` (str): the result of the last command executed.
     - `status` (str): `finished`, or `stopped: <why>`.
     """
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        for key in (_REPEAT_SIGNATURE, _REPEAT_COUNT, _NOT_EXECUTED_NOTE):
+            self.flow_state.pop(key, None)  # a run starts with no repeats counted (also without reset_before_run)
+        return super().run(input_data)
 
     # ~~~ When the loop runs out of rounds ~~~
     def _on_reach_max_rounds(self):
@@ -100,6 +127,11 @@ class ControllerExecutorFlow(LeanCircularFlow):
     def on_interrupted(self, branch: str, note: str) -> Dict[str, Any]:
         return {"result": f"The user interrupted `{branch}` with Ctrl+C and said: {note}"}
 
+    def on_not_executed(self, command: str, count: int, note: str) -> Dict[str, Any]:
+        """State updates when a repeated command is not executed: the controller reads why, and the user's answer."""
+        return {"result": f"`{command}` was NOT executed: you issued it {count} times in a row with the same "
+                          f"arguments. The user says what to do instead: {note}"}
+
     # ~~~ Topology interfaces ~~~
     @CircularFlow.output_msg_payload_processor
     def detect_finish_or_continue(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
@@ -114,7 +146,45 @@ class ControllerExecutorFlow(LeanCircularFlow):
         get_console().show("flow", f"{where} -> {command}", shorten(summarize_arguments(args), 600))
         if command == "finish":
             return {early_exit_key: True, "command": command, "command_args": args, **self.on_finish(args)}
+        count = self._count_repeats(command, args)
+        limit = self.flow_config.get("max_repeats")
+        if limit and count >= int(limit):
+            note = self._ask_when_stuck(command, count)
+            if not note:
+                reason = f"stuck: {command} issued {count} times in a row with the same arguments"
+                get_console().line("warning", f"{where}: stopped: {reason}")
+                return {early_exit_key: True, "status": f"stopped: {reason}",
+                        "summary": f"{self.flow_config['name']} stopped: its controller issued `{command}` {count} "
+                                   f"times in a row with the same arguments, so it was stuck."}
+            self.flow_state[_NOT_EXECUTED_NOTE] = note
         return {"command": command, "command_args": args}
+
+    # ~~~ Stuck loops ~~~
+    def _count_repeats(self, command: str, args: Dict[str, Any]) -> int:
+        """How many times in a row (this one included) the controller has issued this command with these arguments.
+        The state holds one digest and one number, whatever the number of rounds."""
+        signature = command_signature(command, args)
+        if self.flow_state.get(_REPEAT_SIGNATURE) == signature:
+            count = int(self.flow_state.get(_REPEAT_COUNT) or 0) + 1
+        else:
+            count = 1
+        self.flow_state[_REPEAT_SIGNATURE] = signature
+        self.flow_state[_REPEAT_COUNT] = count
+        return count
+
+    def _ask_when_stuck(self, command: str, count: int) -> Optional[str]:
+        """What the user wants the controller to do instead of repeating ``command``; None to stop this loop (Enter,
+        or no one to ask). Ctrl+C at the question stops the whole run."""
+        source = get_input_source()
+        if not source.interactive:
+            return None
+        where = current_flow_path() or self.flow_config["name"]
+        try:
+            answer = source.ask(f"The controller of {where} issued `{command}` with the same arguments {count} times "
+                                f"in a row. What should it do instead? (Enter to stop this loop)", kind="question")
+        except KeyboardInterrupt:
+            raise RunStopped from None
+        return answer.strip() or None
 
     @CircularFlow.input_msg_payload_builder
     def prepare_executor_input(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
@@ -133,10 +203,14 @@ class ControllerExecutorFlow(LeanCircularFlow):
         branch = self.flow_state.get("command", "")
         return self.on_branch_output(branch, output_payload.get("branch_output_data") or {})
 
-    # ~~~ Ctrl+C during a command ~~~
+    # ~~~ Ctrl+C during a command; a repeated command not executed ~~~
     def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
         if flow is not self.subflows.get("Executor"):
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
+        note = self.flow_state.pop(_NOT_EXECUTED_NOTE, None)
+        if note:  # the user said what to do instead of a command the controller keeps repeating
+            return None, self.on_not_executed(self.flow_state.get("command", "?"),
+                                              int(self.flow_state.get(_REPEAT_COUNT) or 0), note)
         try:
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
         except RunStopped:

@@ -17,6 +17,8 @@ class ConfigurationError(JarvisError):
 class LLMCallError(JarvisError):
     """An LLM call failed for good (after retries, or at once for errors retrying cannot fix)."""
 
+    info = None  # the LLMErrorInfo (kind, status, the server's message) when the error came from a backend call
+
     def __init__(self, message: str, *, flow: str = "", cause: BaseException | None = None, retryable: bool = False):
         super().__init__(message)
         self.flow = flow

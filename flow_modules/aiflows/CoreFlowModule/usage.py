@@ -1,10 +1,15 @@
-"""Counting LLM calls and tokens, per call, per flow and in total."""
+"""Counting LLM calls, tokens and dollars, per call, per flow and in total.
+
+Tokens come from the API's ``usage`` when the server reports it (``reported=True``), else they are estimated with
+the cl100k tokenizer. Dollars come from litellm's price list (``litellm.model_cost``: per-token prices of prompt and
+completion); a model it does not know (a local server's, most often) counts tokens only.
+"""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from collections import deque
-from typing import Deque, Dict, List
+from dataclasses import dataclass, field
+from typing import Deque, Dict, List, Optional, Set, Tuple
 
 _encoding = None
 MAX_CALLS = 10_000
@@ -33,28 +38,78 @@ def count_message_tokens(messages: List[dict]) -> int:
     return sum(4 + count_tokens(str(m.get("content") or "")) for m in messages) + 3
 
 
+def price_of(model: Optional[str]) -> Optional[Tuple[float, float]]:
+    """(dollars per prompt token, dollars per completion token) of ``model``, or None if it has no known price:
+    litellm's price list, then the later OpenAI models it does not know (see ``models.py``). A provider prefix
+    (``openai/``, ``azure/``) is dropped before the look-up."""
+    if not model:
+        return None
+    from .models import model_info
+
+    info = model_info(model)
+    return (float(info.prompt_cost), float(info.completion_cost)) if info.priced else None
+
+
+def cost_of(model: Optional[str], prompt_tokens: int, completion_tokens: int) -> Optional[float]:
+    """Dollars for a call of ``model`` with these tokens, or None if the model has no known price."""
+    price = price_of(model)
+    if price is None:
+        return None
+    return prompt_tokens * price[0] + completion_tokens * price[1]
+
+
 @dataclass
 class FlowUsage:
+    """Totals of one flow (or of the run): calls and tokens; ``cost`` in dollars over the calls whose model has a
+    price (``priced``: at least one had; ``unpriced_calls``: how many had none); ``reported_calls``: calls whose
+    tokens the API reported (the others are cl100k estimates); ``repairs`` (replies accepted after a lenient repair)
+    and ``corrections`` (replies sent back to the model)."""
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
     retries: int = 0
+    repairs: int = 0
+    corrections: int = 0
+    cost: float = 0.0
+    priced: bool = False
+    unpriced_calls: int = 0
+    reported_calls: int = 0
+    unpriced_models: Set[str] = field(default_factory=set)
+    repair_kinds: Dict[str, int] = field(default_factory=dict)
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def estimated_calls(self) -> int:
+        return self.calls - self.reported_calls
+
+    def add(self, other: "FlowUsage") -> None:
+        for name in ("calls", "prompt_tokens", "completion_tokens", "seconds", "retries", "repairs", "corrections",
+                     "cost", "unpriced_calls", "reported_calls"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.priced = self.priced or other.priced
+        self.unpriced_models |= other.unpriced_models
+        for kind, n in other.repair_kinds.items():
+            self.repair_kinds[kind] = self.repair_kinds.get(kind, 0) + n
+
 
 @dataclass(frozen=True)
 class CallUsage:
-    """One LLM call: which flow made it, its tokens, how long it took (retries included) and how many retries."""
+    """One LLM call: which flow made it, its tokens, how long it took (retries included), how many retries, the
+    model, whether the API reported the tokens, and its cost (None: the model has no known price)."""
 
     flow: str
     prompt_tokens: int
     completion_tokens: int
     seconds: float
     retries: int = 0
+    model: Optional[str] = None
+    reported: bool = False
+    cost: Optional[float] = None
 
 
 @dataclass
@@ -67,24 +122,48 @@ class UsageMeter:
     calls: Deque[CallUsage] = field(default_factory=lambda: deque(maxlen=MAX_CALLS))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, flow: str, prompt_tokens: int, completion_tokens: int, seconds: float, retries: int = 0) -> None:
+    def record(self, flow: str, prompt_tokens: int, completion_tokens: int, seconds: float, retries: int = 0, *,
+               model: Optional[str] = None, reported: bool = False) -> CallUsage:
+        """Count one call. ``reported``: the tokens are the API's ``usage`` (else cl100k estimates); ``model`` (the
+        name litellm or the server gave) prices it from litellm's price list when the model has a price there."""
+        prompt_tokens, completion_tokens = int(prompt_tokens or 0), int(completion_tokens or 0)
+        cost = cost_of(model, prompt_tokens, completion_tokens)
+        call = CallUsage(flow, prompt_tokens, completion_tokens, seconds, retries, model, bool(reported), cost)
         with self._lock:
-            self.calls.append(CallUsage(flow, prompt_tokens, completion_tokens, seconds, retries))
+            self.calls.append(call)
             usage = self.per_flow.setdefault(flow, FlowUsage())
             usage.calls += 1
             usage.prompt_tokens += prompt_tokens
             usage.completion_tokens += completion_tokens
             usage.seconds += seconds
             usage.retries += retries
+            usage.reported_calls += bool(reported)
+            if cost is None:
+                usage.unpriced_calls += 1
+                if model:
+                    usage.unpriced_models.add(model)
+            else:
+                usage.cost += cost
+                usage.priced = True
+        return call
+
+    def record_repair(self, flow: str, kind: str) -> None:
+        """A reply accepted after a lenient repair (``kind``: "code fence", "prose", "python dict", ...)."""
+        with self._lock:
+            usage = self.per_flow.setdefault(flow, FlowUsage())
+            usage.repairs += 1
+            usage.repair_kinds[kind] = usage.repair_kinds.get(kind, 0) + 1
+
+    def record_correction(self, flow: str) -> None:
+        """A reply sent back to the model with a correction."""
+        with self._lock:
+            self.per_flow.setdefault(flow, FlowUsage()).corrections += 1
 
     def total(self) -> FlowUsage:
         out = FlowUsage()
-        for usage in self.per_flow.values():
-            out.calls += usage.calls
-            out.prompt_tokens += usage.prompt_tokens
-            out.completion_tokens += usage.completion_tokens
-            out.seconds += usage.seconds
-            out.retries += usage.retries
+        with self._lock:
+            for usage in self.per_flow.values():
+                out.add(usage)
         return out
 
     def reset(self) -> None:
@@ -93,10 +172,125 @@ class UsageMeter:
             self.calls.clear()
 
     def summary(self) -> str:
+        """One line for the end of a run, e.g. "19 LLM calls, 24.7K tokens (21.0K prompt + 3.7K completion,
+        reported by the API), $0.81; 3 replies repaired, 1 corrected, 4.2s waiting"."""
         t = self.total()
-        return (f"{t.calls} LLM calls, {t.total_tokens} tokens ({t.prompt_tokens} prompt + "
-                f"{t.completion_tokens} completion, counted with cl100k), {t.seconds:.1f}s waiting"
-                + (f", {t.retries} retries" if t.retries else ""))
+        if not t.calls:
+            return "0 LLM calls" + (f"; {t.repairs} replies repaired" if t.repairs else "")
+        line = (f"{t.calls} LLM call{'s' if t.calls != 1 else ''}, {tokens_text(t.total_tokens)} tokens "
+                f"({tokens_text(t.prompt_tokens)} prompt + {tokens_text(t.completion_tokens)} completion, "
+                f"{_source(t)})")
+        line += f", {_cost_summary(t)}"
+        extras = []
+        if t.repairs:
+            extras.append(f"{t.repairs} repl{'ies' if t.repairs != 1 else 'y'} repaired")
+        if t.corrections:
+            extras.append(f"{t.corrections} corrected")
+        if t.retries:
+            extras.append(f"{t.retries} retr{'ies' if t.retries != 1 else 'y'}")
+        extras.append(f"{t.seconds:.1f}s waiting")
+        return f"{line}; {', '.join(extras)}"
+
+    def report(self) -> str:
+        """A table: one row per chat (flow path) and the total: calls, prompt and completion tokens, cost ("-" when
+        no price is known), repairs, corrections; and where the token counts come from."""
+        with self._lock:
+            rows = [(flow, _copy(usage)) for flow, usage in self.per_flow.items()]
+        total = self.total()
+        names = _short_paths([flow for flow, _ in rows])
+        header = ("chat", "calls", "prompt", "completion", "cost", "repaired", "corrected")
+        table = [header]
+        for (flow, usage), name in zip(rows, names):
+            table.append(_row(name, usage))
+        table.append(_row("total", total))
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+
+        def line(r):
+            return "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
+
+        out = [line(table[0])] + [line(r) for r in table[1:-1]]
+        out.append("-" * len(line(table[-1])))
+        out.append(line(table[-1]))
+        note = "Tokens " + _source(total) + (" (~)" if total.estimated_calls else "")
+        note += "; cost from litellm's price list"
+        if total.unpriced_calls:
+            models = sorted(total.unpriced_models)
+            note += f", none for {', '.join(models)}" if models else ", none for an unnamed model"
+        out.append(note + ".")
+        return "\n".join(out)
+
+
+def _copy(usage: FlowUsage) -> FlowUsage:
+    out = FlowUsage()
+    out.add(usage)
+    return out
+
+
+def tokens_text(n: int) -> str:
+    """``950``, ``24.7K``, ``1.7M``."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}K"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def dollars(cost: float) -> str:
+    if cost == 0:
+        return "$0.00"
+    if cost < 0.01:
+        return f"${cost:.4f}"
+    return f"${cost:.2f}"
+
+
+def _source(usage: FlowUsage) -> str:
+    if usage.calls and not usage.estimated_calls:
+        return "reported by the API"
+    if usage.reported_calls:
+        return f"estimated with cl100k for {usage.estimated_calls} of {usage.calls} calls"
+    return "estimated with cl100k"
+
+
+def _cost_summary(usage: FlowUsage) -> str:
+    if not usage.priced:
+        models = sorted(usage.unpriced_models)
+        return f"no price known for {models[0]}" if len(models) == 1 else "cost unknown"
+    if usage.unpriced_calls:
+        return f"{dollars(usage.cost)} + {usage.unpriced_calls} unpriced call{'s' if usage.unpriced_calls != 1 else ''}"
+    return dollars(usage.cost)
+
+
+def _row(name: str, usage: FlowUsage) -> tuple:
+    if not usage.priced:
+        cost = "-"
+    else:
+        cost = dollars(usage.cost) + ("+" if usage.unpriced_calls else "")
+    estimated = "~" if usage.estimated_calls else ""
+    return (name, str(usage.calls), estimated + tokens_text(usage.prompt_tokens),
+            estimated + tokens_text(usage.completion_tokens), cost, str(usage.repairs), str(usage.corrections))
+
+
+def _short_paths(paths: List[str], width: int = 48) -> List[str]:
+    """Flow paths made short enough for a table: the prefix every path shares is dropped, then a path still too long
+    keeps its last parts (".../Controller/ChatAtomicFlow")."""
+    if not paths:
+        return []
+    split = [p.split("/") for p in paths]
+    common = 0
+    if len(paths) > 1:
+        while all(len(s) > common + 1 for s in split) and len({s[common] for s in split}) == 1:
+            common += 1
+    out = []
+    for parts in split:
+        parts = parts[common:]
+        name = "/".join(parts)
+        while len(name) > width and len(parts) > 1:
+            parts = parts[1:]
+            name = ".../" + "/".join(parts)
+        if len(name) > width:
+            name = "..." + name[-(width - 3):]
+        out.append(name)
+    return out
 
 
 USAGE = UsageMeter()

@@ -3,6 +3,7 @@ and the classes the original documents, each configuration over the generic flow
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
+    {"url": "aiflows/ChatFlowModule", "revision": "main"},
     {"url": "aiflows/CoderFlowModule", "revision": "main"},
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},
     {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},

@@ -127,6 +127,25 @@ def set_editor(flow: Any, command: str) -> int:
     return count
 
 
+def set_chat_settings(flow: Any, **settings: Any) -> int:
+    """Set chat settings (``context_window``, ``structured_output``, ...) on every chat of a flow tree; settings
+    that are None are left as configured. Returns how many chats were changed."""
+    settings = {key: value for key, value in settings.items() if value is not None}
+    count = 0
+    for _, node in walk(flow):
+        if settings and "structured_output" in node.flow_config:  # the chats (ChatAtomicFlow and its subclasses)
+            node.flow_config.update(settings)
+            count += 1
+    return count
+
+
+def reset_server_settings() -> None:
+    """Forget what an earlier run in this process learned about LLM servers (formats, context windows)."""
+    from flow_modules.aiflows.ChatFlowModule.servers import reset_servers
+
+    reset_servers()
+
+
 def close_interpreters(flow: Any) -> None:
     for _, node in walk(flow):
         close = getattr(node, "close", None)

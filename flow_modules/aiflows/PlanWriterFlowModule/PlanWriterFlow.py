@@ -13,7 +13,9 @@ class PlanWriterFlow(ControllerExecutorFlow):
     approves it, comments on it, or edits it in their editor) and `ask_user`. The first command is always
     `write_plan` (no LLM call is spent choosing it), and when the user approves a draft the plan is final at once
     (`finish_on_approval`); the controller LLM is asked only to act on the user's comments. The final plan is
-    written to `memory_files.plan`.
+    written to `memory_files.plan`. A draft that stays over the plan budget (see InteractivePlanGenFlow's
+    `max_plan_chars`) is never final: the controller reads why it was not shown, and a `finish` while the last
+    draft is over the limit stops the plan writer without writing it.
 
     *Configuration Parameters*:
     - `finish_on_approval` (bool): finish as soon as the user approves a draft.
@@ -33,8 +35,11 @@ class PlanWriterFlow(ControllerExecutorFlow):
     """
 
     def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
+        over_limit = bool(output.get("over_limit"))
+        output = {k: v for k, v in output.items() if k != "over_limit"}  # the feedback says it to the controller
         update = super().on_branch_output(branch, output)  # keeps `plan` (keep_from_branches in the YAML)
         if branch == "write_plan":
+            update["plan_over_limit"] = over_limit
             if output.get("approved") and self.flow_config.get("finish_on_approval", True):
                 update.update({self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
                                "summary": "The user approved the plan.", "status": "finished"})
@@ -46,6 +51,8 @@ class PlanWriterFlow(ControllerExecutorFlow):
         if output.get("status") == "finished":
             if not plan:
                 output["status"] = "stopped: the plan writer finished without a plan"
+            elif self.flow_state.get("plan_over_limit"):
+                output["status"] = "stopped: the plan writer finished without a plan within the length limit"
             else:
                 atomic_write(memory_path(self, self.flow_state, self.flow_config.get("plan_key", "plan")), plan + "\n")
         output["plan"] = plan

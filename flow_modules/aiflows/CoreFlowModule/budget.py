@@ -1,0 +1,132 @@
+"""A budget for a whole run: LLM calls, tokens, dollars and time.
+
+Every chat checks the budget before it calls its LLM (``check_budget``). A run that reaches a limit stops the way
+Ctrl+C stops it: ``BudgetExceeded`` is a ``RunStopped``, which every level lets through without asking, so the
+memory files keep everything done so far and ``run_jarvis.py --resume`` continues with a fresh budget.
+
+With no budget set (the default of a flow used outside run_jarvis.py), nothing is limited.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+from .errors import ConfigurationError, RunStopped
+
+_LIMITS = ("max_calls", "max_tokens", "max_cost", "max_time")
+
+
+class BudgetExceeded(RunStopped):
+    """The run reached one of its limits; ``str(e)`` says which, and how to go on."""
+
+    def __init__(self, message: str, limit: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.limit = limit
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class RunBudget:
+    """Limits for one run (None: no limit). ``max_cost`` is in dollars, counted for models with a known price;
+    ``max_time`` in seconds from ``started``."""
+
+    max_calls: Optional[int] = None
+    max_tokens: Optional[int] = None
+    max_cost: Optional[float] = None
+    max_time: Optional[float] = None
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def from_config(cls, config: Optional[Dict[str, Any]], **overrides: Any) -> "RunBudget":
+        """From a ``budget:`` section (``max_calls``, ``max_tokens``, ``max_cost``, ``max_time``) and overrides
+        (e.g. the command line's); 0 or a negative value means no limit."""
+        values: Dict[str, Any] = {}
+        config = dict(config or {})
+        unknown = sorted(set(config) - set(_LIMITS))
+        if unknown:
+            raise ConfigurationError(f"budget: unknown setting(s) {unknown}; the settings are {list(_LIMITS)}")
+        for key in _LIMITS:
+            value = overrides.get(key) if overrides.get(key) is not None else config.get(key)
+            if value is None:
+                continue
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                raise ConfigurationError(f"budget.{key} must be a number, got {value!r}") from None
+            if number > 0:
+                values[key] = int(number) if key in ("max_calls", "max_tokens") else number
+        return cls(**values)
+
+    def remaining_time(self) -> Optional[float]:
+        if self.max_time is None:
+            return None
+        return self.max_time - (time.monotonic() - self.started)
+
+    def describe(self) -> str:
+        parts = []
+        if self.max_calls is not None:
+            parts.append(f"{self.max_calls} LLM calls")
+        if self.max_tokens is not None:
+            parts.append(f"{self.max_tokens:,} tokens")
+        if self.max_cost is not None:
+            parts.append(f"${self.max_cost:.2f}")
+        if self.max_time is not None:
+            parts.append(_duration(self.max_time))
+        return ", ".join(parts) if parts else "no limit"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+_budget: Optional[RunBudget] = None
+
+
+def set_run_budget(budget: Optional[RunBudget]) -> Optional[RunBudget]:
+    """Make ``budget`` the limits of the run in this process (None: no limits); returns the previous one."""
+    global _budget
+    previous, _budget = _budget, budget
+    return previous
+
+
+def get_run_budget() -> Optional[RunBudget]:
+    return _budget
+
+
+_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-tokens", "max_cost": "--max-cost",
+          "max_time": "--max-time"}
+
+
+def check_budget(where: str = "") -> None:
+    """Raise BudgetExceeded if the run has used up one of its limits (checked before every LLM call)."""
+    budget = _budget
+    if budget is None:
+        return
+    from .usage import USAGE
+
+    total = USAGE.total()
+    reached = None
+    if budget.max_calls is not None and total.calls >= budget.max_calls:
+        reached = ("max_calls", f"{total.calls} LLM calls (the limit is {budget.max_calls})")
+    elif budget.max_tokens is not None and total.total_tokens >= budget.max_tokens:
+        reached = ("max_tokens", f"{total.total_tokens:,} tokens (the limit is {budget.max_tokens:,})")
+    elif budget.max_cost is not None and (total.cost or 0.0) >= budget.max_cost:
+        reached = ("max_cost", f"${total.cost:.2f} (the limit is ${budget.max_cost:.2f})")
+    elif budget.max_time is not None and (budget.remaining_time() or 0.0) <= 0:
+        reached = ("max_time", f"{_duration(budget.max_time)} of running time (the limit)")
+    if reached is None:
+        return
+    key, what = reached
+    place = f" before a call of {where}" if where else ""
+    raise BudgetExceeded(
+        f"The run reached its budget{place}: {what}. It stopped; the memory files keep everything done so far. "
+        f"Run again with --resume to continue with a fresh budget ({_FLAGS[key]} sets this limit).", key)
