@@ -87,8 +87,10 @@ def main() -> int:
                               cwd=work, env=env, capture_output=True, text=True, timeout=600,
                               stdin=subprocess.DEVNULL)
         calls = len(server.requests)
-    tail = [line for line in done.stdout.strip().splitlines() if line.strip()][-12:]
-    status = next((line.strip() for line in tail if line.strip().startswith("Jarvis ")), "")
+    lines = [line for line in done.stdout.strip().splitlines() if line.strip()]
+    tail = lines[-12:]
+    status = next((line.strip() for line in lines if line.strip().startswith("Jarvis ")
+                   and "Final answer" in line), "")
     print(f"checkout: {os.path.abspath(args.root)}")
     print(f"style: {args.style}; the recorded run takes {len(transcript.replies())} LLM calls")
     print(f"LLM calls: {calls}; corrections asked: {model.corrections}; request tokens (cl100k): {model.prompt_tokens}")

@@ -285,3 +285,31 @@ def test_a_controller_reply_cut_by_max_tokens_is_corrected_as_cut(loopback, quie
     assert controller().call(goal_input())["command"] == "finish"
     correction = loopback.requests[-1]["messages"][-1]["content"]
     assert "cut off" in correction and "max_tokens" in correction
+
+
+# ~~~ Replies cut by max_tokens ~~~
+def code_writer(tmp_path):
+    from flow_modules.aiflows.InteractiveCodeGenFlowModule import InteractiveCodeGenFlow
+
+    return InteractiveCodeGenFlow.instantiate_from_default_config(
+        memory_files={"code_library": str(tmp_path / "library.py")})
+
+
+def test_code_cut_by_max_tokens_is_asked_for_again_before_the_user_sees_it(tmp_path, loopback, quiet_console, user):
+    use_server(loopback)
+    cut = completion_json("```python\ndef f(x):\n    return [x for x in range(", finish_reason="length")
+    loopback.add(cut, "```python\ndef f(x):\n    return x\n```")
+    user.add("")  # approves what is shown
+    out = code_writer(tmp_path).call({"goal": "write f", "code": ""})
+    assert out["approved"] and out["code"] == "def f(x):\n    return x"
+    assert "cut off at the length limit" in loopback.requests[1]["messages"][-1]["content"]
+    assert len(user.asked) == 1, "only the complete code was reviewed"
+
+
+def test_code_cut_again_is_not_shown_and_the_feedback_says_why(tmp_path, loopback, quiet_console, user):
+    use_server(loopback)
+    cut = completion_json("```python\ndef f(x):\n    return [x for x in range(", finish_reason="length")
+    loopback.add(cut, dict(cut))
+    out = code_writer(tmp_path).call({"goal": "write f", "code": ""})
+    assert out["approved"] is False and "cut off at the length limit" in out["feedback"]
+    assert not user.asked, "cut code is never put up for approval"

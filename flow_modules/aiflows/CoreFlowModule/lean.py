@@ -202,6 +202,17 @@ class LeanFlowMixin(Flow):
         wanted = dst_flow.get_interface_description()["input"]
         return {key: data_dict[key] for key in wanted if key in data_dict}
 
+    def call_subflow_with(self, data: Dict[str, Any], goal, input_interface, flow, output_interface):
+        """In a composite flow, what ``_call_flow_from_state`` does, with the input taken from ``data`` instead of
+        the state (e.g. to ask a generator again with a rewrite instruction); returns ``(message, output)``."""
+        payload = input_interface(goal=f"[Input] {goal}", data_dict=data, src_flow=self, dst_flow=flow)
+        output_message = flow(self._package_input_message(payload=payload, dst_flow=flow))
+        self._log_message(output_message)
+        output_data = copy.deepcopy(output_message.data["output_data"])
+        if output_interface is not None:
+            output_data = output_interface(goal=f"[Output] {goal}", data_dict=output_data, src_flow=flow, dst_flow=self)
+        return output_message, output_data
+
     def call(self, input_data: Dict[str, Any], src_flow: str = "Launcher") -> Dict[str, Any]:
         """Run the flow on a dict through ``__call__`` (so it is traced and named in errors); returns the output dict."""
         message = InputMessage.build(data_dict=input_data, src_flow=src_flow, dst_flow=self.flow_config["name"])

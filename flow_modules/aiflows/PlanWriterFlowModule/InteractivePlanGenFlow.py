@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict, Optional, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import LeanSequentialFlow, current_flow_path, get_console
@@ -78,7 +77,7 @@ class InteractivePlanGenFlow(LeanSequentialFlow):
                                           f"(rewrite {rewrites} of {most})")
             # A normal next turn of the generator's chat: the draft, and the rewrite asked for.
             data = {**self.flow_state, "goal": problem[0], "plan": str(output.get("plan") or "")}
-            message, output = self._call_with(data, goal, input_interface, flow, output_interface)
+            message, output = self.call_subflow_with(data, goal, input_interface, flow, output_interface)
             problem = self.plan_problem(output.get("plan"), flow)
         if problem:
             tries = f" after {rewrites} rewrite{'s' if rewrites != 1 else ''}" if rewrites else ""
@@ -90,13 +89,3 @@ class InteractivePlanGenFlow(LeanSequentialFlow):
                              "edited": False, "over_limit": True, early_exit_key: True}
         # Set both every time: the state is kept between the calls of one planning session.
         return message, {**output, "over_limit": False, early_exit_key: False}
-
-    def _call_with(self, data: Dict[str, Any], goal, input_interface, flow, output_interface):
-        """``_call_flow_from_state`` with the input taken from ``data`` instead of the state."""
-        payload = input_interface(goal=f"[Input] {goal}", data_dict=data, src_flow=self, dst_flow=flow)
-        output_message = flow(self._package_input_message(payload=payload, dst_flow=flow))
-        self._log_message(output_message)
-        output_data = copy.deepcopy(output_message.data["output_data"])
-        if output_interface is not None:
-            output_data = output_interface(goal=f"[Output] {goal}", data_dict=output_data, src_flow=flow, dst_flow=self)
-        return output_message, output_data
