@@ -211,6 +211,8 @@ def _main(argv: Optional[List[str]]) -> int:
                 args.goal = previous["goal"]
                 args.model = args.model or previous.get("model")
                 args.api_base = args.api_base or previous.get("api_base")
+                args.context_window = args.context_window or previous.get("context_window")
+                args.structured_output = args.structured_output or previous.get("structured_output")
 
             # ~~~ Where the LLM replies come from ~~~
             if args.demo or args.replay:
@@ -262,7 +264,8 @@ def _main(argv: Optional[List[str]]) -> int:
                 set_trace_file(args.trace)
             os.makedirs(memory_dir, exist_ok=True)
             with open(run_file, "w", encoding="utf-8") as f:
-                json.dump({"goal": goal, "model": args.model, "api_base": args.api_base, "started": started}, f)
+                json.dump({"goal": goal, "model": args.model, "api_base": args.api_base, "started": started,
+                           "context_window": args.context_window, "structured_output": args.structured_output}, f)
 
         budget.started = time.monotonic()
         set_run_budget(budget)

@@ -229,7 +229,7 @@ def test_resume_continues_from_the_stored_plan(tmp_path, demo):
 
 
 @pytest.mark.parametrize("limit, first_replies, resume_from", [
-    (["--max-calls", "1"], 2, 1),
+    (["--max-calls", "1", "--model", "local-model", "--context-window", "16000"], 2, 1),  # remembered for --resume
     (["--max-tokens", "50"], 2, 1),                       # the plan's call alone uses more (the API's usage)
     (["--max-cost", "0.0001", "--model", "gpt-4"], 2, 1),  # priced: $0.03 / 1K prompt tokens
     (["--max-time", "1"], "slow", 0),                     # the first call is cut at the run's deadline
@@ -250,10 +250,12 @@ def test_a_run_that_reaches_its_budget_stops_cleanly_and_resume_goes_on_with_a_f
     assert not kernels_in(tmp_path / "memory"), "no interpreter is left"
 
     with LoopbackLLMServer(replies=replies[resume_from:]) as server:
-        second = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--resume", *limit[2:])
+        second = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--resume")
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
         assert len(server.requests) == len(replies) - resume_from
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
+    if "--context-window" in limit:
+        assert "is not known" not in second.stdout, "a resumed run keeps the context window it was given"
 
 
 @pytest.mark.parametrize("flag, value", [("--max-calls", "0"), ("--max-cost", "-1"), ("--max-time", "soon"),
