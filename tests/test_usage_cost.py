@@ -17,7 +17,7 @@ from flow_modules.aiflows.ChatFlowModule.backends import (
     take_response_info,
 )
 from flow_modules.aiflows.CoreFlowModule import USAGE
-from flow_modules.aiflows.CoreFlowModule.usage import MAX_CALLS, cost_of, price_of
+from flow_modules.aiflows.CoreFlowModule.usage import MAX_CALLS, _short_paths, cost_of, price_of
 
 GPT4_PROMPT, GPT4_COMPLETION = 3e-05, 6e-05  # litellm 1.0.0's price list: dollars per token
 MESSAGES = [{"role": "user", "content": "Capital of France?"}]
@@ -164,12 +164,13 @@ def test_the_report_is_a_table_per_chat_and_a_total():
                  model="openai/local-model", reported=False)
     lines = USAGE.report().splitlines()
     assert lines[0].split() == ["chat", "calls", "prompt", "completion", "cost", "repaired", "corrected"]
-    assert lines[1].split() == ["CtrlExMem/Controller", "2", "20.0K", "3.0K", "$0.78", "2", "1"], \
-        "the prefix every path shares (Jarvis/) is dropped"
-    assert lines[2].split() == ["PlanWriter/PlanGenerator", "1", "1.0K", "200", "$0.04", "1", "0"]
+    assert lines[1].split() == ["Jarvis/Controller", "2", "20.0K", "3.0K", "$0.78", "2", "1"], \
+        "the loop plumbing (CtrlExMem, Executor) is left out, and two parts of the path are kept at least"
+    assert lines[2].split() == ["Jarvis/PlanWriter/PlanGenerator", "1", "1.0K", "200", "$0.04", "1", "0"]
     row = lines[3].split()
-    assert row[0].startswith("...") and row[0].endswith("write_code/CodeGenerator") and len(row[0]) <= 48, \
-        "a long path keeps its end"
+    assert row[0] == "Jarvis/Coder/write_code/CodeGenerator", "a branch named like its flow is named once"
+    assert _short_paths(["Jarvis/" + "very_long_branch_name/" * 4 + "write_code/CodeGenerator"])[0].startswith(
+        "..."), "a path still too long keeps its end"
     assert row[1:] == ["1", "~300", "~60", "-", "0", "0"], "estimated tokens are marked, an unknown price is '-'"
     assert set(lines[4]) == {"-"}
     assert lines[5].split() == ["total", "4", "~21.3K", "~3.3K", "$0.82+", "3", "1"]

@@ -28,6 +28,7 @@ from .servers import (
     FORMAT_REJECTION as _FORMAT_REJECTION,
     STRUCTURED_LEVELS,
     STRUCTURED_OUTPUT_MODES,
+    UNKNOWN_MODEL,
     ServerSettings,
     context_window_from_error,
     server_settings,
@@ -292,7 +293,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
         else:
             prompt_tokens, completion_tokens, reported = count_message_tokens(messages), count_tokens(reply), False
         USAGE.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
-                     model=server.model, reported=reported)
+                     model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
         if self.flow_config.get("show_replies"):
             get_console().show("llm", f"{where} replied:", reply)
         return reply

@@ -16,6 +16,7 @@ from flow_modules.aiflows.CoreFlowModule.models import bare_name, openai_respons
 
 STRUCTURED_OUTPUT_MODES = ("auto", "json_schema", "json_object", "off")
 STRUCTURED_LEVELS = ("json_schema", "json_object", "off")  # what `auto` goes down through
+UNKNOWN_MODEL = "unknown"  # a backend that names no model (a replay, a test's scripted backend)
 
 
 @dataclass
@@ -86,7 +87,7 @@ def backend_identity(backend: Any) -> Tuple[str, Optional[str], str]:
     model = getattr(backend, "model_name", None)
     if isinstance(model, dict):
         model = model.get(backend_used) or next(iter(model.values()), None)
-    return str(model or "unknown"), api_base or None, str(backend_used)
+    return str(model or UNKNOWN_MODEL), api_base or None, str(backend_used)
 
 
 def server_settings(backend: Any) -> ServerSettings:
