@@ -145,6 +145,10 @@ def _interrupts_deferred():
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Runs Jarvis; the exit code: 0 finished, 1 failed or gave up, 2 bad input, missing credentials or a memory
+    folder in use by another run, 3 budget reached, 130 Ctrl+C, 143 SIGTERM, 141 the output was closed by its reader
+    (``| head -1``: the run stops at its next print, as a program killed by SIGPIPE would, 128 + 13, so that
+    ``set -o pipefail`` sees a cut run)."""
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread (e.g. called from another program's worker): keep its handler
@@ -152,14 +156,31 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return _main(argv)
     except KeyboardInterrupt:  # before Jarvis started (imports, configuration): nothing to keep
-        print("\nStopped.", file=sys.stderr)
+        _note("\nStopped.")
         return 130
     except Terminated:
-        print("\nTerminated.", file=sys.stderr)
+        _note("\nTerminated.")
         return 143
+    except SystemExit as stop:
+        # The Console's OutputClosed, looked up only once imported (importing it here would import aiflows before
+        # --help, and outside the deferred Ctrl+C). The Console pointed stdout at the null device: nothing is left
+        # to fail at exit.
+        interaction = sys.modules.get("flow_modules.aiflows.CoreFlowModule.interaction")
+        if interaction is None or not isinstance(stop, interaction.OutputClosed):
+            raise
+        _note("Stopped: the output was closed.")
+        return stop.code
     finally:
         if previous is not None:  # a program that calls main() gets its own handler back
             signal.signal(signal.SIGTERM, previous)
+
+
+def _note(text: str) -> None:
+    """A fixed line on stderr, which may be closed too (``2>&1 | head -1``)."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _main(argv: Optional[List[str]]) -> int:
@@ -178,8 +199,8 @@ def _main(argv: Optional[List[str]]) -> int:
             with_api_infos,
         )
         from flow_modules.aiflows.CoreFlowModule import (
-            USAGE,
             AutoApproveInput,
+            Console,
             JarvisError,
             TranscriptError,
             get_console,
@@ -187,7 +208,9 @@ def _main(argv: Optional[List[str]]) -> int:
             set_trace_file,
         )
         from flow_modules.aiflows.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
-        from flow_modules.aiflows.CoreFlowModule.errors import describe
+        from flow_modules.aiflows.CoreFlowModule.errors import MemoryInUseError, describe
+        from flow_modules.aiflows.CoreFlowModule.locks import RunLock
+        from flow_modules.aiflows.CoreFlowModule.memory import atomic_write
         from flow_modules.aiflows.JarvisFlowModule import launcher
 
     if args.verbose:
@@ -197,10 +220,26 @@ def _main(argv: Optional[List[str]]) -> int:
     console = get_console()
     memory_dir = os.path.abspath(args.memory_dir)
     run_file = os.path.join(memory_dir, RUN_FILE)
-    flow = recorder = transcript = output = None
+    flow = recorder = transcript = output = run_lock = None
     started = time.time()
     try:
         with _interrupts_deferred():  # until Jarvis starts working
+            # ~~~ Where the run writes: checked first, before anything in the memory folder is moved ~~~
+            problem = launcher.check_run_paths(memory_dir, args.trace)
+            if not problem and args.trace:
+                try:
+                    set_trace_file(args.trace)
+                except OSError as error:
+                    problem = f"--trace {args.trace} cannot be written: {error.strerror or error}."
+            if problem:
+                console.line("error", f"\n{problem}")
+                return 2
+
+            # ~~~ One run at a time in a memory folder: locked before anything in it is read, moved or written ~~~
+            run_lock = RunLock(memory_dir).acquire()
+            if run_lock.taken_over:
+                console.line("info", run_lock.taken_over)
+
             # ~~~ A resumed run continues with the goal, model and server of the run it resumes ~~~
             if args.resume:
                 previous = _previous_run(run_file, memory_dir)
@@ -251,6 +290,11 @@ def _main(argv: Optional[List[str]]) -> int:
             flow = launcher.instantiate(config, api_infos, memory_dir)
             launcher.set_chat_settings(flow, context_window=args.context_window,
                                        structured_output=args.structured_output)
+            # The run file before the previous plans are archived, replaced atomically: when it cannot be written
+            # (a full disk), the previous run is left whole, its run file included, for --resume.
+            atomic_write(run_file, json.dumps({
+                "goal": goal, "model": args.model, "api_base": args.api_base, "started": started,
+                "context_window": args.context_window, "structured_output": args.structured_output}))
             # The demo was recorded with an empty library, so it starts from one; other runs keep what Jarvis learned.
             memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo)
             if memory.archive:
@@ -260,12 +304,6 @@ def _main(argv: Optional[List[str]]) -> int:
                 launcher.set_editor(flow, args.editor)
             if args.yes or args.demo:
                 set_input_source(AutoApproveInput())
-            if args.trace:
-                set_trace_file(args.trace)
-            os.makedirs(memory_dir, exist_ok=True)
-            with open(run_file, "w", encoding="utf-8") as f:
-                json.dump({"goal": goal, "model": args.model, "api_base": args.api_base, "started": started,
-                           "context_window": args.context_window, "structured_output": args.structured_output}, f)
 
         budget.started = time.monotonic()
         set_run_budget(budget)
@@ -285,7 +323,7 @@ def _main(argv: Optional[List[str]]) -> int:
         return 143
     except JarvisError as error:
         console.line("error", f"\n{describe(error)}")
-        if isinstance(error, launcher.MissingCredentials):
+        if isinstance(error, (launcher.MissingCredentials, MemoryInUseError)):
             return 2
         if flow is not None:
             console.line("info", _where_things_are(memory_dir, flow, transcript))
@@ -296,8 +334,11 @@ def _main(argv: Optional[List[str]]) -> int:
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
             return 2 if isinstance(root_cause(error), launcher.MissingCredentials) else 1
-        if args.verbose:
-            raise
+        if args.verbose:  # the traceback, cleaned as everything shown is (a server's message can hold escapes)
+            import traceback
+
+            Console(stream=sys.stderr).show("error", "Unexpected error:", traceback.format_exc())
+            return 1
         console.line("error", f"\nUnexpected error: {describe(error)}\n(--verbose shows the traceback.) "
                               f"{_where_things_are(memory_dir, flow, transcript)}")
         return 1
@@ -309,11 +350,15 @@ def _main(argv: Optional[List[str]]) -> int:
             launcher.close_interpreters(flow)
         set_trace_file(None)
         set_run_budget(None)
-        if output is None and USAGE.total().calls:  # what a run that did not end cost (an ended one: below)
-            console.show("info", USAGE.summary(), USAGE.report())
+        if output is None:  # what a run that did not end cost (an ended one: in the report below)
+            _show_usage(console, unless_unused=True)
+            if run_lock is not None:
+                run_lock.release()
 
-    _report(console, output, memory, memory_dir, started)
-    console.show("info", USAGE.summary(), USAGE.report())
+    try:
+        _report(console, output, memory, memory_dir, started)
+    finally:  # the report reads the memory folder: another run may start there only after it
+        run_lock.release()
     return 0 if output.get("status") == "finished" else 1
 
 
@@ -350,21 +395,41 @@ def _previous_run(run_file: str, memory_dir: str) -> dict:
 
 
 def _report(console, output, memory, memory_dir: str, started: float) -> None:
+    """The final answer, the memory files, the figures made, what the run cost. The run is over by then: a failure
+    here (a dangling link in the memory folder, ...) is said in one line and leaves the run's exit code as it is."""
+    from flow_modules.aiflows.CoreFlowModule.errors import describe
     from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
 
-    answer = output.get("answer") or output.get("summary") or "(no answer)"
-    console.show("answer", f"\nJarvis {output.get('status', '')}. Final answer:", answer)
-    lines, library = [], set()
-    for boss, files in memory.items():
-        library.update(p for k, p in files.items() if k == "code_library")
-        if "plan" in files:  # the bosses' files; the code writers only point at the library
-            lines.append(f"{boss.split('/')[-1]}: " + ", ".join(_shown(p) for k, p in files.items()
-                                                                if k != "code_library"))
-    lines += [f"code library: {_shown(p)}" for p in sorted(library)]
-    console.show("info", "Memory files:", "\n".join(lines))
-    figures = new_files(memory_dir, started)
-    if figures:
-        console.show("info", "Figures and pages made:", "\n".join(_shown(p) for p in figures))
+    try:
+        answer = output.get("answer") or output.get("summary") or "(no answer)"
+        console.show("answer", f"\nJarvis {output.get('status', '')}. Final answer:", str(answer))
+        lines, library = [], set()
+        for boss, files in memory.items():
+            library.update(p for k, p in files.items() if k == "code_library")
+            if "plan" in files:  # the bosses' files; the code writers only point at the library
+                lines.append(f"{boss.split('/')[-1]}: " + ", ".join(_shown(p) for k, p in files.items()
+                                                                    if k != "code_library"))
+        lines += [f"code library: {_shown(p)}" for p in sorted(library)]
+        console.show("info", "Memory files:", "\n".join(lines))
+        figures = new_files(memory_dir, started)
+        if figures:
+            console.show("info", "Figures and pages made:", "\n".join(_shown(p) for p in figures))
+    except Exception as error:  # noqa: BLE001 - the report must not fail a finished run
+        console.line("warning", f"(The end-of-run report is incomplete: {describe(error)})")
+    _show_usage(console)
+
+
+def _show_usage(console, unless_unused: bool = False) -> None:
+    """The run's LLM usage and cost, per chat (``unless_unused``: nothing when no LLM was called); a failure is one
+    line, never the run's outcome."""
+    from flow_modules.aiflows.CoreFlowModule import USAGE
+    from flow_modules.aiflows.CoreFlowModule.errors import describe
+
+    try:
+        if not unless_unused or USAGE.total().calls:
+            console.show("info", USAGE.summary(), USAGE.report())
+    except Exception as error:  # noqa: BLE001
+        console.line("warning", f"(The usage report failed: {describe(error)})")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,14 @@ class MemoryFileError(JarvisError):
     """A memory file could not be read or written."""
 
 
+class MemoryInUseError(JarvisError):
+    """Another run holds the memory folder's lock (see ``locks.RunLock``); the message names its PID."""
+
+    def __init__(self, message: str, *, holder_pid: int | None = None):
+        super().__init__(message)
+        self.holder_pid = holder_pid
+
+
 class TranscriptError(JarvisError):
     """A replayed transcript does not hold what the run asks for."""
 

@@ -9,11 +9,15 @@ Every human touch point of every flow goes through ``get_input_source().ask(prom
 
 ``kind`` tells the source what is asked: ``approval`` (an empty answer approves), ``feedback`` (an empty answer means
 "looks good") or ``question`` (free text).
+
+What is shown goes through the ``Console``, which cleans every text of escape sequences and control characters
+(``terminal.clean_text``) before adding colours of its own, and never lets a print fail a run: characters the output
+cannot encode are shown escaped (``\\u20ac``), and a closed output (``| head -1``) raises ``OutputClosed``.
 """
 from __future__ import annotations
 
 import builtins
-
+import errno
 import itertools
 import os
 import sys
@@ -21,11 +25,12 @@ import threading
 import time
 from collections import deque
 from contextlib import contextmanager
-from typing import Callable, Iterable, List, Optional, Union
+from typing import Callable, Iterable, List, NoReturn, Optional, Union
 
 import colorama
 
 from .errors import InputUnavailableError
+from .terminal import clean_text
 
 APPROVAL = "approval"
 FEEDBACK = "feedback"
@@ -61,13 +66,43 @@ _STYLES = {
 }
 
 
+class OutputClosed(SystemExit):
+    """The output was closed by its reader (``run_jarvis.py ... | head -1``): the run ends as a program killed by
+    SIGPIPE would, with 141 (128 + 13). A ``SystemExit``, so that no ``except Exception`` of a flow takes it for an
+    error to report or retry; the memory is kept as after Ctrl+C."""
+
+    def __init__(self):
+        super().__init__(141)
+
+
+def _encodable(text: str, stream) -> str:
+    """``text`` with what ``stream``'s encoding cannot hold written as escapes (``caf\\xe9``), so no line is lost."""
+    encoding = getattr(stream, "encoding", None)
+    if not isinstance(encoding, str):
+        return text
+    try:
+        text.encode(encoding)
+        return text
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    except LookupError:
+        return text
+
+
 class Console:
-    """Prints what the flows do, one colour per role; colours only on a terminal and unless ``NO_COLOR`` is set."""
+    """Prints what the flows do, one colour per role; colours only on a terminal and unless ``NO_COLOR`` is set.
+
+    Every text is cleaned (``clean_text``) before the console's own colours are added, so what an LLM, a server or a
+    file wrote cannot move the cursor, hide a line, set the title or write the clipboard. Printing never raises but
+    ``OutputClosed``: what the stream's encoding cannot hold is escaped; once the output is closed, the next print
+    raises ``OutputClosed`` and later ones are dropped.
+    """
 
     def __init__(self, stream=None, color: Optional[bool] = None, spinner: Optional[bool] = None):
         self._stream = stream
         self._color = color
         self._spinner = spinner
+        self._closed = False
 
     @property
     def stream(self):
@@ -86,6 +121,8 @@ class Console:
         return self._isatty() and not os.environ.get("NO_COLOR")
 
     def style(self, role: str, text: str) -> str:
+        """``text`` cleaned, in the colour of ``role`` (when colours are on)."""
+        text = clean_text(str(text))
         if not self.color:
             return text
         return f"{_STYLES.get(role, '')}{text}{colorama.Style.RESET_ALL}"
@@ -94,19 +131,52 @@ class Console:
         """A titled block: ``title`` on its own line, then ``body`` indented (if any)."""
         lines = [self.style(role, title)]
         if body:
-            text = body.rstrip("\n")
+            text = clean_text(str(body)).rstrip("\n")  # before splitting: a carriage return becomes a line of its own
             lines.extend(self.style(role if role != "flow" else "result", "    " + line) for line in text.split("\n"))
-        self.write("\n".join(lines))
+        self._emit("\n".join(lines) + "\n")
 
     def line(self, role: str, text: str) -> None:
-        self.write(self.style(role, text))
+        self._emit(self.style(role, text) + "\n")
 
     def write(self, text: str) -> None:
+        """``text`` cleaned, then a line break."""
+        self._emit(clean_text(str(text)) + "\n")
+
+    def _emit(self, text: str) -> None:
+        """Writes ``text`` (clean, colours added) as the stream's encoding allows; see the class for the failures."""
+        if self._closed:
+            return
+        stream = self.stream
         try:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+            try:
+                stream.write(_encodable(text, stream))
+            except UnicodeEncodeError:  # a stream that names no encoding but has one
+                stream.write(text.encode("ascii", "backslashreplace").decode("ascii"))
+            stream.flush()
+        except BrokenPipeError:
+            self.output_closed(stream)
+        except OSError as error:
+            if error.errno in (errno.EPIPE, errno.ECONNRESET):
+                self.output_closed(stream)
+            # another failure (a full disk under a redirected output) loses this line, not the run
         except ValueError:  # stream closed (e.g. at interpreter shutdown)
             pass
+
+    def output_closed(self, stream=None) -> NoReturn:
+        """The reader of ``stream`` (default: this console's) is gone: later prints are dropped, the descriptor is
+        pointed at the null device (so that flushing what Python still buffers at exit cannot fail and print
+        "Exception ignored ... BrokenPipeError"), and ``OutputClosed`` is raised."""
+        self._closed = True
+        stream = stream if stream is not None else self.stream
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, stream.fileno())
+            finally:
+                os.close(null)
+        except (AttributeError, OSError, ValueError):  # no descriptor (a test's sink): nothing buffered to lose
+            pass
+        raise OutputClosed()
 
     @contextmanager
     def working(self, label: str):
@@ -116,17 +186,22 @@ class Console:
             yield
             return
         stop = threading.Event()
+        label = " ".join(clean_text(label).split("\n"))  # the spinner's own CRs redraw one line
 
         def spin():
             started = time.monotonic()
-            for frame in itertools.cycle("|/-\\"):
-                if stop.wait(0.12):
-                    break
-                elapsed = time.monotonic() - started
-                self.stream.write(f"\r{self.style('info', f'{frame} {label} ({elapsed:.0f}s)')}")
+            try:
+                for frame in itertools.cycle("|/-\\"):
+                    if stop.wait(0.12):
+                        break
+                    elapsed = time.monotonic() - started
+                    self.stream.write(_encodable(f"\r{self.style('info', f'{frame} {label} ({elapsed:.0f}s)')}",
+                                                 self.stream))
+                    self.stream.flush()
+                self.stream.write("\r" + " " * (len(label) + 16) + "\r")
                 self.stream.flush()
-            self.stream.write("\r" + " " * (len(label) + 16) + "\r")
-            self.stream.flush()
+            except (OSError, ValueError):  # the terminal is gone: the next print in the run says so
+                pass
 
         thread = threading.Thread(target=spin, daemon=True)
         thread.start()
@@ -182,7 +257,7 @@ class TerminalInput(InputSource):
         console = self._console or get_console()
         console.show("question", prompt)
         try:
-            first = self._read(console.style("question", "> "))
+            first = self._read(console.style("question", "> "))  # `input` writes this prompt to stdout
             if first.strip() != self.MULTILINE_MARK:
                 return first.strip()
             lines = []
@@ -196,6 +271,8 @@ class TerminalInput(InputSource):
                 "Jarvis needs your answer but the terminal input is closed. "
                 "Run in a terminal, or pass --yes to approve plans and code automatically."
             ) from None
+        except BrokenPipeError:  # `input` could not write its prompt: the output was closed
+            console.output_closed(sys.stdout)
 
 
 class AutoApproveInput(InputSource):

@@ -4,7 +4,12 @@
   leaves half a file and never loses what was there.
 * Logs only grow: one entry per executed command, appended with a single write; earlier entries are never rewritten.
   Reading the logs for a prompt reads only the last entries (from the end of the file), so the cost of a round does
-  not grow with the length of the log.
+  not grow with the length of the log. An entry cut by a kill (the file does not end with a newline) is closed with a
+  line saying so before the next entry is appended, so the next one starts on its own header line.
+* Symbolic links are never followed: a memory folder may come from elsewhere (a cloned repository), and a link named
+  like a memory file must not make Jarvis overwrite, append to or read (into a prompt) a file outside it. A file
+  replaced atomically replaces the link itself; reading or appending to a link is refused with a MemoryFileError.
+* Temporary files left by writes that were killed are swept when a run starts (``sweep_temporary_files``).
 """
 from __future__ import annotations
 
@@ -12,18 +17,49 @@ import ast
 import json
 import os
 import re
+import stat
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import ConfigurationError, MemoryFileError
 
-_LOG_HEADER = re.compile(r"^--- \[(\d+)\] [^\n]* ---$", re.M)
+# An entry header on its own line; or glued after the text of an entry cut by a kill (a log written before cut
+# entries were repaired): then only in the exact form `format_log_entry` writes, with its time stamp. Headers are
+# looked for where "--- [" occurs (str.find), not by a regular expression tried at every position of a long log.
+_LOG_HEADER = re.compile(r"--- \[(\d+)\] [^\n]* ---$", re.M)
+_GLUED_HEADER = re.compile(r"--- \[(\d+)\] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+ ---$", re.M)
+_LOG_HEADER_BYTES = re.compile(_LOG_HEADER.pattern.encode(), re.M)
+_GLUED_HEADER_BYTES = re.compile(_GLUED_HEADER.pattern.encode(), re.M)
+# The start of a header cut by a kill on the last line of a log (its number is taken, so that none repeats).
+_CUT_HEADER = re.compile(r"--- \[(\d+)\]")
+CUT_ENTRY_MARKER = "[the entry above was cut off: Jarvis was stopped while writing it]"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# `atomic_write`'s temporary files: `.<name>.<12 hex digits>.tmp` beside the file they replace.
+_TEMPORARY = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$")
+
+
+def _open_no_link(path: str, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` that refuses a symbolic link as the last part of ``path`` (MemoryFileError saying what to do)."""
+    try:
+        return os.open(path, flags | _NOFOLLOW | _CLOEXEC, mode)
+    except OSError as error:
+        if os.path.islink(path):
+            raise MemoryFileError(
+                f"{path} is a symbolic link (to {os.readlink(path)}). Jarvis does not follow links in its memory "
+                "folder, so that a folder from elsewhere cannot make it read or overwrite other files: replace the "
+                "link with a copy of the file (cp --remove-destination \"$(readlink -f LINK)\" LINK) or remove it."
+            ) from error
+        raise
 
 
 def read_text(path: str) -> str:
-    """The file's text, or '' if it does not exist."""
+    """The file's text, or '' if it does not exist. A UTF-8 byte-order mark at its start is dropped (Python and
+    editors read the file the same without it; a file written back is written without it). A symbolic link is refused
+    (MemoryFileError): what is read goes into prompts, and a link could bring any file of the user's into one."""
     try:
-        with open(path, "r", encoding="utf-8") as f:
+        fd = _open_no_link(path, os.O_RDONLY)
+        with os.fdopen(fd, "r", encoding="utf-8-sig") as f:
             return f.read()
     except FileNotFoundError:
         return ""
@@ -42,7 +78,11 @@ def _create_exclusive(prefix: str, suffix: str) -> Tuple[int, str]:
 
 
 def atomic_write(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (temporary file in the same folder, fsync, rename)."""
+    """Replace ``path`` with ``text`` atomically (temporary file in the same folder, fsync, rename).
+
+    A symbolic link at ``path`` is replaced by the file (the rename replaces the link itself): what it pointed to is
+    never written. A regular file replaced keeps its mode; a new file gets 0666 minus the umask.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
@@ -53,11 +93,15 @@ def atomic_write(path: str, text: str) -> None:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
-            if os.path.exists(path):  # a file replaced keeps its mode
-                os.chmod(tmp, os.stat(path).st_mode & 0o777)
+            try:
+                existing = os.lstat(path)
+            except FileNotFoundError:
+                existing = None
+            if existing is not None and stat.S_ISREG(existing.st_mode):  # not a link's target's mode
+                os.chmod(tmp, existing.st_mode & 0o777)
             os.replace(tmp, path)
         except BaseException:
-            if os.path.exists(tmp):
+            if os.path.lexists(tmp):
                 os.unlink(tmp)
             raise
     except OSError as error:
@@ -65,11 +109,12 @@ def atomic_write(path: str, text: str) -> None:
 
 
 def append_text(path: str, text: str) -> None:
-    """Append ``text`` with one write on an O_APPEND descriptor: what was in the file is never touched."""
+    """Append ``text`` with one write on an O_APPEND descriptor: what was in the file is never touched. A symbolic
+    link at ``path`` is refused (MemoryFileError): appending through it would write to a file outside the memory."""
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         data = text.encode("utf-8")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = _open_no_link(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             while data:
                 written = os.write(fd, data)
@@ -78,6 +123,49 @@ def append_text(path: str, text: str) -> None:
             os.close(fd)
     except OSError as error:
         raise MemoryFileError(f"Cannot append to memory file {path}: {error}") from error
+
+
+def _ends_cut(path: str) -> bool:
+    """Whether the file is not empty and does not end with a newline (its last write was cut)."""
+    try:
+        fd = _open_no_link(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        raise MemoryFileError(f"Cannot read memory file {path}: {error}") from error
+    try:
+        size = os.fstat(fd).st_size
+        return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+    finally:
+        os.close(fd)
+
+
+def sweep_temporary_files(folder: str, older_than: float = 600.0) -> List[str]:
+    """Remove the temporary files ``atomic_write`` left in ``folder`` (and its ``archive/``) when it was killed.
+
+    Only files named as it names them (``.<name>.<12 hex digits>.tmp``), only regular files (never what a link points
+    to), and only those not modified for ``older_than`` seconds: a write takes milliseconds, so a younger one may be
+    another live process's write in progress. Returns the paths removed; what cannot be removed is left.
+    """
+    removed = []
+    now = time.time()
+    for where in (folder, os.path.join(folder, "archive")):
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        for name in names:
+            if not _TEMPORARY.match(name):
+                continue
+            path = os.path.join(where, name)
+            try:
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode) and now - info.st_mtime > older_than:
+                    os.unlink(path)
+                    removed.append(path)
+            except OSError:
+                continue
+    return removed
 
 
 def archive_copy(path: str, text: str) -> str:
@@ -130,45 +218,78 @@ def format_log_entry(number: int, command: str, command_args: Optional[Dict[str,
     )
 
 
-def _read_tail(path: str, min_headers: int, block: int = 1 << 13) -> Tuple[str, bool]:
-    """The end of the file, at least ``min_headers`` entry headers long (or the whole file); and whether it is whole."""
+def _read_tail(path: str, min_headers: int, max_bytes: Optional[int] = None,
+               block: int = 1 << 13) -> Tuple[str, bool]:
+    """The end of the file, at least ``min_headers`` entry headers long (or the whole file, or its last ``max_bytes``
+    bytes when that comes first); and whether it is whole. Blocks read back from the end double in size, so a file
+    with few headers costs a few reads of its length, not one per block."""
     try:
-        size = os.path.getsize(path)
+        fd = _open_no_link(path, os.O_RDONLY)
     except FileNotFoundError:
         return "", True
-    with open(path, "rb") as f:
-        start = size
-        chunk = b""
+    except OSError as error:
+        raise MemoryFileError(f"Cannot read memory file {path}: {error}") from error
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        start, chunk = size, b""
         while start > 0:
-            start = max(0, start - block)
+            start = max(0, size - block, size - max_bytes if max_bytes else 0)
             f.seek(start)
             chunk = f.read(size - start)
-            if chunk.count(b"\n--- [") + chunk.startswith(b"--- [") >= min_headers:
+            found = len(_headers(chunk, (_LOG_HEADER_BYTES, _GLUED_HEADER_BYTES)))
+            if found >= min_headers or (max_bytes and size - start >= max_bytes):
                 break
+            block *= 2
     return chunk.decode("utf-8", errors="replace"), start == 0
 
 
+def _headers(text, patterns=(_LOG_HEADER, _GLUED_HEADER)) -> List[Tuple[int, int, bool]]:
+    """``[(number, start, glued)]`` of the entry headers in ``text`` (str, or bytes with the bytes patterns)."""
+    own_line, glued = patterns
+    mark, newline = ("--- [", "\n") if isinstance(text, str) else (b"--- [", b"\n")
+    found = []
+    at = text.find(mark)
+    while at != -1:
+        after_text = at > 0 and text[at - 1:at] != newline
+        match = (glued if after_text else own_line).match(text, at)
+        if match:
+            found.append((int(match.group(1)), at, after_text))
+        at = text.find(mark, at + 1)
+    return found
+
+
 def split_log_entries(text: str) -> List[Tuple[int, str]]:
-    """``[(number, entry text)]`` for the complete entries in ``text``."""
-    headers = list(_LOG_HEADER.finditer(text))
+    """``[(number, entry text)]`` for the entries in ``text``. A header glued to the end of a cut entry (a log from
+    before cut entries were repaired) starts an entry too, when its number does not go back."""
+    headers: List[Tuple[int, int]] = []
+    for number, start, glued in _headers(text):
+        if glued and headers and number < headers[-1][0]:
+            continue  # text that quotes a header, not one cut off
+        headers.append((number, start))
     entries = []
-    for i, match in enumerate(headers):
-        end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
-        entries.append((int(match.group(1)), text[match.start():end].rstrip("\n")))
+    for i, (number, start) in enumerate(headers):
+        end = headers[i + 1][1] if i + 1 < len(headers) else len(text)
+        entries.append((number, text[start:end].rstrip("\n")))
     return entries
 
 
 def last_log_number(path: str) -> int:
+    """The number of the last entry of a log (0 if none), a header cut by a kill on its last line included."""
     text, _ = _read_tail(path, 1)
-    entries = split_log_entries(text)
-    return entries[-1][0] if entries else 0
+    numbers = [number for number, _ in split_log_entries(text)]
+    cut = _CUT_HEADER.match(text[text.rfind("\n") + 1:])
+    if cut:
+        numbers.append(int(cut.group(1)))
+    return max(numbers, default=0)
 
 
 def append_log_entry(path: str, command: str, command_args: Optional[Dict[str, Any]], result: Any,
                      result_limit: int = 1500) -> int:
-    """Append one entry to the log file ``path``; returns its number."""
+    """Append one entry to the log file ``path``; returns its number. When the last entry was cut (a kill during
+    its write), a line says so first, so that the new entry starts on its own header line."""
     number = last_log_number(path) + 1
-    append_text(path, format_log_entry(number, command, command_args, result, result_limit) + "\n")
+    repair = f"\n{CUT_ENTRY_MARKER}\n\n" if _ends_cut(path) else ""
+    append_text(path, repair + format_log_entry(number, command, command_args, result, result_limit) + "\n")
     return number
 
 
@@ -179,10 +300,16 @@ def read_log_tail(path: str, max_entries: Optional[int], max_chars: Optional[int
         if not max_chars:
             return read_text(path).rstrip("\n")
         max_entries = 10 ** 9
-    text, whole = _read_tail(path, min(max_entries, 10 ** 6) + 1)
+    # With a character limit, what is read is bounded too (UTF-8 takes at most 4 bytes a character; the slack is
+    # for the one entry shown even when it is longer): a file without headers is not read whole for nothing.
+    max_bytes = 4 * max_chars + (1 << 16) if max_chars else None
+    text, whole = _read_tail(path, min(max_entries, 10 ** 6) + 1, max_bytes)
     entries = split_log_entries(text)
-    if not entries:
-        return text.strip() if whole else ""
+    if not entries:  # not a log Jarvis wrote (or one huge entry): its end, as text, saying so
+        text = text.strip()
+        if max_chars and len(text) > max_chars:
+            text, whole = text[-max_chars:], False
+        return text if whole else f"[the end of {os.path.basename(path)}, which has no entry headers there]\n{text}"
     shown = entries[-max_entries:]
     if max_chars:
         total, keep = 0, 0

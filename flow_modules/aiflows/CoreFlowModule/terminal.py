@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 
-# Well-formed sequences, removed whole. Each starts at an ESC or an 8-bit (C1) introducer, and no run inside one may
-# hold an introducer (ESC, U+0080-U+009F): a match attempt then stops at the next one, so a text full of unterminated
-# sequences is still cleaned in linear time (the possessive `*+` spares the backtracking within an attempt).
+# Well-formed sequences, removed whole. Each starts at an ESC and no run inside one may hold an ESC, so a match attempt
+# stops at the next ESC: a text full of unterminated sequences is still cleaned in linear time (the possessive `*+`
+# spares the backtracking within an attempt). The 8-bit forms (U+009B CSI, U+009D OSC, ...) are C1 controls, removed
+# one character at a time below: they only come in hostile or mis-decoded text, where what follows them is better
+# left visible than guessed at.
 _SEQUENCE = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*+[ -/]*+[@-~]"  # CSI (ESC [ or U+009B): colours, cursor moves, erasing lines
-    r"|(?:\x1b\]|\x9d)[^\x07\x1b\x80-\x9f]*+(?:\x07|\x1b\\|\x9c)"  # OSC: titles, links, clipboard; ends BEL or ST
-    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x80-\x9f]*+(?:\x1b\\|\x9c)"  # DCS, SOS, PM, APC: up to ST
+    r"\x1b\[[0-?]*+[ -/]*+[@-~]"  # CSI: colours, cursor moves, erasing lines
+    r"|\x1b\][^\x07\x1b\x9c]*+(?:\x07|\x1b\\|\x9c)"  # OSC: titles, links, the clipboard; ended by BEL or ST
+    r"|\x1b[PX^_][^\x1b\x9c]*+(?:\x1b\\|\x9c)"  # DCS, SOS, PM, APC: up to ST
     r"|\x1b[ -/]*+[0-~]"  # any other escape: intermediate bytes, then a final byte (ESC c resets the terminal)
 )
 # What is left after the sequences: C0 controls but tab, line feed and carriage return (dealt with apart), a lone or
@@ -26,8 +28,9 @@ _ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the same and CR: is there
 
 
 def clean_text(text: str, *, keep_carriage_returns: bool = False) -> str:
-    """``text`` without escape sequences (CSI, OSC, DCS, SOS, PM, APC, two-byte ESC sequences, their 8-bit forms) and
-    without control characters but line feeds and tabs (C0, DEL, C1). Printable text, Unicode included, is kept.
+    """``text`` without escape sequences (CSI, OSC, DCS, SOS, PM, APC, two-byte ESC sequences) and without control
+    characters but line feeds and tabs (C0, DEL, C1 with the 8-bit CSI U+009B). Printable text, Unicode included, is
+    kept.
 
     A carriage return becomes a line break ("\\r\\n" one line break): in a terminal it sends the cursor back to the
     start of the line, so what follows it overwrites what the user would read (``rm -rf ~\\rls -l`` shows as

@@ -4,6 +4,7 @@ import ast
 from typing import Any, Dict, List, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow, get_console
+from flow_modules.aiflows.CoreFlowModule.locks import file_lock
 from flow_modules.aiflows.CoreFlowModule.memory import (
     archive_copy,
     atomic_write,
@@ -87,8 +88,10 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
     (they do not run on import) are accepted. Code that would redefine a function or class the library already has is
     refused unless the controller says so (`replace_existing: true`); then the old definition is replaced, and the
     library as it was is kept in `archive/` beside it. `from __future__` imports are moved to the top of the library.
-    The library is rewritten atomically and checked to compile before it is. A refusal (nothing saved) is shown on the
-    console as a warning, as well as returned to the controller.
+    The library is rewritten atomically and checked to compile before it is; it is read, changed and written back
+    under its lock (`locks.file_lock`, the sidecar `.library.py.lock`), so two processes saving into one library at
+    once (two Jarvis runs, programs using this flow) never lose a function: the second waits. A refusal (nothing
+    saved) is shown on the console as a warning, as well as returned to the controller.
 
     *Configuration Parameters*:
     - `memory_files` (dict, optional): used when the input has none; `code_library` is the library file.
@@ -130,22 +133,38 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         if not names:
             return "Nothing was saved: the code defines no function or class.", False
         path = memory_path(self, input_data, "code_library")
+        replace = str(input_data.get("replace_existing", False)).strip().lower() in ("true", "1", "yes")
+        # Read, change and write back under the library's lock: another process saving at the same time (a second
+        # Jarvis, a program using save_code) would otherwise write back a library without this function, or this
+        # save would drop its function.
+        with file_lock(path):
+            refusal, clashes, new_library = self._merge(path, code, names, replace)
+            if refusal:
+                return refusal, False
+            atomic_write(path, new_library)
+        verb = "Replaced" if clashes else "Saved"
+        total = len(defined_names(new_library))
+        get_console().line("result", f"{verb} {', '.join(names)} in {path}.")
+        return (f"{verb} {', '.join(names)} in the code library ({path}); it now defines {total} "
+                f"function(s)/class(es)."), True
+
+    @staticmethod
+    def _merge(path: str, code: str, names: List[str], replace: bool) -> Tuple[str, List[str], str]:
+        """``(why nothing may be saved, or "", the definitions replaced, the new library)``; keeps the library as it
+        was in `archive/` when definitions are replaced. Called with the library's lock held."""
         library = read_text(path)
         try:
             existing = set(defined_names(library)) if library.strip() else set()
         except SyntaxError as error:
             return (f"Nothing was saved: {path} itself does not compile (line {error.lineno}: {error.msg}); it must "
-                    "be fixed first."), False
+                    "be fixed first."), [], ""
         clashes = sorted(existing & set(names))
-        replace = str(input_data.get("replace_existing", False)).strip().lower() in ("true", "1", "yes")
         if clashes and not replace:
             return (f"Nothing was saved: the library already defines {', '.join(clashes)}. To replace the existing "
                     "definition, call save_code again with replace_existing: true; to keep both, rename the new "
-                    "function with write_code."), False
-        if clashes:
-            archive_copy(path, library)
-            library = without_definitions(library, set(clashes))
-        library_futures, library_body = split_future_imports(library) if library.strip() else ([], "")
+                    "function with write_code."), clashes, ""
+        kept = without_definitions(library, set(clashes)) if clashes else library
+        library_futures, library_body = split_future_imports(kept) if kept.strip() else ([], "")
         code_futures, code_body = split_future_imports(code)
         futures = list(dict.fromkeys(library_futures + code_futures))  # they must open the file
         head = "\n".join(futures) + "\n\n" if futures else ""
@@ -153,10 +172,7 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         try:
             compile(new_library, path, "exec")
         except SyntaxError as error:
-            return f"Nothing was saved: the library would not compile (line {error.lineno}: {error.msg}).", False
-        atomic_write(path, new_library)
-        verb = "Replaced" if clashes else "Saved"
-        total = len(defined_names(new_library))
-        get_console().line("result", f"{verb} {', '.join(names)} in {path}.")
-        return (f"{verb} {', '.join(names)} in the code library ({path}); it now defines {total} "
-                f"function(s)/class(es)."), True
+            return f"Nothing was saved: the library would not compile (line {error.lineno}: {error.msg}).", clashes, ""
+        if clashes:
+            archive_copy(path, library)
+        return "", clashes, new_library

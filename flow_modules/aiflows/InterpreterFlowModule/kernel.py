@@ -40,6 +40,8 @@ import time
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from flow_modules.aiflows.CoreFlowModule.terminal import clean_text
+
 log = logging.getLogger(__name__)
 
 PYTHON_LANGUAGES = ("python", "py", "python3")
@@ -82,16 +84,6 @@ _MTIME_SLACK_NS = 50_000_000  # file times can be a clock tick (up to 10 ms) beh
 _SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "venv", "archive", "code_runs"}
 _FIGURES_MIME = "application/vnd.jarvis.figures+json"
 _POLL = 0.2  # seconds between two liveness checks while the kernel is quiet
-
-# CSI (colours, cursor moves), OSC (titles, links), then any other escape: ESC, intermediate bytes, a final byte
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]")
-# control characters but \t and \n (\r is dealt with before): NUL, a lone ESC, backspace, bell, C1 controls...
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
-
 
 @functools.lru_cache(maxsize=8)
 def _scrub_matcher(patterns: Tuple[str, ...]) -> "re.Pattern[str]":
@@ -191,14 +183,15 @@ class BoundedText:
 
 
 def _clean(text: str) -> str:
-    """ANSI escapes removed; for each line, only what the last carriage return left (progress bars); no control
-    characters but tabs and line breaks (a NUL or a bell means nothing to the controller reading the text)."""
-    text = strip_ansi(text)
+    """Escape sequences and control characters but tabs and line breaks removed (``clean_text``: a NUL or a bell
+    means nothing to the controller reading the text); for each line, only what the last carriage return left
+    (progress bars)."""
+    text = clean_text(text, keep_carriage_returns=True)
     if "\r" in text:
         text = text.replace("\r\n", "\n")
         text = "\n".join(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
                          for line in text.split("\n"))
-    return _CONTROL.sub("", text)
+    return text
 
 
 # ~~~ Workspace snapshots (which files a run created or modified) ~~~
@@ -871,7 +864,7 @@ class CodeInterpreter:
             elif kind == "error":
                 result.failed = True
                 trace = content.get("traceback") or [f"{content.get('ename')}: {content.get('evalue')}"]
-                out.note(strip_ansi("\n".join(trace)))
+                out.note(clean_text("\n".join(trace), keep_carriage_returns=True))
 
     def _add_display(self, data: Dict[str, Any], out: BoundedText, result: RunResult) -> None:
         if _FIGURES_MIME in data:

@@ -12,7 +12,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional
 
 from flow_modules.aiflows.CoreFlowModule import ConfigurationError, JarvisError
-from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files
+from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files, sweep_temporary_files
 
 # When no configuration file is at hand (e.g. an install without the repository's configs/): Jarvis's own defaults.
 DEFAULT_FLOW_CONFIG = {"flow": {
@@ -166,9 +166,12 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
     (nothing is deleted). The code library is kept: it is what Jarvis has learned, unless ``archive_library`` (the
     demo, recorded with an empty library, replays from one) moves it there too. With ``resume`` everything is kept
-    and the top boss continues from its plan instead of writing a new one.
+    and the top boss continues from its plan instead of writing a new one. A plan or log that is a symbolic link
+    is moved to the archive too (it is not followed: the new run starts with files of its own). Temporary files of
+    writes killed in an earlier run are removed (``sweep_temporary_files``).
     """
     layout = MemoryLayout(set_memory_files(flow, memory_dir))
+    sweep_temporary_files(memory_dir)
     if resume:
         flow.flow_config["resume"] = True
         return layout
@@ -179,20 +182,62 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     keys = ("plan", "logs", "code_library") if archive_library else ("plan", "logs")
     paths = {path for files in layout.values() for key, path in files.items() if key in keys}
     for path in sorted(paths):
-        if os.path.exists(path) and os.path.getsize(path) > 0:
+        if os.path.islink(path) or (os.path.exists(path) and os.path.getsize(path) > 0):
             os.makedirs(archive, exist_ok=True)
             shutil.move(path, os.path.join(archive, os.path.basename(path)))
             layout.archive = archive
     return layout
 
 
+def check_run_paths(memory_dir: str, trace: Optional[str] = None) -> Optional[str]:
+    """Why a run could not keep its files where it is told to, or None. Checked before anything is moved: a memory
+    folder that is a file or cannot be written, a ``trace`` file that cannot be written, or that is a symbolic link
+    inside the memory folder (a folder from elsewhere must not make Jarvis append to another file)."""
+    memory_dir = os.path.abspath(memory_dir)
+    existing = memory_dir
+    while not os.path.lexists(existing):  # the nearest part of the path that exists: the folder is made there
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        kind = "a file, not a folder" if os.path.isfile(existing) else "not a folder"  # e.g. a link to nothing
+        what = f"is {kind}" if existing == memory_dir else f"cannot be made: {existing} is {kind}"
+        return (f"The memory folder {memory_dir} {what}. Give another folder with --memory-dir, or move the file "
+                "away.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is read-only" if existing == memory_dir else f"cannot be made in {existing}, which is read-only"
+        return (f"The memory folder {memory_dir} {what}: Jarvis writes its plans, logs and library there. Give a "
+                "folder you can write to with --memory-dir.")
+    if not trace:
+        return None
+    trace = os.path.abspath(trace)
+    if os.path.isdir(trace):
+        return f"--trace {trace} is a folder; give a file name, e.g. {os.path.join(trace, 'trace.jsonl')}."
+    existing = os.path.dirname(trace)
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"--trace {trace} cannot be written: {existing} is not a folder."
+    folder, memory = os.path.realpath(os.path.dirname(trace)), os.path.realpath(memory_dir)
+    inside = folder == memory or folder.startswith(memory + os.sep)
+    if inside and os.path.islink(trace):
+        return (f"--trace {trace} is a symbolic link in the memory folder; Jarvis does not follow links there. "
+                "Remove it, or give another file.")
+    return None
+
+
 def new_files(folder: str, since: float, suffixes=(".png", ".svg", ".jpg", ".jpeg", ".pdf", ".html")) -> List[str]:
-    """Figures and pages made in ``folder`` since ``since`` (outside the archive)."""
+    """Figures and pages made in ``folder`` since ``since`` (outside the archive). What cannot be looked at (a
+    dangling symbolic link, a file removed meanwhile, a folder that cannot be read) is left out."""
     found = []
     for root, dirs, names in os.walk(folder):
         dirs[:] = [d for d in dirs if d != "archive" and not d.startswith(".")]
         for name in names:
+            if not name.lower().endswith(suffixes):
+                continue
             path = os.path.join(root, name)
-            if name.lower().endswith(suffixes) and os.path.getmtime(path) >= since:
+            try:
+                made = os.path.getmtime(path) >= since
+            except OSError:
+                continue
+            if made:
                 found.append(path)
     return sorted(found)

@@ -54,6 +54,10 @@ class PlanWriterFlow(ControllerExecutorFlow):
             elif self.flow_state.get("plan_over_limit"):
                 output["status"] = "stopped: the plan writer finished without a plan within the length limit"
             else:
-                atomic_write(memory_path(self, self.flow_state, self.flow_config.get("plan_key", "plan")), plan + "\n")
+                self.store_plan(memory_path(self, self.flow_state, self.flow_config.get("plan_key", "plan")), plan)
         output["plan"] = plan
         return output
+
+    def store_plan(self, path: str, plan: str) -> None:
+        """Write the final plan to the plan file (ReplanningFlow keeps the plan it replaces first)."""
+        atomic_write(path, plan + "\n")

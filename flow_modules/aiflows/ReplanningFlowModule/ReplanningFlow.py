@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
+from flow_modules.aiflows.CoreFlowModule.memory import read_text
 from flow_modules.aiflows.PlanWriterFlowModule import PlanWriterFlow
+from flow_modules.aiflows.UpdatePlanFlowModule.UpdatePlanAtomicFlow import keep_replaced_plan
 
 
 class ReplanningFlow(PlanWriterFlow):
@@ -10,7 +12,9 @@ class ReplanningFlow(PlanWriterFlow):
 
     The same loop as PlanWriterFlow; its plan generator starts from the old plan and the controller's account of
     what went wrong. Its `result` tells the calling controller, in a message, that the plan changed and what it now
-    is (the refreshed system prompt alone left the original Jarvis's controllers confused after a re-plan).
+    is (the refreshed system prompt alone left the original Jarvis's controllers confused after a re-plan). The plan
+    it replaces (approved by the user) is first copied to `archive/` beside the plan file, unless the new plan differs
+    from it only in done marks; the result says where.
 
     *Configuration Parameters*: as PlanWriterFlow.
 
@@ -26,10 +30,16 @@ class ReplanningFlow(PlanWriterFlow):
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         old_plan = str(input_data.get("plan") or "")
+        self._replaced_copy: Optional[str] = None
         output = super().run(input_data)
         if output.get("status") == "finished":
-            result = ("The plan has been rewritten (this replaces the plan you followed so far). The new plan:\n"
-                      f"{output['plan']}\nContinue with the first step of the new plan that is not done.")
+            kept = f" (the previous plan is kept in {self._replaced_copy})" if self._replaced_copy else ""
+            result = (f"The plan has been rewritten (this replaces the plan you followed so far){kept}. The new "
+                      f"plan:\n{output['plan']}\nContinue with the first step of the new plan that is not done.")
         else:
             result = f"Re-planning did not finish ({output.get('status')}); the plan is unchanged:\n{old_plan}"
         return {"result": result, "status": output.get("status", "")}
+
+    def store_plan(self, path: str, plan: str) -> None:
+        self._replaced_copy = keep_replaced_plan(path, read_text(path), plan)
+        super().store_plan(path, plan)

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from aiflows.base_flows import CircularFlow
 
-from flow_modules.aiflows.CoreFlowModule import LeanSequentialFlow, get_console
-from flow_modules.aiflows.CoreFlowModule.memory import with_memory_files
+from flow_modules.aiflows.CoreFlowModule import JarvisError, LeanSequentialFlow, get_console
+from flow_modules.aiflows.CoreFlowModule.memory import archive_copy, with_memory_files
 
 _SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell": ".sh", "sh": ".sh"}
 
@@ -22,6 +22,13 @@ class RunCodeFlow(LeanSequentialFlow):
     kernel for Python, bash for shell code) runs what the file holds; the result is shown and the user is asked for
     feedback. The controller gets the code actually run, the result and the feedback. In auto-approve mode no editor
     opens, the code runs as written and the result is accepted.
+
+    The code library is meant to change only through `save_code`, which tests what it saves and keeps a copy of what
+    it replaces; code run here can overwrite it too (`open("library.py", "w")`, a shell `>`). So the library is read
+    just before the code runs (after the user's review) and compared after it: if the run changed or deleted it, the
+    version from before the run is copied to `archive/` beside it, the user is warned, and the controller's `result`
+    says so and where the copy is. Reading the library once per run is the whole cost (no digest or state is kept
+    between flows); a change made at the same time by another process saving into the library is reported too.
 
     *Configuration Parameters*:
     - `subflows_config.UserReview`: a HumanReviewFlow (`editor`; `open_editor`: `auto`, the default here: the editor
@@ -50,6 +57,8 @@ class RunCodeFlow(LeanSequentialFlow):
             interpreter.flow_config["workspace"] = os.path.dirname(os.path.abspath(library))
         language = str(input_data.get("language") or "python").strip().lower()
         draft_path = self._new_script_path(os.path.join(interpreter.workspace, "code_runs"), language)
+        self._library_path: Optional[str] = library
+        self._library_before: Optional[str] = None
         return super().run({**input_data, "language": language, "draft_path": draft_path, "feedback": "",
                             "result": ""})
 
@@ -65,6 +74,7 @@ class RunCodeFlow(LeanSequentialFlow):
     @CircularFlow.output_msg_payload_processor
     def after_review(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
         if output_payload.get("approved"):
+            self._library_before = self._read_library()  # the code runs next
             return {"code": output_payload["code"]}
         feedback = output_payload.get("feedback", "")
         return {self.flow_config.get("early_exit_key", "EARLY_EXIT"): True, "code": output_payload["code"],
@@ -75,4 +85,38 @@ class RunCodeFlow(LeanSequentialFlow):
     def after_run(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
         result = output_payload.get("interpreter_output", "")
         get_console().show("error" if output_payload.get("failed") else "result", "Result:", result)
+        note = self._library_changed_note()
+        if note:
+            result = f"{result}\n{note}"
         return {"result": result, "failed": bool(output_payload.get("failed"))}
+
+    def _read_library(self) -> Optional[bytes]:
+        """The library's content, or None when there is none (or no library is configured, or it cannot be read:
+        this check must not fail a run)."""
+        path = getattr(self, "_library_path", None)
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except (OSError, TypeError):
+            return None
+
+    def _library_changed_note(self) -> str:
+        """If the code just run changed or deleted the library: keep the version from before the run in `archive/`,
+        warn the user, and return the note for the controller ('' if the library is as it was)."""
+        before, self._library_before = getattr(self, "_library_before", None), None
+        if before is None:
+            return ""
+        after = self._read_library()
+        if after == before:
+            return ""
+        name = os.path.basename(self._library_path)
+        try:
+            copy = archive_copy(self._library_path, before.decode("utf-8", errors="replace"))
+            kept = f"the version from before the run is kept in {copy}"
+        except (OSError, JarvisError) as error:
+            kept = f"the version from before the run could not be copied to archive/ ({error})"
+        what = "deleted" if after is None else "changed"
+        get_console().line("warning", f"This run {what} {name}, the code library; {kept}.")
+        return (f"[{name}, the code library, was {what} while this code ran; {kept}. Functions are added to the "
+                "library by saving them (save_code, which tests them), "
+                "not by code run here.]")

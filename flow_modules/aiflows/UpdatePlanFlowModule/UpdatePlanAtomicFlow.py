@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow, get_console
-from flow_modules.aiflows.CoreFlowModule.memory import atomic_write, memory_path, read_text
+from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow, MemoryFileError, get_console
+from flow_modules.aiflows.CoreFlowModule.memory import archive_copy, atomic_write, memory_path, read_text
 
 
 _STEP = re.compile(r"^\s*(\d+)[.)]\s+")
@@ -69,11 +69,51 @@ def describe_update(old_plan: str, new_plan: str) -> str:
     return summary
 
 
+def changed_beyond_marks(old_plan: str, new_plan: str) -> bool:
+    """Whether two plans differ in more than their done marks and their spacing."""
+    return _without_marks(old_plan) != _without_marks(new_plan)
+
+
+def dropped_steps(old_plan: str, new_plan: str) -> List[Tuple[str, str]]:
+    """The steps of ``old_plan`` whose text (done marks aside) is in no step of ``new_plan``: ``[(number, text)]``.
+    A step renumbered or newly marked done is not dropped; a step reworded is (its old text is gone)."""
+    kept = {_without_marks(text) for _, text in plan_steps(new_plan)}
+    return [(number, text) for number, text in plan_steps(old_plan) if _without_marks(text) not in kept]
+
+
+def keep_replaced_plan(path: str, old_plan: str, new_plan: str) -> Optional[str]:
+    """Copy ``old_plan`` (what the plan file ``path`` holds, approved by the user) to ``archive/`` beside it before a
+    new plan replaces it, unless the new plan only changes done marks; returns the copy's path, or None."""
+    if not old_plan.strip() or not changed_beyond_marks(old_plan, new_plan):
+        return None
+    try:
+        return archive_copy(path, old_plan if old_plan.endswith("\n") else old_plan + "\n")
+    except OSError as error:  # archive/ cannot be made: the plan is not replaced either
+        raise MemoryFileError(f"Cannot keep a copy of the plan {path} before replacing it: {error}") from error
+
+
+def _dropped_note(dropped: List[Tuple[str, str]], old_count: int, copy: str) -> str:
+    def short(text: str) -> str:
+        return text if len(text) <= 80 else text[:77] + "..."
+
+    shown = "; ".join(f"{number}. {short(text)}" for number, text in dropped[:10])
+    more = f"; and {len(dropped) - 10} more" if len(dropped) > 10 else ""
+    which = f"all {old_count} steps" if len(dropped) == old_count and old_count > 1 else \
+        f"{len(dropped)} step{'s' if len(dropped) > 1 else ''}"
+    return (f" Warning: {which} of the previous plan {'is' if len(dropped) == 1 else 'are'} no longer in it: "
+            f"{shown}{more}. The previous plan is kept in "
+            f"{copy}. If that was a mistake, call update_plan again with the whole plan, those steps "
+            "included.")
+
+
 class UpdatePlanAtomicFlow(LeanAtomicFlow):
     """Writes the updated plan (the same plan with finished steps marked done) to the plan file.
 
     Called by a controller when it sees that one or more steps are done. The plan file is replaced atomically; the
-    next memory read puts the new plan into the controller's system prompt.
+    next memory read puts the new plan into the controller's system prompt. An update that changes more than done
+    marks (a step reworded, added or dropped; a reply such as "ok" instead of the plan) first copies the plan it
+    replaces, which the user approved, to `archive/` beside the plan file; the result says where, and which steps of
+    the previous plan are gone, so that the controller can put them back.
 
     *Configuration Parameters*:
     - `plan_key` (str): the memory name of the plan file in `memory_files` (default `plan`).
@@ -84,7 +124,8 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
 
     *Output Interface*:
     - `result` (str): what changed, for the controller: the steps newly marked done, how many are done and the next
-      one, and a note if the steps themselves changed (rewriting the plan is `re_plan`'s job).
+      one, and a note if the steps themselves changed (rewriting the plan is `re_plan`'s job), with the steps dropped
+      and where the previous plan is kept.
     """
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
@@ -96,6 +137,16 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
         previous = read_text(path).strip()
         if previous == updated_plan:
             return {"result": "The plan file already held this plan; nothing changed."}
+        copy = keep_replaced_plan(path, previous, updated_plan)
         atomic_write(path, updated_plan + "\n")
         get_console().show("plan", "Plan updated:", updated_plan)
-        return {"result": describe_update(previous, updated_plan)}
+        result = describe_update(previous, updated_plan)
+        if copy:
+            dropped = dropped_steps(previous, updated_plan)
+            if dropped:
+                result += _dropped_note(dropped, len(plan_steps(previous)), copy)
+                get_console().line("warning", f"The plan update dropped {len(dropped)} step(s) of the previous plan; "
+                                              f"the previous plan is kept in {copy}.")
+            else:
+                result += f" The previous plan is kept in {copy}."
+        return {"result": result}
