@@ -359,9 +359,17 @@ class ChatAtomicFlow(LeanAtomicFlow):
         server.note_assumed_context_window(int(self.flow_config.get("default_context_window") or 8192))
         return server.assumed_context_window
 
-    def _reply_tokens(self) -> int:
-        backend = self.flow_config.get("backend")
-        value = backend.get("max_tokens") if isinstance(backend, dict) else None
+    def reply_tokens(self) -> int:
+        """The reply's ``max_tokens``: what the backend was built with (a factory may have set another value than
+        the config, e.g. ``with_api_infos(..., max_tokens=N)``), else the config's; 1024 if neither says."""
+        backend, seen = self.backend, 0
+        while hasattr(backend, "inner") and seen < 10:  # wrappers (the recorder) keep the backend they wrap
+            backend, seen = backend.inner, seen + 1
+        params = getattr(backend, "params", None)
+        value = params.get("max_tokens") if isinstance(params, dict) else None
+        if not value:
+            config = self.flow_config.get("backend")
+            value = config.get("max_tokens") if isinstance(config, dict) else None
         return int(value) if value else 1024
 
     def _learn_context_window(self, error: LLMCallError, where: str) -> bool:

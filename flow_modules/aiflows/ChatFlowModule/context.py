@@ -63,7 +63,7 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
     if config.get("fit_to_context") is False:
         return messages, None
     window = flow._context_window()
-    reply_tokens = flow._reply_tokens()
+    reply_tokens = flow.reply_tokens()
     budget = window - reply_tokens - margin(window)
     tokens = count_message_tokens(messages)
     if tokens <= budget:

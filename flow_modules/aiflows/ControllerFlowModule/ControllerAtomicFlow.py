@@ -141,8 +141,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
         }
 
     def _cut_off_problem(self) -> str:
-        max_tokens = (self.flow_config.get("backend") or {}).get("max_tokens")
-        limit = f" ({max_tokens} tokens)" if max_tokens else ""
+        limit = f" ({self._fitted_max_tokens or self.reply_tokens()} tokens)"
         return (f"Your reply was cut off at the max_tokens limit{limit} before the JSON object was complete. Reply "
                 "with a shorter command: for long code, split the work into several steps (one function or one "
                 "part of the script per command).")
