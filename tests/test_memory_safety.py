@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from subprocess_guard import network_guarded
 from flow_modules.aiflows.CoreFlowModule import MemoryFileError
 from flow_modules.aiflows.CoreFlowModule.memory import (
     CUT_ENTRY_MARKER,
@@ -27,18 +26,7 @@ from flow_modules.aiflows.CoreFlowModule.memory import (
 )
 from flow_modules.aiflows.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
-KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
-
-
-def run_jarvis(cwd, *args, timeout=240):
-    """run_jarvis.py in a child process with no API keys, no colours, stdin closed, and the network guarded."""
-    env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("FAKE_EDITOR")}
-    env["NO_COLOR"] = "1"
-    with network_guarded(env) as guarded:
-        return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+from test_cli import ROOT, run_jarvis  # noqa: E402  (one helper that runs run_jarvis.py in a guarded child)
 
 
 def numbers(path) -> list:
