@@ -14,7 +14,7 @@ from aiflows.backends.api_info import ApiInfo
 from aiflows.utils import logging
 
 import guards
-from fakes import SCRIPT, scripted_factory
+from fakes import SCRIPT, Sink, scripted_factory
 from fake_editor import editor_command
 from loopback_llm import LoopbackLLMServer
 
@@ -111,19 +111,6 @@ def fake_editor(monkeypatch, tmp_path):
 def quiet_console():
     """Flows print to a console writing into a list (``.lines``) instead of stdout."""
 
-    class _Sink:
-        def __init__(self):
-            self.text = ""
-
-        def write(self, text):
-            self.text += text
-
-        def flush(self):
-            pass
-
-        def isatty(self):
-            return False
-
-    sink = _Sink()
+    sink = Sink()
     set_console(Console(stream=sink, color=False))
     return sink

@@ -58,6 +58,22 @@ class ScriptedLLM:
 SCRIPT = ScriptedLLM()
 
 
+class Sink:
+    """A text stream that keeps what is written (``.text``), not a terminal: what a Console writes in a test."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
 class ScriptedBackend:
     """A backend (same call shape as aiflows' LiteLLMBackend) that answers from ``SCRIPT``."""
 

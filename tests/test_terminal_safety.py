@@ -14,6 +14,7 @@ import time
 import colorama
 import pytest
 
+from fakes import Sink
 from subprocess_guard import network_guarded
 from loopback_llm import HTTPError, LoopbackLLMServer
 from flow_modules.aiflows.CoreFlowModule import Console, TerminalInput
@@ -103,20 +104,6 @@ def test_clean_text_is_linear_on_5_mb_of_escape_heavy_text(shape):
 
 
 # ~~~ the Console ~~~
-class Sink:
-    def __init__(self):
-        self.text = ""
-
-    def write(self, text):
-        self.text += text
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
-
-
 def without_own_colours(text: str) -> str:
     for code in sorted(set(_STYLES.values()) | {colorama.Style.RESET_ALL}, key=len, reverse=True):
         text = text.replace(code, "")

@@ -22,7 +22,7 @@ from flow_modules.aiflows.CoreFlowModule.memory import shorten
 from flow_modules.aiflows.CoreFlowModule.models import model_info
 from flow_modules.aiflows.CoreFlowModule.usage import USAGE, count_message_tokens, count_tokens
 
-from .backends import build_backend, reply_content, take_response_info
+from .backends import build_backend, reply_content, take_response_info, unwrap_backend
 from .context import fit_to_context
 from .servers import (
     FORMAT_REJECTION as _FORMAT_REJECTION,
@@ -250,8 +250,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
         response_format = self._response_format_for(level)
         if response_format is not None:
             params["response_format"] = response_format
-        request_timeout = self.flow_config.get("backend", {}).get("request_timeout") \
-            if isinstance(self.flow_config.get("backend"), dict) else None
+        request_timeout = self.backend_param("request_timeout")
         deadline = self.retry_policy.call_deadline
         budget = get_run_budget()
         remaining = budget.remaining_time() if budget is not None else None
@@ -359,18 +358,19 @@ class ChatAtomicFlow(LeanAtomicFlow):
         server.note_assumed_context_window(int(self.flow_config.get("default_context_window") or 8192))
         return server.assumed_context_window
 
-    def reply_tokens(self) -> int:
-        """The reply's ``max_tokens``: what the backend was built with (a factory may have set another value than
-        the config, e.g. ``with_api_infos(..., max_tokens=N)``), else the config's; 1024 if neither says."""
-        backend, seen = self.backend, 0
-        while hasattr(backend, "inner") and seen < 10:  # wrappers (the recorder) keep the backend they wrap
-            backend, seen = backend.inner, seen + 1
-        params = getattr(backend, "params", None)
-        value = params.get("max_tokens") if isinstance(params, dict) else None
-        if not value:
+    def backend_param(self, name: str) -> Any:
+        """A litellm parameter (``max_tokens``, ``request_timeout``) as the backend was built with it (a factory may
+        have set another value than the config, e.g. ``with_api_infos(..., max_tokens=N)``), else the config's."""
+        params = getattr(unwrap_backend(self.backend), "params", None)
+        value = params.get(name) if isinstance(params, dict) else None
+        if value is None:
             config = self.flow_config.get("backend")
-            value = config.get("max_tokens") if isinstance(config, dict) else None
-        return int(value) if value else 1024
+            value = config.get(name) if isinstance(config, dict) else None
+        return value
+
+    def reply_tokens(self) -> int:
+        """The reply's ``max_tokens`` (1024 if neither the backend nor the config says)."""
+        return int(self.backend_param("max_tokens") or 1024)
 
     def _learn_context_window(self, error: LLMCallError, where: str) -> bool:
         """A server said the prompt is too long and how long its window really is: keep that and fit again, once."""

@@ -270,6 +270,15 @@ def with_api_infos(api_infos: List[Any], only_missing: bool = False, **overrides
     return factory
 
 
+def unwrap_backend(backend: Any) -> Any:
+    """The backend a chain of wrappers (``.inner``: the recorder, ...) was built around."""
+    for _ in range(10):
+        if not hasattr(backend, "inner"):
+            break
+        backend = backend.inner
+    return backend
+
+
 def reply_content(replies: Any) -> Optional[str]:
     """The text of the first reply a backend returned (LiteLLMBackend gives litellm Messages; others dicts), or None."""
     if not replies:

@@ -14,6 +14,8 @@ from typing import Any, Dict, Optional, Tuple
 from flow_modules.aiflows.CoreFlowModule import get_console
 from flow_modules.aiflows.CoreFlowModule.models import bare_name, openai_response_format_support
 
+from .backends import unwrap_backend
+
 STRUCTURED_OUTPUT_MODES = ("auto", "json_schema", "json_object", "off")
 STRUCTURED_LEVELS = ("json_schema", "json_object", "off")  # what `auto` goes down through
 UNKNOWN_MODEL = "unknown"  # a backend that names no model (a replay, a test's scripted backend)
@@ -73,9 +75,7 @@ def reset_servers() -> None:
 
 def backend_identity(backend: Any) -> Tuple[str, Optional[str], str]:
     """``(model, api_base, backend_used)`` of a backend, looking through wrappers (recorder, ...)."""
-    seen = 0
-    while hasattr(backend, "inner") and seen < 10:
-        backend, seen = backend.inner, seen + 1
+    backend = unwrap_backend(backend)
     infos = getattr(backend, "api_infos", None)
     if isinstance(infos, dict):
         infos = list(infos.values())
