@@ -2,14 +2,15 @@
 """Stage the flow modules as they would stand on the aiflows hub (FlowVerse, on Hugging Face), check them, and
 optionally push them.
 
-    python scripts/publish.py --namespace NAME --out DIR [--modules A,B] [--revision REV | --local] [--push]
-                              [--verify-venv]
+    python scripts/publish.py --namespace NAME --out DIR [--modules A,B] [--revision REV | --local] [--verify-venv]
+                              [--push | --dry-run] [--private] [--only A,B] [--no-pin]
 
 For each module (and the modules it depends on), DIR/NAME/<Module>/ receives:
   * the module's code and YAML files, with import paths and `_target_`s rewritten from `flow_modules.aiflows.` to
     `flow_modules.NAME.`;
-  * an `__init__.py` that declares `dependencies` on the other modules (`NAME/<Dep>` at REV, default `main`) and
-    calls `flow_verse.sync_dependencies(dependencies)` before importing its classes;
+  * an `__init__.py` that declares `dependencies` on the other modules (`NAME/<Dep>` at REV, default `main`; --push
+    pins each at a commit, see below) and calls `flow_verse.sync_dependencies(dependencies)` before importing its
+    classes;
   * `pip_requirements.txt`: what the module and its dependencies need beyond aiflows;
   * `README.md`, generated from the class docstrings and default configurations (configuration parameters, input
     and output interfaces), with the hub's front matter;
@@ -31,9 +32,23 @@ and checked, offline, each in its own Python process started from its own empty 
 the module there, it imports, each flow class comes from the staged folder and instantiates from its default
 configuration. That process cannot import this repository's `flow_modules.aiflows` (only the project's
 `flow_modules/` folder is searched) and cannot open network connections (loopback and Unix sockets excepted).
-Nothing leaves the machine unless --push is given: then, with the token in HF_TOKEN, each module's repository
-NAME/<Module> is created (if needed) on the Hugging Face Hub and the staged folder is uploaded (to the branch REV).
-What was done is printed.
+DIR/NAME/<Module> is replaced only if publish.py wrote it (it holds a `.jarvis-staged` file, never pushed) and it
+holds no `.git` (a clone of a hub repository is never replaced); otherwise nothing is written and the folders are
+named.
+
+Nothing leaves the machine unless --push (or --dry-run) is given. Then, before anything is staged, the token
+(HF_TOKEN, else the one `huggingface-cli login` stored) is checked with the hub: valid, not read-only, and NAME is its
+user or one of the user's organisations. After the staging, each module is pushed to the repository NAME/<Module>
+(created if needed, private with --private; branch REV), each after the modules it depends on, stopping at the first
+failure. A repository ends up holding exactly its staged folder: changed files are uploaded and files no longer
+staged are deleted upstream (the hub's .gitattributes excepted), in one commit; one that already holds it gets no
+commit. The `dependencies` of each pushed module's __init__.py name each dependency at the commit its repository has
+just been given (FlowVerse accepts a commit hash as a revision; --no-pin keeps REV), so a module keeps working with the
+code it was pushed with; the staged __init__.py is rewritten to match. A summary says what was pushed (with each
+repository's commit), what was not, why (HTTP 401/403 and the like say what to do), and the command that pushes the
+rest (`--only A,B`: only these of the staged modules, their dependencies pinned at their commit on the hub).
+--dry-run says which repositories would be created, which files uploaded and which deleted upstream, and pushes
+nothing: it makes read requests only (the token check and each repository's file list, which deletions need).
 
 --verify-venv also builds, for each module, a fresh virtual environment with only aiflows 0.1.7 and the module's
 pip_requirements.txt, and runs the same check there, plus the demo of each module that needs no LLM
@@ -45,9 +60,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -60,7 +77,10 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows")
 SOURCE_NAMESPACE = "aiflows"
-SKIP = {"__pycache__", "flow_modules", "memory", ".flow_cache"}
+SKIP = {"__pycache__", "flow_modules", "memory", ".flow_cache", ".git"}
+# Written into every module folder publish.py stages: --out replaces only folders that have it (and no .git). It is
+# never pushed.
+STAGED_MARK = ".jarvis-staged"
 # NAME is a Hugging Face user/organisation and a Python package name in `flow_modules.NAME` (which the staged code
 # imports): only what both accept. FlowVerse would map a leading digit to `user_<NAME>`, which the code does not use.
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -126,17 +146,22 @@ def module_names() -> List[str]:
                   if d.endswith("Module") and os.path.isfile(os.path.join(MODULES_DIR, d, "__init__.py")))
 
 
-def module_files(module: str) -> List[str]:
-    """Paths (relative to the module folder) of the files published with it."""
-    base = os.path.join(MODULES_DIR, module)
+def folder_files(base: str) -> List[str]:
+    """Paths (relative to ``base``, '/'-separated) of the files published from a module folder: no caches, synced
+    modules, memory, .git or staging mark."""
     out = []
     for root, dirs, files in os.walk(base):
         dirs[:] = sorted(d for d in dirs if d not in SKIP)
         for name in sorted(files):
-            if name.endswith((".pyc", ".pyo")):
+            if name.endswith((".pyc", ".pyo")) or name == STAGED_MARK:
                 continue
-            out.append(os.path.relpath(os.path.join(root, name), base))
+            out.append(os.path.relpath(os.path.join(root, name), base).replace(os.sep, "/"))
     return out
+
+
+def module_files(module: str) -> List[str]:
+    """Paths (relative to the module folder) of the files published with it."""
+    return folder_files(os.path.join(MODULES_DIR, module))
 
 
 def flow_classes(module: str) -> List[str]:
@@ -210,8 +235,10 @@ def _docstring_literal(text: str) -> str:
     return f'"""{body}"""'
 
 
-def staged_init(module: str, namespace: str, revision: str, local: bool) -> str:
-    """The module's `__init__.py` with its dependencies synced (by FlowVerse) before its classes are imported."""
+def staged_init(module: str, namespace: str, revision: str, local: bool,
+                pins: Optional[Dict[str, str]] = None) -> str:
+    """The module's `__init__.py` with its dependencies synced (by FlowVerse) before its classes are imported: at
+    ``revision``, or for a dependency in ``pins`` at its pinned revision (the commit a push made)."""
     with open(os.path.join(MODULES_DIR, module, "__init__.py"), encoding="utf-8") as f:
         source = f.read()
     tree = ast.parse(source)
@@ -233,7 +260,8 @@ def staged_init(module: str, namespace: str, revision: str, local: bool) -> str:
             entries = [f'    {{"url": "{namespace}/{d}", "revision": os.path.join(_STAGED, "{d}")}},' for d in deps]
         else:
             out += ["from aiflows import flow_verse", ""]
-            entries = [f'    {{"url": "{namespace}/{d}", "revision": "{revision}"}},' for d in deps]
+            entries = [f'    {{"url": "{namespace}/{d}", "revision": "{(pins or {}).get(d, revision)}"}},'
+                       for d in deps]
         out += ["dependencies = ["] + entries + ["]", "flow_verse.sync_dependencies(dependencies)", ""]
     else:
         out += ["", "dependencies = []", ""]
@@ -535,12 +563,38 @@ def stage_module(module: str, out_root: str, namespace: str, revision: str, loca
     for name, text in files.items():
         with open(os.path.join(target, name), "w", encoding="utf-8") as f:
             f.write(text)
+    with open(os.path.join(target, STAGED_MARK), "w", encoding="utf-8") as f:
+        f.write("Written by scripts/publish.py, which replaces this folder at its next staging into the same --out.\n"
+                "Delete this file to keep publish.py from replacing the folder. It is never pushed.\n")
     return target
+
+
+def check_out_folders(out: str, namespace: str, modules: List[str]) -> None:
+    """Raise PublishError unless every OUT/NAMESPACE/<module> that exists is a staging publish.py wrote (it has the
+    STAGED_MARK file) and holds no `.git` (a clone of a hub repository, whose history a staging must never delete)."""
+    refused = []
+    for module in modules:
+        target = os.path.join(out, namespace, module)
+        if os.path.islink(target):
+            refused.append(f"{target} is a symbolic link (to {os.readlink(target)}), not a folder publish.py wrote")
+        elif os.path.isdir(os.path.join(target, ".git")):
+            refused.append(f"{target} holds a git repository (.git), e.g. a clone of the hub repository: publish.py "
+                           "never replaces it")
+        elif os.path.isdir(target) and not os.path.isfile(os.path.join(target, STAGED_MARK)):
+            refused.append(f"{target} was not written by publish.py (it has no {STAGED_MARK} file)")
+        elif os.path.lexists(target) and not os.path.isdir(target):
+            refused.append(f"{target} is a file, not a folder publish.py wrote")
+    if refused:
+        raise PublishError("--out would replace folders publish.py did not write; nothing was written:\n  " +
+                           "\n  ".join(refused) + "\nMove them out of the way or choose another --out (a staging "
+                           f"publish.py wrote has a {STAGED_MARK} file and is replaced at the next staging).")
 
 
 def write_staging(modules: List[str], out: str, namespace: str, revision: str, local: bool) -> str:
     """Stage ``modules`` into OUT/NAMESPACE and return that folder. All of them are staged in a temporary folder
-    beside it first and only then moved into place, so a failure while writing leaves the previous folders."""
+    beside it first and only then moved into place, so a failure while writing leaves the previous folders. A
+    folder publish.py did not write is never replaced (check_out_folders)."""
+    check_out_folders(out, namespace, modules)
     staged_dir = os.path.join(out, namespace)
     os.makedirs(staged_dir, exist_ok=True)
     temporary = tempfile.mkdtemp(prefix=".publish_", dir=staged_dir)  # same file system: the moves are renames
@@ -549,9 +603,7 @@ def write_staging(modules: List[str], out: str, namespace: str, revision: str, l
             stage_module(module, temporary, namespace, revision, local, local_dir=staged_dir)
         for module in modules:
             target = os.path.join(staged_dir, module)
-            if os.path.islink(target) or os.path.isfile(target):
-                os.unlink(target)
-            elif os.path.exists(target):
+            if os.path.exists(target):  # a staging of ours (checked just above)
                 shutil.rmtree(target)
             os.rename(os.path.join(temporary, namespace, module), target)
     finally:
@@ -752,29 +804,265 @@ def verify_venv(staged_namespace_dir: str, namespace: str, modules: List[str], s
 
 
 # ~~~ Pushing ~~~
-def push(staged_namespace_dir: str, namespace: str, modules: List[str], revision: str, token: str,
-         api_factory: Optional[Callable[..., object]] = None, say: Callable[[str], None] = print) -> List[str]:
-    """Create each repository (if needed) and upload its staged folder; returns the repository ids."""
-    if api_factory is None:
-        from huggingface_hub import HfApi as api_factory  # noqa: N813
-    api = api_factory(token=token)
-    pushed = []
-    for module in modules:
-        repo_id = f"{namespace}/{module}"
-        url = api.create_repo(repo_id=repo_id, exist_ok=True, token=token)
-        say(f"repository {repo_id}: {url}")
-        if revision != "main":
-            api.create_branch(repo_id=repo_id, branch=revision, exist_ok=True, token=token)
-        api.upload_folder(repo_id=repo_id, folder_path=os.path.join(staged_namespace_dir, module), token=token,
-                          revision=revision, commit_message=f"Publish {module}",
-                          ignore_patterns=["__pycache__/*", "*.pyc", "flow_modules/*", "memory/*"])
-        say(f"uploaded {module} to {repo_id}@{revision}")
-        pushed.append(repo_id)
-    return pushed
+HUB_OWN_FILES = {".gitattributes"}  # the hub writes it into every new repository: never deleted
+TOKEN_HELP = ("run `huggingface-cli login` (it stores a token) or set HF_TOKEN to a token with write access "
+              "(https://huggingface.co/settings/tokens)")
+
+
+def push_order(modules: Iterable[str]) -> List[str]:
+    """``modules`` ordered so that each comes after every module of the list it depends on (its `dependencies`, as
+    its staged __init__.py declares them); alphabetical where the order is free."""
+    todo = {m: direct_dependencies(m) for m in modules}
+    order: List[str] = []
+    while todo:
+        ready = sorted(m for m, deps in todo.items() if not deps & set(todo))
+        if not ready:
+            raise PublishError(f"these modules depend on each other in a cycle: {', '.join(sorted(todo))}")
+        order.append(ready[0])
+        del todo[ready[0]]
+    return order
+
+
+def find_token() -> str:
+    """The Hugging Face token: HF_TOKEN, else the one `huggingface-cli login` stored."""
+    from huggingface_hub import HfFolder
+
+    token = HfFolder.get_token()
+    if not token:
+        raise PublishError(f"pushing needs a Hugging Face token with write access: {TOKEN_HELP}")
+    return token
+
+
+def describe_hub_error(error: BaseException, doing: str) -> str:
+    """One paragraph saying what a failed hub request means and what to do (never a traceback). ``doing``: what was
+    asked, e.g. "uploading to bob/CoreFlowModule"."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    if isinstance(error, KeyboardInterrupt):
+        return f"{doing}: interrupted (Ctrl+C); it may or may not have reached the hub"
+    if status == 401:
+        return f"{doing}: HTTP 401, the token was refused (invalid, expired or revoked): {TOKEN_HELP}"
+    if status == 403:
+        return (f"{doing}: HTTP 403 Forbidden, the token may not write there. Pushing needs a token with write access "
+                f"to the namespace (a read token, or a fine-grained one without write permission on it, cannot "
+                f"push): {TOKEN_HELP}")
+    if status is not None:
+        return f"{doing}: HTTP {status}: {getattr(error, 'server_message', None) or first_line}"
+    import requests
+
+    if isinstance(error, (requests.ConnectionError, requests.Timeout)):
+        return (f"{doing}: the Hugging Face Hub could not be reached ({first_line}); check the network (and "
+                "HF_ENDPOINT if set), then retry")
+    return f"{doing}: {type(error).__name__}" + (f": {first_line}" if first_line else "")
+
+
+def check_hub_access(api, token: str, namespace: str) -> str:
+    """Check that ``token`` is valid and may create repositories in ``namespace`` (its user, or one of the user's
+    organisations where the user has more than read access); returns the user's name. Raises PublishError."""
+    try:
+        me = api.whoami(token=token)
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message
+        raise PublishError(describe_hub_error(error, "checking the token with the Hugging Face Hub")) from None
+    user = me.get("name")
+    if ((me.get("auth") or {}).get("accessToken") or {}).get("role") == "read":
+        raise PublishError(f"the token of {user} is read-only; pushing needs one with write access: {TOKEN_HELP}")
+    orgs = {org.get("name"): org.get("roleInOrg") for org in me.get("orgs") or []}
+    if namespace != user and namespace not in orgs:
+        yours = ", ".join([str(user)] + sorted(map(str, orgs)))
+        raise PublishError(f"--namespace {namespace}: the token is {user}'s, who can push to {yours} only. Pass "
+                           f"--namespace {user} (or one of those organisations), or log in as an account that can "
+                           f"write to {namespace}: {TOKEN_HELP}")
+    if orgs.get(namespace) == "read":
+        raise PublishError(f"--namespace {namespace}: {user} has only read access to the organisation {namespace}. "
+                           f"Ask one of its admins for write access, or pass --namespace {user}")
+    return user
+
+
+class Remote:
+    """A repository as it stands on the hub at the branch pushed to, read before anything is pushed. (Plain classes
+    here, not dataclasses: this script is also loaded without an entry in sys.modules, which dataclasses need.)"""
+
+    def __init__(self, exists: bool = False, private: Optional[bool] = None, head: Optional[str] = None,
+                 files: Optional[Dict[str, object]] = None):
+        self.exists, self.private = exists, private
+        self.head = head  # the branch's commit; None if the repository or the branch does not exist yet
+        self.files = files or {}  # path -> RepoSibling, at the branch (or at main, which a missing branch starts from)
+
+
+def read_remote(api, repo_id: str, revision: str, token: str) -> Remote:
+    """What the hub holds for ``repo_id`` at ``revision`` (read requests only). Raises PublishError."""
+    from huggingface_hub.utils import RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        try:
+            info = api.repo_info(repo_id, revision=revision, files_metadata=True, token=token)
+            head = info.sha
+        except RevisionNotFoundError:  # the branch will be created from main
+            info = api.repo_info(repo_id, files_metadata=True, token=token)
+            head = None
+    except RepositoryNotFoundError:
+        return Remote()
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message
+        raise PublishError(describe_hub_error(error, f"reading {repo_id} on the hub") +
+                           "\nNothing was pushed.") from None
+    return Remote(True, info.private, head, {sibling.rfilename: sibling for sibling in info.siblings or []})
+
+
+def same_on_hub(sibling, data: bytes) -> bool:
+    """Whether the hub's file (a RepoSibling read with files_metadata) holds exactly ``data``: its LFS sha256, or
+    its git blob id."""
+    if sibling is None:
+        return False
+    lfs = getattr(sibling, "lfs", None)
+    if lfs:
+        return hashlib.sha256(data).hexdigest() == lfs.get("sha256")
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == getattr(sibling, "blob_id", None)
+
+
+class PushResult:
+    """What push did."""
+
+    def __init__(self, commits: Dict[str, str]):
+        self.status: Dict[str, str] = {}  # module -> "pushed", "unchanged" or "would push", in push order
+        self.commits = dict(commits)  # module -> its repository's commit at the branch
+        self.failed: Optional[Tuple[str, str]] = None  # (module, what went wrong)
+        self.not_pushed: List[str] = []  # the failed module and every one after it
+        self.dependents_on_hub: List[str] = []  # modules on the hub, not pushed now, that depend on some pushed now
+
+
+def push(staged_dir: str, namespace: str, modules: List[str], revision: str, token: str, api, private: bool = False,
+         pin: bool = True, dry_run: bool = False, say: Callable[[str], None] = print) -> PushResult:
+    """Push each staged module to its repository NAMESPACE/<Module> on the hub (branch ``revision``), each after the
+    modules it depends on, stopping at the first failure.
+
+    Each repository ends up holding exactly the staged folder: changed files are uploaded and files the staging no
+    longer has are deleted (the hub's .gitattributes excepted), in one commit; a repository already holding exactly
+    the staging gets no commit. New repositories are created private with ``private``. With ``pin``, the
+    `dependencies` of a module's __init__.py name each dependency at the commit its repository has just been given
+    (or, for a dependency not among ``modules``, its commit on the hub now), and the staged __init__.py is rewritten
+    so. With ``dry_run``, only read requests are made and what would be done is said.
+
+    Everything is read from the hub before anything is written: a dependency missing from the hub, or a read that
+    fails, raises PublishError with nothing pushed. A failed write is returned in the result, never raised."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    order = push_order(modules)
+    outside = sorted({d for m in order for d in direct_dependencies(m)} - set(order))
+    remotes = {m: read_remote(api, f"{namespace}/{m}", revision, token) for m in outside + order}
+    missing = [d for d in outside if remotes[d].head is None]
+    if missing:
+        raise PublishError(f"the modules to push depend on {', '.join(missing)}, not on the hub at {revision} under "
+                           f"{namespace}: add {','.join(missing)} to --only. Nothing was pushed.")
+    result = PushResult({d: remotes[d].head for d in outside})
+    # modules not pushed now that depend on some that are: those on the hub keep pinning the commits they were pushed
+    # with, which the summary warns about
+    dependents = [m for m in module_names() if m not in order and m not in outside
+                  and set(order) & set(dependency_closure([m]))]
+    result.dependents_on_hub = [m for m in dependents if read_remote(api, f"{namespace}/{m}", revision, token).head]
+    for index, module in enumerate(order):
+        repo_id, remote, doing = f"{namespace}/{module}", remotes[module], f"reading the staged {module}"
+        try:
+            folder = os.path.join(staged_dir, module)
+            files = {}
+            for rel in folder_files(folder):
+                with open(os.path.join(folder, rel), "rb") as f:
+                    files[rel] = f.read()
+            deps = sorted(direct_dependencies(module))
+            if pin and deps:
+                pins = {d: result.commits[d] for d in deps}
+                files["__init__.py"] = staged_init(module, namespace, revision, False, pins).encode("utf-8")
+                if not dry_run:  # the staging shows what the hub holds
+                    with open(os.path.join(folder, "__init__.py"), "wb") as f:
+                        f.write(files["__init__.py"])
+            upload = [rel for rel, data in files.items() if not same_on_hub(remote.files.get(rel), data)]
+            delete = sorted(rel for rel in remote.files if rel not in files and rel not in HUB_OWN_FILES)
+            if remote.head and not upload and not delete:
+                result.status[module], result.commits[module] = "unchanged", remote.head
+                say(f"{repo_id}: unchanged, already at commit {remote.head}")
+                continue
+            if dry_run:
+                where = ("new repository, " + ("private" if private else "public") if not remote.exists else
+                         "exists, " + ("private" if remote.private else "public") +
+                         (f", branch {revision} to be created from main" if remote.head is None else ""))
+                say(f"{repo_id} ({where}): would upload {len(upload)} of {len(files)} files, delete {len(delete)}")
+                for line in [f"    + {rel}" for rel in upload] + [f"    - {rel} (deleted upstream)" for rel in delete]:
+                    say(line)
+                if pin and deps:
+                    say("    dependencies pinned: " + ", ".join(
+                        f"{d} at the commit this push makes" if result.status.get(d) == "would push" else
+                        f"{d} at {result.commits[d]}" for d in deps))
+                result.status[module], result.commits[module] = "would push", f"<new commit of {repo_id}>"
+                continue
+            if not remote.exists:
+                doing = f"creating the repository {repo_id}"
+                api.create_repo(repo_id, private=private, exist_ok=True, token=token)
+            if remote.head is None and revision != "main":
+                doing = f"creating the branch {revision} of {repo_id}"
+                api.create_branch(repo_id, branch=revision, exist_ok=True, token=token)
+            if upload or delete:
+                doing = f"uploading to {repo_id}"
+                operations = ([CommitOperationDelete(path_in_repo=rel) for rel in delete] +
+                              [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=files[rel]) for rel in upload])
+                commit = api.create_commit(repo_id, operations, commit_message=f"Publish {module}",
+                                           revision=revision, token=token).oid
+            else:  # a new branch that holds exactly what main holds
+                doing = f"reading the branch {revision} of {repo_id}"
+                commit = api.repo_info(repo_id, revision=revision, token=token).sha
+        except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - the summary says what, the rest is kept
+            result.failed, result.not_pushed = (module, describe_hub_error(error, doing)), order[index:]
+            return result
+        result.status[module], result.commits[module] = "pushed", commit
+        say(f"{repo_id}: pushed commit {commit} ({len(upload)} files uploaded, {len(delete)} deleted upstream)")
+    return result
+
+
+def push_summary(result: PushResult, namespace: str, revision: str, private: bool, retry: str) -> str:
+    """What was and was not pushed, each repository's commit, and the command that pushes the rest."""
+    dry = "would push" in result.status.values()
+    lines = [f"{'Dry run' if dry else 'Push'} summary (namespace {namespace}, branch {revision}):"]
+    for module, status in result.status.items():
+        commit = "" if status == "would push" else f" at commit {result.commits[module]}"
+        lines.append(f"  {status:<11} {namespace}/{module}{commit}")
+    if result.failed:
+        module, why = result.failed
+        lines.append(f"  FAILED      {namespace}/{module}: {why}")
+        rest = result.not_pushed[1:]
+        if rest:
+            lines.append(f"  not pushed  {', '.join(f'{namespace}/{m}' for m in rest)} (stopped at the failure: "
+                         f"nothing that depends on {module} was pushed)")
+        lines += ["What was pushed stays on the hub. Once the cause is fixed, push the rest (the modules already "
+                  "pushed are not pushed again; they are pinned at their commit on the hub) with:", f"  {retry}"]
+    elif dry:
+        lines.append("Nothing was created, uploaded or deleted (a dry run makes read requests only); without "
+                     "--dry-run, the repositories above are pushed" + (" (new ones private)." if private else "."))
+    changed = {m for m, status in result.status.items() if status != "unchanged"}
+    left = [m for m in result.dependents_on_hub if changed & set(dependency_closure([m]))]
+    if left:
+        one = len(left) == 1
+        lines.append(f"On the hub but not part of this push, {', '.join(f'{namespace}/{m}' for m in left)} "
+                     f"{'depends' if one else 'depend'} on modules it changes and still {'pins its' if one else 'pin'}"
+                     f"{'' if one else ' their'} previous commits: a project using "
+                     f"{'it' if one else 'one of them'} with a module pushed now would sync two revisions of the same "
+                     f"module. Push {'it' if one else 'them'} too (add to --modules, or leave --modules out).")
+    return "\n".join(lines)
+
+
+def retry_command(args: argparse.Namespace, out: str, rest: List[str]) -> str:
+    """The command line that pushes ``rest`` with the options of this run."""
+    script = os.path.relpath(os.path.abspath(__file__))
+    parts = [os.path.normpath(sys.executable), script if not script.startswith("..") else os.path.abspath(__file__),
+             "--namespace", args.namespace, "--out", out]
+    if args.revision != "main":
+        parts += ["--revision", args.revision]
+    if args.modules:
+        parts += ["--modules", args.modules]
+    parts += ["--private"] * args.private + ["--no-pin"] * args.no_pin + ["--push", "--only", ",".join(rest)]
+    return " ".join(shlex.quote(part) for part in parts)
 
 
 # ~~~ Command line ~~~
-def main(argv: Optional[List[str]] = None, api_factory=None) -> int:
+def main(argv: Optional[List[str]] = None, api=None) -> int:
+    """The command line. ``api`` stands in for huggingface_hub.HfApi (by default one is made with the token)."""
     parser = argparse.ArgumentParser(prog="publish.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--namespace", required=True, metavar="NAME",
@@ -782,22 +1070,37 @@ def main(argv: Optional[List[str]] = None, api_factory=None) -> int:
                              "ASCII letters, digits and '_', starting with a letter")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="the folder the modules are staged in (DIR/NAME/<Module>); its symlinks are resolved and "
-                             "the real paths printed: sync --local modules from those")
+                             "the real paths printed: sync --local modules from those. A DIR/NAME/<Module> that "
+                             f"publish.py did not write (no {STAGED_MARK} file) or that holds a .git is never "
+                             "replaced")
     parser.add_argument("--modules", metavar="A,B",
                         help="comma-separated module names (default: all); their dependencies come too")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--revision", default="main", metavar="REV",
-                       help="the branch pushed to and that dependencies point at (default: main); letters, digits "
-                            "and '_' only, as FlowVerse requires of a remote revision")
+                       help="the branch pushed to (default: main), which staged dependencies point at (a push pins "
+                            "them at commits, unless --no-pin); letters, digits and '_' only, as FlowVerse requires "
+                            "of a remote revision")
     where.add_argument("--local", action="store_true",
                        help="dependencies point at the staged sibling folders, for use offline on this machine (not "
                             "with --push)")
-    parser.add_argument("--push", action="store_true", help="create the repositories and upload (token: HF_TOKEN)")
+    parser.add_argument("--push", action="store_true",
+                        help="push each module to the hub repository NAME/<Module>, in dependency order (token: "
+                             "HF_TOKEN or `huggingface-cli login`)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="say what --push would create, upload and delete upstream, and push nothing (only read "
+                             "requests to the hub: the token check and each repository's file list)")
+    parser.add_argument("--private", action="store_true", help="repositories --push creates are private")
+    parser.add_argument("--only", metavar="A,B",
+                        help="push only these of the staged modules (the retry command a failed push prints uses it); "
+                             "their dependencies must already be on the hub")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="dependencies name the branch (--revision), not the commit this push gives them")
     parser.add_argument("--verify-venv", action="store_true",
                         help="also check each module in a fresh venv with only aiflows 0.1.7 + its "
                              "pip_requirements.txt (pip must reach a package index; dependencies come from the "
                              "local staging, not the hub)")
     args = parser.parse_args(argv)
+    pushing = args.push or args.dry_run
     try:
         if not NAME_PATTERN.match(args.namespace):
             raise PublishError(f"--namespace {args.namespace!r}: use ASCII letters, digits and '_', starting with a "
@@ -808,10 +1111,12 @@ def main(argv: Optional[List[str]] = None, api_factory=None) -> int:
             raise PublishError(f"--revision {args.revision!r}: aiflows 0.1.7's FlowVerse accepts only remote "
                                "revisions made of letters, digits and '_' (no '.', '-' or '/'): e.g. v1_0, a branch "
                                "named so, or a commit hash")
-        if args.local and args.push:
+        if args.local and pushing:
             raise PublishError("--local stages modules whose __init__.py sync their dependencies from this "
                                "machine's folders: they cannot be pushed. Push without --local (dependencies "
                                "NAME/<Module> at --revision)")
+        if not pushing and (args.private or args.only or args.no_pin):
+            raise PublishError("--private, --only and --no-pin are options of --push (or --dry-run)")
         out = os.path.realpath(args.out)  # a symlinked path and the real one would be two revisions to FlowVerse
         if args.local and "flow_modules" in out:
             raise PublishError("--out must not be inside a folder named flow_modules: FlowVerse refuses to sync "
@@ -824,9 +1129,20 @@ def main(argv: Optional[List[str]] = None, api_factory=None) -> int:
         modules = dependency_closure(wanted)
         if set(modules) != set(wanted):
             print(f"also staging their dependencies: {', '.join(sorted(set(modules) - set(wanted)))}")
-        token = os.environ.get("HF_TOKEN")
-        if args.push and not token:
-            raise PublishError("--push needs a Hugging Face token with write access in HF_TOKEN")
+        only = [m.strip() for m in args.only.split(",")] if args.only else modules
+        if set(only) - set(modules):
+            raise PublishError(f"--only {args.only}: not among the modules staged ({', '.join(modules)}): "
+                               f"{', '.join(sorted(set(only) - set(modules)))}; add them to --modules")
+        check_out_folders(out, args.namespace, modules)  # before the long check, and again when writing
+        token = None
+        if pushing:  # the token and the namespace before anything is staged
+            token = find_token()
+            if api is None:
+                from huggingface_hub import HfApi
+
+                api = HfApi(token=token)
+            user = check_hub_access(api, token, args.namespace)
+            print(f"the token is {user}'s and may push to {args.namespace}")
 
         with tempfile.TemporaryDirectory(prefix="publish_stage_") as scratch:
             # The code as it will be published, with dependencies synced from the staged folders (offline, whatever
@@ -847,13 +1163,16 @@ def main(argv: Optional[List[str]] = None, api_factory=None) -> int:
         staged_dir = write_staging(modules, out, args.namespace, args.revision, args.local)
         for module in modules:
             print(f"staged {module} -> {os.path.join(staged_dir, module)}")
-        if args.push:
-            push(staged_dir, args.namespace, modules, args.revision, token, api_factory)
-        else:
-            print(f"{len(modules)} modules staged and checked in {staged_dir}; nothing was pushed (--push pushes).")
-            if args.local:
-                print(f'Use one from another project: flow_verse.sync_dependencies([{{"url": "{args.namespace}/'
-                      f'<Module>", "revision": "{staged_dir}/<Module>"}}])')
+        if pushing:
+            result = push(staged_dir, args.namespace, [m for m in modules if m in only], args.revision, token, api,
+                          private=args.private, pin=not args.no_pin, dry_run=args.dry_run)
+            retry = retry_command(args, out, result.not_pushed)
+            print(push_summary(result, args.namespace, args.revision, args.private, retry))
+            return 1 if result.failed else 0
+        print(f"{len(modules)} modules staged and checked in {staged_dir}; nothing was pushed (--push pushes).")
+        if args.local:
+            print(f'Use one from another project: flow_verse.sync_dependencies([{{"url": "{args.namespace}/'
+                  f'<Module>", "revision": "{staged_dir}/<Module>"}}])')
         return 0
     except PublishError as error:
         print(f"publish.py: {error}", file=sys.stderr)

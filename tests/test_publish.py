@@ -1,6 +1,6 @@
 """scripts/publish.py: staged modules work in another aiflows project (offline, through FlowVerse, without this
-repository's `flow_modules.aiflows` in reach), the pre-write check catches what would break there, pushing goes
-through huggingface_hub's HfApi, READMEs and pip requirements are right."""
+repository's `flow_modules.aiflows` in reach), the pre-write check catches what would break there, nothing leaves
+the machine without --push (pushing: test_publish_push.py), READMEs and pip requirements are right."""
 from __future__ import annotations
 
 import ast
@@ -220,64 +220,6 @@ def test_a_staged_module_runs_on_its_own_with_its_run_py(staged, tmp_path):
     assert "'interpreter_output': 'Python" in done.stdout and "says 42" in done.stdout
 
 
-class FakeHfApi:
-    """Records what publish.push asks of huggingface_hub.HfApi."""
-
-    calls: list = []
-
-    def __init__(self, token=None):
-        self.calls.append(("HfApi", token))
-
-    def create_repo(self, repo_id, exist_ok=False, token=None, **kwargs):
-        self.calls.append(("create_repo", repo_id, exist_ok))
-        return f"https://huggingface.co/{repo_id}"
-
-    def create_branch(self, repo_id, branch, exist_ok=False, token=None, **kwargs):
-        self.calls.append(("create_branch", repo_id, branch))
-
-    def upload_folder(self, repo_id, folder_path, revision=None, ignore_patterns=(), **kwargs):
-        files = sorted(os.path.relpath(os.path.join(r, f), folder_path)
-                       for r, _, fs in os.walk(folder_path) for f in fs)
-        self.calls.append(("upload_folder", repo_id, revision, files))
-
-
-def test_push_creates_each_repository_and_uploads_its_folder(tmp_path, monkeypatch, capsys):
-    calls = FakeHfApi.calls = []
-    monkeypatch.setenv("HF_TOKEN", "hf_test")
-    code = publish.main(["--namespace", "bob", "--out", str(tmp_path), "--modules", "InterpreterFlowModule",
-                         "--revision", "v1", "--push"], api_factory=FakeHfApi)
-    assert code == 0
-    assert calls[0] == ("HfApi", "hf_test")
-    created = [c[1] for c in calls if c[0] == "create_repo"]
-    assert created == ["bob/CoreFlowModule", "bob/InterpreterFlowModule"], "the dependency is published too"
-    assert [c[2] for c in calls if c[0] == "create_branch"] == ["v1", "v1"]
-    uploads = {c[1]: c[3] for c in calls if c[0] == "upload_folder"}
-    assert {"__init__.py", "InterpreterAtomicFlow.py", "InterpreterAtomicFlow.yaml", "kernel.py", "README.md",
-            "pip_requirements.txt", "demo.yaml", "run.py"} <= set(uploads["bob/InterpreterFlowModule"])
-    assert "tiktoken_cache/9b5ad71b2ce5302211f9c61530b329a4922fc6a4" in uploads["bob/CoreFlowModule"]
-    assert not [f for files in uploads.values() for f in files if f.startswith(".publish_") or "__pycache__" in f]
-    printed = capsys.readouterr().out
-    for module in ("CoreFlowModule", "InterpreterFlowModule"):
-        assert f"repository bob/{module}: https://huggingface.co/bob/{module}" in printed
-        assert f"uploaded {module} to bob/{module}@v1" in printed
-    assert "nothing was pushed" not in printed
-    init = (tmp_path / "bob" / "InterpreterFlowModule" / "__init__.py").read_text()
-    assert '{"url": "bob/CoreFlowModule", "revision": "v1"}' in init
-    assert init.index("sync_dependencies(dependencies)") < init.index("from .InterpreterAtomicFlow import")
-    assert "import os" not in init and "_STAGED" not in init, "nothing of a --local staging"
-    readme = (tmp_path / "bob" / "InterpreterFlowModule" / "README.md").read_text()
-    assert '"url": "bob/InterpreterFlowModule", "revision": "v1"' in readme
-
-
-def test_local_and_push_together_are_refused_before_anything_is_staged(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HF_TOKEN", "hf_test")
-    FakeHfApi.calls = []
-    out = tmp_path / "out"
-    assert publish.main(["--namespace", "bob", "--out", str(out), "--local", "--push"], api_factory=FakeHfApi) == 2
-    assert "cannot be pushed" in capsys.readouterr().err
-    assert not out.exists() and FakeHfApi.calls == []
-
-
 @pytest.mark.parametrize("option, value, message", [
     ("--revision", "v1.0", "letters, digits and '_'"),
     ("--revision", "my-branch", "letters, digits and '_'"),
@@ -400,11 +342,13 @@ def test_a_failed_verify_venv_writes_nothing(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     (out / "bob" / "CoreFlowModule").mkdir(parents=True)
     (out / "bob" / "CoreFlowModule" / "previous.txt").write_text("kept")
+    (out / "bob" / "CoreFlowModule" / publish.STAGED_MARK).write_text("")  # a previous staging
     monkeypatch.setattr(publish, "verify_venv",
                         lambda staged_dir, namespace, modules, say=print: {m: "pip failed: no index" for m in modules})
     assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "CoreFlowModule", "--verify-venv"]) == 2
     assert "pip failed: no index" in capsys.readouterr().err
-    assert os.listdir(out / "bob" / "CoreFlowModule") == ["previous.txt"], "the previous staging is untouched"
+    assert sorted(os.listdir(out / "bob" / "CoreFlowModule")) == [publish.STAGED_MARK, "previous.txt"], \
+        "the previous staging is untouched"
     assert os.listdir(out / "bob") == ["CoreFlowModule"]
 
 
