@@ -44,13 +44,16 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="where plans, logs, the code library and the interpreter's files live (default: memory/)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the last run in the memory folder from its plan and logs")
-    parser.add_argument("--yes", action="store_true",
-                        help="approve plans and code automatically; questions get 'use your best judgement'")
+    parser.add_argument("--yes", action=argparse.BooleanOptionalAction, default=None,
+                        help="approve plans and code automatically; questions get 'use your best judgement' "
+                             "(--resume keeps the choice of the run it resumes; --no-yes asks again)")
     parser.add_argument("--editor", metavar="CMD", help="the editor plans and code open in (default: $VISUAL/$EDITOR)")
     parser.add_argument("--record", metavar="FILE", help="write every LLM exchange to a transcript (JSON lines)")
     parser.add_argument("--replay", metavar="FILE", help="answer every LLM call from a transcript instead of an LLM")
     parser.add_argument("--demo", action="store_true", help="replay the recorded demo run (offline, auto-approve)")
     parser.add_argument("--trace", metavar="FILE", help="write every message between flows to FILE (JSON lines)")
+    parser.add_argument("--report", metavar="FILE", help="write the run report (HTML) to FILE instead of "
+                                                         "report.html in the memory folder")
     parser.add_argument("--verbose", action="store_true", help="show aiflows' log and full tracebacks")
     limits = parser.add_argument_group(
         "budget (defaults in the configuration's `budget:`; reaching a limit stops the run, --resume goes on)")
@@ -73,6 +76,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         parser.error("--record and --replay do not go together")
     if (args.demo or args.replay) and (args.model or args.api_base):
         parser.error("--demo and --replay answer from a recording: --model and --api-base do not apply")
+    if args.goal is not None and not args.goal.strip():
+        args.goal = None  # a goal of blanks is no goal
     if not args.goal and not (args.resume or args.demo or args.replay):
         parser.error("give a goal, e.g. run_jarvis.py \"Plot y = x^2 for x in 0..10\" (or --resume, --demo)")
     return args
@@ -109,12 +114,13 @@ def _duration(text: str) -> float:
 
 
 class Terminated(SystemExit):
-    """SIGTERM: unwinds like an exit, so interpreters are shut down and files closed; not a KeyboardInterrupt, which
-    would ask the user what to do instead."""
+    """SIGTERM, or SIGHUP (the terminal closed): unwinds like an exit, so interpreters are shut down (with what their
+    code started) and files closed; not a KeyboardInterrupt, which would ask the user what to do instead. Its code is
+    128 + the signal: 143 for SIGTERM, 129 for SIGHUP."""
 
 
 def _on_sigterm(signum, frame):
-    raise Terminated(143)
+    raise Terminated(128 + signum)
 
 
 @contextlib.contextmanager
@@ -146,21 +152,22 @@ def _interrupts_deferred():
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Runs Jarvis; the exit code: 0 finished, 1 failed or gave up, 2 bad input, missing credentials or a memory
-    folder in use by another run, 3 budget reached, 130 Ctrl+C, 143 SIGTERM, 141 the output was closed by its reader
-    (``| head -1``: the run stops at its next print, as a program killed by SIGPIPE would, 128 + 13, so that
-    ``set -o pipefail`` sees a cut run)."""
+    folder in use by another run, 3 budget reached, 130 Ctrl+C, 143 SIGTERM, 129 SIGHUP (the terminal closed), 141
+    the output was closed by its reader (``| head -1``: the run stops at its next print, as a program killed by
+    SIGPIPE would, 128 + 13, so that ``set -o pipefail`` sees a cut run)."""
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous_hup = signal.signal(signal.SIGHUP, _on_sigterm)
     except ValueError:  # not the main thread (e.g. called from another program's worker): keep its handler
-        previous = None
+        previous = previous_hup = None
     try:
         return _main(argv)
     except KeyboardInterrupt:  # before Jarvis started (imports, configuration): nothing to keep
         _note("\nStopped.")
         return 130
-    except Terminated:
+    except Terminated as stop:
         _note("\nTerminated.")
-        return 143
+        return stop.code
     except SystemExit as stop:
         # The Console's OutputClosed, looked up only once imported (importing it here would import aiflows before
         # --help, and outside the deferred Ctrl+C). The Console pointed stdout at the null device: nothing is left
@@ -173,6 +180,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         if previous is not None:  # a program that calls main() gets its own handler back
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGHUP, previous_hup)
 
 
 def _note(text: str) -> None:
@@ -208,7 +216,7 @@ def _main(argv: Optional[List[str]]) -> int:
             set_trace_file,
         )
         from flow_modules.aiflows.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
-        from flow_modules.aiflows.CoreFlowModule.errors import MemoryInUseError, describe
+        from flow_modules.aiflows.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe
         from flow_modules.aiflows.CoreFlowModule.locks import RunLock
         from flow_modules.aiflows.CoreFlowModule.memory import atomic_write
         from flow_modules.aiflows.JarvisFlowModule import launcher
@@ -220,17 +228,21 @@ def _main(argv: Optional[List[str]]) -> int:
     console = get_console()
     memory_dir = os.path.abspath(args.memory_dir)
     run_file = os.path.join(memory_dir, RUN_FILE)
-    flow = recorder = transcript = output = run_lock = None
+    flow = recorder = transcript = output = run_lock = memory = None
     started = time.time()
     try:
         with _interrupts_deferred():  # until Jarvis starts working
             # ~~~ Where the run writes: checked first, before anything in the memory folder is moved ~~~
-            problem = launcher.check_run_paths(memory_dir, args.trace)
-            if not problem and args.trace:
+            # (the trace file of --trace, else of the JARVIS_TRACE variable, which the flows would open on their own)
+            trace, trace_option = ((args.trace, "--trace") if args.trace
+                                   else (os.environ.get("JARVIS_TRACE"), "The JARVIS_TRACE file"))
+            problem = launcher.check_run_paths(memory_dir, trace, trace_option) or (
+                args.report and launcher.output_file_problem(args.report, "--report", memory_dir, "report.html"))
+            if not problem and trace:
                 try:
-                    set_trace_file(args.trace)
+                    set_trace_file(trace)
                 except OSError as error:
-                    problem = f"--trace {args.trace} cannot be written: {error.strerror or error}."
+                    problem = f"{trace_option} {trace} cannot be written: {error.strerror or error}."
             if problem:
                 console.line("error", f"\n{problem}")
                 return 2
@@ -240,7 +252,8 @@ def _main(argv: Optional[List[str]]) -> int:
             if run_lock.taken_over:
                 console.line("info", run_lock.taken_over)
 
-            # ~~~ A resumed run continues with the goal, model and server of the run it resumes ~~~
+            # ~~~ A resumed run continues with the goal, model, server, configuration, editor and --yes of the run it
+            # resumes, unless given again (budgets are the run's own: a resumed run gets a fresh one) ~~~
             if args.resume:
                 previous = _previous_run(run_file, memory_dir)
                 if args.goal and args.goal.strip() != previous["goal"].strip():
@@ -252,6 +265,10 @@ def _main(argv: Optional[List[str]]) -> int:
                 args.api_base = args.api_base or previous.get("api_base")
                 args.context_window = args.context_window or previous.get("context_window")
                 args.structured_output = args.structured_output or previous.get("structured_output")
+                args.config = args.config or previous.get("config")
+                args.editor = args.editor or previous.get("editor")
+                if args.yes is None:  # neither --yes nor --no-yes: an unattended run stays unattended
+                    args.yes = previous.get("yes") is True
 
             # ~~~ Where the LLM replies come from ~~~
             if args.demo or args.replay:
@@ -268,9 +285,15 @@ def _main(argv: Optional[List[str]]) -> int:
                 set_backend_factory(with_api_infos(api_infos, only_missing=True, **overrides))
 
             # ~~~ The goal ~~~
-            goal = args.goal
+            goal, source = args.goal, "The goal"
             if transcript is not None and not goal:
-                goal = transcript.header.get("goal") or ""
+                goal, source = transcript.header.get("goal") or "", f"The goal in {transcript.path}"
+            if args.resume:
+                source = f"The goal in {run_file} (the run --resume continues)"
+            for what, text in ((source, goal), ("--model", args.model), ("--api-base", args.api_base)):
+                problem = launcher.check_text(what, text) if text is not None else None
+                if problem:
+                    raise BadInputError(problem)
             if args.demo:
                 console.show("flow", "Jarvis demo",
                              "This is a REPLAY: the LLM replies are a recording, made for this goal. Everything else "
@@ -287,14 +310,18 @@ def _main(argv: Optional[List[str]]) -> int:
                                            max_tokens=args.max_tokens, max_cost=args.max_cost,
                                            max_time=args.max_time)
             launcher.reset_server_settings()
-            flow = launcher.instantiate(config, api_infos, memory_dir)
+            flow = launcher.instantiate(config, api_infos, memory_dir, source=args.config or CONFIG)
             launcher.set_chat_settings(flow, context_window=args.context_window,
                                        structured_output=args.structured_output)
             # The run file before the previous plans are archived, replaced atomically: when it cannot be written
             # (a full disk), the previous run is left whole, its run file included, for --resume.
             atomic_write(run_file, json.dumps({
                 "goal": goal, "model": args.model, "api_base": args.api_base, "started": started,
-                "context_window": args.context_window, "structured_output": args.structured_output}))
+                "task_started": (previous.get("task_started") or previous.get("started") or started)
+                if args.resume else started,
+                "context_window": args.context_window, "structured_output": args.structured_output,
+                "config": os.path.abspath(args.config) if args.config else None, "editor": args.editor,
+                "yes": bool(args.yes)}))
             # The demo was recorded with an empty library, so it starts from one; other runs keep what Jarvis learned.
             memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo)
             if memory.archive:
@@ -318,12 +345,12 @@ def _main(argv: Optional[List[str]]) -> int:
     except KeyboardInterrupt:
         console.line("warning", f"\nStopped. {_where_things_are(memory_dir, flow, transcript)}".rstrip())
         return 130
-    except Terminated:
+    except Terminated as stop:
         console.line("warning", f"\nTerminated. {_where_things_are(memory_dir, flow, transcript)}".rstrip())
-        return 143
+        return stop.code
     except JarvisError as error:
         console.line("error", f"\n{describe(error)}")
-        if isinstance(error, (launcher.MissingCredentials, MemoryInUseError)):
+        if isinstance(error, (launcher.MissingCredentials, MemoryInUseError, BadInputError)):
             return 2
         if flow is not None:
             console.line("info", _where_things_are(memory_dir, flow, transcript))
@@ -333,7 +360,7 @@ def _main(argv: Optional[List[str]]) -> int:
 
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
-            return 2 if isinstance(root_cause(error), launcher.MissingCredentials) else 1
+            return 2 if isinstance(root_cause(error), (launcher.MissingCredentials, BadInputError)) else 1
         if args.verbose:  # the traceback, cleaned as everything shown is (a server's message can hold escapes)
             import traceback
 
@@ -352,11 +379,14 @@ def _main(argv: Optional[List[str]]) -> int:
         set_run_budget(None)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
             _show_usage(console, unless_unused=True)
+            if memory is not None:  # the run got as far as its memory folder (its lock is held until after this)
+                _write_run_report(console, args, memory, memory_dir, None, trace, started)
             if run_lock is not None:
                 run_lock.release()
 
     try:
         _report(console, output, memory, memory_dir, started)
+        _write_run_report(console, args, memory, memory_dir, output, trace, started)
     finally:  # the report reads the memory folder: another run may start there only after it
         run_lock.release()
     return 0 if output.get("status") == "finished" else 1
@@ -379,16 +409,17 @@ def _where_things_are(memory_dir: str, flow, transcript) -> str:
 def _previous_run(run_file: str, memory_dir: str) -> dict:
     """The goal and settings of the run to resume, from the memory folder."""
     from flow_modules.aiflows.CoreFlowModule import ConfigurationError
+    from flow_modules.aiflows.CoreFlowModule.errors import MemoryFileError
+    from flow_modules.aiflows.CoreFlowModule.memory import read_text
 
-    if not os.path.exists(run_file):
+    if not os.path.lexists(run_file):
         raise ConfigurationError(f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
                                  "without --resume (or --memory-dir for another folder).")
-    try:
-        with open(run_file, encoding="utf-8") as f:
-            previous = json.load(f)
-        if not isinstance(previous, dict) or not str(previous.get("goal") or "").strip():
+    try:  # never through a link: a memory folder from elsewhere could make its goal any file of the user's
+        previous = json.loads(read_text(run_file) or "null")
+        if not isinstance(previous, dict) or not isinstance(previous.get("goal"), str) or not previous["goal"].strip():
             raise ValueError("no goal in it")
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, MemoryFileError) as error:
         raise ConfigurationError(f"{run_file} is unreadable ({error}); it records the run to resume. Start a new "
                                  "run with a goal (without --resume).") from None
     return previous
@@ -430,6 +461,29 @@ def _show_usage(console, unless_unused: bool = False) -> None:
             console.show("info", USAGE.summary(), USAGE.report())
     except Exception as error:  # noqa: BLE001
         console.line("warning", f"(The usage report failed: {describe(error)})")
+
+
+def _write_run_report(console, args, memory, memory_dir: str, output, trace: Optional[str], started: float) -> None:
+    """The run report (HTML): report.html in the memory folder, or ``--report FILE``; where it is, in one line. Like
+    the end-of-run report, a failure is one line and leaves the run's exit code as it is."""
+    from flow_modules.aiflows.CoreFlowModule.errors import describe
+
+    try:
+        from flow_modules.aiflows.CoreFlowModule import USAGE
+        from flow_modules.aiflows.CoreFlowModule.run_report import REPORT_NAME, write_report
+        from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
+
+        folders = [memory_dir] + ([args.workdir] if getattr(args, "workdir", None) else [])
+        mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
+                else "resumed" if args.resume else "")
+        path = write_report(args.report or os.path.join(memory_dir, REPORT_NAME), memory_dir, memory, outcome=output,
+                            status="stopped before the end", mode=mode, usage=USAGE, trace=trace, folders=folders,
+                            figures=new_files(memory_dir, started))  # the working folder: the code runs' notes
+        console.line("info", f"Run report: {_shown(path)}")
+    except Exception as error:  # noqa: BLE001 - the report must not fail the run
+        console.line("warning", f"(The run report could not be written: {describe(error)})")
+    except KeyboardInterrupt:  # Ctrl+C while it is written: the run ends as it was going to, without it
+        console.line("warning", "(The run report was not written: Ctrl+C.)")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
 The controller is scripted (instant replies) so only the framework's own overhead is measured. Prints the median
 round time at rounds 1-20 and 181-200, the size of what a round carries (histories and state, pickled) at round
-20 and 200, and the peak memory of the process.
+20 and 200, the peak memory of the process, and whether the cl100k tokenizer was loaded.
 
-    python benchmarks/loop_rounds.py [--rounds 200] [--stock]
+    python benchmarks/loop_rounds.py [--rounds 200] [--stock] [--no-usage]
 
+The scripted replies come with ``usage``, as OpenAI's API and most servers send it; --no-usage answers without it,
+as a server that reports none (the tokens are then counted with the cl100k tokenizer, which takes about 40 MB).
 --stock runs the same loop with aiflows' own message keeping (the lean overrides switched off), for comparison.
 """
 from __future__ import annotations
@@ -31,10 +33,26 @@ from flow_modules.aiflows.CoreFlowModule import Console, ScriptedInput, set_cons
 from flow_modules.aiflows.CoreFlowModule.lean import LeanFlowMixin  # noqa: E402
 
 
-def build(memory_dir: str, rounds: int):
+def reporting_factory(backend_config, flow_name):
+    """A scripted backend whose replies come with the API's ``usage`` (a rough count: the figures do not matter)."""
+    from fakes import ScriptedBackend
+
+    from flow_modules.aiflows.ChatFlowModule.backends import ResponseInfo, record_response_info
+
+    class ReportingBackend(ScriptedBackend):
+        def __call__(self, messages, **kwargs):
+            replies = super().__call__(messages, **kwargs)
+            prompt = sum(len(str(m.get("content") or "")) for m in messages) // 4
+            record_response_info(ResponseInfo(prompt, len(replies[0]["content"]) // 4, "stop", "gpt-4"))
+            return replies
+
+    return ReportingBackend(**{k: v for k, v in backend_config.items() if k != "_target_"})
+
+
+def build(memory_dir: str, rounds: int, usage: bool = True):
     from fakes import SCRIPT, command, finish, scripted_factory
 
-    set_backend_factory(scripted_factory)
+    set_backend_factory(reporting_factory if usage else scripted_factory)
     SCRIPT.replies.clear()
     SCRIPT.calls.clear()
     for i in range(rounds):
@@ -55,17 +73,19 @@ def build(memory_dir: str, rounds: int):
     return flow, memory_files
 
 
-def run(rounds: int, stock: bool) -> dict:
+def run(rounds: int, stock: bool, usage: bool = True) -> dict:
     if stock:  # aiflows' own message keeping, for comparison
-        for name in ("_log_message", "_package_output_message", "_post_call_hook", "set_up_flow_state"):
+        for name in ("_package_output_message", "_post_call_hook", "set_up_flow_state"):
             setattr(LeanFlowMixin, name, getattr(Flow, name))
+        # aiflows' copies every message it keeps (the lean flows' ``private`` hint does not apply)
+        LeanFlowMixin._log_message = lambda self, message, private=False: Flow._log_message(self, message)
     logging.set_verbosity_warning()
     set_console(Console(stream=open(os.devnull, "w")))
     set_input_source(ScriptedInput())
     from fakes import SCRIPT, carried_size
 
     with tempfile.TemporaryDirectory() as memory_dir:
-        flow, memory_files = build(memory_dir, rounds)
+        flow, memory_files = build(memory_dir, rounds, usage)
         stamps, sizes = [], {}
         original = SCRIPT.__class__.__call__
 
@@ -85,16 +105,21 @@ def run(rounds: int, stock: bool) -> dict:
         finally:
             SCRIPT.__class__.__call__ = original
     durations = [b - a for a, b in zip(stamps, stamps[1:])]
+    from flow_modules.aiflows.CoreFlowModule.usage import tokenizer_loaded
+
+    tiktoken_registry = sys.modules.get("tiktoken.registry")
+    loaded = tokenizer_loaded() or bool(tiktoken_registry and getattr(tiktoken_registry, "ENCODINGS", None))
     return {"status": out["status"], "total": total, "durations": durations, "sizes": sizes,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "tokenizer_loaded": loaded}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--stock", action="store_true", help="aiflows' own message keeping (slow), for comparison")
+    parser.add_argument("--no-usage", action="store_true", help="replies without the API's usage (tokens counted)")
     args = parser.parse_args()
-    r = run(args.rounds, args.stock)
+    r = run(args.rounds, args.stock, usage=not args.no_usage)
     d = r["durations"]
     early, late = d[:20], d[-20:]
     print(f"{'stock aiflows' if args.stock else 'lean flows'}: {args.rounds} rounds, status: {r['status']}")
@@ -109,6 +134,8 @@ def main() -> None:
     for n, size in sorted(r["sizes"].items()):
         print(f"  carried state after round {n}: {size / 1024:8.1f} KiB")
     print(f"  peak RSS of the process: {r['peak_rss_mb']:.0f} MiB")
+    print(f"  cl100k tokenizer loaded: {'yes' if r['tokenizer_loaded'] else 'no'}"
+          f"{'' if args.no_usage else ' (the replies report usage)'}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import pytest
 
 from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
 from flow_modules.aiflows.InterpreterFlowModule import kernel as kernel_module
+from flow_modules.aiflows.InterpreterFlowModule import output as output_module
+from flow_modules.aiflows.InterpreterFlowModule import workspace as workspace_module
 from flow_modules.aiflows.InterpreterFlowModule.kernel import (BoundedText, CodeInterpreter, RunResult,
                                                                scrubbed_environment)
 
@@ -371,8 +373,8 @@ def test_the_scan_for_changed_files_is_bounded(make_interpreter, monkeypatch):
     os.makedirs(os.path.join(interpreter.workspace, "data", "deep"))
     for i in range(30):
         open(os.path.join(interpreter.workspace, "data", "deep", f"old{i}.txt"), "w").close()
-    monkeypatch.setattr(kernel_module, "_MAX_SCAN_ENTRIES", 20)
-    found, complete = kernel_module._snapshot(interpreter.workspace)
+    monkeypatch.setattr(workspace_module, "_MAX_SCAN_ENTRIES", 20)
+    found, complete = workspace_module._snapshot(interpreter.workspace)
     assert not complete and len(found) < 20
     # breadth first: a file at the top is seen whatever lies below
     result = interpreter.run("echo new > new.txt; echo more >> data/deep/old29.txt", "shell")
@@ -620,3 +622,135 @@ def test_an_exit_during_a_shell_command_kills_the_command(make_interpreter):
     while marker in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout:
         assert time.monotonic() < deadline, "the shell command still runs after the run was ended"
         time.sleep(0.1)
+
+
+# ~~~ Output bounded in the kernel (issue 11: 200 MB printed in one write showed "(no output)") ~~~
+def test_fifty_megabytes_in_one_write_show_head_and_tail_and_only_the_bound_is_sent(make_interpreter, monkeypatch):
+    chunks = []
+
+    class Recording(BoundedText):
+        def add(self, text):
+            chunks.append(len(text))
+            super().add(text)
+
+    monkeypatch.setattr(kernel_module, "BoundedText", Recording)
+    interpreter = make_interpreter(max_output_chars=2000)
+    result = interpreter.run("import sys\nsys.stdout.write('a' * 1000 + 'x' * 50_000_000 + 'the end\\n')\nNone")
+    assert result.truncated and not result.failed
+    assert result.output.startswith("a" * 1000 + "x") and result.output.endswith("xxxthe end")
+    assert f"[... {1000 + 50_000_000 + 8 - 2000:,} characters cut ...]" in result.output, "the cut counted exactly"
+    assert max(chunks) <= 2 * 2000 + 100, "the kernel sent only what the bound keeps, not the 50 MB"
+    chunks.clear()
+    many = interpreter.run("for i in range(300_000):\n    print(i)\n'last'")
+    assert many.output.endswith("299999\n'last'"), "a result after a flood of output still comes last"
+    assert sum(chunks) < 10 * 2000, "many small writes are held back in the kernel too"
+    chunks.clear()
+    shown = interpreter.run("'y' * 10_000_000")
+    assert shown.output.startswith("'yyy") and shown.output.endswith("yyy'") and "characters cut" in shown.output
+    assert max(chunks) <= 2 * 2000 + 100, "a long result is cut in the kernel"
+    assert interpreter.run("print('small')").output == "small"
+
+
+def test_bounded_text_counts_skipped_characters_as_cut():
+    text = BoundedText(100)
+    text.add("h" * 100 + output_module.SKIP_MARK + "1000\0" + "t" * 100)
+    whole = BoundedText(100)
+    whole.add("h" * 100 + "m" * 1000 + "t" * 100)
+    assert text.render() == whole.render() and text.cut == whole.cut == 1100
+    assert text.total == whole.total == 1200
+
+
+# ~~~ Changed files without a scan per run (issue 15) ~~~
+def test_a_run_that_changes_nothing_does_not_scan_the_workspace(make_interpreter, monkeypatch):
+    interpreter = make_interpreter()
+    os.makedirs(os.path.join(interpreter.workspace, "a", "b", "c"))
+    for i in range(200):
+        open(os.path.join(interpreter.workspace, "a", f"f{i}.txt"), "w").close()
+    with open(os.path.join(interpreter.workspace, "a", "b", "c", "old.txt"), "w") as f:
+        f.write("old")
+    interpreter.run("x = 1")  # the first run looks at the workspace once
+    if not interpreter._tracker.watching:
+        pytest.skip("inotify is not available here: the workspace is scanned at every run")
+    calls = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(workspace_module.os, "scandir", lambda *a: calls.append(a) or real_scandir(*a))
+    assert interpreter.run("x = 2").files == [] and interpreter.run("true", "shell").files == []
+    assert calls == [], "nothing changed: no folder listed"
+    deep = interpreter.run("open('a/b/c/new.txt', 'w').write('n'); open('a/b/c/old.txt', 'a').write('+')")
+    assert deep.files == ["a/b/c/new.txt", "a/b/c/old.txt"], "a new and a changed file three levels down"
+    made = interpreter.run("mkdir -p d/e && echo 1 > d/e/f.txt && echo 2 > a/f7.txt", "shell")
+    assert made.files == ["a/f7.txt", "d/e/f.txt"], "a new folder's files are new"
+    moved = interpreter.run("mv d/e d/g && rm a/f8.txt", "shell")
+    assert moved.files == ["d/g/f.txt"], "a moved folder's files are where they are now; a removed file is not listed"
+    with open(os.path.join(interpreter.workspace, "between.txt"), "w") as f:
+        f.write("written between two runs, by someone else")
+    assert interpreter.run("x = 3").files == [], "a change made between runs is not the run's"
+    assert interpreter.run("open('between.txt', 'a').write('!')").files == ["between.txt"]
+
+
+def test_without_inotify_the_workspace_is_scanned_and_changes_are_still_reported(tmp_path):
+    tracker = workspace_module.ChangeTracker(str(tmp_path), use_inotify=False)
+    (tmp_path / "kept.txt").write_text("k")
+    tracker.begin()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "new.txt").write_text("n")
+    (tmp_path / "kept.txt").write_text("changed")
+    assert tracker.end(time.time_ns()) == (["kept.txt", "sub/new.txt"], 2, True)
+    assert not tracker.watching
+
+
+# ~~~ Quick shutdown, lazy import, start in the background (issue 15) ~~~
+def test_close_lets_the_kernel_end_by_itself_after_its_exit_handlers_ran(make_interpreter):
+    interpreter = make_interpreter()
+    interpreter.run("import atexit\nlog = open('unclosed.txt', 'w')\nlog.write('buffered, never flushed')\n"
+                    "atexit.register(lambda: open('atexit.txt', 'w').write('ran'))")
+    status = interpreter._status_path(interpreter._starts)
+    interpreter.close()
+    with open(os.path.join(interpreter.workspace, "unclosed.txt")) as f:
+        assert f.read() == "buffered, never flushed", "open files are flushed"
+    with open(os.path.join(interpreter.workspace, "atexit.txt")) as f:
+        assert f.read() == "ran", "the code's exit handlers ran"
+    assert not os.path.exists(status), "the private folder is gone"
+
+
+def test_the_kernel_exits_by_itself_on_a_shutdown_request(make_interpreter):
+    """Not killed after a grace period: the launcher says how it ended."""
+    interpreter = make_interpreter()
+    interpreter.run("x = 1")
+    km = interpreter._km
+    km.request_shutdown()
+    end = time.monotonic() + 30
+    while km.is_alive() and time.monotonic() < end:
+        time.sleep(0.01)
+    with open(interpreter._status_path(interpreter._starts)) as f:
+        assert f.read() == "exit 0"
+
+
+def test_importing_the_flow_does_not_import_jupyter_client():
+    code = ("import sys\nimport flow_modules.aiflows.InterpreterFlowModule\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jupyter_client', 'zmq', 'ipykernel')))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_prestart_starts_the_kernel_in_the_background_and_the_first_run_uses_it(tmp_path):
+    flow = InterpreterAtomicFlow.instantiate_from_default_config()
+    try:
+        flow.prestart(workspace=str(tmp_path))
+        flow.engine._prestart.join(120)
+        assert flow.engine.kernel_running, "started before any run"
+        out = flow.run({"code": "import os; print(os.getcwd())"})
+        assert out["interpreter_output"] == str(tmp_path) and not out["restarted"]
+        assert flow.engine._starts == 1, "the first run used the kernel started in the background"
+    finally:
+        flow.close()
+
+
+def test_close_during_a_prestart_leaves_no_kernel(make_interpreter):
+    interpreter = make_interpreter()
+    interpreter.prestart()
+    interpreter.close()
+    assert not interpreter.kernel_running and interpreter._km is None

@@ -4,7 +4,6 @@ import copy
 import time
 from typing import Any, Dict, List, Optional
 
-import hydra
 from aiflows.messages import UpdateMessage_ChatMessage
 from aiflows.utils import logging
 
@@ -17,6 +16,7 @@ from flow_modules.aiflows.CoreFlowModule import (
 )
 from flow_modules.aiflows.CoreFlowModule.budget import check_budget, get_run_budget
 from flow_modules.aiflows.CoreFlowModule.errors import LLMCallError
+from flow_modules.aiflows.CoreFlowModule.instantiate import instantiate
 from flow_modules.aiflows.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
 from flow_modules.aiflows.CoreFlowModule.memory import shorten
 from flow_modules.aiflows.CoreFlowModule.models import model_info
@@ -103,6 +103,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._built_messages: Optional[List[dict]] = None
         self._build_args: tuple = ("", None)
         self._fitted_max_tokens: Optional[int] = None
+        self._free_text: Optional[bool] = None  # no reply schema (``response_format`` gives None)
 
     # ~~~ Construction ~~~
     @classmethod
@@ -123,7 +124,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
     @staticmethod
     def _instantiate_prompt(prompt_config: Any):
         if isinstance(prompt_config, dict) and prompt_config.get("_target_"):
-            return hydra.utils.instantiate(prompt_config, _convert_="partial")
+            return instantiate(prompt_config)
         return prompt_config
 
     # ~~~ State ~~~
@@ -167,7 +168,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
     def _log_chat_message(self, role: str, content: str) -> None:
         self._log_message(UpdateMessage_ChatMessage(created_by=self.flow_config["name"],
                                                     updated_flow=self.flow_config["name"], role=role,
-                                                    content=content))
+                                                    content=content), private=True)
 
     def prepare_turn(self, input_data: Dict[str, Any]) -> str:
         """Render (or refresh) the system prompt and return this turn's user message.
@@ -300,7 +301,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
     # ~~~ Structured output ~~~
     def _structured_level(self) -> str:
         """The format this call asks for: ``json_schema``, ``json_object`` or ``off``."""
-        if self.response_format("json_object") is None:
+        if self._free_text is None:  # whether the chat has a reply schema does not change: asked once
+            self._free_text = self.response_format("json_object") is None
+        if self._free_text:
             return "off"  # a free-text chat
         mode = str(self.flow_config.get("structured_output") or "auto")
         if mode not in STRUCTURED_OUTPUT_MODES:

@@ -18,9 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-import hydra
-
 from flow_modules.aiflows.CoreFlowModule import ConfigurationError
+from flow_modules.aiflows.CoreFlowModule.instantiate import instantiate
 
 LITELLM_BACKEND = "aiflows.backends.llm_lite.LiteLLMBackend"
 USAGE_BACKEND = f"{__name__}.UsageLiteLLMBackend"
@@ -243,7 +242,7 @@ def instantiate_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
         usage_litellm_backend_class()
         backend_config = {**backend_config, "_target_": USAGE_BACKEND}
     try:
-        return hydra.utils.instantiate(backend_config, _convert_="partial")
+        return instantiate(backend_config, recursive=True)
     except Exception as error:  # hydra wraps the real error; say which flow and which target
         cause = error.__cause__ or error
         raise ConfigurationError(f"{flow_name}: cannot build the backend {target}: {cause}") from error

@@ -2,8 +2,9 @@
 
 The memory injected into prompts (logs, the code library, the last result, the plan) is read within character
 budgets, but a model with a small window (a local server started with ``--n_ctx 4096``) or a long library can still
-overflow it. Before each call the prompt is counted (cl100k, with a margin for other tokenizers) and, if it does not
-fit, shortened in this order:
+overflow it. Before each call the prompt is counted (cl100k, with a margin for other tokenizers; a prompt with fewer
+UTF-8 bytes than the room it has fits whatever the tokenizer says, so the tokenizer is loaded only for a prompt that
+may not) and, if it does not fit, shortened in this order:
 
 1. the inputs named in the chat's ``shrinkable_inputs``, in that order: log entries oldest first (a line says how
    many were left out), other texts halved keeping their head and tail, down to ``min_input_chars``;
@@ -18,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import LLMCallError, get_console
 from flow_modules.aiflows.CoreFlowModule.memory import shorten, split_log_entries
-from flow_modules.aiflows.CoreFlowModule.usage import count_message_tokens
+from flow_modules.aiflows.CoreFlowModule.usage import count_message_tokens, message_tokens_at_most
 
 DEFAULT_SHRINKABLE = ("logs", "code_library", "result", "last_result", "feedback", "plan")
 
@@ -65,6 +66,8 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
     window = flow._context_window()
     reply_tokens = flow.reply_tokens()
     budget = window - reply_tokens - margin(window)
+    if message_tokens_at_most(messages) <= budget:  # fits for sure: no need to load the tokenizer
+        return messages, None
     tokens = count_message_tokens(messages)
     if tokens <= budget:
         return messages, None

@@ -23,10 +23,17 @@ from collections import defaultdict, deque
 from typing import Any, Deque, Dict, List, Optional
 
 from flow_modules.aiflows.CoreFlowModule import TranscriptError, current_flow_path
+from flow_modules.aiflows.CoreFlowModule.errors import BadInputError
 
 from .backends import reply_content
 
 FORMAT_VERSION = 1
+WHAT_A_TRANSCRIPT_IS = ("A transcript is the JSON-lines file `run_jarvis.py --record FILE` writes: a header line, then "
+                        "one line per LLM exchange.")
+
+
+class UnreadableTranscript(TranscriptError, BadInputError):
+    """The file given as a transcript is not one (missing, binary, not JSON lines, records of another shape)."""
 
 
 class TranscriptRecorder:
@@ -112,26 +119,51 @@ class Transcript:
 
     @classmethod
     def load(cls, path: str) -> "Transcript":
+        """The transcript in ``path``; UnreadableTranscript, naming the file and the line, if it is not one."""
         if not os.path.isfile(path):
-            raise TranscriptError(f"No transcript at {path}.")
+            what = "is a folder" if os.path.isdir(path) else "does not exist"
+            raise UnreadableTranscript(f"No transcript at {path}: it {what}. {WHAT_A_TRANSCRIPT_IS}")
         header: Dict[str, Any] = {}
         records = []
-        with open(path, "r", encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise TranscriptError(f"{path}, line {number}: not valid JSON ({error.msg}).") from None
-                if record.get("type") == "header":
-                    header = record
-                elif record.get("type") == "llm" and "flow" in record and "reply" in record:
-                    records.append(record)
-                else:
-                    raise TranscriptError(f"{path}, line {number}: expected a header or an llm record "
-                                          "with `flow` and `reply`.")
+        try:
+            with open(path, "rb") as f:
+                for number, raw in enumerate(f, 1):
+                    record = cls._record(path, number, raw)
+                    if record is None:
+                        continue
+                    if record["type"] == "header":
+                        header = record
+                    else:
+                        records.append(record)
+        except OSError as error:
+            raise UnreadableTranscript(f"Cannot read the transcript {path}: {error.strerror or error}.") from None
         return cls(path, header, records)
+
+    @staticmethod
+    def _record(path: str, number: int, raw: bytes) -> Optional[Dict[str, Any]]:
+        """Line ``number`` of a transcript as a header or an llm record; None for a blank line."""
+        def refused(what: str) -> UnreadableTranscript:
+            return UnreadableTranscript(f"{path} is not a transcript: line {number} {what}. {WHAT_A_TRANSCRIPT_IS}")
+
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise refused("is not UTF-8 text (is it a binary file?)") from None
+        if not line.strip():
+            return None
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as error:
+            what = f"({error.msg})" if isinstance(error, json.JSONDecodeError) else "(nested too deeply)"
+            raise refused(f"is not valid JSON {what}") from None
+        if isinstance(record, dict) and record.get("type") == "header":
+            return record
+        messages = record.get("messages", []) if isinstance(record, dict) else None
+        if isinstance(record, dict) and record.get("type") == "llm" and isinstance(record.get("flow"), str) \
+                and isinstance(record.get("reply"), str) and isinstance(messages, list) \
+                and all(isinstance(m, dict) for m in messages):
+            return record
+        raise refused("is neither a header nor an llm record (with a `flow` and a `reply`)")
 
     def replies(self) -> List[str]:
         """Every reply, in the order recorded (what a loopback server serves to replay a run over HTTP)."""

@@ -11,6 +11,8 @@ class CoderFlow(AbstractBossFlow):
     kernel, or shell code, with the user in the loop), `ask_user`, `re_plan`, `update_plan`, `finish`. Its memory:
     `plan`, `logs` and `code_library` (signatures and docstrings). When it finishes it is fully reset (its chats, and
     ExtendLibrary's, are dropped; plans, logs and library stay in files; the interpreter's session is kept).
+    When a run stopped during a Coder task is resumed and Jarvis gives Coder that task again, Coder carries on with
+    its plan and logs; the `resume` entry of its log says that the Python session is new (its variables are gone).
 
     *Configuration Parameters*:
     - `memory_files` (dict): `plan`, `logs`, `code_library` (e.g. plan_coder.txt, logs_coder.txt, library.py).

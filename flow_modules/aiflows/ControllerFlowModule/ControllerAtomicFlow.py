@@ -6,9 +6,15 @@ from typing import Any, Dict, List, Optional
 
 from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
 from flow_modules.aiflows.CoreFlowModule import StrictJinjaPrompt, get_console
+from flow_modules.aiflows.CoreFlowModule.memory import shorten
 from flow_modules.aiflows.CoreFlowModule.usage import USAGE
 
 from .commands import InvalidReply, commands_from_config, example_reply, read_command, render_commands, reply_schema
+
+
+# An invalid reply is shown back to the model with its correction, cut to this many characters (head and tail): a
+# server that ignores max_tokens can send 100 KB of nonsense, which would otherwise travel in every retry.
+ECHOED_REPLY_CHARS = 4000
 
 
 class ControllerAtomicFlow(ChatAtomicFlow):
@@ -36,8 +42,9 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     two objects or the same one twice, a cut-off object, an unknown command, a missing or extra argument, a value of
     the wrong type) is answered with a correction saying exactly what was wrong, and asked again, at most
     `max_corrections` times; then the flow returns `controller_error` and the boss stops with a clear status. A
-    reply cut by `max_tokens` is told so, and asked for a shorter command. Failed attempts are not kept in the chat
-    history; a repaired reply is kept in its canonical JSON form.
+    reply cut by `max_tokens` is told so, and asked for a shorter command. What a correction quotes of the reply (a
+    command name, a key) is cut to 80 characters, and the invalid reply shown back with it to `ECHOED_REPLY_CHARS`.
+    Failed attempts are not kept in the chat history; a repaired reply is kept in its canonical JSON form.
 
     *Configuration Parameters*:
     - `commands` (dict): `name: {description, input_args, optional_args, arg_types}`; `arg_types` maps an argument
@@ -127,7 +134,8 @@ class ControllerAtomicFlow(ChatAtomicFlow):
                     problem=problem, commands=", ".join(c.name for c in self.commands),
                     example=example_reply(self.commands),
                 )
-                extra += [{"role": "assistant", "content": reply}, {"role": "user", "content": correction}]
+                extra += [{"role": "assistant", "content": shorten(reply, ECHOED_REPLY_CHARS)},
+                          {"role": "user", "content": correction}]
                 continue
             for kind in repairs:
                 USAGE.record_repair(self._where(), kind)

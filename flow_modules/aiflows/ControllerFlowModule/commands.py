@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import ConfigurationError
+from flow_modules.aiflows.CoreFlowModule.memory import shorten
 
 # JSON-Schema type names an argument can be declared with (`arg_types` in the YAML); undeclared ones are strings.
 ARG_TYPES = ("string", "integer", "number", "boolean", "array", "object")
@@ -90,6 +91,19 @@ def render_commands(commands: List[Command]) -> str:
 
 class InvalidReply(Exception):
     """The reply is not a valid command; ``str(e)`` says exactly what is wrong, for the model."""
+
+
+# What a correction quotes of the reply's own text (a command name, a key, an argument name): enough to recognise it.
+# A reply whose "command" is 100 KB long must not come back whole in the next request (and on the console).
+ECHO_CHARS = 80
+_ECHO_ITEMS = 8
+
+
+def _listed(items: List[Any], show=str) -> str:
+    """Names from the reply, as a correction quotes them: each cut to ECHO_CHARS characters, at most a few."""
+    shown = [shorten(show(item), ECHO_CHARS) for item in items[:_ECHO_ITEMS]]
+    more = f" and {len(items) - _ECHO_ITEMS} more" if len(items) > _ECHO_ITEMS else ""
+    return ", ".join(shown) + more
 
 
 _PLACEHOLDERS = {"string": "...", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
@@ -462,12 +476,13 @@ def read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, An
     missing = [k for k in ("command", "command_args") if k not in parsed]
     if missing:
         raise InvalidReply(f"Your reply has no {' and no '.join(repr(k) for k in missing)} key.")
-    extra = sorted(set(parsed) - {"command", "command_args"})
+    extra = sorted(set(parsed) - {"command", "command_args"}, key=str)
     if extra:
-        raise InvalidReply(f"Your reply has keys other than \"command\" and \"command_args\": {extra}. Remove them.")
+        raise InvalidReply(f"Your reply has keys other than \"command\" and \"command_args\": {_listed(extra, repr)}. "
+                           "Remove them.")
     name = parsed["command"]
     if not isinstance(name, str) or name not in by_name:
-        raise InvalidReply(f"{name!r} is not a command. The commands are: {', '.join(by_name)}.")
+        raise InvalidReply(f"{_listed([name], repr)} is not a command. The commands are: {', '.join(by_name)}.")
     command = by_name[name]
     args = parsed["command_args"]
     if args is None and not command.input_args:
@@ -490,7 +505,7 @@ def read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, An
     if missing_args:
         problems.append(f"missing argument(s): {', '.join(missing_args)}")
     if extra_args:
-        problems.append(f"unknown argument(s): {', '.join(extra_args)}")
+        problems.append(f"unknown argument(s): {_listed(extra_args)}")
     if problems:
         raise InvalidReply(f"Command {name!r} takes {command.takes()}; your reply has {'; '.join(problems)}.")
     for arg in list(args):

@@ -14,7 +14,7 @@ from aiflows.utils.general_helpers import recursive_dictionary_update
 
 def flow_class(target: Any) -> Any:
     """The flow class a ``_target_`` names (``pkg.Class.instantiate_from_default_config`` or ``pkg.Class``)."""
-    from hydra._internal.utils import _locate
+    from .instantiate import locate as _locate  # hydra's _locate, without importing hydra
 
     if not isinstance(target, str) or not target:
         return None
@@ -25,6 +25,30 @@ def flow_class(target: Any) -> Any:
     except Exception:  # an unknown target fails later, when the flow is built, with hydra's message
         return None
     return located if hasattr(located, "get_config") else None
+
+
+def flow_target_problem(target: Any) -> Optional[str]:
+    """Why a flow's ``_target_`` cannot build a flow (to follow the key's name in a message), or None. It must name
+    the classmethod of a flow class that builds it (``pkg.Class.instantiate_from_default_config``): hydra calls it
+    with the node's other keys, and what it returns must be a flow."""
+    from aiflows.base_flows import Flow
+
+    from .instantiate import locate as _locate  # hydra's _locate (same errors), without importing hydra
+
+    if not isinstance(target, str) or not target.strip():
+        return f"is {target!r}, not the dotted name of a flow"
+    try:
+        located = _locate(target)
+    except Exception as error:  # hydra's message wraps the import error: say only the latter
+        return f"names {target}, which cannot be imported ({error.__cause__ or error})"
+    owner = getattr(located, "__self__", None)
+    if isinstance(owner, type) and issubclass(owner, Flow):
+        return None
+    if isinstance(located, type) and issubclass(located, Flow):
+        return f"names the flow class {target} itself: write {target}.instantiate_from_default_config"
+    kind = ("a class that is not a flow" if isinstance(located, type)
+            else "a function, not a flow" if callable(located) else f"a {type(located).__name__}, not a flow")
+    return f"names {target}, {kind}"
 
 
 def walk_config(node: Dict[str, Any], path: str = "", parent_default: Optional[Dict[str, Any]] = None,

@@ -14,6 +14,11 @@ class ConfigurationError(JarvisError):
     """A configuration value is missing or wrong; the message names the key and what to do."""
 
 
+class BadInputError(ConfigurationError):
+    """What the user gave at start (the goal, the configuration, a file named on the command line) cannot be used:
+    the run is refused before anything in the memory folder is moved or written (run_jarvis.py exits with 2)."""
+
+
 class LLMCallError(JarvisError):
     """An LLM call failed for good (after retries, or at once for errors retrying cannot fix)."""
 

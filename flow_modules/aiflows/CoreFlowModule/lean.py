@@ -16,6 +16,10 @@ change only how messages are kept:
 * errors are not logged as tracebacks at every level of nesting; they carry ``flow_path`` (where they happened);
 * the disk cache (``.flow_cache`` in the working directory) is only opened when caching is actually used.
 
+They are also quicker to build: a class's default configuration comes from YAML files parsed once per process
+(``config_cache``; aiflows parses every file of the class chain at every ``get_config``), and subflows and
+topology interfaces are built by ``instantiate`` (no OmegaConf round trip of the subtree at every level).
+
 Use them through the first base class, as aiflows' config loader follows only the first base:
 ``class MyFlow(LeanAtomicFlow)``, or ``class X(CircularFlow, LeanFlowMixin)`` for another aiflows base.
 """
@@ -30,11 +34,17 @@ from collections import deque
 from contextvars import ContextVar
 from typing import Any, Dict, List, Optional
 
-from aiflows.base_flows import AtomicFlow, BranchingFlow, CircularFlow, Flow, SequentialFlow
+from aiflows.base_flows import AtomicFlow, BranchingFlow, CircularFlow, CompositeFlow, Flow, SequentialFlow
+from aiflows.base_flows.circular import TopologyNode
+from aiflows.data_transformations import KeyMatchInput
 from aiflows.flow_cache import CACHING_PARAMETERS, FlowCache
 from aiflows.history import FlowHistory
+from aiflows.interfaces import KeyInterface
 from aiflows.messages import InputMessage, Message, OutputMessage
 from aiflows.utils import logging
+
+from . import config_cache
+from .instantiate import instantiate
 
 log = logging.get_logger(f"aiflows.{__name__}")
 
@@ -56,8 +66,9 @@ class BoundedHistory(FlowHistory):
         self.messages = deque(maxlen=max(1, int(limit)))
         self.total = 0
 
-    def add_message(self, message: Message) -> None:
-        self.messages.append(_detached_copy(message))
+    def add_message(self, message: Message, private: bool = False) -> None:
+        """Keep a snapshot of ``message``; ``private``: its data is a fresh copy no one else changes, kept as it is."""
+        self.messages.append(message if private else _detached_copy(message))
         self.total += 1
 
     def get_last_n_messages(self, n: int) -> List[Message]:
@@ -128,6 +139,9 @@ def _active_trace() -> Optional[RunTrace]:
 
 
 _EMPTY_HISTORY = FlowHistory()
+# The `history` of every OutputMessage a lean flow makes: empty, and shared, which also marks the message as one whose
+# output is its own copy (nothing to copy again when a parent keeps it). Never appended to.
+_NO_HISTORY: list = []
 
 
 class LeanFlowMixin(Flow):
@@ -138,6 +152,12 @@ class LeanFlowMixin(Flow):
         self.flow_config = flow_config
         self._validate_flow_config(flow_config)
         self.set_up_flow_state()
+
+    @classmethod
+    def get_config(cls, **overrides):
+        """aiflows' default configuration of the class (its YAML over its first base's) with ``overrides`` on top;
+        each YAML file is parsed once per process (``config_cache``)."""
+        return config_cache.get_config(cls, **overrides)
 
     @property
     def cache(self) -> FlowCache:
@@ -151,16 +171,22 @@ class LeanFlowMixin(Flow):
         self.flow_state = copy.deepcopy(self.flow_config.get("initial_state") or {})
         self.history = BoundedHistory(self.flow_config.get("history_size", DEFAULT_HISTORY_SIZE))
 
-    def _log_message(self, message: Message):
+    def _log_message(self, message: Message, private: bool = False):
+        """Trace and keep ``message``. ``private``: its data is a fresh copy that no one else holds (a chat message
+        just built), so the history keeps it without copying it again; so is a lean flow's OutputMessage (its
+        output is copied when it is made, and the caller copies what it uses)."""
         trace = _active_trace()
         if trace is not None:
             trace.write(current_flow_path() or self.flow_config.get("name", "?"), message)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(message.to_string())
+        private = private or getattr(message, "history", None) is _NO_HISTORY
+        if isinstance(self.history, BoundedHistory):
+            return self.history.add_message(message, private=private)
         return self.history.add_message(message)
 
     def _package_output_message(self, input_message: InputMessage, response: Dict[str, Any], raw_response):
-        return OutputMessage(
+        message = OutputMessage(
             created_by=self.flow_config["name"],
             src_flow=self.flow_config["name"],
             dst_flow=input_message.src_flow,
@@ -169,6 +195,8 @@ class LeanFlowMixin(Flow):
             input_message_id=input_message.message_id,
             history=_EMPTY_HISTORY,
         )
+        message.history = _NO_HISTORY
+        return message
 
     def _post_call_hook(self):
         # aiflows logs an "UpdateMessage_NamespaceReset" after every call and clears nothing; skip the message.
@@ -219,6 +247,9 @@ class LeanFlowMixin(Flow):
         return self(message).data["output_data"]
 
 
+config_cache.register_default_get_config(LeanFlowMixin.get_config)
+
+
 class LeanAtomicFlow(AtomicFlow, LeanFlowMixin):
     """``aiflows.base_flows.AtomicFlow`` with lean message keeping."""
 
@@ -238,8 +269,58 @@ def _run_with_resets(flow: Flow, run, input_data: Dict[str, Any]) -> Dict[str, A
     return output
 
 
+def _set_up_subflows(cls, config: Dict[str, Any]) -> Dict[str, Flow]:
+    """``CompositeFlow._set_up_subflows`` building each subflow with ``instantiate`` (no OmegaConf round trip of the
+    subtree at every level of nesting when the configuration is plain)."""
+    subflows_config = config["subflows_config"]
+    if not all(isinstance(sub, dict) and "_target_" in sub for sub in subflows_config.values()):
+        return CompositeFlow._set_up_subflows.__func__(cls, config)  # aiflows' own checks and errors
+    subflows = {}
+    parent_module = ".".join(cls.__module__.split(".")[:-1])
+    for name, sub in subflows_config.items():
+        if sub["_target_"].startswith("."):
+            sub["_target_"] = parent_module + sub["_target_"]
+        flow = instantiate(sub)
+        flow.flow_config["name"] = name
+        subflows[name] = flow
+    return subflows
+
+
+def _set_up_topology(self) -> List[TopologyNode]:
+    """``CircularFlow.__set_up_topology`` (same checks, same registries of interface functions) with the interfaces
+    that are configurations built by ``instantiate``."""
+    topology = self.flow_config.get("topology", [])
+    if len(topology) == 0:
+        raise ValueError(f"topology is empty for flow {self.flow_config['name']}")
+    builders = getattr(CircularFlow, "_CircularFlow__input_msg_payload_builder_registry")
+    processors = getattr(CircularFlow, "_CircularFlow__output_msg_payload_processor_registry")
+    nodes = []
+    for node in topology:
+        if node["flow"] not in self.subflows:
+            raise ValueError(f"flow {node['flow']} is not in subflow_configs")
+        input_interface = node.get("input_interface")
+        if input_interface is None:
+            input_interface = KeyInterface()
+            input_interface.transformations.append(KeyMatchInput())
+        else:
+            target = input_interface["_target_"]
+            key = f"{self.__class__.__name__}.{target}" if target.startswith(".") else target  # as aiflows keys it
+            input_interface = builders[key] if key in builders else instantiate(input_interface)
+        output_interface = node.get("output_interface")
+        if output_interface is not None:
+            target = output_interface["_target_"]
+            key = self.__class__.__name__ + target if target.startswith(".") else target
+            output_interface = processors[key] if key in processors else instantiate(output_interface)
+        nodes.append(TopologyNode(goal=node["goal"], input_interface=input_interface, flow=self.subflows[node["flow"]],
+                                  output_interface=output_interface, reset=node.get("reset", False)))
+    return nodes
+
+
 class LeanSequentialFlow(SequentialFlow, LeanFlowMixin):
     """``aiflows.base_flows.SequentialFlow`` with lean message keeping and ``reset_before_run``/``reset_after_run``."""
+
+    _set_up_subflows = classmethod(_set_up_subflows)
+    _CircularFlow__set_up_topology = _set_up_topology
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         return _run_with_resets(self, super().run, input_data)
@@ -248,12 +329,17 @@ class LeanSequentialFlow(SequentialFlow, LeanFlowMixin):
 class LeanCircularFlow(CircularFlow, LeanFlowMixin):
     """``aiflows.base_flows.CircularFlow`` with lean message keeping and ``reset_before_run``/``reset_after_run``."""
 
+    _set_up_subflows = classmethod(_set_up_subflows)
+    _CircularFlow__set_up_topology = _set_up_topology
+
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         return _run_with_resets(self, super().run, input_data)
 
 
 class LeanBranchingFlow(BranchingFlow, LeanFlowMixin):
     """``aiflows.base_flows.BranchingFlow`` with lean message keeping; an unknown branch names the known ones."""
+
+    _set_up_subflows = classmethod(_set_up_subflows)
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         branch = input_data.get("branch")

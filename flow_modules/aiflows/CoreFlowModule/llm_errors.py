@@ -3,7 +3,8 @@
 litellm 1.0.0 with openai 1.0.0 raises RateLimitError (429) and AuthenticationError (401) as such, but turns every
 other HTTP error (400, 403, 404, 5xx) into ``TypeError: APIError.__init__() missing ... 'body'``; the status code
 survives only on the ``OpenAIError`` in the exception's context chain. A malformed body surfaces as a raw
-``JSONDecodeError``, a refused connection as ``httpx.ConnectError``, a timeout as ``litellm.exceptions.Timeout``.
+``JSONDecodeError`` (``UnicodeDecodeError`` when it is not UTF-8), a refused connection as ``httpx.ConnectError``, a
+timeout as ``litellm.exceptions.Timeout``.
 
 ``classify`` sorts them into a ``kind`` (context_window, timeout, rate_limit, auth, bad_request, server, connection,
 malformed, other) with the HTTP status and the server's own message; 400 and 422 (the validation error of FastAPI
@@ -252,6 +253,16 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
     if names & {"ConnectError", "APIConnectionError", "ConnectionError", "RemoteProtocolError", "ReadError",
                 "ConnectionRefusedError", "ConnectionResetError"}:
         return info(True, f"cannot connect to the LLM server ({error})", "connection")
+    decode = next((e for e in _chain(error) if isinstance(e, UnicodeDecodeError)), None)
+    if decode is not None:  # a body that is not UTF-8: a proxy's error page, a server's glitch; transient like a 502
+        byte = decode.object[decode.start:decode.start + 1].hex() if isinstance(decode.object, bytes) else "?"
+        return info(True, f"the server sent a response that is not valid UTF-8 (byte 0x{byte} at position "
+                          f"{decode.start})", "malformed")
+    encode = next((e for e in _chain(error) if isinstance(e, UnicodeEncodeError)), None)
+    if encode is not None:  # the request: text with lone surrogates (bytes a terminal or file gave that are not UTF-8)
+        bad = encode.object[encode.start:encode.end]
+        return info(False, f"the prompt holds characters that cannot be sent ({bad!r} at position {encode.start}: "
+                           "text that was not valid UTF-8 where it came from)", "bad_request")
     if names & {"JSONDecodeError", "ResponseNotRead", "MalformedReply"}:
         return info(True, "the server sent a malformed response", "malformed")
     if "RateLimitError" in names:
@@ -343,9 +354,12 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, flow: str,
                 failure.info = info
                 raise failure from error
             if attempt >= policy.max_attempts:
+                advice = ("The server answers, but not with a valid response: check its log (or the proxy in front "
+                          "of it), and that the API base URL is an OpenAI-compatible endpoint."
+                          if info.kind == "malformed" else
+                          "Check that the LLM server is reachable and try again later.")
                 failure = LLMCallError(
-                    f"{flow}: the LLM call failed {attempt} times; last error: {info.reason}. "
-                    "Check that the LLM server is reachable and try again later.",
+                    f"{flow}: the LLM call failed {attempt} times; last error: {info.reason}. {advice}",
                     flow=flow, cause=error, retryable=True,
                 )
                 failure.info = info

@@ -66,9 +66,9 @@ def model_info(model: str) -> ModelInfo:
     """Context window and prices of ``model`` (litellm's map first, then the later OpenAI models above)."""
     name = bare_name(model)
     try:
-        from .offline import import_litellm
+        from .offline import litellm_model_cost
 
-        cost_map = getattr(import_litellm(), "model_cost", {}) or {}
+        cost_map = litellm_model_cost() or {}
     except Exception:  # pragma: no cover - litellm is a dependency; a broken install still runs without prices
         cost_map = {}
     entry = cost_map.get(str(model)) or cost_map.get(name)

@@ -1,9 +1,17 @@
-"""Make litellm 1.0.0 work without the network.
+"""Make litellm 1.0.0 work without the network, and start quickly.
 
 `import litellm` 1.0.0 downloads the cl100k tokenizer and a model price list at import time. This module ships the
 tokenizer (``tiktoken_cache/``), points ``TIKTOKEN_CACHE_DIR`` at it before litellm is imported, and imports litellm
 with its price-list download short-circuited to the copy litellm bundles, its telemetry thread off and its
-"Give Feedback" banners silenced.
+"Give Feedback" banners silenced. What litellm 1.0.0 loads at import and a run may never use waits until it is
+used: the cl100k tokenizer (42 MB, about 0.2 s; with servers that report ``usage`` nothing uses it), aiohttp (which
+litellm 1.0.0 imports and never calls) and the TLS certificates of the three HTTP clients it makes (one context,
+made at the first https request; a local server over http never needs it).
+
+``import aiflows`` imports its hub client (``aiflows.flow_verse``, and with it huggingface_hub: about 0.4 s) that a
+run never uses; it is loaded when first used (``flow_verse.sync_dependencies``, ``flow_verse.loading.X``). So are
+hydra (the lean flows build subflows without it, see ``instantiate``) and the rich console aiflows uses to print
+a configuration at debug level.
 
 Only the standard library is imported at module level: this file runs before anything else of the package.
 """
@@ -14,6 +22,8 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+import threading
+import types
 import warnings
 
 TOKENIZER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiktoken_cache")
@@ -28,6 +38,7 @@ def ensure_offline_tokenizer() -> str:
     if not os.environ.get("TIKTOKEN_CACHE_DIR"):
         os.environ["TIKTOKEN_CACHE_DIR"] = TOKENIZER_DIR
     install_litellm_import_hook()
+    install_flow_verse_import_hook()
     return os.environ["TIKTOKEN_CACHE_DIR"]
 
 
@@ -62,6 +73,143 @@ class _PriceListBlocker:
         return False
 
 
+class LazyObject:
+    """Stands for the object ``make()`` returns until one of its attributes is used; it is then made (once) and used.
+    ``what`` names it in ``repr``."""
+
+    def __init__(self, make, what: str):
+        self._make = make
+        self._what = what
+        self._object = None
+        self._lock = threading.Lock()
+
+    def loaded(self):
+        with self._lock:
+            if self._object is None:
+                self._object = self._make()
+            return self._object
+
+    def __getattr__(self, attribute):
+        return getattr(self.loaded(), attribute)
+
+    def __repr__(self) -> str:
+        return f"<lazy {self._what}>"
+
+
+class _LazyTokenizers:
+    """While litellm is first imported, ``tiktoken.get_encoding`` gives a LazyObject: litellm 1.0.0 loads cl100k at
+    import (``encoding = tiktoken.get_encoding("cl100k_base")``, twice) and uses it only to count tokens itself."""
+
+    def __enter__(self):
+        import tiktoken
+
+        self._tiktoken = tiktoken
+        self._real = real = tiktoken.get_encoding
+        tiktoken.get_encoding = lambda name: LazyObject(lambda: real(name), f"tiktoken encoding {name}")
+        return self
+
+    def __exit__(self, *exc):
+        self._tiktoken.get_encoding = self._real
+        return False
+
+
+_lazy_lock = threading.RLock()
+# What the import system reads of a module it finds in sys.modules (`import x` looks at x.__spec__): not a use.
+_IMPORT_SYSTEM_ATTRIBUTES = frozenset({"__spec__", "__name__", "__class__", "__dict__"})
+
+
+class _DeferredModule(types.ModuleType):
+    """A module not executed yet: the first use of one of its attributes executes it (in place, so every reference
+    to it sees the real module). ``importlib.util.LazyLoader`` does the same, but on Python 3.11 an ``import``
+    statement naming the module already counts as a use."""
+
+    def __getattribute__(self, attribute):
+        if attribute in _IMPORT_SYSTEM_ATTRIBUTES:
+            return types.ModuleType.__getattribute__(self, attribute)
+        namespace = types.ModuleType.__getattribute__(self, "__dict__")
+        if attribute == "__path__" and "__path__" not in namespace:  # `from m import f` asks if m is a package
+            raise AttributeError(f"module {namespace.get('__name__')!r} has no attribute '__path__'")
+        stubs = namespace.get("__deferred_stubs__") or {}
+        if attribute in stubs:  # a function taken by name (`from m import f`): calling it executes the module
+            return stubs[attribute]
+        _execute(self)
+        return getattr(self, attribute)
+
+    def __setattr__(self, attribute, value):
+        _execute(self)
+        setattr(self, attribute, value)
+
+    def __delattr__(self, attribute):
+        _execute(self)
+        delattr(self, attribute)
+
+
+def _execute(module: types.ModuleType) -> None:
+    with _lazy_lock:
+        if type(module) is not _DeferredModule:
+            return
+        types.ModuleType.__setattr__(module, "__class__", types.ModuleType)
+        spec = module.__spec__
+        module.__dict__.pop("__deferred_stubs__", None)
+        loader = module.__dict__.pop("__deferred_loader__", None) or spec.loader
+        try:
+            loader.exec_module(module)
+        except BaseException:
+            if sys.modules.get(spec.name) is module:
+                del sys.modules[spec.name]
+            raise
+
+
+def lazy_module(name: str, path=None):
+    """Put the module ``name`` (a submodule: with its package's ``path``) in ``sys.modules``, to be executed when an
+    attribute of it is first used. Returns it; the module itself if it is imported already, None if it is not found
+    on the path (it is then imported as usual, by whoever imports it)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    import importlib.machinery
+
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
+    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        return None
+    module = importlib.util.module_from_spec(spec)
+    module.__class__ = _DeferredModule
+    sys.modules[name] = module
+    return module
+
+
+class _LazyHTTPClients:
+    """While litellm is first imported: aiohttp is imported lazily, and the HTTP clients litellm makes at import share
+    one TLS context, made when a connection first needs it (loading certifi's certificates takes about 30 ms a
+    client)."""
+
+    def __enter__(self):
+        lazy_module("aiohttp")
+        self._transports = None
+        try:
+            import httpx._transports.default as transports
+        except ImportError:  # pragma: no cover - httpx is a dependency of litellm
+            return self
+        real = transports.create_ssl_context
+        self._transports, self._real = transports, real
+        shared = {}
+
+        def create_ssl_context(verify=True, cert=None, trust_env=True, **kwargs):
+            if verify is True and cert is None and trust_env and not kwargs:
+                if "context" not in shared:
+                    shared["context"] = LazyObject(lambda: real(verify=True, cert=None, trust_env=True),
+                                                   "TLS context (certifi's certificates)")
+                return shared["context"]
+            return real(verify=verify, cert=cert, trust_env=trust_env, **kwargs)
+
+        transports.create_ssl_context = create_ssl_context
+        return self
+
+    def __exit__(self, *exc):
+        if self._transports is not None:
+            self._transports.create_ssl_context = self._real
+        return False
+
+
 def _quiet(litellm) -> None:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
@@ -71,20 +219,43 @@ def _quiet(litellm) -> None:
     warnings.filterwarnings("ignore", message=r".*Pydantic serializer warnings.*")
 
 
-class _LitellmImportHook(importlib.abc.MetaPathFinder):
-    """Whoever imports litellm first (aiflows.backends does), it is imported quietly and without the network."""
+class _FirstImportHook(importlib.abc.MetaPathFinder):
+    """A finder that changes how one module (``name``) is imported the first time, then steps aside."""
+
+    name = ""
+
+    def install(self) -> None:
+        """No-op once the module is imported."""
+        if self.name not in sys.modules and self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def uninstall(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != "litellm":
+        if fullname != self.name:
             return None
-        uninstall_litellm_import_hook()
-        spec = importlib.util.find_spec("litellm")
+        self.uninstall()
+        return self.spec(fullname, path)
+
+    def spec(self, fullname, path):
+        raise NotImplementedError
+
+
+class _LitellmImportHook(_FirstImportHook):
+    """Whoever imports litellm first (aiflows.backends does), it is imported quietly and without the network."""
+
+    name = "litellm"
+
+    def spec(self, fullname, path):
+        spec = importlib.util.find_spec(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         real_exec = spec.loader.exec_module
 
         def exec_module(module):
-            with _PriceListBlocker(), warnings.catch_warnings():
+            with _PriceListBlocker(), _LazyTokenizers(), _LazyHTTPClients(), warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 real_exec(module)
             _quiet(module)
@@ -93,18 +264,129 @@ class _LitellmImportHook(importlib.abc.MetaPathFinder):
         return spec
 
 
+class _FlowVerseImportHook(_FirstImportHook, importlib.abc.Loader):
+    """``aiflows.flow_verse`` as a package whose ``loading`` module (the hub client) is loaded on first use.
+
+    The package's own ``__init__`` is only ``from .loading import sync_dependencies``; here ``loading`` is a module
+    executed when first used (``lazy_module``) and ``sync_dependencies`` is looked up in it when asked for."""
+
+    name = "aiflows.flow_verse"
+
+    def spec(self, fullname, path):
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or not spec.submodule_search_locations:
+            return spec
+        return importlib.util.spec_from_file_location(fullname, spec.origin, loader=self,
+                                                      submodule_search_locations=spec.submodule_search_locations)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        loading = lazy_module(f"{module.__name__}.loading", module.__path__)
+        if loading is None:  # not aiflows 0.1.7's layout: execute the package as it comes
+            with open(module.__file__, encoding="utf-8") as f:
+                exec(compile(f.read(), module.__file__, "exec"), module.__dict__)
+            return
+        module.loading = loading
+
+        def __getattr__(attribute):
+            if attribute == "sync_dependencies":
+                return loading.sync_dependencies
+            raise AttributeError(f"module {module.__name__!r} has no attribute {attribute!r}")
+
+        module.__getattr__ = __getattr__
+
+
+class _DeferringImportHook(_FirstImportHook, importlib.abc.Loader):
+    """``import name`` gives a module executed at its first use. ``functions``: names of functions that can be taken
+    from it (``from name import f``) without executing it; calling one does."""
+
+    def __init__(self, name: str, functions=()):
+        self.name = name
+        self.functions = tuple(functions)
+        self._loader = None
+
+    def spec(self, fullname, path):
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module") \
+                or spec.loader.create_module(spec) is not None:
+            return spec
+        self._loader, spec.loader = spec.loader, self
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        def forwarder(function):
+            def call(*args, **kwargs):
+                _execute(module)
+                return getattr(module, function)(*args, **kwargs)
+
+            call.__name__ = call.__qualname__ = function
+            return call
+
+        module.__dict__["__deferred_loader__"] = self._loader
+        module.__dict__["__deferred_stubs__"] = {function: forwarder(function) for function in self.functions}
+        module.__class__ = _DeferredModule
+
+
 _hook = _LitellmImportHook()
+_flow_verse_hook = _FlowVerseImportHook()
+# aiflows imports hydra (about 0.1 s) to build flows, which the lean flows do without it, and rich (about 0.1 s) for
+# a configuration tree printed only at debug level; httpx (litellm's HTTP client) and litellm import their command
+# lines, with click, rich and pygments (about 0.1 s).
+_deferred_imports = (_DeferringImportHook("hydra"),
+                     _DeferringImportHook("aiflows.utils.rich_utils", functions=("print_config_tree",)),
+                     _DeferringImportHook("httpx._main", functions=("main",)),
+                     _DeferringImportHook("litellm.proxy.proxy_cli", functions=("run_server",)))
 
 
 def install_litellm_import_hook() -> None:
     """Make the first import of litellm, by anyone, offline and quiet (no-op if litellm is imported already)."""
-    if "litellm" not in sys.modules and _hook not in sys.meta_path:
-        sys.meta_path.insert(0, _hook)
+    _hook.install()
 
 
 def uninstall_litellm_import_hook() -> None:
-    if _hook in sys.meta_path:
-        sys.meta_path.remove(_hook)
+    _hook.uninstall()
+
+
+def install_flow_verse_import_hook() -> None:
+    """Make ``import aiflows`` leave its hub client unloaded until used (no-op once aiflows is imported), and the
+    other imports above until they are used."""
+    _flow_verse_hook.install()
+    for hook in _deferred_imports:
+        hook.install()
+
+
+_bundled_model_cost = None
+
+
+def litellm_model_cost() -> dict:
+    """litellm's model map (context windows, prices): litellm's own once it is imported, else the copy it bundles
+    (what it uses offline), read without importing litellm (about 40 MB and half a second), which a run whose LLM is
+    scripted or replayed never needs."""
+    global _bundled_model_cost
+    litellm = sys.modules.get("litellm")
+    if isinstance(getattr(litellm, "model_cost", None), dict):
+        return litellm.model_cost
+    if _bundled_model_cost is None:
+        import importlib.machinery
+        import json
+
+        spec = importlib.machinery.PathFinder.find_spec("litellm")  # not through the import hooks: nothing imported
+        try:
+            path = os.path.join(os.path.dirname(spec.origin), "model_prices_and_context_window_backup.json")
+            with open(path, encoding="utf-8") as f:
+                _bundled_model_cost = json.load(f)
+        except (AttributeError, TypeError, OSError, ValueError):  # not litellm 1.0.0's layout: ask litellm itself
+            return getattr(import_litellm(), "model_cost", {}) or {}
+    return _bundled_model_cost
 
 
 def import_litellm():

@@ -1,6 +1,11 @@
-"""Prompt templates that fail loudly: a variable the template uses but the caller does not give raises."""
+"""Prompt templates that fail loudly: a variable the template uses but the caller does not give raises.
+
+A template is compiled once per process (aiflows' JinjaPrompt compiles it again at every render: 0.57 ms against
+0.006 ms for rendering a compiled one, two renders a controller round).
+"""
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Iterable, Set
 
 import jinja2
@@ -10,6 +15,13 @@ from aiflows.prompt_template import JinjaPrompt
 from .errors import ConfigurationError
 
 _ENVIRONMENT = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(template: str) -> jinja2.Template:
+    """``template`` compiled with the strict environment, once per process (the configurations hold a few hundred
+    distinct templates; the cache is bounded all the same)."""
+    return _ENVIRONMENT.from_string(template)
 
 
 def template_variables(template: str) -> Set[str]:
@@ -44,7 +56,9 @@ class StrictJinjaPrompt(JinjaPrompt):
     def format(self, **kwargs) -> str:
         merged = {**self.partial_variables, **kwargs}
         try:
-            return self.environment.from_string(self.template).render(**merged)
+            template = compiled(self.template) if self.environment is _ENVIRONMENT \
+                else self.environment.from_string(self.template)
+            return template.render(**merged)
         except jinja2.UndefinedError as error:
             raise ConfigurationError(
                 f"prompt template uses an undefined variable ({error.message}); "

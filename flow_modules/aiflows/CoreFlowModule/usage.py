@@ -1,7 +1,7 @@
 """Counting LLM calls, tokens and dollars, per call, per flow and in total.
 
 Tokens come from the API's ``usage`` when the server reports it (``reported=True``), else they are estimated with
-the cl100k tokenizer. Dollars come from litellm's price list (``litellm.model_cost``: per-token prices of prompt and
+the cl100k tokenizer, which is loaded (42 MB) only then. Dollars come from litellm's price list (``litellm.model_cost``: per-token prices of prompt and
 completion); a model it does not know (a local server's, most often) counts tokens only.
 """
 from __future__ import annotations
@@ -33,9 +33,20 @@ def count_tokens(text: str) -> int:
     return len(_encoding.encode(text, disallowed_special=()))
 
 
+def tokenizer_loaded() -> bool:
+    """Whether ``count_tokens`` has loaded the cl100k tokenizer in this process."""
+    return bool(_encoding)
+
+
 def count_message_tokens(messages: List[dict]) -> int:
     # OpenAI's accounting: about 4 tokens of framing per message plus 3 for the reply's priming.
     return sum(4 + count_tokens(str(m.get("content") or "")) for m in messages) + 3
+
+
+def message_tokens_at_most(messages: List[dict]) -> int:
+    """An upper bound of ``count_message_tokens(messages)`` that needs no tokenizer: a cl100k token is at least one
+    byte of UTF-8, so a text has at most as many tokens as bytes."""
+    return sum(4 + len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in messages) + 3
 
 
 def price_of(model: Optional[str]) -> Optional[Tuple[float, float]]:

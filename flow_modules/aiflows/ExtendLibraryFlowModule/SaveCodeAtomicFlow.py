@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, List, Tuple
+import hashlib
+from typing import Any, Dict, List, Optional, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow, get_console
 from flow_modules.aiflows.CoreFlowModule.locks import file_lock
@@ -15,14 +16,25 @@ from flow_modules.aiflows.CoreFlowModule.memory import (
 )
 
 
-def _definition_spans(tree: ast.Module, names: set) -> List[Tuple[int, int]]:
-    """1-based line spans (decorators included) of the top-level definitions of ``names``."""
+def _definition_spans(tree: ast.Module, names: Optional[set] = None) -> List[Tuple[str, int, int]]:
+    """``(name, first line, last line)``, 1-based, decorators included, of the top-level functions and classes (of
+    ``names`` only, when given)."""
     spans = []
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if names is None or node.name in names:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            spans.append((start, node.end_lineno))
+            spans.append((node.name, start, node.end_lineno))
     return spans
+
+
+def definition_digests(source: str) -> Dict[str, str]:
+    """``{name: digest of its source}`` for the top-level functions and classes of ``source``, to tell later which
+    were added or changed (SyntaxError propagates)."""
+    lines = source.split("\n")
+    return {name: hashlib.sha256("\n".join(lines[start - 1:end]).encode("utf-8")).hexdigest()
+            for name, start, end in _definition_spans(ast.parse(source))}
 
 
 # Top-level statements a library may hold: they define names. (An assignment's value is computed on import, e.g.
@@ -74,7 +86,7 @@ def _describe(code: str, node: ast.stmt, limit: int = 60) -> str:
 def without_definitions(source: str, names: set) -> str:
     """``source`` with the top-level definitions of ``names`` removed."""
     lines = source.split("\n")
-    for start, end in sorted(_definition_spans(ast.parse(source), names), reverse=True):
+    for _, start, end in sorted(_definition_spans(ast.parse(source), names), key=lambda span: -span[1]):
         del lines[start - 1:end]
     return "\n".join(lines)
 

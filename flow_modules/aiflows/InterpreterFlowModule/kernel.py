@@ -1,34 +1,40 @@
 """The code interpreter behind ``InterpreterAtomicFlow``: one Jupyter kernel for Python, ``bash`` for shell code.
 
-No aiflows import here: the engine can be used, tested and benchmarked on its own.
+No aiflows import here: the engine can be used, tested and benchmarked on its own. The module's other files hold
+its parts: ``output`` (the result, the bounded output), ``workspace`` (which files a run changed), ``environment``
+(what the code may see of the environment), ``processes`` (finding and ending what the code started),
+``launcher`` (the process between the interpreter and its kernel), ``sandbox`` (bubblewrap), ``kernel_setup`` (what
+the kernel runs when it starts).
 
-* Python runs in ONE ipykernel process (started on the first Python run, for the current interpreter, with the
-  workspace as its working directory and first on ``sys.path``), over IPC sockets kept in a private temporary folder.
-  Variables persist between runs. Before each run the code library (``library.py`` by default) is reloaded if it was
-  imported and its file changed, and the names imported from it are rebound to the new definitions.
+* Python runs in ONE ipykernel process (started on the first Python run, or in the background by ``prestart()``,
+  for the current interpreter, with the workspace as its working directory and first on ``sys.path``), over IPC
+  sockets kept in a private temporary folder. Variables persist between runs. Before each run the code library
+  (``library.py`` by default) is reloaded if it was imported and its file changed, and the names imported from it
+  are rebound to the new definitions.
+* The kernel is started by a launcher (``launcher.py``) that holds no secrets, tracks every process below it, and
+  ends them all when the kernel ends or when this process dies.
 * Every run has a timeout. Python: the kernel is interrupted and the session kept; if it does not respond to the
   interrupt it is restarted (state lost). Shell: the command's whole process group is killed.
-* A dead kernel is seen at once (not at the timeout), restarted, and the loss of state is said.
+* A dead kernel is seen at once (not at the timeout), restarted, and the loss of state (and its cause, when it is
+  a limit) is said.
 * Output (stdout, stderr, results, tracebacks) is stripped of ANSI escapes and control characters and bounded while
-  it streams: a head and a tail are kept, and a line says how many characters were cut in between.
+  it streams, in the kernel already: a head and a tail are kept, and a line says how many characters were cut.
 * matplotlib figures left open by a run, and ``image/png`` outputs, are saved as PNG files in ``<workspace>/figures``.
-* The kernel and the shell get an environment without secrets (names with a part KEY, TOKEN, SECRET, PASSWORD,
-  CREDENTIAL...) and without the LLM providers' endpoints; the kernel's Python comes first on the shell's PATH.
-* Stopping the kernel (``close()``, at exit too) kills its process group and what its code started in sessions of
-  its own, and removes the temporary folder. The connection file (with the HMAC key) is removed once connected.
+* The kernel and the shell get an environment without secrets (by name and by value, see ``environment``) and
+  without the LLM providers' endpoints; the kernel's Python comes first on the shell's PATH.
+* Optional limits (``memory_limit_mb``, ``cpu_time_s``) and sandbox (``sandbox="bwrap"``).
+* Stopping the kernel (``close()``, at exit too) ends every process its code started (its process tree, the processes
+  that carry its mark in their environment, its cgroup where one could be made), and removes the temporary folder.
+  The connection file (with the HMAC key) is removed once connected.
 """
 from __future__ import annotations
 
 import atexit
 import base64
 import contextlib
-import dataclasses
-import fnmatch
-import functools
 import logging
 import os
 import queue
-import re
 import selectors
 import shutil
 import signal
@@ -37,10 +43,21 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from flow_modules.aiflows.CoreFlowModule.terminal import clean_text
+
+from .environment import DEFAULT_ENV_SCRUB, code_environment, scrubbed_environment
+from .output import BoundedText, RunResult, SKIP_MARK, Utf8Decoder
+from .processes import MARKER_VARIABLE, Cgroup, descendants, end_processes, group_alive, kill_group, marked_processes
+from .sandbox import SandboxUnavailable, SettingError, bwrap_command, sandbox_program
+from .workspace import FIGURE_DIR, MAX_FILES, ChangeTracker, exclusive_png
+
+__all__ = ["CodeInterpreter", "RunResult", "BoundedText", "scrubbed_environment", "DEFAULT_ENV_SCRUB",
+           "SandboxUnavailable", "SettingError", "FIGURE_DIR", "MAX_FILES", "PYTHON_LANGUAGES", "SHELL_LANGUAGES",
+           "SUPPORTED_LANGUAGES"]
 
 log = logging.getLogger(__name__)
 
@@ -48,406 +65,14 @@ PYTHON_LANGUAGES = ("python", "py", "python3")
 SHELL_LANGUAGES = ("shell", "bash", "sh")
 SUPPORTED_LANGUAGES = PYTHON_LANGUAGES + SHELL_LANGUAGES
 
-# Names whose parts (split at "_") say they hold a secret: OPENAI_KEY, GITHUB_TOKEN, ANTHROPIC_AUTH_TOKEN, KEY_FILE...
-# Whole parts only, so that KEYBOARD_LAYOUT or TOKENIZERS_PARALLELISM are kept.
-_SECRET_PARTS = ("KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD",
-                 "PASSPHRASE", "CREDENTIAL", "CREDENTIALS")
-# Words that say "secret" wherever they are in a name (PGPASSWORD, AWSSECRETKEY): no harmless name contains them.
-_SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY")
-# LLM providers (litellm's names): their endpoints, API versions and organizations say which account a run uses.
-# (Azure: only Azure OpenAI's; AZURE_STORAGE_ENDPOINT and the like are other services' and not secrets.)
-# (Not HF_: HF_ENDPOINT names a Hub mirror, which downloads from the shell need; HF_TOKEN goes as a token.)
-_LLM_PROVIDERS = ("OPENAI", "AZURE_OPENAI", "ANTHROPIC", "COHERE", "MISTRAL", "GROQ", "GEMINI", "VERTEXAI", "HUGGINGFACE",
-                  "TOGETHER", "TOGETHERAI", "REPLICATE", "OPENROUTER", "DEEPSEEK", "PERPLEXITY", "PERPLEXITYAI",
-                  "FIREWORKS", "FIREWORKS_AI", "XAI", "OLLAMA", "LITELLM", "VOYAGE", "AI21", "NVIDIA_NIM", "CLOUDFLARE")
-_LLM_SETTINGS = ("API_BASE", "BASE_URL", "API_URL", "API_VERSION", "ENDPOINT", "ORGANIZATION", "ORG_ID", "PROJECT_ID")
-
-#: Variables never passed to the kernel or the shell (shell-style patterns, matched on the upper-cased name):
-#: secrets by name, and the LLM providers' endpoints (``OPENAI_API_BASE``, ``AZURE_OPENAI_API_VERSION``, ...).
-DEFAULT_ENV_SCRUB: Tuple[str, ...] = (
-    tuple(p for part in _SECRET_PARTS for p in (part, f"{part}_*", f"*_{part}", f"*_{part}_*"))
-    + tuple(f"*{word}*" for word in _SECRET_WORDS)
-    + ("*_PWD", "*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE")  # litellm's names for Azure OpenAI
-    + tuple(f"{provider}_*{setting}" for provider in _LLM_PROVIDERS for setting in _LLM_SETTINGS)
-)
-
-FIGURE_DIR = "figures"
-MAX_FILES = 50
-# The workspace is scanned before and after every run to say which files the run made. The scan is bounded, so that
-# a big workspace does not make every run slow (15,000 files: 200 ms a run unbounded); files past the bound are not
-# reported. Top levels come first: those are the files a controller cares about.
-_MAX_SCAN_ENTRIES = 5000
-_MAX_SCAN_DEPTH = 3  # folders scanned: the workspace and three levels below (a/b/c/file.txt is seen)
-_MTIME_SLACK_NS = 50_000_000  # file times can be a clock tick (up to 10 ms) behind time.time_ns()
-# not scanned (besides hidden folders and virtual environments): caches, installed packages, and the memory folder's
-# own bookkeeping (archived plans and logs, the scripts run_code wrote), which would make every run's scan grow
-_SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "venv", "archive", "code_runs"}
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LAUNCHER = os.path.join(_HERE, "launcher.py")
+_KERNEL_SETUP = os.path.join(_HERE, "kernel_setup.py")
 _FIGURES_MIME = "application/vnd.jarvis.figures+json"
 _POLL = 0.2  # seconds between two liveness checks while the kernel is quiet
-
-@functools.lru_cache(maxsize=8)
-def _scrub_matcher(patterns: Tuple[str, ...]) -> "re.Pattern[str]":
-    """One regular expression for all the patterns (a few hundred fnmatch calls per variable would cost ms)."""
-    return re.compile("|".join(fnmatch.translate(p.upper()) for p in patterns) or r"(?!)")
-
-
-def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """A copy of ``base`` (default ``os.environ``) without the variables matching ``patterns``."""
-    matcher = _scrub_matcher(tuple(patterns))
-    env = dict(os.environ if base is None else base)
-    for name in list(env):
-        if matcher.match(name.upper()):
-            del env[name]
-    return env
-
-
-@dataclasses.dataclass
-class RunResult:
-    """What one run gives back.
-
-    ``output`` is the text a controller reads (stdout/stderr/results/tracebacks and notes, ANSI-free, bounded);
-    ``failed``: exception, non-zero shell exit, timeout, kernel death or unsupported language; ``timed_out``;
-    ``restarted``: the kernel died or had to be restarted, so the Python state was lost; ``truncated``: output was cut;
-    ``figures``: absolute paths of the PNG files saved; ``files``: workspace-relative paths created or modified
-    (at most 50; hidden entries, ``__pycache__`` and the saved figures are left out); ``duration`` in seconds.
-    """
-
-    output: str
-    failed: bool = False
-    timed_out: bool = False
-    restarted: bool = False
-    truncated: bool = False
-    figures: List[str] = dataclasses.field(default_factory=list)
-    files: List[str] = dataclasses.field(default_factory=list)
-    duration: float = 0.0
-    language: str = "python"
-
-    def to_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-class BoundedText:
-    """Text accumulated chunk by chunk, keeping at most ``limit`` characters: a head, a tail, and a count of the cut."""
-
-    def __init__(self, limit: int):
-        self.limit = max(0, int(limit))
-        self.head_limit = int(self.limit * 0.6)
-        self.tail_limit = self.limit - self.head_limit
-        self.head: List[str] = []
-        self.head_len = 0
-        self.tail = ""
-        self.cut = 0
-        self.total = 0
-
-    def add(self, text: str) -> None:
-        if not text:
-            return
-        self.total += len(text)
-        room = self.head_limit - self.head_len
-        if room > 0:
-            piece = text[:room]
-            self.head.append(piece)
-            self.head_len += len(piece)
-            text = text[room:]
-            if not text:
-                return
-        if len(text) >= self.tail_limit:
-            self.cut += len(self.tail) + len(text) - self.tail_limit
-            self.tail = text[len(text) - self.tail_limit:] if self.tail_limit else ""
-        else:
-            self.tail += text
-            excess = len(self.tail) - self.tail_limit
-            if excess > 0:
-                self.cut += excess
-                self.tail = self.tail[excess:]
-
-    def note(self, text: str) -> None:
-        """Add ``text`` as a line of its own."""
-        self.add(("\n" if self.total and self.last_char != "\n" else "") + text.strip("\n") + "\n")
-
-    @property
-    def last_char(self) -> str:
-        if self.tail:
-            return self.tail[-1]
-        return self.head[-1][-1] if self.head else ""
-
-    @property
-    def truncated(self) -> bool:
-        return self.cut > 0
-
-    def render(self) -> str:
-        head = "".join(self.head)
-        if not self.cut:
-            return _clean(head + self.tail)
-        return f"{_clean(head)}\n[... {self.cut:,} characters cut ...]\n{_clean(self.tail)}"
-
-
-def _clean(text: str) -> str:
-    """Escape sequences and control characters but tabs and line breaks removed (``clean_text``: a NUL or a bell
-    means nothing to the controller reading the text); for each line, only what the last carriage return left
-    (progress bars)."""
-    text = clean_text(text, keep_carriage_returns=True)
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-        text = "\n".join(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
-                         for line in text.split("\n"))
-    return text
-
-
-# ~~~ Workspace snapshots (which files a run created or modified) ~~~
-def _snapshot(root: str) -> Tuple[Dict[str, Tuple[int, int]], bool]:
-    """``{relative path: (mtime_ns, size)}`` of the visible files under ``root``, breadth first, and whether the scan
-    saw everything (``False``: it stopped at ``_MAX_SCAN_ENTRIES`` entries or ``_MAX_SCAN_DEPTH`` levels)."""
-    found: Dict[str, Tuple[int, int]] = {}
-    level = [("", root)]
-    count = 0
-    complete = True
-    for depth in range(_MAX_SCAN_DEPTH + 1):
-        below: List[Tuple[str, str]] = []
-        for rel_dir, path in level:
-            try:
-                entries = os.scandir(path)
-            except OSError:
-                continue
-            with entries:
-                for entry in entries:
-                    name = entry.name
-                    if name.startswith(".") or name in _SKIPPED_DIRS:
-                        continue
-                    count += 1
-                    if count > _MAX_SCAN_ENTRIES:
-                        return found, False
-                    rel = f"{rel_dir}/{name}" if rel_dir else name
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            if depth == _MAX_SCAN_DEPTH:
-                                complete = False
-                            elif not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
-                                below.append((rel, entry.path))
-                        elif entry.is_file(follow_symlinks=False):
-                            st = entry.stat(follow_symlinks=False)
-                            found[rel] = (st.st_mtime_ns, st.st_size)
-                    except OSError:
-                        continue
-        if not below:
-            break
-        level = below
-    return found, complete
-
-
-def _changed_files(before: Tuple[Dict[str, Tuple[int, int]], bool], root: str, since_ns: int,
-                   ignore: Iterable[str] = ()) -> Tuple[List[str], int, bool]:
-    """Paths created or modified since ``before`` (at most MAX_FILES), how many there were in all, and whether both
-    scans saw the whole workspace (if not, a change past the scans' bounds is not seen)."""
-    old, complete_before = before
-    new, complete_after = _snapshot(root)
-    ignored = set(ignore)
-    changed = []
-    for rel, stamp in new.items():
-        if rel in ignored:
-            continue
-        previous = old.get(rel)
-        if previous is None:
-            # a file the first scan did not reach (it stopped early) is new only if it was written during the run
-            # (give or take the file system's clock, which can lag the real one by a tick)
-            if complete_before or stamp[0] >= since_ns - _MTIME_SLACK_NS:
-                changed.append(rel)
-        elif previous != stamp:
-            changed.append(rel)
-    changed.sort()
-    return changed[:MAX_FILES], len(changed), complete_before and complete_after
-
-
-def _exclusive_png(folder: str, stamp: str, start: int) -> Tuple[str, int, int]:
-    """Create a new empty ``figure_<stamp>_<n>.png`` in ``folder``: (path, open fd, n)."""
-    os.makedirs(folder, exist_ok=True)
-    n = start
-    while True:
-        path = os.path.join(folder, f"figure_{stamp}_{n}.png")
-        try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), n
-        except FileExistsError:
-            n += 1
-
-
-# ~~~ What the kernel runs once, silently, after it starts ~~~
-_KERNEL_SETUP = r'''
-def __jarvis_install(workspace, library, figure_dir, mime):
-    import contextlib, hashlib, importlib, io, os, sys, time, warnings
-    ip = get_ipython()
-    if workspace in sys.path:
-        sys.path.remove(workspace)
-    sys.path.insert(0, workspace)
-    warnings.filterwarnings("ignore", message=r".*is non-interactive, and thus cannot be shown")
-    # the library module last seen, the digest of its file then, and a copy of its namespace then
-    state = {"module": None, "digest": None, "snapshot": {}, "figures": 0}
-
-    def digest_of(module):
-        path = getattr(module, "__file__", None)
-        if not path:
-            return None
-        try:
-            with open(path, "rb") as f:
-                return hashlib.sha1(f.read()).hexdigest()
-        except OSError:
-            return None
-
-    def record(module, digest):
-        state["module"], state["digest"] = module, digest
-        state["snapshot"] = dict(vars(module)) if module is not None else {}
-
-    def rebind(module):
-        """Point the user's names that held the library's old objects to the new ones of the same name."""
-        old = state["snapshot"]
-        ids = {}
-        for attr, value in old.items():
-            if not attr.startswith("__"):
-                ids.setdefault(id(value), attr)
-        fresh = vars(module)
-        ns = ip.user_ns
-        for name, value in list(ns.items()):
-            attr = ids.get(id(value))
-            if attr is None or value is module or value is state["module"] or old.get(attr) is not value:
-                continue
-            if (name == attr or getattr(value, "__module__", None) == library) and attr in fresh:
-                ns[name] = fresh[attr]
-
-    def reload_library(*args):
-        if not library:
-            return
-        try:
-            module = sys.modules.get(library)
-            if module is None:
-                module = state["module"]
-                if module is None:
-                    return
-                # it failed to reload before (and was taken out of sys.modules): try again once its file changes
-                digest = digest_of(module)
-                if digest is None or digest == state["digest"]:
-                    return
-                sys.modules[library] = module
-            elif module is not state["module"]:
-                after_import(module)
-                return
-            else:
-                digest = digest_of(module)
-                if digest is None or digest == state["digest"]:
-                    return
-            try:
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    importlib.reload(module)
-            except BaseException as error:
-                # leave it out of sys.modules, so that the user's own `import library` shows the error
-                sys.modules.pop(library, None)
-                state["digest"] = digest
-                print("[%s.py changed since the last run and could not be reloaded: %s: %s]"
-                      % (library, type(error).__name__, error))
-                return
-            rebind(module)
-            record(module, digest)
-            # said, as the original's RunCode said it by adding `importlib.reload(library)` to the code run
-            print("[%s.py changed since the last run: reloaded, its new functions can be imported]" % library)
-        except BaseException:
-            pass
-
-    def after_import(module):
-        if state["module"] is not None:
-            rebind(module)
-        record(module, digest_of(module))
-
-    def after_run(*args):
-        try:
-            module = sys.modules.get(library) if library else None
-            if module is not None and module is not state["module"]:
-                after_import(module)
-        except BaseException:
-            pass
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is None:
-            return
-        try:
-            numbers = list(plt.get_fignums())
-        except BaseException:
-            return
-        if not numbers:
-            return
-        paths = []
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-
-        def unsaved(number, error, left):
-            # an interrupt (at the run's timeout) has an empty message: say what it was
-            text = str(error)
-            what = "%s: %s" % (type(error).__name__, text) if text else type(error).__name__
-            if isinstance(error, KeyboardInterrupt):
-                what += " (the run was interrupted while the figure was saved"
-                what += "; %d more figure(s) not saved)" % left if left else ")"
-            print("[figure %s could not be saved: %s]" % (number, what), file=sys.stderr)
-
-        for index, number in enumerate(numbers):
-            try:
-                figure = plt.figure(number)
-                os.makedirs(figure_dir, exist_ok=True)
-                while True:
-                    state["figures"] += 1
-                    path = os.path.join(figure_dir, "figure_%s_%d.png" % (stamp, state["figures"]))
-                    try:
-                        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                        break
-                    except FileExistsError:
-                        continue
-                try:
-                    with os.fdopen(fd, "wb") as f:
-                        figure.savefig(f, format="png")
-                    paths.append(path)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
-                    raise
-            except BaseException as error:
-                unsaved(number, error, len(numbers) - index - 1)
-                if isinstance(error, KeyboardInterrupt):
-                    break  # the time is up: do not start on the next figures
-        try:
-            plt.close("all")
-        except BaseException:
-            pass
-        if paths:
-            from IPython.display import publish_display_data
-            publish_display_data({mime: {"paths": paths}})
-
-    for event, callback in (("pre_run_cell", reload_library), ("post_run_cell", after_run)):
-        for old in [c for c in ip.events.callbacks[event] if getattr(c, "__name__", "") == callback.__name__]:
-            ip.events.unregister(event, old)
-        ip.events.register(event, callback)
-
-
-__jarvis_install(__WORKSPACE__, __LIBRARY__, __FIGURE_DIR__, __MIME__)
-del __jarvis_install
-'''
-
-
-# Folders a system Python lives in: not moved to the front of the shell's PATH (that would put /usr/bin before
-# /usr/local/bin and ~/.local/bin for every command); their pip is found there anyway.
-_SYSTEM_BIN_DIRS = {"/usr/bin", "/bin", "/usr/local/bin"}
-
-
-def _spec_manager():
-    """A kernel spec manager whose only kernel is an ipykernel for the current interpreter (``sys.executable``),
-    whatever kernel specs are installed."""
-    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-
-    class SpecManager(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name):
-            return KernelSpec(
-                argv=[sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
-                      "-f", "{connection_file}", "--HistoryManager.enabled=False"],
-                display_name="Python (Jarvis interpreter)",
-                language="python",
-                resource_dir="",
-                metadata={},
-            )
-
-    return SpecManager()
+# A shutdown request lets the kernel run its exit handlers and flush open files; kernel_setup then ends it at once
+# (some 30 ms). One that has not ended after this long is killed.
+_SHUTDOWN_GRACE = 2.0
 
 
 # ~~~ Live interpreters are closed at exit; one dropped without close() has its processes killed ~~~
@@ -455,11 +80,18 @@ _LIVE: "weakref.WeakSet[CodeInterpreter]" = weakref.WeakSet()
 
 
 def _release(resources: Dict[str, Any]) -> None:
-    """Kill what an interpreter that was garbage-collected without ``close()`` left: its kernel's process group,
-    its shell commands' leftover process groups; remove its temporary folder."""
+    """End what an interpreter that was garbage-collected without ``close()`` left: its kernel (and all below its
+    launcher), its shell commands' leftovers, its cgroups; remove its temporary folder, stop watching files."""
     for pgid in [resources.get("kernel_pgid")] + list(resources.get("shell_groups") or []):
         if pgid:
-            _kill_group(pgid)
+            kill_group(pgid)
+    if resources.get("marker"):
+        end_processes(lambda: marked_processes(resources["marker"]))
+    for cgroup in list(resources.get("cgroups") or ()):
+        cgroup.kill()
+        cgroup.remove()
+    if resources.get("tracker") is not None:
+        resources["tracker"].close()
     if resources.get("scratch"):
         shutil.rmtree(resources["scratch"], ignore_errors=True)
 
@@ -475,16 +107,35 @@ def _close_all() -> None:
 atexit.register(_close_all)
 
 
+def positive_or_none(name: str, value: Any) -> Optional[float]:
+    """``value`` as a positive number, None for null; a clear error otherwise."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = 0.0
+    if not number > 0 or isinstance(value, bool):
+        raise SettingError(f"{name}: {value!r} is not a positive number: give one, or null for no limit.")
+    return number
+
+
 class CodeInterpreter:
     """Runs Python in one persistent Jupyter kernel and shell code in ``bash``, both in ``workspace``.
 
     ``run(code, language)`` never raises for a problem of the code (it returns a failed ``RunResult``); a
     KeyboardInterrupt during a run interrupts the kernel (or kills the shell command) and is re-raised.
+
+    ``memory_limit_mb``: address space the kernel may take beyond its own at start (each shell command's process:
+    this much in all); ``cpu_time_s``: CPU seconds one Python run may use (each shell command's process: this much).
+    ``sandbox="bwrap"`` runs the kernel and the shell commands in bubblewrap (see ``sandbox.py``), with no network
+    unless ``sandbox_network``; a ``SandboxUnavailable`` error at once when it is not installed.
     """
 
     def __init__(self, workspace: str, timeout: float = 60.0, max_output_chars: int = 20000,
                  reload_library: Optional[str] = "library", env_scrub: Iterable[str] = DEFAULT_ENV_SCRUB,
-                 interrupt_grace: float = 5.0, startup_timeout: float = 60.0):
+                 interrupt_grace: float = 5.0, startup_timeout: float = 60.0, memory_limit_mb: Optional[float] = None,
+                 cpu_time_s: Optional[float] = None, sandbox: Optional[str] = None, sandbox_network: bool = False):
         self.workspace = os.path.abspath(os.path.expanduser(str(workspace)))
         self.timeout = float(timeout)
         self.max_output_chars = int(max_output_chars)
@@ -492,15 +143,27 @@ class CodeInterpreter:
         self.env_scrub = tuple(env_scrub)
         self.interrupt_grace = float(interrupt_grace)
         self.startup_timeout = float(startup_timeout)
+        self.memory_limit_mb = positive_or_none("memory_limit_mb", memory_limit_mb)
+        self.cpu_time_s = positive_or_none("cpu_time_s", cpu_time_s)
+        self.sandbox = str(sandbox).strip().lower() if sandbox else None
+        self.sandbox_network = bool(sandbox_network)
+        self._sandbox_program = sandbox_program(self.sandbox)
         self.figure_dir = os.path.join(self.workspace, FIGURE_DIR)
+        self.id = uuid.uuid4().hex[:16]
         self._lock = threading.Lock()
         self._km = None
         self._kc = None
         self._starts = 0
         self._figure_counter = 0
         self._replies: Dict[str, Dict[str, Any]] = {}
+        self._kernel_cgroup: Optional[Cgroup] = None
+        self._shell_cgroup: Optional[Cgroup] = None
+        self._prestart: Optional[threading.Thread] = None
+        self._prestart_lock = threading.Lock()
+        self._tracker = ChangeTracker(self.workspace)
         # what must not outlive the interpreter, kept where the finalizer can reach it without the object
-        self._resources: Dict[str, Any] = {"kernel_pgid": None, "scratch": None, "shell_groups": []}
+        self._resources: Dict[str, Any] = {"kernel_pgid": None, "scratch": None, "shell_groups": [],
+                                           "marker": f"{self.id}/", "cgroups": [], "tracker": self._tracker}
         finalizer = weakref.finalize(self, _release, self._resources)
         finalizer.atexit = False  # at exit, _close_all shuts kernels down gracefully
         _LIVE.add(self)
@@ -527,7 +190,25 @@ class CodeInterpreter:
 
     def _keep_shell_group(self, pgid: int) -> None:
         """Remember a shell command's process group that outlived the command, to kill it at close()."""
-        self._resources["shell_groups"] = [g for g in self._shell_groups if _group_alive(g)] + [pgid]
+        self._resources["shell_groups"] = [g for g in self._shell_groups if group_alive(g)] + [pgid]
+
+    def _marker(self, kind: str) -> str:
+        """The value of ``MARKER_VARIABLE`` for the processes of ``kind`` (``kernel<n>`` or ``shell``)."""
+        return f"{self.id}/{kind}/"
+
+    def _cgroup(self, kind: str) -> Optional[Cgroup]:
+        cgroup = Cgroup.create(f"{os.getpid()}-{self.id}-{kind}")
+        if cgroup is not None:
+            self._resources["cgroups"].append(cgroup)
+        return cgroup
+
+    def _drop_cgroup(self, cgroup: Optional[Cgroup]) -> None:
+        if cgroup is None:
+            return
+        cgroup.kill()
+        cgroup.remove()
+        with contextlib.suppress(ValueError):
+            self._resources["cgroups"].remove(cgroup)
 
     # ~~~ Public ~~~
     def run(self, code: str, language: str = "python", timeout: Optional[float] = None) -> RunResult:
@@ -544,31 +225,60 @@ class CodeInterpreter:
             os.makedirs(self.workspace, exist_ok=True)
             started = time.monotonic()
             since_ns = time.time_ns()
-            before = _snapshot(self.workspace)
+            self._tracker.begin()
             if lang in PYTHON_LANGUAGES:
                 result = self._run_python(code, timeout)
             else:
                 result = self._run_shell(code, timeout)
             result.language = lang
-            files, total, complete = _changed_files(before, self.workspace, since_ns,
-                                                    ignore=self._relative(result.figures))
+            files, total, complete = self._tracker.end(since_ns, ignore=self._relative(result.figures))
             result.files = files
             result.duration = time.monotonic() - started
             result.output = self._finish_output(result, total, complete)
             return result
+
+    def prestart(self) -> threading.Thread:
+        """Start the kernel in a background thread, so that the first Python run does not wait for it (about a
+        second). Returns at once; a run waits for the start to finish. A start that fails is tried again, and its
+        error said, by the first Python run. Idempotent while the kernel runs."""
+        with self._prestart_lock:  # not the run lock: a run going on must not hold this call up
+            if self._prestart is not None and self._prestart.is_alive():
+                return self._prestart
+            thread = threading.Thread(target=self._start_in_background, name="jarvis-kernel-prestart", daemon=True)
+            self._prestart = thread
+            thread.start()
+            return thread
+
+    def _start_in_background(self) -> None:
+        with self._lock:
+            if self._km is not None and self._km.is_alive():
+                return
+            try:
+                os.makedirs(self.workspace, exist_ok=True)
+                self._start_kernel()
+            except Exception as error:  # the first run tries again and says why it failed
+                log.debug("kernel prestart failed: %s", error)
 
     @property
     def kernel_running(self) -> bool:
         return self._km is not None and self._km.is_alive()
 
     def close(self) -> None:
-        """Shut the kernel down, kill leftover shell process groups, remove the private temporary folder."""
+        """Shut the kernel down, end every process the code started, remove the private temporary folder."""
+        starting = self._prestart
+        if starting is not None:
+            starting.join(self.startup_timeout + 10)
         acquired = self._lock.acquire(timeout=10)
         try:
             self._stop_kernel(graceful=True)
             for pgid in self._shell_groups:
-                _kill_group(pgid, grace=0.5)
+                kill_group(pgid, grace=0.5)
             self._shell_groups.clear()
+            self._drop_cgroup(self._shell_cgroup)
+            self._shell_cgroup = None
+            # everything started by this interpreter's code, wherever it went (setsid, double fork)
+            end_processes(lambda: marked_processes(self._resources["marker"]))
+            self._tracker.close()
             if self._scratch:
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 self._scratch = None
@@ -599,27 +309,16 @@ class CodeInterpreter:
         return self._scratch
 
     def _environment(self) -> Dict[str, str]:
-        """The shell's environment (the kernel's adds the workspace to PYTHONPATH): no secrets, and the kernel's
-        Python first on PATH, so that `pip install` and `python` in shell code use the kernel's interpreter.
+        return code_environment(self.workspace, self.env_scrub)
 
-        The workspace is not put on the shell's PYTHONPATH: a workspace file named like a standard module (`csv.py`)
-        would shadow it for pip and every Python program run from bash. `python script.py` and `python -c` run in
-        the workspace find its modules without it."""
-        env = scrubbed_environment(self.env_scrub)
-        env["MPLBACKEND"] = "Agg"
-        env["PWD"] = self.workspace
-        env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-        env.pop("JPY_PARENT_PID", None)
-        bin_dir = os.path.dirname(sys.executable)
-        if sys.executable and bin_dir not in _SYSTEM_BIN_DIRS:  # moving /usr/bin first would reorder everything
-            env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", os.defpath).split(os.pathsep)
-                                                       if p != bin_dir])
-        if sys.executable:
-            if sys.prefix != sys.base_prefix:  # a virtual environment: say so, as its `activate` script would
-                env["VIRTUAL_ENV"] = sys.prefix
-            else:  # one the user activated is not the kernel's
-                env.pop("VIRTUAL_ENV", None)
-        return env
+    def _sandboxed(self, command: List[str], kernel: bool) -> List[str]:
+        if self._sandbox_program is None:
+            return command
+        writable = [self._scratch_dir()]
+        # ipykernel ends itself when its parent changes; in the sandbox its parent is the sandbox's init, pid 1
+        env = {"JPY_PARENT_PID": "1"} if kernel else {}
+        return bwrap_command(self._sandbox_program, self.workspace, writable, network=self.sandbox_network,
+                             die_with_parent=kernel, env=env) + command
 
     def _finish_output(self, result: RunResult, files_total: int, files_complete: bool = True) -> str:
         """The output with notes on the figures saved and the files written; "(no output)" if it was empty.
@@ -638,16 +337,53 @@ class CodeInterpreter:
             notes.append("[files created or modified: " + ", ".join(shown) + more + partial + "]")
         return "\n".join([text] + notes)
 
+    def _limit_notes(self, out: BoundedText, text: str) -> None:
+        if self.memory_limit_mb and "MemoryError" in text:
+            out.note(f"[The code reached the memory limit of {self.memory_limit_mb:g} MB (memory_limit_mb): use less "
+                     "memory (smaller pieces, generators), or raise the limit in the configuration.]")
+
     # ~~~ Python: the kernel ~~~
+    def _kernel_command(self, status_path: str, cgroup: Optional[Cgroup]) -> List[str]:
+        """The launcher, (bubblewrap,) the kernel; ``{connection_file}`` is filled in by jupyter_client."""
+        command = [sys.executable, "-I", "-S", _LAUNCHER, "--status", status_path]
+        if cgroup is not None:
+            command += ["--cgroup", cgroup.path]
+        kernel = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                  "--HistoryManager.enabled=False"]
+        return command + ["--"] + self._sandboxed(kernel, kernel=True)
+
+    def _spec_manager(self, argv: List[str]):
+        """A kernel spec manager whose only kernel is ``argv`` (the launcher and an ipykernel for the current
+        interpreter, ``sys.executable``), whatever kernel specs are installed."""
+        from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+
+        class SpecManager(KernelSpecManager):
+            def get_kernel_spec(self, kernel_name):
+                return KernelSpec(argv=list(argv), display_name="Python (Jarvis interpreter)", language="python",
+                                  resource_dir="", metadata={})
+
+        return SpecManager()
+
+    def _setup_code(self) -> str:
+        with open(_KERNEL_SETUP, encoding="utf-8") as f:
+            source = f.read()
+        arguments = dict(workspace=self.workspace, library=self.reload_library, figure_dir=self.figure_dir,
+                         mime=_FIGURES_MIME, max_output=self.max_output_chars, memory_limit_mb=self.memory_limit_mb,
+                         cpu_time_s=self.cpu_time_s, skip_mark=SKIP_MARK)
+        call = ", ".join(f"{name}={value!r}" for name, value in arguments.items())
+        return f"{source}\n__jarvis_install({call})\ndel __jarvis_install\n"
+
     def _start_kernel(self) -> None:
         from jupyter_client import KernelManager
 
         scratch = self._scratch_dir()
         self._starts += 1
         n = self._starts
+        self._kernel_cgroup = self._cgroup(f"k{n}")
+        argv = self._kernel_command(self._status_path(n), self._kernel_cgroup)
         km = KernelManager(
             kernel_name="jarvis-python",
-            kernel_spec_manager=_spec_manager(),
+            kernel_spec_manager=self._spec_manager(argv),
             transport="ipc",
             connection_file=os.path.join(scratch, f"kernel-{n}.json"),
             ip=os.path.join(scratch, f"k{n}"),
@@ -658,14 +394,19 @@ class CodeInterpreter:
         user_path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join([self.workspace] + user_path)
         env["IPYTHONDIR"] = os.path.join(scratch, "ipython")
+        env[MARKER_VARIABLE] = self._marker(f"kernel{n}")
         kernel_log = open(os.path.join(scratch, f"kernel-{n}.log"), "ab")
         try:
             km.start_kernel(env=env, cwd=self.workspace, stdout=kernel_log, stderr=kernel_log)
+        except BaseException:
+            self._drop_cgroup(self._kernel_cgroup)
+            self._kernel_cgroup = None
+            raise
         finally:
             kernel_log.close()
         self._km = km
-        # jupyter_client starts the kernel in a session of its own (start_new_session): its process group holds the
-        # kernel and what its code starts, and is killed whole when the kernel is stopped
+        # jupyter_client starts the launcher in a session of its own (start_new_session): its process group holds
+        # the launcher, the kernel and what the kernel's code starts, and is killed whole when the kernel is stopped
         try:
             self._kernel_pgid = km.provisioner.pgid if km.provisioner is not None else None
         except Exception:
@@ -676,45 +417,49 @@ class CodeInterpreter:
         kc.start_channels()
         self._kc = kc
         try:
-            kc.wait_for_ready(timeout=self.startup_timeout)
+            try:
+                kc.wait_for_ready(timeout=self.startup_timeout)
+            except RuntimeError as error:  # the kernel died while starting: say what it said
+                tail = self._kernel_log_tail(800)
+                raise RuntimeError(f"{error}{' Its log: ' + tail if tail else ''}") from None
             # The kernel has read its connection file and the client holds the same in memory: removed now, the
             # HMAC key is not left on disk if this process dies without cleaning up.
             with contextlib.suppress(OSError):
                 os.remove(km.connection_file)
-            setup = (_KERNEL_SETUP.replace("__WORKSPACE__", repr(self.workspace))
-                     .replace("__LIBRARY__", repr(self.reload_library))
-                     .replace("__FIGURE_DIR__", repr(self.figure_dir))
-                     .replace("__MIME__", repr(_FIGURES_MIME)))
-            reply = kc.execute_interactive(setup, silent=True, store_history=False, allow_stdin=False,
+            reply = kc.execute_interactive(self._setup_code(), silent=True, store_history=False, allow_stdin=False,
                                            timeout=self.startup_timeout, output_hook=lambda msg: None)
             if reply["content"].get("status") != "ok":
-                raise RuntimeError(f"kernel setup failed: {reply['content'].get('evalue')}")
+                raise RuntimeError(f"kernel setup failed: {reply['content'].get('ename')}: "
+                                   f"{reply['content'].get('evalue')}")
         except BaseException:
             self._stop_kernel(graceful=False)
             raise
 
+    def _status_path(self, n: int) -> str:
+        return os.path.join(self._scratch_dir(), f"kernel-{n}.status")
+
     def _stop_kernel(self, graceful: bool) -> None:
         kc, km, pgid = self._kc, self._km, self._kernel_pgid
+        cgroup, self._kernel_cgroup = self._kernel_cgroup, None
         self._kc = self._km = self._kernel_pgid = None
         if kc is not None:
             with contextlib.suppress(Exception):
                 kc.stop_channels()
         strays: List[Tuple[int, int]] = []
         if km is not None:
-            # processes the kernel's code started in sessions of their own (start_new_session=True, setsid) are not
-            # in its group: found now, while the kernel is their ancestor, and killed with it
+            # everything below the launcher, which is a subreaper: what the code started, in sessions of its own
+            # (setsid) or orphaned (double fork) too; found now, while the launcher is alive, and killed with it
             with contextlib.suppress(Exception):
                 if km.is_alive() and km.provisioner is not None and km.provisioner.pid:
-                    strays = [(pid, start) for pid, group, start in _descendants(km.provisioner.pid) if group != pgid]
+                    strays = [(pid, start) for pid, _group, start in descendants(km.provisioner.pid)]
             try:
                 if graceful and km.is_alive():
-                    # A shutdown request lets the kernel run its atexit handlers and flush open files (about 0.1 s).
-                    # ipykernel 7 then sometimes hangs for seconds joining its own threads (after that cleanup), and
-                    # jupyter_client's graceful shutdown waits 1.5 s or more: wait 0.5 s at most, then kill.
+                    # A shutdown request lets the kernel run its exit handlers and flush open files; the exit
+                    # handler kernel_setup installed then ends it at once.
                     km.request_shutdown()
-                    end = time.monotonic() + 0.5
+                    end = time.monotonic() + _SHUTDOWN_GRACE
                     while time.monotonic() < end and km.is_alive():
-                        time.sleep(0.02)
+                        time.sleep(0.005)
                 km.shutdown_kernel(now=True)
             except Exception as error:  # pragma: no cover - best effort
                 log.debug("kernel shutdown: %s", error)
@@ -723,9 +468,10 @@ class CodeInterpreter:
             with contextlib.suppress(Exception):
                 km.cleanup_resources()
         if pgid:
-            _kill_group(pgid)  # whatever the kernel's code started and left behind
-        for pid, start in strays:
-            _kill_process(pid, start)
+            kill_group(pgid)  # whatever the kernel's code started and left behind
+        marker = self._marker(f"kernel{self._starts}")
+        end_processes(lambda: strays + marked_processes(marker))
+        self._drop_cgroup(cgroup)
 
     def _kernel_log_tail(self, limit: int = 1500) -> str:
         if not self._scratch:
@@ -739,6 +485,33 @@ class CodeInterpreter:
                 return f.read().decode("utf-8", errors="replace").strip()
         except OSError:
             return ""
+
+    def _kernel_end_signal(self) -> Optional[int]:
+        """The signal that ended the last kernel, as its launcher wrote it (None: it exited, or is not known)."""
+        try:
+            with open(self._status_path(self._starts), encoding="utf-8") as f:
+                kind, _, value = f.read().partition(" ")
+            number = int(value)
+        except (OSError, ValueError):
+            return None
+        if kind == "signal":
+            return number
+        if kind == "exit" and self._sandbox_program is not None and number > 128:
+            return number - 128  # bubblewrap exits with 128 + the signal that ended the kernel
+        return None
+
+    def _death_note(self) -> str:
+        """Why the kernel died, when it can be told: a limit, or what its log says."""
+        signum = self._kernel_end_signal()
+        if signum == signal.SIGXCPU and self.cpu_time_s:
+            return (f"[The kernel was stopped: CPU time limit of {self.cpu_time_s:g} s (cpu_time_s) reached by this run. "
+                    "A new kernel was started: all variables, imports and definitions were lost.]")
+        note = ("[The Python kernel died while running this code (for example os._exit, a crash or running "
+                "out of memory). It was restarted: all variables, imports and definitions were lost.]")
+        tail = self._kernel_log_tail()
+        if tail and ("Fatal" in tail or "Segmentation" in tail or "Error" in tail):
+            note += "\n[kernel log: " + tail[-600:] + "]"
+        return note
 
     def _run_python(self, code: str, timeout: float) -> RunResult:
         out = BoundedText(self.max_output_chars)
@@ -774,12 +547,8 @@ class CodeInterpreter:
                     self._restart_quietly(out)
             elif done == "dead":
                 result.failed = result.restarted = True
-                tail = self._kernel_log_tail()
+                note = self._death_note()
                 self._stop_kernel(graceful=False)
-                note = ("[The Python kernel died while running this code (for example os._exit, a crash or running "
-                        "out of memory). It was restarted: all variables, imports and definitions were lost.]")
-                if tail and ("Fatal" in tail or "Segmentation" in tail or "Error" in tail):
-                    note += "\n[kernel log: " + tail[-600:] + "]"
                 out.note(note)
                 self._restart_quietly(out)
             else:  # timeout
@@ -805,6 +574,7 @@ class CodeInterpreter:
             result.failed = True
             if status == "aborted" and not out.total:
                 out.note("[The run was aborted by the kernel.]")
+            self._limit_notes(out, reply.get("ename") or "")
         result.truncated = out.truncated
         result.output = out.render()
         return result
@@ -876,7 +646,7 @@ class CodeInterpreter:
             try:
                 raw = base64.b64decode(png if isinstance(png, str) else "".join(png))
                 stamp = time.strftime("%Y%m%d-%H%M%S")
-                path, fd, n = _exclusive_png(self.figure_dir, stamp, self._figure_counter + 1)
+                path, fd, n = exclusive_png(self.figure_dir, stamp, self._figure_counter + 1)
                 self._figure_counter = n
                 with os.fdopen(fd, "wb") as f:
                     f.write(raw)
@@ -919,16 +689,22 @@ class CodeInterpreter:
                 f.write(code)
             argv = ["bash", script]
         env = self._environment()
+        env[MARKER_VARIABLE] = self._marker("shell")
         try:
-            proc = subprocess.Popen(argv, cwd=self.workspace, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(self._sandboxed(self._shell_command(argv), kernel=False), cwd=self.workspace,
+                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as error:
             result.failed = True
             result.output = f"Could not start bash: {error}"
             return result
+        if self._shell_cgroup is None:
+            self._shell_cgroup = self._cgroup("shell")
+        if self._shell_cgroup is not None:
+            self._shell_cgroup.add(proc.pid)  # bash is still starting: what it starts will be in it too
         pgid = proc.pid
         deadline = time.monotonic() + timeout
-        decoder = _Utf8Decoder()
+        decoder = Utf8Decoder()
         fd = proc.stdout.fileno()
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
@@ -952,7 +728,7 @@ class CodeInterpreter:
                     out.add(decoder.decode(chunk))
             if not eof and proc.poll() is None:  # timeout
                 result.failed = result.timed_out = True
-                _kill_group(pgid)
+                kill_group(pgid)
                 proc.wait()
                 out.add(decoder.decode(b"", final=True))
                 out.note(f"[Timed out: the command was killed after {timeout:g} s.]")
@@ -962,7 +738,7 @@ class CodeInterpreter:
                 if not eof:
                     self._keep_shell_group(pgid)
                     out.note("[The command left background processes running; their later output is not shown.]")
-                elif _group_alive(pgid):
+                elif group_alive(pgid):
                     self._keep_shell_group(pgid)
                 if returncode != 0:
                     result.failed = True
@@ -971,104 +747,39 @@ class CodeInterpreter:
                             name = signal.Signals(-returncode).name
                         except ValueError:
                             name = str(-returncode)
-                        out.note(f"[The command was killed by signal {name}.]")
+                        limit = ""
+                        if -returncode == signal.SIGXCPU and self.cpu_time_s:
+                            limit = f": it reached the CPU time limit of {self.cpu_time_s:g} s (cpu_time_s)"
+                        out.note(f"[The command was killed by signal {name}{limit}.]")
                     else:
                         out.note(f"[exit code {returncode}]")
         except BaseException:  # Ctrl+C, SIGTERM (an exit) or an error: the command must not outlive the run
-            _kill_group(pgid)
+            kill_group(pgid)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=2)
             raise
         finally:
             sel.close()
             proc.stdout.close()
+        if result.failed:
+            self._limit_notes(out, "".join(out.head) + out.tail)
         result.truncated = out.truncated
         result.output = out.render()
         return result
 
-
-class _Utf8Decoder:
-    def __init__(self):
-        import codecs
-
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def decode(self, data: bytes, final: bool = False) -> str:
-        return self._decoder.decode(data, final)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-    except OSError:
-        return False
-
-
-def _process_table() -> Dict[int, Tuple[int, int, int]]:
-    """``{pid: (parent pid, process group, start time)}`` of every process, from ``/proc`` (empty without it)."""
-    table: Dict[int, Tuple[int, int, int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return table
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-            # after "pid (comm) ": state, ppid, pgrp, ..., starttime (the 22nd field of the line)
-            fields = data[data.rindex(b")") + 2:].split()
-            table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[19]))
-        except (OSError, ValueError, IndexError):
-            continue
-    return table
-
-
-def _descendants(pid: int) -> List[Tuple[int, int, int]]:
-    """``(pid, process group, start time)`` of every descendant of ``pid`` (Linux; empty elsewhere)."""
-    table = _process_table()
-    children: Dict[int, List[int]] = {}
-    for child, (parent, _group, _start) in table.items():
-        children.setdefault(parent, []).append(child)
-    found: List[Tuple[int, int, int]] = []
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            found.append((child, table[child][1], table[child][2]))
-            stack.append(child)
-    return found
-
-
-def _kill_process(pid: int, start: int) -> None:
-    """SIGKILL ``pid`` if it is still the process that started at ``start`` (not a new one that got its number)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        if int(data[data.rindex(b")") + 2:].split()[19]) != start:
-            return
-        os.kill(pid, signal.SIGKILL)
-    except (OSError, ValueError, IndexError):
-        pass
-
-
-def _kill_group(pgid: int, grace: float = 0.0) -> None:
-    """Kill the process group: SIGKILL at once, or SIGTERM first and SIGKILL if some of it is left after ``grace`` s."""
-    if grace <= 0:
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            os.killpg(pgid, signal.SIGKILL)
-        return
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError, OSError):
-        return
-    end = time.monotonic() + grace
-    while time.monotonic() < end:
-        if not _group_alive(pgid):
-            return
-        time.sleep(0.02)
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-        os.killpg(pgid, signal.SIGKILL)
+    def _shell_command(self, argv: List[str]) -> List[str]:
+        """``argv`` run as the child of a shell (``sh``: the smallest there is) started with the scrubbed
+        environment: the command's parent in ``/proc`` holds no secret (this process's initial environment holds the
+        API keys). That shell first sets the limits (each process of the command gets them: one that cannot be set,
+        because a lower one is in force, is left as it is), and ends as its child did: killed by the same signal (an
+        ``exit 130`` of the command's own reads as a SIGINT: the shell says both with the status 130), or with its
+        exit code."""
+        steps = []
+        if self.memory_limit_mb:
+            steps.append(f"ulimit -v {int(self.memory_limit_mb * 1024)} 2>/dev/null")
+        if self.cpu_time_s:
+            seconds = max(1, int(round(self.cpu_time_s)))  # SIGXCPU at the soft limit, SIGKILL at the hard one
+            steps.append(f"ulimit -H -t {seconds + 1} 2>/dev/null; ulimit -S -t {seconds} 2>/dev/null")
+        steps.append('"$@"; status=$?; if [ "$status" -gt 128 ]; then kill -$((status - 128)) $$ 2>/dev/null; fi; '
+                     'exit "$status"')
+        return ["sh", "-c", "; ".join(steps), "sh"] + argv

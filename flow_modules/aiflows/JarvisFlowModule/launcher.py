@@ -12,7 +12,8 @@ import time
 from typing import Any, Dict, Iterator, List, Optional
 
 from flow_modules.aiflows.CoreFlowModule import ConfigurationError, JarvisError
-from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files, sweep_temporary_files
+from flow_modules.aiflows.CoreFlowModule.errors import BadInputError
+from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files, shorten, sweep_temporary_files
 
 # When no configuration file is at hand (e.g. an install without the repository's configs/): Jarvis's own defaults.
 DEFAULT_FLOW_CONFIG = {"flow": {
@@ -75,7 +76,7 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
     provider = model.split("/", 1)[0] if "/" in model else ""
     if provider in set(getattr(litellm, "provider_list", [])) - {"openai", "custom_openai"}:
         # The key Jarvis found is OpenAI's (or Azure's): it must not be sent to another provider.
-        raise ConfigurationError(
+        raise BadInputError(
             f"--model {model}: Jarvis talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
             f"{provider}, run an OpenAI-compatible proxy in front of it (e.g. `litellm --model {model}`) and pass "
             "its address with --api-base.")
@@ -85,29 +86,51 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
 
 def load_config(path: str) -> Dict[str, Any]:
     """A top-level configuration: ``{flow: {_target_: ..., ...}}`` (see configs/jarvis.yaml)."""
-    from aiflows.utils.general_helpers import read_yaml_file
+    from flow_modules.aiflows.CoreFlowModule.config_cache import read_yaml
 
     if not os.path.isfile(path):
-        raise ConfigurationError(f"No configuration file at {path}.")
+        raise BadInputError(f"No configuration file at {path}.")
     try:
-        config = read_yaml_file(path)
+        config = read_yaml(path)
     except Exception as error:  # YAML or interpolation errors
-        raise ConfigurationError(f"{path} is not a valid configuration: {error}") from error
+        raise BadInputError(f"{path} is not a valid configuration: {error}") from error
     if not isinstance(config, dict) or not isinstance(config.get("flow"), dict) or "_target_" not in config["flow"]:
-        raise ConfigurationError(f"{path}: the configuration needs a `flow:` section with a `_target_`.")
+        raise BadInputError(f"{path}: the configuration needs a `flow:` section with a `_target_`.")
     return config
 
 
-def instantiate(config: Dict[str, Any], api_infos: List[Any], memory_dir: str):
+def instantiate(config: Dict[str, Any], api_infos: List[Any], memory_dir: str, source: str = "The configuration"):
     """Build the configuration's flow: ``quick_load`` fills every ``api_infos: ???`` with ``api_infos``, and
-    ``set_memory_files`` every ``memory_files: ???`` with files in ``memory_dir``."""
-    import hydra
+    ``set_memory_files`` every ``memory_files: ???`` with files in ``memory_dir``. A ``_target_`` that does not build
+    a flow is refused first (``check_flow_targets``; ``source`` names the configuration in the message)."""
+    check_flow_targets(config, source)
     from aiflows.utils.general_helpers import quick_load
+
+    from flow_modules.aiflows.CoreFlowModule.instantiate import instantiate as build
 
     config = copy.deepcopy(config)
     quick_load(config, api_infos)
     set_memory_files(config, memory_dir)
-    return hydra.utils.instantiate(config["flow"], _recursive_=False, _convert_="partial")
+    return build(config["flow"])
+
+
+def check_flow_targets(config: Dict[str, Any], source: str = "The configuration") -> None:
+    """BadInputError naming the key, the flow and the target when a ``_target_`` in a configuration's flows
+    (``flow`` and its ``subflows_config``, at any depth) does not build a flow: hydra would call a function or a
+    class that is not a flow, and the run would end in a traceback far from the mistake."""
+    from flow_modules.aiflows.CoreFlowModule.config_tree import flow_target_problem, root_of, walk_config
+
+    for path, node, _ in walk_config(root_of(config)):
+        target = node.get("_target_")
+        if target is None or (isinstance(target, str) and target.startswith(".")):
+            continue  # the class default's, or relative to the parent's package (aiflows resolves it when building)
+        problem = flow_target_problem(target)
+        if problem:
+            key = ".".join(["flow"] + [f"subflows_config.{name}" for name in path.split("/")[1:]] + ["_target_"])
+            raise BadInputError(
+                f"{source}: `{key}` (the flow {path}) {problem}. A flow's `_target_` names the class's "
+                "instantiate_from_default_config, e.g. "
+                "flow_modules.aiflows.JarvisFlowModule.JarvisFlow.instantiate_from_default_config.")
 
 
 def walk(flow: Any, path: str = "") -> Iterator[tuple]:
@@ -166,10 +189,14 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
     (nothing is deleted). The code library is kept: it is what Jarvis has learned, unless ``archive_library`` (the
     demo, recorded with an empty library, replays from one) moves it there too. With ``resume`` everything is kept
-    and the top boss continues from its plan instead of writing a new one. A plan or log that is a symbolic link
-    is moved to the archive too (it is not followed: the new run starts with files of its own). Temporary files of
-    writes killed in an earlier run are removed (``sweep_temporary_files``).
+    and the top boss continues from its plan instead of writing a new one; the bosses below it continue the tasks
+    they were stopped in when they are given them again (AbstractBossFlow's task records, which a new run archives
+    with the logs). A plan or log that is a symbolic link is moved to the archive too (it is not followed: the new
+    run starts with files of its own). Temporary files of writes killed in an earlier run are removed
+    (``sweep_temporary_files``).
     """
+    from flow_modules.aiflows.AbstractBossFlowModule.AbstractBossFlow import task_record_path
+
     layout = MemoryLayout(set_memory_files(flow, memory_dir))
     sweep_temporary_files(memory_dir)
     if resume:
@@ -181,6 +208,8 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     archive = os.path.join(memory_dir, "archive", f"{stamp}-{number}")
     keys = ("plan", "logs", "code_library") if archive_library else ("plan", "logs")
     paths = {path for files in layout.values() for key, path in files.items() if key in keys}
+    # A boss's task record goes with its log: a new run has no interrupted task for a boss to resume.
+    paths |= {task_record_path(files["logs"]) for files in layout.values() if "logs" in files}
     for path in sorted(paths):
         if os.path.islink(path) or (os.path.exists(path) and os.path.getsize(path) > 0):
             os.makedirs(archive, exist_ok=True)
@@ -189,11 +218,33 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     return layout
 
 
-def check_run_paths(memory_dir: str, trace: Optional[str] = None) -> Optional[str]:
+def check_text(what: str, text: Any) -> Optional[str]:
+    """Why ``text`` (``what`` names it for the user: "The goal", "--model") cannot go into a prompt or a request, or
+    None. Bytes that are not UTF-8, on a command line or in a file, reach Python as lone surrogates ('\\udcff' for
+    the byte 0xff), which no request can carry: the run would fail at its first LLM call."""
+    if not isinstance(text, str):
+        return f"{what} is not text (it is {type(text).__name__} {shorten(repr(text), 80)})."
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError as error:
+        shown = "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff"
+                        else f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c for c in text[:200])
+        return (f"{what} is not valid UTF-8 text: \"{shorten(shown, 120)}\" has bytes that are not UTF-8 from "
+                f"character {error.start + 1} on. The terminal, script or file it came from uses another encoding "
+                "(`locale` shows the terminal's): give it again as UTF-8 text.")
+
+
+def check_run_paths(memory_dir: str, trace: Optional[str] = None, trace_option: str = "--trace") -> Optional[str]:
     """Why a run could not keep its files where it is told to, or None. Checked before anything is moved: a memory
-    folder that is a file or cannot be written, a ``trace`` file that cannot be written, or that is a symbolic link
-    inside the memory folder (a folder from elsewhere must not make Jarvis append to another file)."""
+    folder that is a file or cannot be written, or whose path is not UTF-8 text (it goes into prompts), a ``trace``
+    file that cannot be written, or that is a symbolic link inside the memory folder (a folder from elsewhere must
+    not make Jarvis append to another file). ``trace_option`` is where the trace file was given (--trace or the
+    JARVIS_TRACE variable), for the message."""
     memory_dir = os.path.abspath(memory_dir)
+    problem = check_text(f"The memory folder's path ({memory_dir!r})", memory_dir)
+    if problem:
+        return f"{problem} Give another folder with --memory-dir."
     existing = memory_dir
     while not os.path.lexists(existing):  # the nearest part of the path that exists: the folder is made there
         existing = os.path.dirname(existing)
@@ -206,20 +257,25 @@ def check_run_paths(memory_dir: str, trace: Optional[str] = None) -> Optional[st
         what = "is read-only" if existing == memory_dir else f"cannot be made in {existing}, which is read-only"
         return (f"The memory folder {memory_dir} {what}: Jarvis writes its plans, logs and library there. Give a "
                 "folder you can write to with --memory-dir.")
-    if not trace:
-        return None
-    trace = os.path.abspath(trace)
-    if os.path.isdir(trace):
-        return f"--trace {trace} is a folder; give a file name, e.g. {os.path.join(trace, 'trace.jsonl')}."
-    existing = os.path.dirname(trace)
+    return output_file_problem(trace, trace_option, memory_dir, "trace.jsonl") if trace else None
+
+
+def output_file_problem(path: str, option: str, memory_dir: str, example: str) -> Optional[str]:
+    """Why a file a run writes besides its memory (``--trace``, ``--report``, given as ``option``) could not be
+    written, or None: it is a folder (``example`` names a file in it), a part of its path is not a folder, or it is a
+    symbolic link inside the memory folder."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        return f"{option} {path} is a folder; give a file name, e.g. {os.path.join(path, example)}."
+    existing = os.path.dirname(path)
     while not os.path.lexists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        return f"--trace {trace} cannot be written: {existing} is not a folder."
-    folder, memory = os.path.realpath(os.path.dirname(trace)), os.path.realpath(memory_dir)
+        return f"{option} {path} cannot be written: {existing} is not a folder."
+    folder, memory = os.path.realpath(os.path.dirname(path)), os.path.realpath(os.path.abspath(memory_dir))
     inside = folder == memory or folder.startswith(memory + os.sep)
-    if inside and os.path.islink(trace):
-        return (f"--trace {trace} is a symbolic link in the memory folder; Jarvis does not follow links there. "
+    if inside and os.path.islink(path):
+        return (f"{option} {path} is a symbolic link in the memory folder; Jarvis does not follow links there. "
                 "Remove it, or give another file.")
     return None
 

@@ -11,22 +11,39 @@ _STEP = re.compile(r"^\s*(\d+)[.)]\s+")
 _DONE = re.compile(r"\[\s*done\s*\]|\(\s*done\s*\)", re.I)
 
 
+def _step_lines(lines: List[str]) -> List[int]:
+    """The indexes of the lines that start a step: the numbered lines least indented (a numbered list inside a step,
+    more indented, is part of its text)."""
+    numbered = [(i, len(line) - len(line.lstrip())) for i, line in enumerate(lines) if _STEP.match(line)]
+    indent = min((spaces for _, spaces in numbered), default=0)
+    return [i for i, spaces in numbered if spaces == indent]
+
+
 def plan_steps(plan: str) -> List[Tuple[str, str]]:
-    """The numbered steps of a plan: ``[(number, text)]``, a step's text running to the next step. Steps are the
-    numbered lines least indented; a numbered list inside a step (more indented) is part of its text."""
+    """The numbered steps of a plan: ``[(number, text)]``, a step's text running to the next step (see
+    ``_step_lines``)."""
     lines = plan.splitlines()
-    numbered = [len(line) - len(line.lstrip()) for line in lines if _STEP.match(line)]
-    if not numbered:
-        return []
-    indent = min(numbered)
+    starts = _step_lines(lines) + [len(lines)]
     steps: List[Tuple[str, str]] = []
-    for line in lines:
-        match = _STEP.match(line)
-        if match and len(line) - len(line.lstrip()) == indent:
-            steps.append((match.group(1), line[match.end():].strip()))
-        elif steps and line.strip():
-            steps[-1] = (steps[-1][0], f"{steps[-1][1]} {line.strip()}")
+    for start, end in zip(starts, starts[1:]):
+        match = _STEP.match(lines[start])
+        text = " ".join(line.strip() for line in [lines[start][match.end():]] + lines[start + 1:end] if line.strip())
+        steps.append((match.group(1), text))
     return steps
+
+
+def mark_steps_done(plan: str, numbers: List[str]) -> str:
+    """``plan`` with the steps ``numbers`` marked "[done]" at the end of their text, as controllers mark them; steps
+    already marked, and the rest of the plan, are left as they are."""
+    lines = plan.splitlines()
+    starts = _step_lines(lines) + [len(lines)]
+    for start, end in zip(starts, starts[1:]):
+        number = _STEP.match(lines[start]).group(1)
+        if number not in numbers or _is_done(" ".join(lines[start:end])):
+            continue
+        last = max(i for i in range(start, end) if lines[i].strip())
+        lines[last] = lines[last].rstrip() + " [done]"
+    return "\n".join(lines) + ("\n" if plan.endswith("\n") else "")
 
 
 def _is_done(text: str) -> bool:

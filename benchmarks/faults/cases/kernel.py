@@ -1,0 +1,237 @@
+"""The interpreter's kernel and shell: secrets (by name, in URLs, through /proc), children that leave its process
+group, memory and CPU limits, floods of output, a kernel killed from outside."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import textwrap
+
+from ..harness import ROOT, case
+from ..support import (
+    GOAL, LoopbackLLMServer, alive, coder_run, handled_exit, jarvis, memory_whole, no_processes_left, python_child,
+    read,
+)
+
+from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter  # noqa: E402
+
+SECRETS = {
+    "DB_PASS": "faults-pass-1",
+    "SMTP_PASSWORD": "faults-pass-2",
+    "MYSQL_PWD": "faults-pass-3",
+    "AWS_CREDENTIALS": "faults-pass-4",
+    "SERVICE_CREDENTIALS": "faults-pass-5",
+    "DATABASE_URL": "postgres://jarvis:faults-pass-6@db.example:5432/sales",
+    "REDIS_URL": "redis://:faults-pass-7@cache.example:6379/0",
+    "OPENAI_API_KEY": "sk-faults-pass-8",
+}
+SHOW_ENVIRONMENT = "import os\nprint(sorted(os.environ.items()))"
+# Every ancestor's initial environment the kernel's code can read (its parent, the parent's parent, ...).
+READ_ANCESTORS = textwrap.dedent("""
+    import os
+    pid, seen = os.getppid(), []
+    while pid > 1:
+        try:
+            seen.append(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace"))
+        except OSError:
+            pass
+        try:
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    print("ANCESTORS", len(seen), "|".join(seen))
+""")
+
+
+def _leaked(text: str) -> list:
+    return sorted(name for name, value in SECRETS.items() if value in text)
+
+
+@case("kernel", "secrets_by_pattern", handled="none of *_PASS, *_PASSWORD, *_PWD, *_CREDENTIALS, credential URLs "
+      "(DATABASE_URL=postgres://u:p@h) nor the API key is in the kernel's or the shell's environment",
+      lost="none (nothing is written)")
+def secrets_by_pattern(ctx):
+    os.environ.update(SECRETS)
+    with CodeInterpreter(str(ctx.folder)) as interpreter:
+        python = interpreter.run(SHOW_ENVIRONMENT).output
+        shell = interpreter.run("env", "bash").output
+    ctx.expect(not _leaked(python), f"the kernel sees {', '.join(_leaked(python))}")
+    ctx.expect(not _leaked(shell), f"the shell sees {', '.join(_leaked(shell))}")
+    ctx.expect("PATH" in python, "the kernel's environment was not shown at all")
+
+
+PARENT_HOST = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+with CodeInterpreter(sys.argv[1]) as interpreter:
+    print(json.dumps({"python": interpreter.run(sys.argv[3]).output,
+                      "shell": interpreter.run("cat /proc/$PPID/environ | tr '\\\\0' '\\\\n'", "bash").output}))
+"""
+
+
+@case("kernel", "secrets_through_proc_environ", handled="the kernel's code reads /proc/<pid>/environ of every "
+      "ancestor it can (the process that started the kernel was started with the API key and passwords in its "
+      "environment): no secret is there", lost="none (nothing is written)")
+def secrets_through_proc_environ(ctx):
+    host = python_child(ctx, PARENT_HOST, str(ctx.folder), ROOT, READ_ANCESTORS, env=SECRETS)
+    out, err = host.communicate(timeout=120)
+    if not ctx.expect(host.returncode == 0, f"the host process failed: {err.strip().splitlines()[-1:]}"):
+        return
+    seen = json.loads(out.strip().splitlines()[-1])
+    ctx.expect("ANCESTORS" in seen["python"], f"the ancestors were not read: {seen['python'][:200]}")
+    for where, text in seen.items():
+        ctx.expect(not _leaked(text), f"{where}: an ancestor's environment shows {', '.join(_leaked(text))}")
+
+
+def _sleepers_end_at_close(ctx, code: str, language: str, expected: int, what: str) -> None:
+    """Run ``code``, which starts ``expected`` sleepers and prints ``SLEEPER <pid>`` for each, then close(): none
+    may outlive it."""
+    interpreter = CodeInterpreter(str(ctx.folder))
+    out = interpreter.run(code, language).output
+    interpreter.close()
+    pids = [int(w) for line in out.splitlines() if line.startswith("SLEEPER") for w in line.split()[1:]]
+    ctx.expect(len(pids) == expected, f"the sleepers did not start: {out[:200]}")
+    ctx.expect(not [p for p in pids if alive(p)], f"{what} outlived close()")
+
+
+@case("kernel", "setsid_child_outlives_close", handled="a process the kernel's code started in a session of its own "
+      "(start_new_session) is ended by close()", lost="none (nothing is written)")
+def setsid_child_outlives_close(ctx):
+    _sleepers_end_at_close(ctx, "import subprocess\np = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+                                "print('SLEEPER', p.pid)", "python", 1, "the setsid child")
+
+
+@case("kernel", "double_fork_outlives_close", handled="a process double-forked (and setsid) by the kernel's code, "
+      "no longer its descendant, is ended by close()", lost="none (nothing is written)")
+def double_fork_outlives_close(ctx):
+    _sleepers_end_at_close(ctx, "import subprocess\nout = subprocess.run(['bash', '-c', 'setsid sleep 300 >/dev/null "
+                                "2>&1 </dev/null & echo $!'], capture_output=True, text=True).stdout\n"
+                                "print('SLEEPER', out.strip())", "python", 1, "the double-forked child")
+
+
+@case("kernel", "shell_background_outlives_close", handled="`setsid sleep &` and `nohup sleep &` in shell code are "
+      "ended by close()", lost="none (nothing is written)")
+def shell_background_outlives_close(ctx):
+    _sleepers_end_at_close(ctx, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo SLEEPER $!\n"
+                                "nohup sleep 301 >/dev/null 2>&1 < /dev/null & echo SLEEPER $!", "bash", 2,
+                           "a background process")
+
+
+@case("kernel", "kernel_killed_from_outside", slow=True,
+      handled="a kernel killed by kill -9 during a run: the run fails saying "
+      "the state was lost (restarted), and the next run works", lost="none (nothing is written)")
+def kernel_killed_from_outside(ctx):
+    with CodeInterpreter(str(ctx.folder)) as interpreter:
+        interpreter.run("x = 41")
+        killed = interpreter.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+        after = interpreter.run("x = 1\nprint(x + 41)")
+    ctx.expect(killed.failed and killed.restarted, f"failed {killed.failed}, restarted {killed.restarted}")
+    ctx.expect("42" in after.output and not after.failed, f"the next run: {after.output[:200]}")
+    no_processes_left(ctx, ctx.folder, "the kernel")
+
+
+@case("kernel", "shell_output_flood", slow=True,
+      handled="50 MB printed by shell code comes back bounded (head and tail, the "
+      "cut said)", lost="none (nothing is written)")
+def shell_output_flood(ctx):
+    with CodeInterpreter(str(ctx.folder), max_output_chars=20000) as interpreter:
+        result = interpreter.run("head -c 50000000 /dev/zero | tr '\\0' 'x'; echo; echo THE END", "bash")
+    ctx.expect(result.truncated and len(result.output) < 30000, f"{len(result.output)} characters came back")
+    ctx.expect("THE END" in result.output, "the tail was not kept")
+
+
+@case("kernel", "output_of_200_mb_in_one_write", slow=True, exclusive=True, timeout=300, handled="200 MB printed in "
+      "one write come back as a head and a tail with the cut said, not '(no output)'",
+      lost="none (nothing is written)")
+def output_of_200_mb(ctx):
+    with CodeInterpreter(str(ctx.folder), timeout=200) as interpreter:
+        result = interpreter.run("import sys\nsys.stdout.write('x' * 200_000_000 + '\\nTHE END\\n')")
+    ctx.expect("(no output)" not in result.output, "the output says '(no output)'")
+    ctx.expect(result.truncated and "xxxx" in result.output, f"output: {result.output[:200]!r}")
+    ctx.figure("characters back", len(result.output))
+
+
+def _limited_flow(ctx, **limits):
+    from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
+
+    flow = InterpreterAtomicFlow.instantiate_from_default_config(workspace=str(ctx.folder), **limits)
+    ctx.on_exit(flow.close)
+    return flow
+
+
+@case("kernel", "memory_limit", slow=True, exclusive=True, timeout=240, handled="with memory_limit_mb: 256 in the "
+      "interpreter's YAML, code allocating 1 GiB fails (MemoryError or the kernel restarted), it is not allocated",
+      lost="none (nothing is written)")
+def memory_limit(ctx):
+    flow = _limited_flow(ctx, memory_limit_mb=256, timeout=120)
+    out = flow.run({"code": "b = bytearray(1 << 30)\nprint('ALLOCATED', len(b))", "language": "python"})
+    ctx.expect("ALLOCATED" not in out["interpreter_output"], "1 GiB was allocated under a 256 MB limit")
+    ctx.expect(out["failed"], "the run did not fail")
+
+
+@case("kernel", "cpu_time_limit", slow=True, timeout=240, handled="with cpu_time_s: 3 in the interpreter's YAML, an "
+      "endless loop is stopped by the CPU limit (failed, not by the 40 s timeout)", lost="none (nothing is written)")
+def cpu_time_limit(ctx):
+    flow = _limited_flow(ctx, cpu_time_s=3, timeout=40)
+    out = flow.run({"code": "while True:\n    pass", "language": "python"})
+    ctx.expect(out["failed"] and not out["timed_out"], f"failed {out['failed']}, timed out {out['timed_out']}: the "
+                                                       "CPU limit did not stop it")
+
+
+@case("kernel", "bubblewrap_sandbox", slow=True, handled="with sandbox: bwrap, code cannot write outside the "
+      "workspace", lost="a file outside the workspace is written")
+def bubblewrap_sandbox(ctx):
+    if not shutil.which("bwrap"):
+        ctx.skip("bubblewrap (bwrap) is not installed")
+    outside = ctx.path("outside.txt")
+    outside.write_text("the user's file\n")
+    workspace = ctx.path("workspace")
+    workspace.mkdir()
+    flow = _limited_flow(ctx, sandbox="bwrap")
+    flow.flow_config["workspace"] = str(workspace)
+    out = flow.run({"code": f"open({str(outside)!r}, 'w').write('overwritten')", "language": "python"})
+    ctx.expect(out["failed"], "the write outside the workspace did not fail")
+    ctx.keep(outside.read_text() == "the user's file\n", "the file outside the workspace was written")
+
+
+# ~~~ Through run_jarvis.py ~~~
+@case("kernel", "cli_secrets_in_generated_code", slow=True, handled="exit 0: code run through Coder prints its "
+      "environment and its ancestors' /proc environ; no secret of run_jarvis.py's environment (API key, passwords, "
+      "credential URLs) reaches the logs, the terminal or the LLM", lost="jarvis_run.json or a log is corrupted")
+def cli_secrets_in_generated_code(ctx):
+    with LoopbackLLMServer(replies=coder_run(SHOW_ENVIRONMENT + "\n" + READ_ANCESTORS)) as server:
+        done = jarvis(ctx, GOAL, server=server, env=SECRETS)
+        sent = json.dumps([r["messages"] for r in server.requests])
+    handled_exit(ctx, done, [0])
+    memory = ctx.path("memory")
+    logs = read(memory / "logs_coder.txt")
+    ctx.expect("ANCESTORS" in logs, "the code did not run")
+    for where, text in (("logs_coder.txt", logs), ("the terminal", done.text), ("the LLM's requests", sent)):
+        ctx.expect(not _leaked(text), f"{where} shows {', '.join(_leaked(text))}")
+    memory_whole(ctx, memory, goal=GOAL, run_file=True)
+
+
+SLEEPERS = textwrap.dedent("""
+    import subprocess
+    a = subprocess.Popen(['sleep', '300'], start_new_session=True).pid
+    b = subprocess.run(['bash', '-c', 'setsid sleep 301 >/dev/null 2>&1 </dev/null & echo $!'],
+                       capture_output=True, text=True).stdout.strip()
+    open('sleepers.txt', 'w').write(f'{a} {b}')
+    print('started')
+""")
+
+
+@case("kernel", "cli_children_outlive_jarvis", slow=True, handled="exit 0, and the processes generated code started "
+      "in sessions of their own (setsid, double fork) are gone when Jarvis exits", lost="jarvis_run.json or a log "
+      "is corrupted")
+def cli_children_outlive_jarvis(ctx):
+    with LoopbackLLMServer(replies=coder_run(SLEEPERS)) as server:
+        done = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, done, [0])
+    memory = ctx.path("memory")
+    pids = [int(p) for p in read(memory / "sleepers.txt").split()] if (memory / "sleepers.txt").exists() else []
+    ctx.expect(len(pids) == 2, "the sleepers did not start")
+    ctx.expect(not [p for p in pids if alive(p)], f"{len([p for p in pids if alive(p)])} of them outlived Jarvis")
+    no_processes_left(ctx, memory)
+    memory_whole(ctx, memory, goal=GOAL, run_file=True)

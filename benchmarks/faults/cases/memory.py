@@ -1,0 +1,273 @@
+"""The memory folder: symbolic links, a folder that is a file or read-only, cut logs, files deleted during a run,
+stale temporary files, odd libraries."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+from ..harness import case
+from ..support import (
+    ANSWER, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis, memory_whole,
+    previous_run, previous_run_untouched, read, short_run, stopped_run,
+)
+
+
+def _outside(ctx, name: str, text: str = "the user's own file\n"):
+    path = ctx.path("outside", name)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@case("memory_folder", "folder_is_a_file", handled="exit 2 at once: 'is a file, not a folder' and --memory-dir; "
+      "no traceback, no 'Unexpected error', no --resume hint", lost="the file named memory is changed")
+def folder_is_a_file(ctx):
+    ctx.path("memory").write_bytes(b"a file, not a folder\n")
+    done = jarvis(ctx, "--demo")
+    handled_exit(ctx, done, [2], says=["is a file, not a folder", "--memory-dir"], not_says=["run again with --resume"])
+    file_kept(ctx, ctx.path("memory"), b"a file, not a folder\n")
+
+
+def _read_only_folder(ctx):
+    """A read-only memory folder holding an earlier run: a read-only tmpfs when this process may mount (root
+    writes into any folder whose mode says read-only), else chmod 555."""
+    memory = ctx.path("memory")
+    memory.mkdir()
+    files = previous_run(memory)
+    if os.geteuid() != 0:
+        memory.chmod(0o555)
+        ctx.on_exit(lambda: memory.chmod(0o755))
+        return memory, files
+    staging = ctx.path("staging")
+    shutil.copytree(str(memory), str(staging))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(memory)], capture_output=True)
+    if mounted.returncode:
+        ctx.skip("root, and a read-only tmpfs cannot be mounted here: " + mounted.stderr.decode().strip()[:100])
+    ctx.on_exit(lambda: subprocess.run(["umount", "-l", str(memory)], capture_output=True))
+    for name in os.listdir(str(staging)):
+        shutil.copy(str(staging / name), str(memory / name))
+    subprocess.run(["mount", "-o", "remount,ro", str(memory)], check=True, capture_output=True)
+    return memory, files
+
+
+@case("memory_folder", "folder_is_read_only", handled="exit 2 at once: 'read-only' and --memory-dir; no traceback, "
+      "no 'Unexpected error', no --resume hint", lost="a file of the earlier run in the folder is changed")
+def folder_is_read_only(ctx):
+    memory, files = _read_only_folder(ctx)
+    done = jarvis(ctx, "--demo")
+    handled_exit(ctx, done, [2], says=["read-only", "--memory-dir"], not_says=["run again with --resume"])
+    previous_run_untouched(ctx, memory, files)
+
+
+@case("memory_folder", "memory_files_are_links", handled="exit 0: a new run in a folder whose jarvis_run.json, plan "
+      "and log are links to files outside replaces the links and never writes through them",
+      lost="a link's target (outside the memory folder) is changed; jarvis_run.json is not a file of its own")
+def memory_files_are_links(ctx):
+    memory = ctx.path("memory")
+    memory.mkdir()
+    targets = {name: _outside(ctx, name.replace(".", "_") + ".bak") for name in
+               ("jarvis_run.json", "plan_jarvis.txt", "logs_jarvis.txt")}
+    for name, target in targets.items():
+        os.symlink(str(target), str(memory / name))
+    with LoopbackLLMServer(replies=short_run()) as server:
+        done = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, done, [0])
+    for target in targets.values():
+        file_kept(ctx, target, b"the user's own file\n", "a link's target")
+    ctx.keep(not os.path.islink(str(memory / "jarvis_run.json")), "jarvis_run.json is still a link")
+    memory_whole(ctx, memory, goal=GOAL, run_file=True)
+
+
+@case("memory_folder", "library_is_a_link", handled="no traceback: a library.py linking to a file outside is not "
+      "read into prompts nor written through (exit 0, or exit 1/2 saying 'symbolic link')",
+      lost="the link's target is changed")
+def library_is_a_link(ctx):
+    memory = ctx.path("memory")
+    memory.mkdir()
+    secret = _outside(ctx, "id_rsa", "-----BEGIN PRIVATE KEY----- secret\n")
+    os.symlink(str(secret), str(memory / "library.py"))
+    with LoopbackLLMServer(replies=short_run()) as server:
+        done = jarvis(ctx, GOAL, server=server)
+        sent = json.dumps([r["messages"] for r in server.requests])
+    handled_exit(ctx, done, [0, 1, 2])
+    if done.code:
+        ctx.expect("symbolic link" in done.text, "the refusal does not say it is a symbolic link")
+    ctx.expect("PRIVATE KEY" not in sent, "the link's target was sent to the LLM")
+    file_kept(ctx, secret, b"-----BEGIN PRIVATE KEY----- secret\n", "the link's target")
+
+
+@case("memory_folder", "links_on_resume", slow=True, handled="--resume with plan and log linking outside: refused "
+      "with exit 1 or 2 saying 'symbolic link', or run without writing through them; no traceback",
+      lost="a link's target is changed")
+def links_on_resume(ctx):
+    memory = stopped_run(ctx, plan=None)
+    plan = _outside(ctx, "plan.bak", PLAN + "\n")
+    log = _outside(ctx, "log.bak")
+    os.symlink(str(plan), str(memory / "plan_jarvis.txt"))
+    os.symlink(str(log), str(memory / "logs_jarvis.txt"))
+    with LoopbackLLMServer(replies=short_run()[1:] + short_run()) as server:
+        done = jarvis(ctx, "--resume", server=server)
+    handled_exit(ctx, done, [0, 1, 2])
+    if done.code:
+        ctx.expect("symbolic link" in done.text, "the refusal does not say it is a symbolic link")
+    file_kept(ctx, plan, (PLAN + "\n").encode(), "the plan link's target")
+    file_kept(ctx, log, b"the user's own file\n", "the log link's target")
+
+
+@case("memory_folder", "trace_link_in_memory", slow=True, handled="exit 2 before anything is archived: --trace "
+      "names a link in the memory folder", lost="the link's target changed, or the earlier run archived")
+def trace_link_in_memory(ctx):
+    memory = ctx.path("memory")
+    files = previous_run(memory)
+    target = _outside(ctx, "profile")
+    os.symlink(str(target), str(memory / "trace.jsonl"))
+    done = jarvis(ctx, "--demo", "--trace", "memory/trace.jsonl")
+    handled_exit(ctx, done, [2], says=["symbolic link"])
+    file_kept(ctx, target, b"the user's own file\n", "the link's target")
+    previous_run_untouched(ctx, memory, files)
+
+
+@case("memory_folder", "stale_temporary_files", handled="exit 0, and the 2.7 MB of .tmp files that killed writes "
+      "left an hour ago are swept (in memory/ and memory/archive/)", lost="a fresh .tmp (another process's write "
+      "in progress) or the user's own results.tmp is removed")
+def stale_temporary_files(ctx):
+    memory = ctx.path("memory")
+    (memory / "archive").mkdir(parents=True)
+    old = time.time() - 3600
+    stale = [memory / f".library.py.{i:012x}.tmp" for i in range(20)]
+    stale.append(memory / "archive" / ".plan.txt.0000000000ab.tmp")
+    for path in stale:
+        path.write_bytes(b"x" * 130_000)
+        os.utime(str(path), (old, old))
+    fresh, users = memory / ".plan_coder.txt.ba9876543210.tmp", memory / "results.tmp"
+    fresh.write_text("another process writing now")
+    users.write_text("the user's results")
+    os.utime(str(users), (old, old))
+    with LoopbackLLMServer(replies=short_run()) as server:
+        done = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, done, [0])
+    left = [p.name for p in stale if p.exists()]
+    ctx.expect(not left, f"{len(left)} stale temporary files were not swept")
+    file_kept(ctx, fresh, b"another process writing now", "a fresh temporary file")
+    file_kept(ctx, users, b"the user's results")
+
+
+@case("memory_folder", "cut_log_entry_then_resume", handled="exit 0: --resume on a log whose last entry a kill cut; "
+      "the cut entry is closed with a marker and the next entry is numbered after it",
+      lost="an earlier log entry is gone, or an entry is glued to the cut one or numbered twice")
+def cut_log_entry_then_resume(ctx):
+    from flow_modules.aiflows.CoreFlowModule.memory import CUT_ENTRY_MARKER, format_log_entry
+
+    memory = stopped_run(ctx)
+    first = format_log_entry(1, "Coder", {"goal": "compute"}, "Coder finished: 6 * 7 = 42")
+    cut = format_log_entry(2, "update_plan", {"updated_plan": PLAN + " [done]"}, "The plan was updated")
+    (memory / "logs_jarvis.txt").write_text(first + "\n" + cut[:-25])
+    with LoopbackLLMServer(replies=short_run()[1:]) as server:
+        done = jarvis(ctx, "--resume", server=server)
+    handled_exit(ctx, done, [0])
+    log = read(memory / "logs_jarvis.txt")
+    ctx.keep("Coder finished: 6 * 7 = 42" in log, "the first entry is gone")
+    ctx.expect(CUT_ENTRY_MARKER in log, "the cut entry was not marked")
+    memory_whole(ctx, memory, goal=GOAL, logs_end_whole=True)
+
+
+@case("memory_folder", "log_deleted_during_the_run", slow=True,
+      handled="exit 0: logs_jarvis.txt deleted while the controller "
+      "thinks; the run goes on and the log is written again", lost="jarvis_run.json or the plan is lost")
+def log_deleted_during_the_run(ctx):
+    log = ctx.path("memory", "logs_jarvis.txt")
+
+    def delete_then(reply):
+        def serve(_body):
+            if log.exists():
+                log.unlink()
+            return reply
+        return serve
+
+    replies = [PLAN, command("update_plan", updated_plan=PLAN + " [done]"),
+               delete_then(command("final_answer", answer=ANSWER)), command("finish", summary="Answered.")]
+    with LoopbackLLMServer(replies=replies) as server:
+        done = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, done, [0])
+    ctx.expect(log.exists() and "final_answer" in read(log), "the log was not written again")
+    memory_whole(ctx, ctx.path("memory"), goal=GOAL, run_file=True, plan=PLAN)
+
+
+@case("memory_folder", "memory_folder_deleted_during_the_run", slow=True, handled="no traceback and no 'Unexpected "
+      "error': the whole memory folder deleted mid-run ends the run with a clear message or is made again "
+      "(exit 0 or 1)", lost="none can be (the user deleted it); the case checks the run's behaviour")
+def memory_folder_deleted(ctx):
+    memory = ctx.path("memory")
+
+    def delete_then(_body):
+        shutil.rmtree(str(memory), ignore_errors=True)
+        return command("final_answer", answer=ANSWER)
+
+    with LoopbackLLMServer(replies=[PLAN, delete_then, command("finish", summary="Answered.")]) as server:
+        done = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, done, [0, 1])
+
+
+@case("memory_folder", "library_deleted_by_shell_code", slow=True, handled="exit 0, and Coder's log says the "
+      "library was deleted while the code ran, and where its copy is", lost="the library (with the user's "
+      "function) is neither in memory/ nor in memory/archive/")
+def library_deleted_by_shell_code(ctx):
+    memory = ctx.path("memory")
+    memory.mkdir()
+    library = b"def mine(x):\n    '''The user's own.'''\n    return x\n"
+    (memory / "library.py").write_bytes(library)
+    with LoopbackLLMServer(replies=coder_run("rm library.py", "bash")) as server:
+        done = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, done, [0])
+    ctx.expect("was deleted while this code ran" in read(memory / "logs_coder.txt"), "Coder was not told")
+    copies = [p for p in (memory / "archive").rglob("library*.py")] if (memory / "archive").exists() else []
+    ctx.keep(any(p.read_bytes() == library for p in copies), "the user's library is lost")
+
+
+@case("memory_folder", "run_code_overwrites_the_library", slow=True,
+      handled="exit 0, and Coder's log says library.py was "
+      "changed while the code ran", lost="the library as it was (the user's function) is not in memory/archive/")
+def run_code_overwrites_the_library(ctx):
+    memory = ctx.path("memory")
+    memory.mkdir()
+    library = b"def mine(x):\n    '''The user's own.'''\n    return x\n"
+    (memory / "library.py").write_bytes(library)
+    with LoopbackLLMServer(replies=coder_run("open('library.py', 'w').write('x = 1\\n')")) as server:
+        done = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, done, [0])
+    ctx.expect("was changed while this code ran" in read(memory / "logs_coder.txt"), "Coder was not told")
+    copies = [p for p in (memory / "archive").rglob("library*.py")] if (memory / "archive").exists() else []
+    ctx.keep(any(p.read_bytes() == library for p in copies), "the user's library is lost")
+
+
+def _save(library: str, code: str) -> str:
+    from flow_modules.aiflows.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+
+    flow = SaveCodeAtomicFlow.instantiate_from_default_config()
+    return flow.run({"code": code, "memory_files": {"code_library": library}})["result"]
+
+
+@case("memory_folder", "library_with_a_byte_order_mark", handled="SaveCodeAtomicFlow saves into a library.py that "
+      "starts with a UTF-8 BOM ('Saved g')", lost="the function already in the library is gone")
+def library_with_a_byte_order_mark(ctx):
+    library = ctx.path("library.py")
+    library.write_bytes(b"\xef\xbb\xbfdef f(x):\n    '''Doubles x.'''\n    return 2 * x\n")
+    result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
+    ctx.expect(result.startswith("Saved g"), f"not saved: {result}")
+    text = library.read_bytes()
+    ctx.keep(b"def f(x):" in text, "f is gone")
+
+
+@case("memory_folder", "library_that_does_not_compile", handled="SaveCodeAtomicFlow refuses to save into a "
+      "library.py the user broke ('does not compile'), saying it must be fixed first",
+      lost="the user's broken library.py is changed")
+def library_that_does_not_compile(ctx):
+    library = ctx.path("library.py")
+    broken = b"def f(x):\n    return (x\n"
+    library.write_bytes(broken)
+    result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
+    ctx.expect("does not compile" in result and result.startswith("Nothing was saved"), f"result: {result}")
+    file_kept(ctx, library, broken, "the library")

@@ -1,0 +1,109 @@
+"""Big files: a 5 MB library.py, 50 MB logs, a 5 MB log without entry headers, a 5 MB plan. The figures (seconds,
+peak memory) are printed; "handled" bounds them loosely (a cliff, not a speed)."""
+from __future__ import annotations
+
+import json
+import resource
+import time
+
+from ..harness import case
+from ..support import (
+    GOAL, LoopbackLLMServer, command, defined, demo, handled_exit, jarvis, memory_whole, read, short_run, stopped_run,
+)
+
+from flow_modules.aiflows.CoreFlowModule.memory import (  # noqa: E402
+    append_log_entry, format_log_entry, last_log_number, read_log_tail,
+)
+
+
+_BODY = "    " + "total = total + value * 2  # a line of a long function\n    " * 20
+
+
+def _function(i: int) -> str:
+    return (f"def helper_{i}(value):\n    '''Helper number {i}: doubles value many times.'''\n"
+            f"    total = 0\n{_BODY}return total")
+
+
+FUNCTIONS = 5_000_000 // (len(_function(1000)) + 2)  # a library of 5 MB
+
+
+@case("scale", "library_of_5_mb", slow=True, timeout=500, handled="the demo (29 LLM calls, 2 saves, 2 runs) on a 5 MB "
+      "library.py ends (exit 0) in at most 3 times (+10 s) what it takes on an empty library, its processes' peak "
+      "memory under 1 GB (the library was parsed at every read: 5 s -> 155 s, 1.3 GB)",
+      lost="one of the library's functions (about 4,000), or a function saved, is missing")
+def library_of_5_mb(ctx):
+    small = ctx.path("small")
+    small.mkdir()
+    with LoopbackLLMServer(replies=demo().replies()) as server:
+        baseline = jarvis(ctx, demo().header["goal"], server=server, cwd=str(small), timeout=300)
+    handled_exit(ctx, baseline, [0])
+    memory = ctx.path("memory")
+    memory.mkdir()
+    source = "\n\n".join(_function(i) for i in range(FUNCTIONS)) + "\n"
+    (memory / "library.py").write_text(source)
+    with LoopbackLLMServer(replies=demo().replies()) as server:
+        done = jarvis(ctx, demo().header["goal"], server=server, timeout=450)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024  # MB, the largest process waited for
+    ctx.figure("library MB", round(len(source) / 1e6, 1))
+    ctx.figure("seconds (empty library)", round(baseline.seconds, 1))
+    ctx.figure("seconds (5 MB library)", round(done.seconds, 1))
+    ctx.figure("peak RSS MB", peak)
+    handled_exit(ctx, done, [0])
+    ctx.expect(done.seconds <= 3 * baseline.seconds + 10, f"the run took {done.seconds:.0f} s, "
+                                                          f"{baseline.seconds:.0f} s on an empty library")
+    ctx.expect(peak < 1000, f"a process of the run took {peak} MB")
+    names = set(defined(read(memory / "library.py")))
+    ctx.keep({f"helper_{i}" for i in range(FUNCTIONS)} <= names, "a function of the library is missing")
+    memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True, saved=["growth_rates", "svg_bar_chart"])
+
+
+@case("scale", "logs_of_50_mb", slow=True, timeout=300, handled="--resume with a 50 MB Jarvis log ends (exit 0) with "
+      "prompts under 60 KB (the log is read from its end)", lost="an entry of the 50 MB log is gone")
+def logs_of_50_mb(ctx):
+    memory = stopped_run(ctx)
+    entry = format_log_entry(1, "Coder", {"goal": "compute"}, "r" * 1400) + "\n"
+    count = 50_000_000 // len(entry)
+    with open(memory / "logs_jarvis.txt", "w") as f:
+        for i in range(1, count + 1):
+            f.write(entry.replace("--- [1]", f"--- [{i}]", 1))
+    with LoopbackLLMServer(replies=short_run()[1:]) as server:
+        done = jarvis(ctx, "--resume", server=server)
+        sizes = [len(json.dumps(r["messages"])) for r in server.requests]
+    ctx.figure("seconds", round(done.seconds, 1))
+    ctx.figure("largest prompt KB", round(max(sizes, default=0) / 1000))
+    handled_exit(ctx, done, [0])
+    ctx.expect(max(sizes, default=0) < 60_000, f"a prompt of {max(sizes, default=0)} characters")
+    text = read(memory / "logs_jarvis.txt")
+    ctx.keep(text.startswith("--- [1] ") and f"--- [{count}] " in text, "the log lost entries")
+    memory_whole(ctx, memory, goal=GOAL, run_file=True)
+
+
+@case("scale", "log_without_headers_5_mb", handled="read_log_tail of a 5 MB log with no entry header returns its "
+      "end (under 6,200 characters, saying why), and an entry can be appended after it",
+      lost="the 5 MB of text before the new entry changed")
+def log_without_headers(ctx):
+    log = ctx.path("logs.txt")
+    text = ("x" * 99 + "\n") * 50_000 + "THE END\n"
+    log.write_text(text)
+    started = time.perf_counter()
+    tail = read_log_tail(str(log), 20, 6000)
+    number = last_log_number(str(log))
+    ctx.figure("seconds", round(time.perf_counter() - started, 3))
+    ctx.expect(tail.endswith("THE END") and len(tail) < 6200 and "no entry headers" in tail, f"tail: {tail[-80:]!r}")
+    ctx.expect(append_log_entry(str(log), "run_code", {}, "ok") == number + 1, "the appended entry's number")
+    ctx.keep(read(log).startswith(text), "the text before the new entry changed")
+
+
+@case("scale", "plan_of_5_mb_on_resume", slow=True, timeout=240, handled="--resume with a 5 MB plan_jarvis.txt: the "
+      "prompt is shortened to fit (no request over 100 KB) and the run ends (exit 0), or stops saying why (exit 1)",
+      lost="the plan file is changed")
+def plan_of_5_mb(ctx):
+    plan = "".join(f"{i}. Step number {i} of a very long plan.\n" for i in range(1, 130_000))
+    memory = stopped_run(ctx, plan=plan)
+    with LoopbackLLMServer(replies=[command("final_answer", answer="42"), command("finish", summary="ok")]) as server:
+        done = jarvis(ctx, "--resume", server=server)
+        sizes = [len(json.dumps(r["messages"])) for r in server.requests]
+    ctx.figure("seconds", round(done.seconds, 1))
+    handled_exit(ctx, done, [0, 1])
+    ctx.expect(max(sizes, default=0) < 100_000, f"a request of {max(sizes, default=0)} characters")
+    ctx.keep(read(memory / "plan_jarvis.txt") in (plan, plan.rstrip("\n")), "the plan changed")

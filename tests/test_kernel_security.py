@@ -1,0 +1,372 @@
+"""The interpreter's kernel against careless and hostile code (issue 11, item 5): secrets, processes that try to
+outlive it, limits, the sandbox, SIGHUP.
+
+Every process a test makes carries a tag of this test run in its command line (``exec -a``); after each test none
+may be left, and any that is left is killed before the next test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
+from flow_modules.aiflows.InterpreterFlowModule import sandbox as sandbox_module
+from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter, SandboxUnavailable, scrubbed_environment
+from flow_modules.aiflows.InterpreterFlowModule.sandbox import bwrap_command
+from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAKE_KEY = "sk-test-" + "x" * 40
+BWRAP = shutil.which("bwrap")
+
+
+def tagged(tag: str):
+    """``{pid: command line}`` of the live processes whose name (``argv[0]``, set by ``exec -a``) starts with
+    ``tag``."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                args = f.read().decode("utf-8", errors="replace").replace("\0", " ")
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if args.startswith(tag) and stat[stat.rindex(b")") + 2:].split()[0] != b"Z":
+            found[int(name)] = args
+    return found
+
+
+def wait_until_gone(tag: str, wait: float = 10.0):
+    """The processes tagged ``tag`` still alive after ``wait`` seconds (none, if all ended before)."""
+    end = time.monotonic() + wait
+    left = tagged(tag)
+    while left and time.monotonic() < end:
+        time.sleep(0.05)
+        left = tagged(tag)
+    return left
+
+
+@pytest.fixture
+def tag():
+    """A tag for this test's processes; whatever still carries it at the end is killed (and fails the test)."""
+    value = f"jvtag{uuid.uuid4().hex[:10]}"
+    yield value
+    left = wait_until_gone(value, wait=5)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not left, f"processes left behind: {left}"
+
+
+def python_spawns(tag: str) -> str:
+    """Kernel code that starts three `sleep`s: in its group, in a session of its own, and double-forked."""
+    return textwrap.dedent(f"""
+        import os, subprocess
+        subprocess.Popen(['bash', '-c', 'exec -a {tag}-grouped sleep 1000'])
+        subprocess.Popen(['bash', '-c', 'exec -a {tag}-setsid sleep 1000'], start_new_session=True)
+        if os.fork() == 0:
+            try:
+                os.setsid()
+                if os.fork() == 0:
+                    os.execvp('sleep', ['{tag}-double', '1000'])
+            finally:
+                os._exit(0)
+        os.wait()
+        print('started')
+    """)
+
+
+def shell_spawns(tag: str) -> str:
+    """Shell code that starts the same three, and ends."""
+    return (f"(exec -a {tag}-sh-grouped sleep 1000) >/dev/null 2>&1 & "
+            f"setsid bash -c 'exec -a {tag}-sh-setsid sleep 1000' >/dev/null 2>&1 & "
+            f"( (exec -a {tag}-sh-double sleep 1000) >/dev/null 2>&1 & ); echo started")
+
+
+def until(condition, wait: float = 10.0) -> bool:
+    end = time.monotonic() + wait
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+# ~~~ Secrets ~~~
+def test_the_scrub_drops_passwords_credentials_and_urls_with_credentials():
+    secrets = {"DB_PASS": "hunter2", "SMTP_PASS": "x", "REDIS_PASSWORD": "x", "MYSQL_ROOT_PWD": "x",
+               "LDAP_PASSWD": "x", "AWS_CREDENTIALS": "x", "GCP_CREDS": "x", "SERVICE_TOKEN": "x", "APP_SECRET": "x",
+               "STRIPE_KEY": "x", "PASS": "x",
+               "DATABASE_URL": "postgres://user:p4ss@db.example.com:5432/app",
+               "CACHE": "redis://:onlypassword@cache:6379/0",
+               "PIP_INDEX_URL": "https://me:tok3n@pypi.example.com/simple",
+               "HTTPS_PROXY": "http://proxyuser:proxypass@proxy:3128",
+               "REPO": "https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/me/repo.git",
+               "SOME_SETTING": FAKE_KEY, "OTHER": "ghp_" + "a" * 36}
+    ordinary = {"PATH": "/usr/bin", "HOME": "/root", "PWD": "/w", "OLDPWD": "/", "PASSENGER_COUNT": "3",
+                "BYPASS_CACHE": "1", "SSH_ASKPASS": "/usr/bin/ssh-askpass", "KEYBOARD_LAYOUT": "us",
+                "TOKENIZERS_PARALLELISM": "false", "HOMEPAGE": "https://example.com/a@b",
+                "GIT_URL": "ssh://git@github.com/me/repo.git", "MIRROR": "https://mirror.example.com/simple",
+                "MAILTO": "me@example.com", "SK": "sk-short"}
+    kept = scrubbed_environment(base={**secrets, **ordinary})
+    assert sorted(kept) == sorted(ordinary), "secrets by name and by value go; ordinary variables stay"
+
+
+def test_the_kernels_parent_does_not_hold_the_api_key(tmp_path):
+    """The interpreter's process was started with an API key (as Jarvis is); code in the kernel reads its parent's
+    initial environment in /proc and finds no key: the parent is the launcher, started with the scrubbed one."""
+    script = textwrap.dedent(f"""
+        from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        try:
+            code = ("import os\\n"
+                    "parent = open(f'/proc/{{os.getppid()}}/environ', 'rb').read()\\n"
+                    "print('KEY-IN-PARENT' if b'sk-test-' in parent else 'clean', len(parent) > 0)")
+            print(interpreter.run(code).output)
+            shell = "cat /proc/$PPID/environ | tr '\\\\0' '\\\\n' | grep -c sk-test- || true"
+            print(interpreter.run(shell, "bash").output)
+        finally:
+            interpreter.close()
+    """)
+    env = dict(os.environ, OPENAI_API_KEY=FAKE_KEY, DATABASE_URL="postgres://u:p@h/db",
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kernel_line, shell_count = done.stdout.strip().splitlines()[-2:]
+    assert kernel_line == "clean True", "the kernel's parent's environment holds no key (and was read)"
+    assert shell_count == "0", "nor does a shell command's"
+
+
+# ~~~ Processes that try to outlive the kernel ~~~
+def test_processes_that_leave_the_kernels_group_end_with_close(make_interpreter, tag):
+    interpreter = make_interpreter()
+    assert interpreter.run(python_spawns(tag)).output == "started"
+    assert until(lambda: len(tagged(tag)) == 3), tagged(tag)
+    interpreter.close()
+    assert not wait_until_gone(tag), "a sleep started by the kernel survived close()"
+
+
+def test_processes_that_leave_a_shell_commands_group_end_with_close(make_interpreter, tag):
+    interpreter = make_interpreter()
+    result = interpreter.run(shell_spawns(tag), "bash")
+    assert result.output == "started" and not result.failed
+    assert until(lambda: len(tagged(tag)) == 3), tagged(tag)
+    interpreter.close()
+    assert not wait_until_gone(tag), "a sleep started by a shell command survived close()"
+
+
+def test_a_kernel_restart_ends_what_the_old_kernel_started(make_interpreter, tag):
+    interpreter = make_interpreter()
+    interpreter.run(python_spawns(tag))
+    assert until(lambda: len(tagged(tag)) == 3)
+    result = interpreter.run("import os; os._exit(3)")
+    assert result.restarted
+    assert not wait_until_gone(tag), "the dead kernel's processes outlived it"
+
+
+@pytest.mark.parametrize("how", ["exit", "SIGKILL"])
+def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, tag, how):
+    """At exit (atexit closes the interpreter) and even when its process is killed (the kernel's launcher sees its
+    parent go and ends everything below it, and what carries the interpreter's mark): the kernel, its orphans, and
+    the shell commands' too."""
+    script = textwrap.dedent(f"""
+        import sys
+        from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        print(interpreter.run({python_spawns(tag)!r}).output,
+              interpreter.run("import os; print(os.getpid())").output,
+              interpreter.run({shell_spawns(tag)!r}, "bash").output, flush=True)
+        sys.stdin.readline()  # then exit, unless killed before
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, stdin=subprocess.PIPE)
+    try:
+        words = process.stdout.readline().split()
+        assert words[0] == "started" and words[2] == "started", process.stderr.read() if not words else words
+        kernel = int(words[1])
+        assert until(lambda: len(tagged(tag)) == 6), tagged(tag)
+        if how == "SIGKILL":
+            process.kill()
+        else:
+            process.stdin.write("\n")
+        process.stdin.close()
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    if how == "exit":
+        assert process.returncode == 0
+    assert until(lambda: not os.path.exists(f"/proc/{kernel}") or
+                 open(f"/proc/{kernel}/stat").read().split(") ")[1].startswith("Z")), "the kernel survived"
+    left = wait_until_gone(tag)
+    assert not left, f"survived the interpreter's process: {left}"
+
+
+# ~~~ Limits ~~~
+def test_a_memory_limit_gives_a_memory_error_that_says_the_limit(make_interpreter):
+    interpreter = make_interpreter(memory_limit_mb=100)
+    assert not interpreter.run("small = bytearray(10 * 2**20)").failed
+    big = interpreter.run("big = bytearray(1024 * 2**20)")
+    assert big.failed and not big.restarted and "MemoryError" in big.output
+    assert "memory limit of 100 MB (memory_limit_mb)" in big.output
+    assert interpreter.run("print(len(small))").output == str(10 * 2**20), "the session goes on"
+    shell = interpreter.run(f"{sys.executable} -c 'bytearray(1024 * 2**20)'", "bash")
+    assert shell.failed and "MemoryError" in shell.output and "memory_limit_mb" in shell.output
+
+
+def test_a_cpu_limit_stops_the_run_says_so_and_the_next_run_has_a_new_kernel(make_interpreter):
+    interpreter = make_interpreter(cpu_time_s=1, timeout=120)
+    interpreter.run("kept = 1")
+    spin = interpreter.run("while True:\n    pass")
+    assert spin.failed and spin.restarted and not spin.timed_out, spin.output
+    assert "The kernel was stopped: CPU time limit of 1 s (cpu_time_s)" in spin.output
+    after = interpreter.run("print('back')")
+    assert after.output == "back" and not after.failed
+    assert "NameError" in interpreter.run("kept").output
+    # the allowance is per run: runs that each use less do not add up to it
+    for _ in range(3):
+        assert not interpreter.run("import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end:\n"
+                                   "    pass").failed
+    shell = interpreter.run("while :; do :; done", "bash")
+    assert shell.failed and "SIGXCPU" in shell.output and "CPU time limit of 1 s" in shell.output
+
+
+def test_limits_that_are_not_positive_numbers_are_refused_when_the_flow_is_built():
+    with pytest.raises(ValueError, match="memory_limit_mb: 'lots' is not a positive number"):
+        InterpreterAtomicFlow.instantiate_from_default_config(memory_limit_mb="lots")
+    with pytest.raises(ValueError, match="cpu_time_s: -1 is not a positive number"):
+        CodeInterpreter("/tmp", cpu_time_s=-1)
+
+
+def test_the_flow_passes_its_limits_and_sandbox_settings_to_the_interpreter(tmp_path):
+    flow = InterpreterAtomicFlow.instantiate_from_default_config(workspace=str(tmp_path), memory_limit_mb=512,
+                                                                 cpu_time_s=30)
+    try:
+        assert flow.flow_config["sandbox"] is None and flow.flow_config["sandbox_network"] is False
+        engine = flow.engine
+        assert (engine.memory_limit_mb, engine.cpu_time_s, engine.sandbox) == (512, 30, None)
+    finally:
+        flow.close()
+
+
+# ~~~ The sandbox ~~~
+def test_the_bubblewrap_command_line():
+    command = bwrap_command("/usr/bin/bwrap", "/work/ws", ["/tmp/jarvis-interp-x"], network=False,
+                            die_with_parent=True, env={"JPY_PARENT_PID": "1"})
+    assert command[0] == "/usr/bin/bwrap" and command[-1] == "--"
+    text = " ".join(command)
+    for part in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind / /", "--proc /proc",
+                 "--dev /dev", "--tmpfs /tmp", "--bind /work/ws /work/ws",
+                 "--bind /tmp/jarvis-interp-x /tmp/jarvis-interp-x", "--setenv JPY_PARENT_PID 1",
+                 "--setenv TMPDIR /tmp", "--chdir /work/ws"):
+        assert part in text, part
+    # mounts apply in order: the workspace and the private folder after the read-only root and the fresh /tmp
+    assert text.index("--ro-bind / /") < text.index("--tmpfs /tmp") < text.index("--bind /work/ws")
+    networked = bwrap_command("/usr/bin/bwrap", "/w", network=True)
+    assert "--unshare-net" not in networked and "--die-with-parent" not in networked
+
+
+def test_a_sandbox_that_is_not_installed_is_a_clear_error_at_start(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: None)
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
+        InterpreterAtomicFlow.instantiate_from_default_config(sandbox="bwrap")
+    with pytest.raises(SandboxUnavailable, match="sandbox: null"):
+        CodeInterpreter(str(tmp_path), sandbox="bwrap")
+    with pytest.raises(ValueError, match="'docker' is not a sandbox"):
+        CodeInterpreter(str(tmp_path), sandbox="docker")
+
+
+def sandbox_works() -> bool:
+    """bubblewrap is installed and may make namespaces here (some systems forbid it to users)."""
+    if BWRAP is None:
+        return False
+    return subprocess.run([BWRAP, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--", "true"],
+                          capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.skipif(not sandbox_works(), reason="bubblewrap is not installed (or cannot make namespaces) here")
+def test_sandboxed_code_writes_only_the_workspace_sees_only_its_processes_and_has_no_network(make_interpreter,
+                                                                                             tmp_path, tag):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    interpreter = make_interpreter(sandbox="bwrap", timeout=20)
+    code = textwrap.dedent(f"""
+        import os, socket
+        open('inside.txt', 'w').write('ok')
+        for path in ({str(outside / 'x.txt')!r}, '/etc/jarvis-sandbox-test'):
+            try:
+                open(path, 'w').write('x')
+                print('WROTE', path)
+            except OSError as error:
+                print('refused', error.errno)
+        print('processes', sorted(int(p) for p in os.listdir('/proc') if p.isdigit())[:2], os.getppid())
+        try:
+            socket.create_connection(('192.0.2.1', 80), timeout=2)
+        except OSError as error:
+            print('network', error.errno)
+    """)
+    result = interpreter.run(code)
+    lines = result.output.splitlines()
+    # a folder outside the workspace: not there (under /tmp, which is the sandbox's own) or read-only (EROFS, 30)
+    assert lines[0] in ("refused 2", "refused 30") and lines[1] == "refused 30", result.output
+    assert lines[2] == "processes [1, 2] 1", "a process namespace of its own: the kernel's parent is its init"
+    assert lines[3] == "network 101", "ENETUNREACH: no network"
+    assert result.files == ["inside.txt"] and not (outside / "x.txt").exists()
+    shell = interpreter.run("touch /etc/jarvis-sandbox-test 2>&1; echo more >> inside.txt; " + shell_spawns(tag),
+                            "bash")
+    assert "Read-only file system" in shell.output and shell.files == ["inside.txt"]
+    interrupted = interpreter.run("import time\ntime.sleep(60)", timeout=2)
+    assert interrupted.timed_out and not interrupted.restarted, "an interrupt reaches the sandboxed kernel"
+    interpreter.run(python_spawns(tag))
+    assert until(lambda: len(tagged(tag)) == 6), tagged(tag)
+    interpreter.close()
+    assert not wait_until_gone(tag)
+
+
+# ~~~ SIGHUP: the terminal closed ~~~
+def test_sighup_stops_a_run_like_sigterm_and_ends_the_kernel_and_its_processes(tmp_path, tag):
+    from loopback_llm import LoopbackLLMServer, Slow
+    from subprocess_guard import check_guarded_run
+    from test_cli import DEMO, kernels_in, run_until
+
+    from flow_modules.aiflows.ChatFlowModule import Transcript
+
+    demo = Transcript.load(DEMO)
+    replies = demo.replies()
+    run_code = json.dumps({"command": "run_code", "command_args": {"language": "python", "code": python_spawns(tag)}})
+    # Jarvis plans and hands the goal to Coder; Coder plans, runs the code, and its next call hangs: SIGHUP then.
+    script = replies[:3] + [run_code, Slow(60, replies[3])]
+    with LoopbackLLMServer(replies=script) as server:
+        process, attempts = run_until(server, 5, tmp_path, demo.header["goal"])
+        memory = tmp_path / "memory"
+        try:
+            assert until(lambda: len(tagged(tag)) == 3), tagged(tag)
+            assert kernels_in(memory), "the interpreter's kernel runs, in the memory folder"
+            process.send_signal(signal.SIGHUP)
+            out, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert process.returncode == 129, out[-2000:] + err[-2000:]
+    assert "Traceback" not in out + err and f"Plans, logs and the library are in {memory}" in out
+    assert not wait_until_gone(tag), "a process the code started survived the hang-up"
+    assert until(lambda: not kernels_in(memory)), "the kernel was shut down"
+    check_guarded_run(attempts)

@@ -1,0 +1,89 @@
+"""The code library is parsed once per version of its text, not at every memory read: MemoryReading reads it every
+round and save_code again, and a 5 MB library took seconds per parse (`benchmarks/large_library.py` gives figures)."""
+from __future__ import annotations
+
+import pytest
+
+from flow_modules.aiflows.CoreFlowModule import memory
+from flow_modules.aiflows.CoreFlowModule.memory import defined_names, library_summary, split_future_imports
+from flow_modules.aiflows.MemoryReadingFlowModule import MemoryReadingAtomicFlow
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """The sources parsed, in order (memory's one parse function, counted)."""
+    seen = []
+    real = memory._parse
+
+    def counting(source):
+        seen.append(source)
+        return real(source)
+
+    monkeypatch.setattr(memory, "_parse", counting)
+    return seen
+
+
+def a_library(tag: str, functions: int = 400) -> str:
+    """A library large enough to be worth keeping (tens of KB), unique to ``tag``."""
+    return "from __future__ import annotations\n\n" + "".join(
+        f'def {tag}_{n}(x: int) -> int:\n    """Adds {n} ({tag})."""\n    return x + {n}\n\n\n'
+        for n in range(functions))
+
+
+def test_an_unchanged_library_is_not_parsed_again_and_a_changed_one_is(tmp_path, parses):
+    path = tmp_path / "library.py"
+    path.write_text(a_library("first"))
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    files = {"memory_files": {"code_library": str(path)}}
+    first = reader.run(files)["code_library"]
+    assert first.startswith("(the library is large") and "first_0," in first
+    for _ in range(5):
+        assert reader.run(files)["code_library"] == first
+    assert len(parses) == 1, "five more reads of the same library, no parse"
+
+    path.write_text(a_library("second"))
+    second = reader.run(files)["code_library"]
+    assert "second_0," in second and "first_0" not in second
+    assert len(parses) == 2, "a changed library is parsed again"
+
+
+def test_save_codes_reads_of_a_library_share_the_parse_of_the_summary(parses):
+    source = a_library("shared")
+    summary = library_summary(source, 6000)
+    assert defined_names(source)[:2] == ["shared_0", "shared_1"] and len(defined_names(source)) == 400
+    futures, body = split_future_imports(source)
+    assert futures == ["from __future__ import annotations"] and body.startswith("def shared_0")
+    assert len(parses) == 1, "one parse for the summary, the names and the future imports"
+    assert library_summary(source, 6000) == summary and len(parses) == 1
+
+
+def test_a_library_parsed_for_its_names_has_its_summary_ready(parses):
+    library_summary(a_library("before"), 6000)  # the size of summary a run asks for
+    after = a_library("after")
+    defined_names(after)  # save_code checks the new library's names
+    library_summary(after, 6000)  # the next memory read
+    assert len(parses) == 2, "the new version is parsed once"
+
+
+def test_the_cached_answers_are_the_ones_a_parse_gives(parses):
+    source = a_library("same")
+    cached = [library_summary(source, limit) for limit in (None, 6000, 200)]
+    memory._views.clear()
+    assert [library_summary(source, limit) for limit in (None, 6000, 200)] == cached
+    broken = source + "def broken(:\n"
+    for _ in range(2):
+        assert library_summary(broken, 6000).startswith("(the code library does not parse: line 2003")
+        with pytest.raises(SyntaxError) as error:
+            defined_names(broken)
+        assert error.value.lineno == 2003
+
+
+def test_only_a_few_versions_are_kept_and_small_code_is_not(parses):
+    for n in range(memory._VIEWS_KEPT + 3):
+        library_summary(a_library(f"v{n}"), 6000)
+    assert len(memory._views) == memory._VIEWS_KEPT, "older versions are dropped"
+    small = "def f():\n    return 1\n"
+    defined_names(small)
+    defined_names(small)
+    assert parses.count(small) == 2, "code of one save_code is parsed each time, and does not push a library out"
+    assert len(memory._views) == memory._VIEWS_KEPT

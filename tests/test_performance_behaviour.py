@@ -1,0 +1,205 @@
+"""What makes start-up and rounds cheap, checked as behaviour (never as times; the figures are in benchmarks/):
+a prompt template is compiled once, each YAML file is parsed once per process, the cl100k tokenizer is not loaded
+when the API reports usage, subflows are built without hydra, and starting a run leaves unloaded what only other
+uses need (litellm's tokenizer, aiflows' hub client, hydra, rich, aiohttp) until something uses it."""
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import jinja2
+import pytest
+import tiktoken.registry
+from aiflows.backends.api_info import ApiInfo
+
+from fakes import command, scripted_factory
+from loopback_llm import completion_json
+from subprocess_guard import network_guarded
+from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow, set_backend_factory
+from flow_modules.aiflows.CoreFlowModule import StrictJinjaPrompt, config_cache, prompts, usage
+from flow_modules.aiflows.JarvisFlowModule import launcher
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """``{template source: times compiled}`` for every Jinja template compiled during the test."""
+    counts = {}
+    real = jinja2.Environment.compile
+
+    def counting(self, source, *args, **kwargs):
+        counts[source] = counts.get(source, 0) + 1
+        return real(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    prompts.compiled.cache_clear()
+    return counts
+
+
+def test_a_template_is_compiled_once_however_often_it_is_rendered(compiles):
+    template = f"Hello {{{{ name }}}} ({uuid.uuid4()})"
+    prompt = StrictJinjaPrompt(template=template, input_variables=["name"])
+    rendered = [prompt.format(name=f"user {i}") for i in range(5)]
+    again = prompt.partial(name="Ada")
+    rendered += [again.format(), StrictJinjaPrompt.from_prompt({"template": template}).format(name="Bob")]
+    assert rendered[0].startswith("Hello user 0") and rendered[-2].startswith("Hello Ada")
+    assert compiles[template] == 1, "seven renders by three prompt objects, one compilation"
+
+
+def test_a_chat_compiles_each_of_its_templates_once_over_many_rounds(compiles, scripted_llm):
+    chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker")
+    for i in range(6):
+        scripted_llm.add(f"answer {i}")
+        assert chat.call({"query": f"question {i}"}) == {"api_output": f"answer {i}"}
+    sources = [chat.system_message_prompt_template.template, chat.init_human_message_prompt_template.template,
+               chat.human_message_prompt_template.template]
+    assert all(compiles.get(source) == 1 for source in sources), \
+        f"six rounds compile each template once: {[compiles.get(s) for s in sources]}"
+
+
+@pytest.fixture
+def yaml_reads(monkeypatch):
+    """``{path: times opened}`` for every YAML file opened during the test (a parse opens the file)."""
+    counts = {}
+    real_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and str(file).endswith((".yaml", ".yml")):
+            path = os.path.realpath(file)
+            counts[path] = counts.get(path, 0) + 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(io, "open", counting_open)
+    config_cache.clear()
+    return counts
+
+
+def test_each_yaml_file_is_parsed_once_per_process_across_two_builds_of_jarvis(yaml_reads, tmp_path):
+    set_backend_factory(scripted_factory)
+    api_infos = [ApiInfo(backend_used="openai", api_key="sk-test")]
+    for run in ("first", "second"):
+        config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
+        flow = launcher.instantiate(config, api_infos, str(tmp_path / run))
+        launcher.close_interpreters(flow)
+    assert os.path.realpath(os.path.join(ROOT, "configs", "jarvis.yaml")) in yaml_reads
+    modules = [path for path in yaml_reads if os.sep + "flow_modules" + os.sep in path]
+    assert len(modules) >= 20, f"building Jarvis reads the YAML of every flow class of its tree: {sorted(yaml_reads)}"
+    parsed_again = {path: n for path, n in yaml_reads.items() if n > 1}
+    assert not parsed_again, f"parsed more than once: {parsed_again}"
+
+
+def test_a_yaml_file_that_changes_is_read_again(tmp_path):
+    path = tmp_path / "settings.yaml"
+    path.write_text("a: 1\nb: ${a}\n")
+    first = config_cache.read_yaml(str(path))
+    first["a"] = 99  # the caller's copy: the cache keeps its own
+    assert config_cache.read_yaml(str(path)) == {"a": 1, "b": 1}
+    path.write_text("a: 2\nb: ${a}\nc: [1, 2]\n")
+    assert config_cache.read_yaml(str(path)) == {"a": 2, "b": 2, "c": [1, 2]}
+
+
+@pytest.fixture
+def fresh_tokenizer_state(monkeypatch):
+    """No cl100k encoding loaded yet in this process, as far as tiktoken and the usage meter know."""
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    monkeypatch.setattr(usage, "_encoding", None)
+
+
+def test_the_tokenizer_is_not_loaded_when_the_api_reports_usage(fresh_tokenizer_state, loopback_llm):
+    loopback_llm.add(completion_json("Paris.", prompt_tokens=25))
+    chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker")
+    assert chat.call({"query": "Capital of France?"}) == {"api_output": "Paris."}
+    assert not usage.tokenizer_loaded() and "cl100k_base" not in tiktoken.registry.ENCODINGS, \
+        "the API counted the tokens and the prompt fits for sure: nothing needed the tokenizer"
+
+    no_usage = completion_json("Rome.")
+    del no_usage["usage"]
+    loopback_llm.add(no_usage)
+    assert chat.call({"query": "Capital of Italy?"}) == {"api_output": "Rome."}
+    assert usage.tokenizer_loaded(), "a reply without usage is counted with the tokenizer"
+    assert not usage.USAGE.calls[-1].reported
+
+
+def test_a_prompt_that_may_not_fit_is_still_counted_and_shortened(fresh_tokenizer_state, scripted_llm):
+    """The byte bound only skips the count for prompts that fit for sure; a long one is counted and fitted."""
+    chat = ChatAtomicFlow.instantiate_from_default_config(
+        name="Asker", context_window=1024, announce_fitting=False,
+        backend={"max_tokens": 200}, shrinkable_inputs=["query"], min_input_chars=100)
+    scripted_llm.add("ok")
+    assert chat.call({"query": "word " * 3000}) == {"api_output": "ok"}
+    sent = scripted_llm.calls[-1]["messages"]
+    assert usage.tokenizer_loaded()
+    assert usage.count_message_tokens(sent) <= 1024 - 200 - 102, "the prompt was shortened to fit"
+
+
+def test_the_byte_bound_is_never_below_the_token_count():
+    texts = ["", "plain English words", "日本語のテキスト", "🙂" * 10, "\x00\x01\x02", "<|endoftext|>", "a" * 500,
+             "x = {'k': [1, 2, 3]}\n" * 20, "\ud800 lone surrogate"]
+    for text in texts:
+        messages = [{"role": "user", "content": text}]
+        assert usage.message_tokens_at_most(messages) >= usage.count_message_tokens(messages), repr(text)
+
+
+def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_need():
+    """In a fresh process, up to a built Jarvis: litellm 1.0.0 loads cl100k at import, aiflows imports
+    huggingface_hub, hydra and rich, httpx and litellm their command lines; all of it waits until something uses it
+    (and then works)."""
+    script = (
+        "import json, os, sys, tempfile\n"
+        "import flow_modules.aiflows.CoreFlowModule\n"
+        "from flow_modules.aiflows.CoreFlowModule.offline import import_litellm\n"
+        "from flow_modules.aiflows.ChatFlowModule import set_backend_factory\n"
+        "from flow_modules.aiflows.JarvisFlowModule import launcher\n"
+        "litellm = import_litellm()\n"
+        "set_backend_factory(lambda config, name: object())\n"
+        "config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
+        "flow = launcher.instantiate(config, [{'backend_used': 'openai', 'api_key': 'k'}], tempfile.mkdtemp())\n"
+        "import tiktoken.registry\n"
+        "state = {'encodings': sorted(tiktoken.registry.ENCODINGS),\n"
+        "         'hub_client': 'huggingface_hub' in sys.modules,\n"
+        "         'executed': sorted(m for m in ('hydra.utils', 'rich', 'click', 'aiohttp.client') if m in sys.modules)}\n"
+        "state['counts'] = len(litellm.utils.encoding.encode('hello world'))\n"
+        "state['encodings_after_use'] = sorted(tiktoken.registry.ENCODINGS)\n"
+        "from aiflows import flow_verse\n"
+        "state['sync'] = flow_verse.sync_dependencies.__module__\n"
+        "state['hub_client_after_use'] = 'huggingface_hub' in sys.modules\n"
+        "import hydra, aiohttp\n"
+        "state['after_use'] = [hydra.utils.instantiate.__name__, aiohttp.ClientSession.__name__]\n"
+        "print(json.dumps(state))\n"
+    )
+    with network_guarded() as env:
+        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = json.loads(done.stdout.strip().splitlines()[-1])
+    assert state["encodings"] == [] and not state["hub_client"] and state["executed"] == [], state
+    assert state["counts"] == 2 and state["encodings_after_use"] == ["cl100k_base"], "loaded when used"
+    assert state["sync"] == "aiflows.flow_verse.loading" and state["hub_client_after_use"], state
+    assert state["after_use"] == ["instantiate", "ClientSession"], state
+
+
+def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scripted_llm):
+    """Subflows are built by calling their target directly; hydra's errors are kept for a failing target."""
+    import hydra
+    from hydra.errors import InstantiationException
+
+    from flow_modules.aiflows.CoreFlowModule.instantiate import instantiate, is_plain
+
+    calls = []
+    real = hydra.utils.instantiate
+    monkeypatch.setattr(hydra.utils, "instantiate", lambda *a, **k: calls.append(a) or real(*a, **k))
+    target = "flow_modules.aiflows.ChatFlowModule.ChatAtomicFlow.instantiate_from_default_config"
+    chat = instantiate({"_target_": target, "name": "Direct", "backend": {"api_infos": [ApiInfo(backend_used="openai", api_key="k")]}})
+    assert isinstance(chat, ChatAtomicFlow) and chat.flow_config["name"] == "Direct" and not calls
+    assert not is_plain({"_target_": target, "name": "${other}"}), "an interpolation goes through hydra"
+    with pytest.raises(InstantiationException, match="Error in call to target"):
+        instantiate({"_target_": target, "system_message_prompt_template": 1})
+    scripted_llm.add(command("noop"))
+    assert chat.call({"query": "hi"}) == {"api_output": command("noop")}
