@@ -257,7 +257,7 @@ def _main(argv: Optional[List[str]]) -> int:
             if args.resume:
                 previous = _previous_run(run_file, memory_dir)
                 if args.goal and args.goal.strip() != previous["goal"].strip():
-                    raise launcher.ConfigurationError(
+                    raise BadInputError(
                         f"--resume continues the run in {memory_dir}, whose goal was: {previous['goal']!r}. To work on "
                         "another goal, run without --resume (the plans and logs are then archived).")
                 args.goal = previous["goal"]
@@ -408,19 +408,18 @@ def _where_things_are(memory_dir: str, flow, transcript) -> str:
 
 def _previous_run(run_file: str, memory_dir: str) -> dict:
     """The goal and settings of the run to resume, from the memory folder."""
-    from flow_modules.aiflows.CoreFlowModule import ConfigurationError
-    from flow_modules.aiflows.CoreFlowModule.errors import MemoryFileError
+    from flow_modules.aiflows.CoreFlowModule.errors import BadInputError, MemoryFileError
     from flow_modules.aiflows.CoreFlowModule.memory import read_text
 
     if not os.path.lexists(run_file):
-        raise ConfigurationError(f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
+        raise BadInputError(f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
                                  "without --resume (or --memory-dir for another folder).")
     try:  # never through a link: a memory folder from elsewhere could make its goal any file of the user's
         previous = json.loads(read_text(run_file) or "null")
         if not isinstance(previous, dict) or not isinstance(previous.get("goal"), str) or not previous["goal"].strip():
             raise ValueError("no goal in it")
     except (ValueError, OSError, MemoryFileError) as error:
-        raise ConfigurationError(f"{run_file} is unreadable ({error}); it records the run to resume. Start a new "
+        raise BadInputError(f"{run_file} is unreadable ({error}); it records the run to resume. Start a new "
                                  "run with a goal (without --resume).") from None
     return previous
 

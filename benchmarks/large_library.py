@@ -58,7 +58,9 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "AZURE_API_KEY")}
         env["NO_COLOR"] = "1"
         started = time.monotonic()
-        done = subprocess.run([sys.executable, os.path.join(os.path.abspath(args.root), "run_jarvis.py"),
+        # (LARGE_LIBRARY_PYTHON_ARGS="-m cProfile -o run.prof" profiles the run)
+        python = [sys.executable, *os.environ.get("LARGE_LIBRARY_PYTHON_ARGS", "").split()]
+        done = subprocess.run([*python, os.path.join(os.path.abspath(args.root), "run_jarvis.py"),
                                "--api-base", server.url, "--model", "local-model", "--yes", transcript.header["goal"]],
                               cwd=work, env=env, capture_output=True, text=True, timeout=1800,
                               stdin=subprocess.DEVNULL)

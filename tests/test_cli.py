@@ -266,15 +266,16 @@ def test_budget_and_model_flags_refuse_bad_values(tmp_path, flag, value):
 
 
 def test_resume_refuses_another_goal_and_a_missing_run(tmp_path):
+    """Bad input at the start: exit code 2, as the README's exit codes say."""
     done = run_jarvis(tmp_path, "--resume", "--api-base", "http://127.0.0.1:9/v1")
-    assert done.returncode == 1 and "Nothing to resume" in done.stdout
+    assert done.returncode == 2 and "Nothing to resume" in done.stdout
     (tmp_path / "memory").mkdir(exist_ok=True)
     (tmp_path / "memory" / "jarvis_run.json").write_text(json.dumps({"goal": "the old goal"}))
     done = run_jarvis(tmp_path, "--resume", "--api-base", "http://127.0.0.1:9/v1", "a new goal")
-    assert done.returncode == 1 and "whose goal was: 'the old goal'" in done.stdout
+    assert done.returncode == 2 and "whose goal was: 'the old goal'" in done.stdout
     (tmp_path / "memory" / "jarvis_run.json").write_text("{broken")
     done = run_jarvis(tmp_path, "--resume", "--api-base", "http://127.0.0.1:9/v1")
-    assert done.returncode == 1 and "jarvis_run.json is unreadable" in done.stdout
+    assert done.returncode == 2 and "jarvis_run.json is unreadable" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
 
 

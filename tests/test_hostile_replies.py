@@ -116,3 +116,27 @@ def test_code_under_review_shows_that_something_hides_in_it():
     Console(stream=sink, color=False).show("code", "Code to review:", TROJAN)
     assert "\u202e" not in sink.text and "\u2066" not in sink.text
     assert '"user<U+202E> <U+2066># Check if admin<U+2069> <U+2066>":' in sink.text
+
+
+# ~~~ Text no file, request or terminal can take; nesting no parser survives ~~~
+def test_a_lone_surrogate_escaped_in_the_body_becomes_a_replacement_character(loopback_llm, quiet_console):
+    """A JSON body may escape a lone surrogate ("\\ud800"): the reply text a flow gets is valid Unicode."""
+    loopback_llm.add(Malformed(json.dumps(completion_json("forty\ud800two")).encode()))
+    assert make_chat().call({"query": "hi"}) == {"api_output": "forty\ufffdtwo"}
+
+
+def test_a_command_whose_arguments_escape_a_lone_surrogate_is_read_with_a_replacement_character():
+    from flow_modules.aiflows.ControllerFlowModule.commands import Command, read_command
+
+    commands = [Command(name="final_answer", description="the answer", input_args=["answer"])]
+    reply = json.dumps({"command": "final_answer", "command_args": {"answer": "is \ud800 it"}})
+    assert read_command(reply, commands)[1] == {"answer": "is \ufffd it"}
+
+
+def test_a_reply_nested_past_the_recursion_limit_is_an_invalid_reply_not_a_crash():
+    from flow_modules.aiflows.ControllerFlowModule.commands import Command, InvalidReply, read_command
+
+    commands = [Command(name="final_answer", description="the answer", input_args=["answer"])]
+    nested = '{"command": "final_answer", "command_args": {"answer": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    with pytest.raises(InvalidReply, match="nested too deeply"):
+        read_command(nested, commands)

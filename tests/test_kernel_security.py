@@ -152,6 +152,43 @@ def test_the_kernels_parent_does_not_hold_the_api_key(tmp_path):
     assert shell_count == "0", "nor does a shell command's"
 
 
+def test_no_ancestor_of_the_kernel_shows_a_secret_and_the_host_still_has_its_variables(tmp_path):
+    """The process that starts the kernel (Jarvis, or a user's script) was started with secrets: the kernel's code
+    walks up every ancestor's /proc/<pid>/environ and finds none, while that process's os.environ, getenv and its
+    own child processes still see them (only /proc's copy is blanked)."""
+    script = textwrap.dedent(f"""
+        import ctypes, os, subprocess
+        from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        try:
+            code = ("import os\\n"
+                    "pid, seen = os.getppid(), b''\\n"
+                    "while pid > 1:\\n"
+                    "    seen += open(f'/proc/{{pid}}/environ', 'rb').read()\\n"
+                    "    pid = int(open(f'/proc/{{pid}}/stat').read().rsplit(')', 1)[1].split()[1])\\n"
+                    "print('LEAK' if b'sk-test-' in seen or b'hunter2' in seen else 'clean')")
+            print(interpreter.run(code).output)
+        finally:
+            interpreter.close()
+        own = open('/proc/self/environ', 'rb').read()
+        print('blanked' if b'sk-test-' not in own and b'OPENAI_API_KEY=' in own else 'not blanked')
+        getenv = ctypes.CDLL(None).getenv
+        getenv.restype = ctypes.c_char_p
+        print(os.environ['OPENAI_API_KEY'] == {FAKE_KEY!r}, getenv(b'DB_PASSWORD') == b'hunter2',
+              subprocess.run(['sh', '-c', 'echo $OPENAI_API_KEY'], capture_output=True, text=True).stdout.strip()
+              == {FAKE_KEY!r})
+    """)
+    env = dict(os.environ, OPENAI_API_KEY=FAKE_KEY, DB_PASSWORD="hunter2",
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kernel_line, own_line, host_line = done.stdout.strip().splitlines()[-3:]
+    assert kernel_line == "clean", "no ancestor of the kernel shows a secret"
+    assert own_line == "blanked", "the host's /proc environ keeps the names, not the values"
+    assert host_line == "True True True", "os.environ, getenv and child processes still see the variables"
+
+
 # ~~~ Processes that try to outlive the kernel ~~~
 def test_processes_that_leave_the_kernels_group_end_with_close(make_interpreter, tag):
     interpreter = make_interpreter()

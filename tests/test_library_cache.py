@@ -87,3 +87,50 @@ def test_only_a_few_versions_are_kept_and_small_code_is_not(parses):
     defined_names(small)
     assert parses.count(small) == 2, "code of one save_code is parsed each time, and does not push a library out"
     assert len(memory._views) == memory._VIEWS_KEPT
+
+
+def test_a_save_into_a_large_library_parses_it_once_and_compiles_it_never(tmp_path, parses, monkeypatch):
+    """save_code into a library read at the last round (its view cached): the new library is parsed once (its view
+    serves the next read, ExtendLibrary's digests and the run report's added functions); the joined text is not
+    compiled again (both parts parse), which took seconds for a 5 MB library."""
+    import ast
+    import builtins
+
+    from flow_modules.aiflows.CoreFlowModule.run_report import Entry, added_functions
+    from flow_modules.aiflows.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+    from flow_modules.aiflows.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
+
+    big = []
+    real_compile, real_ast_parse = builtins.compile, ast.parse
+
+    def counting_compile(source, *args, **kwargs):
+        flags = args[2] if len(args) > 2 else kwargs.get("flags", 0)
+        if isinstance(source, str) and len(source) > 10_000 and not flags & ast.PyCF_ONLY_AST:  # (ast.parse's)
+            big.append("compile")
+        return real_compile(source, *args, **kwargs)
+
+    def counting_ast_parse(source, *args, **kwargs):
+        if isinstance(source, str) and len(source) > 10_000 and source not in parses:
+            big.append("ast.parse")
+        return real_ast_parse(source, *args, **kwargs)
+
+    path = tmp_path / "library.py"
+    path.write_text(a_library("big"))
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    files = {"memory_files": {"code_library": str(path)}}
+    reader.run(files)
+    before = definition_digests(path.read_text())
+    assert len(parses) == 1
+    monkeypatch.setattr(builtins, "compile", counting_compile)
+    monkeypatch.setattr(ast, "parse", counting_ast_parse)
+    save = SaveCodeAtomicFlow.instantiate_from_default_config()
+    out = save.run({"code": "def added(x):\n    '''One more.'''\n    return x\n", **files})
+    assert out["result"].startswith("Saved added in the code library") and "401 function(s)" in out["result"]
+    reader.run(files)
+    after = definition_digests(path.read_text())
+    assert set(after) - set(before) == {"added"}
+    entry = Entry(boss="ExtendLibrary", number=1, when=None, command="save_code", arguments="", result=out["result"])
+    assert [name for name, source in added_functions([entry], str(path)) if source] == ["added"]
+    large = [p for p in parses if len(p) > 10_000]
+    assert len(large) == 2, "the library once before the save, the new one once after"
+    assert big == [], "no other parse or compile of the large library"

@@ -25,17 +25,4 @@ the fixes land. The exit code is 0 when nothing was lost and every case not pend
 #: Cases that fail today because the fix is assigned and not in yet (case id -> what is missing). The CI test
 #: (tests/test_faults_fast.py) does not require them to be handled; the output marks them "pending". Remove an entry
 #: once its case is handled (the output lists "pending but handled" cases).
-_EXIT_2 = "item 7: bad input at the start exits 1; the issue (and the README's exit codes) say 2"
-_KERNEL = "item 5 (the kernel)"
-PENDING = {
-    # the fast part (CI)
-    "kernel/secrets_through_proc_environ": f"{_KERNEL}: /proc/<parent>/environ shows the parent's variables",
-    # the slow part
-    "bad_input/resume_with_nothing_to_resume": _EXIT_2,
-    "bad_input/resume_with_another_goal": _EXIT_2,
-    "resume/run_file_cut": _EXIT_2,
-    "kernel/memory_limit": f"{_KERNEL}: memory_limit_mb",
-    "kernel/bubblewrap_sandbox": f"{_KERNEL}: sandbox: bwrap",
-    "kernel/cli_secrets_in_generated_code": f"{_KERNEL}: /proc/<parent>/environ shows run_jarvis.py's variables",
-    "scale/library_of_5_mb": "item 7: a 5 MB library.py is parsed again at every read (cache by mtime and size)",
-}
+PENDING: dict = {}

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from flow_modules.aiflows.CoreFlowModule import ConfigurationError
 from flow_modules.aiflows.CoreFlowModule.instantiate import instantiate
+from flow_modules.aiflows.CoreFlowModule.terminal import without_lone_surrogates
 
 LITELLM_BACKEND = "aiflows.backends.llm_lite.LiteLLMBackend"
 USAGE_BACKEND = f"{__name__}.UsageLiteLLMBackend"
@@ -279,9 +280,10 @@ def unwrap_backend(backend: Any) -> Any:
 
 
 def reply_content(replies: Any) -> Optional[str]:
-    """The text of the first reply a backend returned (LiteLLMBackend gives litellm Messages; others dicts), or None."""
+    """The text of the first reply a backend returned (LiteLLMBackend gives litellm Messages; others dicts), or None;
+    lone surrogates (a JSON body can escape one) replaced, so that logs, requests and the terminal can take it."""
     if not replies:
         return None
     first = replies[0]
     content = first.get("content") if hasattr(first, "get") else getattr(first, "content", None)
-    return None if content is None else str(content)
+    return None if content is None else without_lone_surrogates(str(content))

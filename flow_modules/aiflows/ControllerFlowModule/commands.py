@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import ConfigurationError
 from flow_modules.aiflows.CoreFlowModule.memory import shorten
+from flow_modules.aiflows.CoreFlowModule.terminal import without_lone_surrogates
 
 # JSON-Schema type names an argument can be declared with (`arg_types` in the YAML); undeclared ones are strings.
 ARG_TYPES = ("string", "integer", "number", "boolean", "array", "object")
@@ -445,7 +446,19 @@ def read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, An
     ``repairs`` names what had to be fixed to read it ("code fence", "prose", "python dict", "trailing comma",
     "invalid escape", "key names", "flat arguments", "args as string", "argument type", ...); empty for a reply
     that follows the protocol. Optional arguments given as null (strict structured outputs send them) are dropped.
+    Lone surrogates a JSON escape made (``"\\ud800"``) become U+FFFD; a reply nested deeper than Python's
+    recursion limit is an InvalidReply.
     """
+    try:
+        name, args, repairs = _read_command(reply, commands)
+        args = without_lone_surrogates(args)
+    except RecursionError:
+        raise InvalidReply("Your reply is nested too deeply to read. Reply with one flat JSON object: "
+                           "{\"command\": ..., \"command_args\": {...}} with text, number or boolean values.") from None
+    return name, args, repairs
+
+
+def _read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, Any], List[str]]:
     by_name = {c.name: c for c in commands}
     text = (reply or "").strip()
     if not text:

@@ -350,8 +350,10 @@ class _LibraryView:
     def __init__(self, tree: Optional[ast.Module], error: Optional[tuple]):
         self.error = error  # the SyntaxError's args when the text does not parse
         body = tree.body if tree is not None else []
-        self.names = "\n".join(n.name for n in body
-                               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+        # (name, first line, last line), 1-based, decorators included, of each top-level function and class
+        self.spans = tuple((n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)
+                           for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+        self.names = "\n".join(name for name, _, _ in self.spans)
         self.futures = tuple((n.lineno, n.end_lineno) for n in body
                              if isinstance(n, ast.ImportFrom) and n.module == "__future__")
         self.summaries: Dict[Optional[int], str] = {}
@@ -508,6 +510,14 @@ def defined_names(source: str) -> List[str]:
     view = _library_view(source)
     view.check()
     return view.names.split("\n") if view.names else []
+
+
+def definition_spans(source: str) -> List[Tuple[str, int, int]]:
+    """``(name, first line, last line)``, 1-based with decorators, of the top-level functions and classes of
+    ``source`` (SyntaxError if it does not parse); from the library's cached view, like ``defined_names``."""
+    view = _library_view(source)
+    view.check()
+    return list(view.spans)
 
 
 # ~~~ Which file holds a memory ~~~

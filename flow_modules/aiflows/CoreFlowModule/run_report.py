@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from .errors import MemoryFileError
-from .memory import atomic_write, read_text, shorten, split_log_entries, summarize_arguments
+from .memory import atomic_write, definition_spans, read_text, shorten, split_log_entries, summarize_arguments
 from .terminal import clean_text
 
 REPORT_NAME = "report.html"
@@ -350,16 +350,15 @@ def added_functions(entries: Iterable[Entry], library_path: Optional[str]) -> Li
         match = _SAVED.match(str(text or entry.result))
         if match:
             names += [n.strip() for n in match.group(1).split(",") if n.strip() and n.strip() not in names]
-    sources: Dict[str, str] = {}
+    if not names:  # nothing saved: the library (megabytes, maybe) is not read
+        return []
     library = _optional_text(library_path) if library_path else ""
-    try:
-        tree = ast.parse(library) if library else None
+    try:  # the view the run's last read of the library left (a library of megabytes takes seconds to parse)
+        spans = definition_spans(library) if library else []
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
-    for node in tree.body if tree is not None else []:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            sources[node.name] = "\n".join(library.split("\n")[first - 1:node.end_lineno])
+        spans = []
+    lines = library.split("\n")
+    sources = {name: "\n".join(lines[start - 1:end]) for name, start, end in spans if name in names}
     return [(name, sources.get(name)) for name in names]
 
 

@@ -14,6 +14,7 @@ user must see that something is there.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # Well-formed sequences, removed whole. Each starts at an ESC and no run inside one may hold an ESC, so a match attempt
 # stops at the next ESC: a text full of unterminated sequences is still cleaned in linear time (the possessive `*+`
@@ -38,6 +39,22 @@ _INVISIBLE = "\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2
 _SHOWN = re.compile(f"[{_INVISIBLE}]")
 # All of the above and CR: is there anything to do at all?
 _ANY = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """``value`` (a text, or a dict or list holding texts, at any depth) with each lone surrogate replaced by U+FFFD.
+    A JSON reply may write one as an escape (``"\\ud800"``), which decodes to a str that no UTF-8 file, request or
+    terminal can take: the log append, the next request and the print would each fail on it."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_lone_surrogates(v) for v in value]
+    return value
 
 
 def _code_point(match: "re.Match[str]") -> str:

@@ -10,23 +10,11 @@ from flow_modules.aiflows.CoreFlowModule.memory import (
     archive_copy,
     atomic_write,
     defined_names,
+    definition_spans,
     memory_path,
     read_text,
     split_future_imports,
 )
-
-
-def _definition_spans(tree: ast.Module, names: Optional[set] = None) -> List[Tuple[str, int, int]]:
-    """``(name, first line, last line)``, 1-based, decorators included, of the top-level functions and classes (of
-    ``names`` only, when given)."""
-    spans = []
-    for node in tree.body:
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if names is None or node.name in names:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            spans.append((node.name, start, node.end_lineno))
-    return spans
 
 
 def definition_digests(source: str) -> Dict[str, str]:
@@ -34,7 +22,7 @@ def definition_digests(source: str) -> Dict[str, str]:
     were added or changed (SyntaxError propagates)."""
     lines = source.split("\n")
     return {name: hashlib.sha256("\n".join(lines[start - 1:end]).encode("utf-8")).hexdigest()
-            for name, start, end in _definition_spans(ast.parse(source))}
+            for name, start, end in definition_spans(source)}
 
 
 # Top-level statements a library may hold: they define names. (An assignment's value is computed on import, e.g.
@@ -86,7 +74,8 @@ def _describe(code: str, node: ast.stmt, limit: int = 60) -> str:
 def without_definitions(source: str, names: set) -> str:
     """``source`` with the top-level definitions of ``names`` removed."""
     lines = source.split("\n")
-    for _, start, end in sorted(_definition_spans(ast.parse(source), names), key=lambda span: -span[1]):
+    spans = [span for span in definition_spans(source) if span[0] in names]
+    for _, start, end in sorted(spans, key=lambda span: -span[1]):
         del lines[start - 1:end]
     return "\n".join(lines)
 
@@ -181,10 +170,14 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         futures = list(dict.fromkeys(library_futures + code_futures))  # they must open the file
         head = "\n".join(futures) + "\n\n" if futures else ""
         new_library = head + (library_body.rstrip() + "\n\n\n" if library_body.strip() else "") + code_body + "\n"
-        try:
-            compile(new_library, path, "exec")
-        except SyntaxError as error:
-            return f"Nothing was saved: the library would not compile (line {error.lineno}: {error.msg}).", clashes, ""
+        # The library and the code each parse, so does the two joined; only a `__future__` import the code brings
+        # to the library can change how the library's text reads (compiling megabytes again takes seconds)
+        if set(code_futures) - set(library_futures):
+            try:
+                compile(new_library, path, "exec")
+            except SyntaxError as error:
+                return (f"Nothing was saved: the library would not compile with the code's `from __future__` imports "
+                        f"(line {error.lineno}: {error.msg})."), clashes, ""
         if clashes:
             archive_copy(path, library)
         return "", clashes, new_library

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import logging
 import os
 import re
 import sys
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
+
+log = logging.getLogger(__name__)
 
 # Names whose parts (split at "_") say they hold a secret: OPENAI_KEY, GITHUB_TOKEN, ANTHROPIC_AUTH_TOKEN, DB_PASS,
 # KEY_FILE... Whole parts only, so that KEYBOARD_LAYOUT, TOKENIZERS_PARALLELISM or PASSENGER_COUNT are kept.
@@ -91,3 +94,45 @@ def code_environment(workspace: str, patterns: Iterable[str] = DEFAULT_ENV_SCRUB
         else:  # one the user activated is not the kernel's
             env.pop("VIRTUAL_ENV", None)
     return env
+
+
+def hide_secrets_from_proc(patterns: Iterable[str] = DEFAULT_ENV_SCRUB) -> List[str]:
+    """Blank, in this process's own ``/proc/<pid>/environ``, the values of the variables the kernel does not get
+    (``scrubbed_environment``); returns their names (empty where nothing was there to blank, or off Linux).
+
+    The kernel's launcher holds only the scrubbed environment, but the kernel's code can walk up its ancestors and
+    read ``/proc/<pid>/environ`` of this process too: that file shows the environment block the process was started
+    with, which ``os.environ`` changes never touch. So the values are overwritten in that block (through
+    ``/proc/self/mem``), after the C library's own copy of each variable is moved out of it (``setenv`` with the same
+    value): ``os.environ``, ``getenv`` and the child processes of this process see the variables as before. Only
+    the values are blanked (``NAME=`` stays, with NUL bytes after it). Processes above this one (the shell that
+    started it) are out of reach: the sandbox (``sandbox: bwrap``) hides them."""
+    import ctypes
+
+    env_names = [name for name in os.environ
+                 if name not in scrubbed_environment(patterns, {name: os.environ[name]})]
+    if not env_names or not sys.platform.startswith("linux"):
+        return []
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start and env_end: fields 50 and 51 of proc(5)
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            block = mem.read(end - start)
+            wanted = {os.fsencode(name) for name in env_names}
+            libc = ctypes.CDLL(None, use_errno=True)
+            blanked, offset = [], 0
+            for entry in block.split(b"\0"):
+                name, equals, value = entry.partition(b"=")
+                if equals and value and name in wanted:
+                    # the C library's entry leaves the block first: setenv copies the value to the heap
+                    if libc.setenv(name, value, 1) == 0:
+                        mem.seek(start + offset + len(name) + 1)
+                        mem.write(b"\0" * len(value))
+                        blanked.append(os.fsdecode(name))
+                offset += len(entry) + 1
+            return blanked
+    except (OSError, ValueError, IndexError, AttributeError) as error:
+        log.debug("could not blank the secrets in /proc/self/environ: %s", error)
+        return []

@@ -49,7 +49,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from flow_modules.aiflows.CoreFlowModule.terminal import clean_text
 
-from .environment import DEFAULT_ENV_SCRUB, code_environment, scrubbed_environment
+from .environment import DEFAULT_ENV_SCRUB, code_environment, hide_secrets_from_proc, scrubbed_environment
 from .output import BoundedText, RunResult, SKIP_MARK, Utf8Decoder
 from .processes import MARKER_VARIABLE, Cgroup, descendants, end_processes, group_alive, kill_group, marked_processes
 from .sandbox import SandboxUnavailable, SettingError, bwrap_command, sandbox_program
@@ -389,6 +389,8 @@ class CodeInterpreter:
             ip=os.path.join(scratch, f"k{n}"),
         )
         env = self._environment()
+        # the code can read /proc/<pid>/environ of this process too (its grandparent): the secrets are blanked there
+        hide_secrets_from_proc(self.env_scrub)
         # the workspace is first on the kernel's sys.path anyway; on PYTHONPATH, Python programs the kernel's code
         # starts (from another folder too) find the library as well
         user_path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
