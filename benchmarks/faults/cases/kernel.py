@@ -155,7 +155,7 @@ def output_of_200_mb(ctx):
 def _limited_flow(ctx, **limits):
     from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
 
-    flow = InterpreterAtomicFlow.instantiate_from_default_config(workspace=str(ctx.folder), **limits)
+    flow = InterpreterAtomicFlow.instantiate_from_default_config(**{"workspace": str(ctx.folder), **limits})
     ctx.on_exit(flow.close)
     return flow
 
@@ -189,10 +189,12 @@ def bubblewrap_sandbox(ctx):
     outside.write_text("the user's file\n")
     workspace = ctx.path("workspace")
     workspace.mkdir()
-    flow = _limited_flow(ctx, sandbox="bwrap")
-    flow.flow_config["workspace"] = str(workspace)
+    flow = _limited_flow(ctx, sandbox="bwrap", workspace=str(workspace))
     out = flow.run({"code": f"open({str(outside)!r}, 'w').write('overwritten')", "language": "python"})
-    ctx.expect(out["failed"], "the write outside the workspace did not fail")
+    # The case's folder is under /tmp, which is the sandbox's own (an empty tmpfs): the write either fails or lands
+    # there and is gone with the sandbox; the user's file must be as it was.
+    ctx.expect(outside.read_text() == "the user's file\n", "the write outside the workspace reached the file")
+    ctx.note("the write " + ("failed" if out["failed"] else "went to the sandbox's private /tmp"))
     ctx.keep(outside.read_text() == "the user's file\n", "the file outside the workspace was written")
 
 
