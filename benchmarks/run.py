@@ -159,13 +159,15 @@ def child_jupyter_floor(runs: int) -> Dict[str, Any]:
             client.wait_for_ready(timeout=60)
 
             def execute() -> None:
+                # the channels read directly, as the interpreter does (the blocking client's get_iopub_msg and
+                # get_shell_msg run an asyncio loop around these same calls)
                 msg_id = client.execute("x = 1")
                 while True:  # the kernel is idle again: the run is over
-                    msg = client.get_iopub_msg(timeout=30)
+                    msg = client.iopub_channel.get_msg(timeout=30)
                     if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
                             and msg["content"].get("execution_state") == "idle"):
                         break
-                while client.get_shell_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
+                while client.shell_channel.get_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
                     pass
 
             execute()
