@@ -271,3 +271,34 @@ def test_a_log_changed_otherwise_than_by_appending_is_read_again(tail_reads, tmp
     assert append_log_entry(log, "step", {}, "after the cut") == 4
     assert read_log_tail(log, 20, 6000) == _fresh_tail(log, 20, 6000)
     assert len(tail_reads) >= 4, "each change that is not an append made the reader read the end again"
+
+
+def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_review(
+        scripted_llm, user, quiet_console, monkeypatch, tmp_path):
+    """run_jarvis.py sets the warm-up (the tree's interpreters' prestart); the plan writer calls it when a draft is put
+    up for review, once, before the user is asked; no kernel starts before the plan was written."""
+    from flow_modules.aiflows.CoreFlowModule.warm_up import set_warm_up
+    from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
+    from flow_modules.aiflows.PlanWriterFlowModule import InteractivePlanGenFlow
+
+    started = []
+    monkeypatch.setattr(InterpreterAtomicFlow, "prestart",
+                        lambda self, workspace=None: started.append((self.workspace, len(user.asked))))
+    config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
+    jarvis = launcher.instantiate(config, [ApiInfo(backend_used="openai", api_key="sk-test")], str(tmp_path))
+    launcher.prepare_memory(jarvis, str(tmp_path), resume=False)
+    assert launcher.prestart_interpreters(jarvis) == 1 and started == [(str(tmp_path), 0)], \
+        "the code runner's interpreter, in the memory folder (where the library is), as its first run would"
+    started.clear()
+
+    planner = InteractivePlanGenFlow.instantiate_from_default_config()
+    set_warm_up(lambda: launcher.prestart_interpreters(jarvis))
+    try:
+        scripted_llm.add("1. Do it.", "1. Do it.\n2. Check it.")
+        user.add("add a check", "")  # a comment on the first draft, the second approved
+        planner.call({"goal": "do it", "plan": ""})
+        planner.call({"goal": "do it", "plan": "1. Do it.", "feedback": "add a check"})
+        assert started == [(str(tmp_path), 0)], "started once, at the first draft, before the user was asked"
+    finally:
+        set_warm_up(None)
+        launcher.close_interpreters(jarvis)
