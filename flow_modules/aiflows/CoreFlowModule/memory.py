@@ -414,25 +414,31 @@ def split_log_entries(text: str) -> List[Tuple[int, str]]:
 
 def last_log_number(path: str) -> int:
     """The number of the last entry of a log (0 if none), a header cut by a kill on its last line included."""
+    return _log_end(path)[0]
+
+
+def _log_end(path: str) -> Tuple[int, bool]:
+    """``last_log_number`` of the log, and whether its last write was cut (it does not end with a newline)."""
     view = _log_view(path)
     if view is not None:  # what a reader of this log read lately, brought up to date
         text, numbers = view.text, [number for number, _ in view.headers]
+        ends_cut = bool(text) and not text.endswith("\n")
     else:
         text, _ = _read_tail(path, 1)
         numbers = [number for number, _ in split_log_entries(text)]
+        ends_cut = _ends_cut(path)
     cut = _CUT_HEADER.match(text[text.rfind("\n") + 1:])
     if cut:
         numbers.append(int(cut.group(1)))
-    return max(numbers, default=0)
+    return max(numbers, default=0), ends_cut
 
 
 def append_log_entry(path: str, command: str, command_args: Optional[Dict[str, Any]], result: Any,
                      result_limit: int = 1500) -> int:
     """Append one entry to the log file ``path``; returns its number. When the last entry was cut (a kill during
     its write), a line says so first, so that the new entry starts on its own header line."""
-    number = last_log_number(path) + 1
-    view = _log_view(path)  # up to date (last_log_number brought it there): it knows how the file ends
-    cut = (bool(view.text) and not view.text.endswith("\n")) if view is not None else _ends_cut(path)
+    last, cut = _log_end(path)
+    number = last + 1
     repair = f"\n{CUT_ENTRY_MARKER}\n\n" if cut else ""
     append_text(path, repair + format_log_entry(number, command, command_args, result, result_limit) + "\n")
     return number
