@@ -219,6 +219,7 @@ def _main(argv: Optional[List[str]]) -> int:
         from flow_modules.aiflows.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe
         from flow_modules.aiflows.CoreFlowModule.locks import RunLock
         from flow_modules.aiflows.CoreFlowModule.memory import atomic_write
+        from flow_modules.aiflows.CoreFlowModule.warm_up import set_warm_up
         from flow_modules.aiflows.JarvisFlowModule import launcher
 
     if args.verbose:
@@ -334,6 +335,8 @@ def _main(argv: Optional[List[str]]) -> int:
 
         budget.started = time.monotonic()
         set_run_budget(budget)
+        # the Python kernel starts while the user reads the first plan (not when the first run_code needs it)
+        set_warm_up(lambda: launcher.prestart_interpreters(flow))
         result = flow.call({"goal": goal})
         if transcript is not None and transcript.unused():
             raise TranscriptError(f"The run finished with {transcript.unused()} recorded replies unused: it left the "
@@ -377,6 +380,7 @@ def _main(argv: Optional[List[str]]) -> int:
             launcher.close_interpreters(flow)
         set_trace_file(None)
         set_run_budget(None)
+        set_warm_up(None)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
             _show_usage(console, unless_unused=True)
             if memory is not None:  # the run got as far as its memory folder (its lock is held until after this)

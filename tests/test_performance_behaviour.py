@@ -203,3 +203,102 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
         instantiate({"_target_": target, "system_message_prompt_template": 1})
     scripted_llm.add(command("noop"))
     assert chat.call({"query": "hi"}) == {"api_output": command("noop")}
+
+
+@pytest.fixture
+def tail_reads(monkeypatch):
+    """How many times a log was read from its end (``memory._read_tail_of``), and the log views cleared first."""
+    from flow_modules.aiflows.CoreFlowModule import memory
+
+    memory._log_views.clear()
+    calls = []
+    real = memory._read_tail_of
+
+    def counting(*args, **kwargs):
+        calls.append(args[1:])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(memory, "_read_tail_of", counting)
+    yield calls
+    memory._log_views.clear()
+
+
+def _fresh_tail(path, entries, chars):
+    """``read_log_tail`` as a first reader of the file gets it (no view kept)."""
+    from flow_modules.aiflows.CoreFlowModule import memory
+
+    kept = dict(memory._log_views)
+    memory._log_views.clear()
+    try:
+        return memory.read_log_tail(path, entries, chars)
+    finally:
+        memory._log_views.clear()
+        memory._log_views.update(kept)
+
+
+def test_a_log_is_read_from_its_end_once_then_only_what_was_appended(tail_reads, tmp_path):
+    from flow_modules.aiflows.CoreFlowModule.memory import append_log_entry, read_log_tail
+
+    log = str(tmp_path / "logs.txt")
+    tails = []
+    for i in range(60):  # a round: the executor's entry appended, the next prompt's tail read
+        assert append_log_entry(log, "count_words", {"text": f"round {i} ü"}, f"{i} words") == i + 1
+        tails.append(read_log_tail(log, 20, 6000))
+    assert len(tail_reads) == 1, "one read from the end; each later round takes in the entry appended"
+    assert tails[-1].startswith("[40 earlier entries are in logs.txt; the last 20 follow]")
+    assert tails[-1] == _fresh_tail(log, 20, 6000) and tails[5].count("--- [") == 6
+
+
+def test_a_log_changed_otherwise_than_by_appending_is_read_again(tail_reads, tmp_path):
+    from flow_modules.aiflows.CoreFlowModule.memory import (
+        append_log_entry, atomic_write, last_log_number, read_log_tail, read_text)
+
+    log = str(tmp_path / "logs.txt")
+    for i in range(5):
+        append_log_entry(log, "step", {}, f"result {i}")
+    read_log_tail(log, 20, 6000)
+    # rewritten in place, as long as it was, its last entry changed
+    text = read_text(log)
+    with open(log, "r+") as f:
+        f.write(text.replace("result 4", "RESULT 4"))
+    assert "RESULT 4" in read_log_tail(log, 20, 6000)
+    # replaced (a new file), shorter
+    atomic_write(log, text.split("--- [3]")[0])
+    assert read_log_tail(log, 20, 6000) == _fresh_tail(log, 20, 6000) and last_log_number(log) == 2
+    # cut short by a kill in the middle of an entry, then appended to: the cut is repaired, numbers go on
+    with open(log, "a") as f:
+        f.write("--- [3] 2024-01-01 00:00:00 step ---\narguments: (no")
+    assert append_log_entry(log, "step", {}, "after the cut") == 4
+    assert read_log_tail(log, 20, 6000) == _fresh_tail(log, 20, 6000)
+    assert len(tail_reads) >= 4, "each change that is not an append made the reader read the end again"
+
+
+def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_review(
+        scripted_llm, user, quiet_console, monkeypatch, tmp_path):
+    """run_jarvis.py sets the warm-up (the tree's interpreters' prestart); the plan writer calls it when a draft is put
+    up for review, once, before the user is asked; no kernel starts before the plan was written."""
+    from flow_modules.aiflows.CoreFlowModule.warm_up import set_warm_up
+    from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
+    from flow_modules.aiflows.PlanWriterFlowModule import InteractivePlanGenFlow
+
+    started = []
+    monkeypatch.setattr(InterpreterAtomicFlow, "prestart",
+                        lambda self, workspace=None: started.append((self.workspace, len(user.asked))))
+    config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
+    jarvis = launcher.instantiate(config, [ApiInfo(backend_used="openai", api_key="sk-test")], str(tmp_path))
+    launcher.prepare_memory(jarvis, str(tmp_path), resume=False)
+    assert launcher.prestart_interpreters(jarvis) == 1 and started == [(str(tmp_path), 0)], \
+        "the code runner's interpreter, in the memory folder (where the library is), as its first run would"
+    started.clear()
+
+    planner = InteractivePlanGenFlow.instantiate_from_default_config()
+    set_warm_up(lambda: launcher.prestart_interpreters(jarvis))
+    try:
+        scripted_llm.add("1. Do it.", "1. Do it.\n2. Check it.")
+        user.add("add a check", "")  # a comment on the first draft, the second approved
+        planner.call({"goal": "do it", "plan": ""})
+        planner.call({"goal": "do it", "plan": "1. Do it.", "feedback": "add a check"})
+        assert started == [(str(tmp_path), 0)], "started once, at the first draft, before the user was asked"
+    finally:
+        set_warm_up(None)
+        launcher.close_interpreters(jarvis)

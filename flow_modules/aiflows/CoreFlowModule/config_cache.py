@@ -21,6 +21,8 @@ from typing import Any, Dict, Optional, Tuple
 from aiflows.base_flows import Flow
 from aiflows.utils.general_helpers import process_config_leafs, recursive_dictionary_update
 
+from .instantiate import copy_config
+
 _lock = threading.RLock()
 # path -> ((mtime_ns, size), resolved container)
 _files: Dict[str, Tuple[Tuple[int, int], Dict[str, Any]]] = {}
@@ -89,7 +91,7 @@ def read_yaml(path: str) -> Dict[str, Any]:
         if cached is None or stamp is None or cached[0] != stamp:
             cached = (stamp, _parse(path))
             _files[path] = cached
-        return copy.deepcopy(cached[1])
+        return copy_config(cached[1])
 
 
 def clear() -> None:
@@ -158,7 +160,7 @@ def default_config(cls: type) -> Dict[str, Any]:
         if cached is None or cached[0] != signature or chain[-1] not in (Flow, ABC, object):
             cached = (signature, _merged_default(chain))
             _classes[cls] = cached
-        return copy.deepcopy(cached[1])
+        return copy_config(cached[1])
 
 
 def get_config(cls: type, **overrides: Any) -> Dict[str, Any]:

@@ -11,6 +11,8 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from aiflows.utils.general_helpers import recursive_dictionary_update
 
+from .instantiate import copy_config
+
 
 def flow_class(target: Any) -> Any:
     """The flow class a ``_target_`` names (``pkg.Class.instantiate_from_default_config`` or ``pkg.Class``)."""
@@ -74,7 +76,7 @@ def walk_config(node: Dict[str, Any], path: str = "", parent_default: Optional[D
             node.setdefault("subflows_config", {}).setdefault(name, {})
         sub = (node.get("subflows_config") or {}).get(name)
         if isinstance(sub, dict):
-            yield from walk_config(sub, f"{path}/{name}", copy.deepcopy(default_subflows.get(name) or {}), create)
+            yield from walk_config(sub, f"{path}/{name}", copy_config(default_subflows.get(name) or {}), create)
 
 
 def root_of(config: Dict[str, Any]) -> Dict[str, Any]:

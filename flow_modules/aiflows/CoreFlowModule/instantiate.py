@@ -34,6 +34,24 @@ def _plain(value: Any) -> bool:
     return not module.startswith("omegaconf")
 
 
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def copy_config(value: Any) -> Any:
+    """``copy.deepcopy`` of configuration data, about ten times faster on what configurations are made of (dicts,
+    lists, strings, numbers, booleans, None: rebuilt, or shared when immutable); anything else (an ApiInfo, ...) is
+    deep-copied. Building Jarvis copies its configuration tree at every level of nesting, where deepcopy's
+    bookkeeping took half the time. Unlike deepcopy, two references to one list become two lists."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_config(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_config(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
 def locate(path: str) -> Any:
     """The object a dotted path names (``package.module.Class.method``), importing modules as needed: hydra's
     ``_locate``, same errors, without importing hydra (about 0.1 s at start-up)."""
@@ -107,7 +125,7 @@ def instantiate(config: Dict[str, Any], recursive: bool = False) -> Any:
 
         return hydra.utils.instantiate(config, _recursive_=recursive, _convert_="partial")
     target = _target(config["_target_"])
-    kwargs = {key: copy.deepcopy(value) for key, value in config.items() if key != "_target_"}
+    kwargs = {key: copy_config(value) for key, value in config.items() if key != "_target_"}
     try:
         return target(**kwargs)
     except Exception as error:  # as hydra words it, so callers see the same errors either way

@@ -44,7 +44,7 @@ from aiflows.messages import InputMessage, Message, OutputMessage
 from aiflows.utils import logging
 
 from . import config_cache
-from .instantiate import instantiate
+from .instantiate import copy_config, instantiate
 
 log = logging.get_logger(f"aiflows.{__name__}")
 
@@ -286,6 +286,15 @@ def _set_up_subflows(cls, config: Dict[str, Any]) -> Dict[str, Flow]:
     return subflows
 
 
+def _instantiate_from_config(cls, config: Dict[str, Any]) -> Flow:
+    """``CompositeFlow.instantiate_from_config`` (the config copied twice, the subflows built from one copy) with
+    ``copy_config`` for deepcopy: a composite copies its whole subtree, at every level of nesting."""
+    flow_config = copy_config(config)
+    kwargs = {"flow_config": copy_config(flow_config)}
+    kwargs["subflows"] = cls._set_up_subflows(flow_config)
+    return cls(**kwargs)
+
+
 def _set_up_topology(self) -> List[TopologyNode]:
     """``CircularFlow.__set_up_topology`` (same checks, same registries of interface functions) with the interfaces
     that are configurations built by ``instantiate``."""
@@ -320,6 +329,7 @@ class LeanSequentialFlow(SequentialFlow, LeanFlowMixin):
     """``aiflows.base_flows.SequentialFlow`` with lean message keeping and ``reset_before_run``/``reset_after_run``."""
 
     _set_up_subflows = classmethod(_set_up_subflows)
+    instantiate_from_config = classmethod(_instantiate_from_config)
     _CircularFlow__set_up_topology = _set_up_topology
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
@@ -330,6 +340,7 @@ class LeanCircularFlow(CircularFlow, LeanFlowMixin):
     """``aiflows.base_flows.CircularFlow`` with lean message keeping and ``reset_before_run``/``reset_after_run``."""
 
     _set_up_subflows = classmethod(_set_up_subflows)
+    instantiate_from_config = classmethod(_instantiate_from_config)
     _CircularFlow__set_up_topology = _set_up_topology
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
@@ -340,6 +351,7 @@ class LeanBranchingFlow(BranchingFlow, LeanFlowMixin):
     """``aiflows.base_flows.BranchingFlow`` with lean message keeping; an unknown branch names the known ones."""
 
     _set_up_subflows = classmethod(_set_up_subflows)
+    instantiate_from_config = classmethod(_instantiate_from_config)
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         branch = input_data.get("branch")

@@ -604,14 +604,16 @@ class CodeInterpreter:
 
     def _collect(self, msg_id: str, out: BoundedText, result: RunResult, deadline: float) -> str:
         """Read the kernel's output for ``msg_id`` until it is idle ('idle'), dies ('dead') or ``deadline`` ('timeout')."""
-        kc, km = self._kc, self._km
+        # The channel is read directly: the blocking client's get_iopub_msg runs an asyncio loop around this same
+        # call for every message (four a run), a third of a warm round trip's own time.
+        kc, km, iopub = self._kc, self._km, self._kc.iopub_channel
         quiet_since = time.monotonic()
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
             try:
-                msg = kc.get_iopub_msg(timeout=min(_POLL, remaining))
+                msg = iopub.get_msg(timeout=min(_POLL, remaining))
             except queue.Empty:
                 if not km.is_alive():
                     return "dead"
@@ -672,7 +674,7 @@ class CodeInterpreter:
         while True:
             remaining = max(0.0, deadline - time.monotonic())
             try:
-                msg = self._kc.get_shell_msg(timeout=remaining)
+                msg = self._kc.shell_channel.get_msg(timeout=remaining)  # as iopub in _collect
             except queue.Empty:
                 return {}
             if msg.get("parent_header", {}).get("msg_id") == msg_id:

@@ -169,6 +169,18 @@ def reset_server_settings() -> None:
     reset_servers()
 
 
+def prestart_interpreters(flow: Any) -> int:
+    """Start the Python kernels of a flow tree in the background (each flow's ``prestart``: RunCodeFlow starts its
+    interpreter in the folder a run would use); returns how many were started. Returns at once."""
+    started: List[str] = []
+    for path, node in walk(flow):
+        prestart = getattr(node, "prestart", None)
+        if callable(prestart) and not any(path.startswith(done + "/") for done in started):
+            prestart()
+            started.append(path)
+    return len(started)
+
+
 def close_interpreters(flow: Any) -> None:
     for _, node in walk(flow):
         close = getattr(node, "close", None)

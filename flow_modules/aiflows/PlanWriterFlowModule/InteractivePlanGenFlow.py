@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from flow_modules.aiflows.CoreFlowModule import LeanSequentialFlow, current_flow_path, get_console
+from flow_modules.aiflows.CoreFlowModule.warm_up import warm_up
 
 
 class InteractivePlanGenFlow(LeanSequentialFlow):
@@ -87,5 +88,7 @@ class InteractivePlanGenFlow(LeanSequentialFlow):
                         f"again and ask for a much shorter plan{limit}: fewer, broader steps.")
             return message, {"plan": output.get("plan", ""), "feedback": feedback, "approved": False,
                              "edited": False, "over_limit": True, early_exit_key: True}
+        # A draft goes up for review: what the run needs next (the Python kernel) starts while the user reads it.
+        warm_up()
         # Set both every time: the state is kept between the calls of one planning session.
         return message, {**output, "over_limit": False, early_exit_key: False}

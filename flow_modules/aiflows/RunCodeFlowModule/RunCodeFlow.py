@@ -49,12 +49,31 @@ class RunCodeFlow(LeanSequentialFlow):
     - `feedback` (str): the user's feedback ("" if the result looks right).
     """
 
+    def prestart(self) -> None:
+        """Start the interpreter's kernel in the background, in the folder a run would use (see InterpreterAtomicFlow's
+        ``prestart``); returns at once."""
+        self._set_workspace(with_memory_files(self, {}))
+        self._prestarted = self.subflows["Interpreter"].flow_config.get("workspace")
+        self.subflows["Interpreter"].prestart()
+
+    def _set_workspace(self, input_data: Dict[str, Any]) -> Optional[str]:
+        """With no ``workspace`` configured, the interpreter runs in the code library's folder; returns the library.
+        A kernel started in advance for another library's folder (the run was given other memory files) is closed."""
+        interpreter = self.subflows["Interpreter"]
+        library = (input_data.get("memory_files") or {}).get("code_library")
+        prestarted, self._prestarted = getattr(self, "_prestarted", None), None
+        folder = os.path.dirname(os.path.abspath(library)) if library else None
+        if prestarted and folder and prestarted == interpreter.flow_config.get("workspace") and prestarted != folder:
+            interpreter.close()
+            interpreter.flow_config["workspace"] = None
+        if not interpreter.flow_config.get("workspace") and folder:
+            interpreter.flow_config["workspace"] = folder
+        return library
+
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         input_data = with_memory_files(self, input_data)
         interpreter = self.subflows["Interpreter"]
-        library = (input_data.get("memory_files") or {}).get("code_library")
-        if not interpreter.flow_config.get("workspace") and library:
-            interpreter.flow_config["workspace"] = os.path.dirname(os.path.abspath(library))
+        library = self._set_workspace(input_data)
         language = str(input_data.get("language") or "python").strip().lower()
         draft_path = self._new_script_path(os.path.join(interpreter.workspace, "code_runs"), language)
         self._library_path: Optional[str] = library
