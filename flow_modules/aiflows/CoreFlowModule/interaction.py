@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from contextlib import contextmanager
-from typing import Callable, Iterable, List, NoReturn, Optional, Union
+from typing import Callable, Deque, Iterable, List, NoReturn, Optional, Union
 
 import colorama
 
@@ -49,6 +49,49 @@ def is_approval(answer: Optional[str]) -> bool:
     if answer is None:
         return True
     return answer.strip().lower().rstrip(".!") in _APPROVAL_WORDS
+
+
+# ~~~ Flow paths as the user reads them ~~~
+# Parts of a flow path that every boss repeats and that tell two flows apart nowhere: the loop and executor nodes,
+# and the plan writer's branch (its one chat is the PlanGenerator).
+PLUMBING = {"CtrlExMem", "Executor", "write_plan"}
+
+
+def meaningful_parts(path: str) -> List[str]:
+    """``Jarvis/CtrlExMem/Executor/Coder/Planner/Executor/write_plan/PlanGenerator`` ->
+    ``[Jarvis, Coder, Planner, write_plan, PlanGenerator]``: without the loop plumbing and repeated names (a branch
+    named like the flow it runs)."""
+    parts: List[str] = []
+    for part in path.split("/"):
+        if part in PLUMBING or (parts and parts[-1] == part):
+            continue
+        parts.append(part)
+    return parts or path.split("/")
+
+
+def flow_label(name: str) -> str:
+    """A boss's branch name as the user reads it everywhere: ``extend_library`` -> ``ExtendLibrary``."""
+    return "".join(word[:1].upper() + word[1:] for word in name.split("_")) if "_" in name else name
+
+
+def breadcrumb_parts(path: str, boss: bool = False) -> List[str]:
+    """The flows of ``path`` the user knows: ``Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library/
+    CtrlExMem/Executor/write_code`` -> ``[Jarvis, Coder, ExtendLibrary, write_code]``. A flow with a loop or a
+    planner of its own below it in the path (a boss) is named by its label (``ExtendLibrary``); the others keep their name (a command's
+    flow, ``write_code``). ``boss``: the last part is a boss too (a memory layout's paths end at the boss)."""
+    raw = [p for p in path.split("/") if p]
+    parts: List[str] = []
+    for i, part in enumerate(raw):
+        if part in PLUMBING and i > 0 or (parts and parts[-1] == part):
+            continue
+        is_boss = (i + 1 < len(raw) and raw[i + 1] in ("CtrlExMem", "Planner")) or (boss and i == len(raw) - 1)
+        parts.append(flow_label(part) if is_boss else part)
+    return parts or raw
+
+
+def breadcrumb(path: str, boss: bool = False) -> str:
+    """``Jarvis > Coder > ExtendLibrary > write_code`` (see ``breadcrumb_parts``)."""
+    return " > ".join(breadcrumb_parts(path, boss))
 
 
 # ~~~ Console ~~~
@@ -103,6 +146,18 @@ class Console:
         self._color = color
         self._spinner = spinner
         self._closed = False
+        self._recent: Deque[str] = deque(maxlen=64)  # the last blocks shown, blanks folded: see was_shown
+
+    def _remember(self, text: str) -> None:
+        folded = " ".join(str(text).split())
+        if folded:
+            self._recent.append(folded)
+
+    def was_shown(self, text: str) -> bool:
+        """Whether ``text`` (blanks aside) was shown whole in one of the last blocks or lines: what was on screen is
+        not shown again (a final answer the user approved, a summary the finish step showed)."""
+        folded = " ".join(clean_text(str(text)).split())
+        return bool(folded) and any(folded in block for block in self._recent)
 
     @property
     def stream(self):
@@ -130,12 +185,15 @@ class Console:
     def show(self, role: str, title: str, body: Optional[str] = None) -> None:
         """A titled block: ``title`` on its own line, then ``body`` indented (if any)."""
         lines = [self.style(role, title)]
+        self._remember(clean_text(str(title)))
         if body:
             text = clean_text(str(body)).rstrip("\n")  # before splitting: a carriage return becomes a line of its own
+            self._remember(text)
             lines.extend(self.style(role if role != "flow" else "result", "    " + line) for line in text.split("\n"))
         self._emit("\n".join(lines) + "\n")
 
     def line(self, role: str, text: str) -> None:
+        self._remember(clean_text(str(text)))
         self._emit(self.style(role, text) + "\n")
 
     def write(self, text: str) -> None:

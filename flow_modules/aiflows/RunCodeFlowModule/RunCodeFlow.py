@@ -15,7 +15,7 @@ _SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell
 class RunCodeFlow(LeanSequentialFlow):
     """Runs the controller's code with the user in the loop: file, review (edit), interpreter, result, feedback.
 
-    The code is written to a file in the workspace (`code_runs/`), shown, and opened in the user's editor when one is
+    The code is written to a file in `code_runs/` beside the code library (else in the workspace), shown, and opened in the user's editor when one is
     configured (`editor` in the config, else `$VISUAL`, else `$EDITOR`), as the original Jarvis opened it in VS Code;
     when the editor is closed, the code (as the user left it) is shown and runs when the user approves it (Enter);
     the user may edit it again (`e`), or type feedback instead of running it. The interpreter (a persistent Jupyter
@@ -34,8 +34,9 @@ class RunCodeFlow(LeanSequentialFlow):
     - `subflows_config.UserReview`: a HumanReviewFlow (`editor`; `open_editor`: `auto`, the default here: the editor
       opens before the question; `ask`: only when the user types `e`; `never`).
     - `subflows_config.Interpreter`: an InterpreterAtomicFlow (`workspace`, `timeout`, `max_output_chars`); with
-      no `workspace`, the folder of the code library (`memory_files.code_library`) is used, so `import library`
-      works.
+      no `workspace`, the folder of the code library (`memory_files.code_library`) is used; with another workspace
+      (the user's working folder), the library's folder is the interpreter's `library_dir`: `import library` works
+      in both.
     - `subflows_config.AskForFeedback`: a HumanStandardInputFlow.
 
     *Input Interface*:
@@ -53,10 +54,14 @@ class RunCodeFlow(LeanSequentialFlow):
         input_data = with_memory_files(self, input_data)
         interpreter = self.subflows["Interpreter"]
         library = (input_data.get("memory_files") or {}).get("code_library")
-        if not interpreter.flow_config.get("workspace") and library:
-            interpreter.flow_config["workspace"] = os.path.dirname(os.path.abspath(library))
+        library_dir = os.path.dirname(os.path.abspath(library)) if library else None
+        if not interpreter.flow_config.get("workspace") and library_dir:
+            interpreter.flow_config["workspace"] = library_dir
+        if library_dir and "library_dir" in interpreter.flow_config and not interpreter.flow_config["library_dir"]:
+            interpreter.flow_config["library_dir"] = library_dir  # `import library` from another working folder
         language = str(input_data.get("language") or "python").strip().lower()
-        draft_path = self._new_script_path(os.path.join(interpreter.workspace, "code_runs"), language)
+        # the scripts run are kept beside the memory files (the library's folder), not in the user's working folder
+        draft_path = self._new_script_path(os.path.join(library_dir or interpreter.workspace, "code_runs"), language)
         self._library_path: Optional[str] = library
         self._library_before: Optional[str] = None
         return super().run({**input_data, "language": language, "draft_path": draft_path, "feedback": "",
