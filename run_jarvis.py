@@ -57,6 +57,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--trace", metavar="FILE", help="write every message between flows to FILE (JSON lines)")
     parser.add_argument("--report", metavar="FILE", help="write the run report (HTML) to FILE instead of "
                                                          "report.html in the memory folder")
+    parser.add_argument("--plain", action="store_true",
+                        help="plain text on a terminal too: no colours, highlighting, status line or fitted lines "
+                             "(what a pipe or a file always gets)")
+    parser.add_argument("--stream", action="store_true",
+                        help="have the LLM server stream its replies: the status line counts the tokens, and plans "
+                             "and code show as they are written")
     parser.add_argument("--verbose", action="store_true", help="show aiflows' log and full tracebacks")
     limits = parser.add_argument_group(
         "budget (defaults in the configuration's `budget:`; reaching a limit stops the run, --resume goes on)")
@@ -215,6 +221,7 @@ def _main(argv: Optional[List[str]]) -> int:
             JarvisError,
             TranscriptError,
             get_console,
+            set_console,
             set_input_source,
             set_trace_file,
         )
@@ -228,6 +235,8 @@ def _main(argv: Optional[List[str]]) -> int:
         logging.set_verbosity_info()
     else:
         logging.set_verbosity_error()
+    if args.plain or args.stream:
+        set_console(Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream))
     console = get_console()
     memory_dir = os.path.abspath(args.memory_dir)
     workdir = None  # where the code runs: known once the options (and a resumed run's) are read
@@ -324,7 +333,7 @@ def _main(argv: Optional[List[str]]) -> int:
             launcher.reset_server_settings()
             flow = launcher.instantiate(config, api_infos, memory_dir, source=args.config or CONFIG)
             launcher.set_chat_settings(flow, context_window=args.context_window,
-                                       structured_output=args.structured_output)
+                                       structured_output=args.structured_output, stream=args.stream or None)
             # The run file before the previous plans are archived, replaced atomically: when it cannot be written
             # (a full disk), the previous run is left whole, its run file included, for --resume.
             atomic_write(run_file, json.dumps({
@@ -391,6 +400,7 @@ def _main(argv: Optional[List[str]]) -> int:
             launcher.close_interpreters(flow)
         set_trace_file(None)
         set_run_budget(None)
+        console.set_depth(0)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
             _show_usage(console, unless_unused=True)
             if memory is not None:  # the run got as far as its memory folder (its lock is held until after this)
@@ -398,6 +408,7 @@ def _main(argv: Optional[List[str]]) -> int:
             if run_lock is not None:
                 run_lock.release()
 
+    console.set_depth(0)
     try:
         _report(console, output, memory, memory_dir, workdir, started)
         _write_run_report(console, args, memory, memory_dir, workdir, output, trace, started)

@@ -73,8 +73,8 @@ def test_the_demo_runs_offline_and_shows_every_layer(tmp_path):
     assert not (tmp_path / "sales_chart.svg").exists(), "the demo's code runs in its memory folder"
     out = done.stdout
     assert "REPLAY: the LLM replies are a recording" in out and "runs for real" in out
-    for layer in ("Jarvis/Planner -> write_plan", "Coder/Planner -> write_plan", "extend_library/Planner -> write_plan",
-                  "-> write_code", "-> test", "-> save_code", "-> run_code", "-> update_plan", "-> final_answer"):
+    for layer in ("Jarvis > Planner > write_plan", "Coder > Planner > write_plan", "ExtendLibrary > Planner > write_plan",
+                  "> write_code", "> test", "> save_code", "> run_code", "> update_plan", "> final_answer"):
         assert layer in out, layer
     assert "April grew the most" in out.split("Final answer:")[-1]
     assert "memory/sales_chart.svg" in out.split("Files made or changed in memory:")[-1]
