@@ -429,3 +429,37 @@ def test_workdir_chooses_where_the_code_runs(tmp_path):
     assert json.loads(read_text(tmp_path / "memory" / "jarvis_run.json"))["workdir"] == str(data), "kept for --resume"
     missing = run_jarvis(tmp_path, "--api-base", "http://127.0.0.1:9/v1", "--workdir", "nowhere", "x")
     assert missing.returncode == 2 and "--workdir nowhere: no such folder" in missing.stdout
+
+
+def readme_run_commands():
+    """The commands the README gives for running Jarvis (in code blocks and tables), as written."""
+    import re
+
+    text = read_text(os.path.join(ROOT, "README.md"))
+    return sorted(set(re.findall(r"(\.venv/bin/python run_jarvis\.py[^`\n|]*)", text)))
+
+
+def test_the_readmes_run_commands_work_as_written_in_a_fresh_clone(tmp_path):
+    """After the README's set-up (a .venv in the clone; here the tests' own environment stands in for it, no second
+    pip install), its commands run as written: the demo to its end, the others' options are all valid."""
+    import shlex
+
+    import run_jarvis as cli
+
+    commands = readme_run_commands()
+    assert any("--demo" in c for c in commands) and len(commands) >= 5, commands
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", ROOT, str(clone)], check=True, capture_output=True, timeout=120)
+    os.symlink(sys.prefix, clone / ".venv")
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[:2] == [".venv/bin/python", "run_jarvis.py"] and os.path.exists(clone / argv[0]), command
+        cli.parse_args(argv[2:])  # exits (SystemExit) on an option the command line does not take
+    demo = next(c for c in commands if c.endswith("--demo"))
+    env = {k: v for k, v in os.environ.items() if k not in KEYS and k not in ("PYTHONPATH", "FAKE_EDITOR")}
+    env["NO_COLOR"] = "1"
+    with network_guarded(env, keep_pythonpath=False) as guarded:
+        done = subprocess.run(shlex.split(demo), cwd=clone, env=guarded, capture_output=True, text=True, timeout=240,
+                              stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Run report: memory/report.html" in done.stdout and (clone / "memory" / "sales_chart.svg").exists()
