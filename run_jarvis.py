@@ -41,7 +41,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--api-base", metavar="URL", help="an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     parser.add_argument("--config", metavar="FILE", help="the configuration (default: configs/jarvis.yaml)")
     parser.add_argument("--memory-dir", metavar="DIR", default="memory",
-                        help="where plans, logs, the code library and the interpreter's files live (default: memory/)")
+                        help="where plans, logs and the code library live (default: memory/)")
+    parser.add_argument("--workdir", metavar="DIR",
+                        help="the folder the code runs in, where it reads your files and writes its own, with the code "
+                             "library importable (default: the current folder; --demo: the memory folder)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the last run in the memory folder from its plan and logs")
     parser.add_argument("--yes", action=argparse.BooleanOptionalAction, default=None,
@@ -54,6 +57,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--trace", metavar="FILE", help="write every message between flows to FILE (JSON lines)")
     parser.add_argument("--report", metavar="FILE", help="write the run report (HTML) to FILE instead of "
                                                          "report.html in the memory folder")
+    parser.add_argument("--plain", action="store_true",
+                        help="plain text on a terminal too: no colours, highlighting, status line or fitted lines "
+                             "(what a pipe or a file always gets)")
+    parser.add_argument("--stream", action="store_true",
+                        help="have the LLM server stream its replies: the status line counts the tokens, and plans "
+                             "and code show as they are written")
     parser.add_argument("--verbose", action="store_true", help="show aiflows' log and full tracebacks")
     limits = parser.add_argument_group(
         "budget (defaults in the configuration's `budget:`; reaching a limit stops the run, --resume goes on)")
@@ -212,6 +221,7 @@ def _main(argv: Optional[List[str]]) -> int:
             JarvisError,
             TranscriptError,
             get_console,
+            set_console,
             set_input_source,
             set_trace_file,
         )
@@ -226,8 +236,11 @@ def _main(argv: Optional[List[str]]) -> int:
         logging.set_verbosity_info()
     else:
         logging.set_verbosity_error()
+    if args.plain or args.stream:
+        set_console(Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream))
     console = get_console()
     memory_dir = os.path.abspath(args.memory_dir)
+    workdir = None  # where the code runs: known once the options (and a resumed run's) are read
     run_file = os.path.join(memory_dir, RUN_FILE)
     flow = recorder = transcript = output = run_lock = memory = None
     started = time.time()
@@ -268,8 +281,16 @@ def _main(argv: Optional[List[str]]) -> int:
                 args.structured_output = args.structured_output or previous.get("structured_output")
                 args.config = args.config or previous.get("config")
                 args.editor = args.editor or previous.get("editor")
+                args.workdir = args.workdir or previous.get("workdir")
                 if args.yes is None:  # neither --yes nor --no-yes: an unattended run stays unattended
                     args.yes = previous.get("yes") is True
+
+            # ~~~ Where the code runs: the folder Jarvis is started in, unless told (the demo: its memory folder,
+            # where its recording says the chart is) ~~~
+            workdir = os.path.abspath(args.workdir) if args.workdir else memory_dir if args.demo else os.getcwd()
+            if not os.path.isdir(workdir):
+                raise BadInputError(f"--workdir {args.workdir}: no such folder. Give a folder that exists (the code "
+                                    "runs there and reads your files from there).")
 
             # ~~~ Where the LLM replies come from ~~~
             if args.demo or args.replay:
@@ -313,7 +334,7 @@ def _main(argv: Optional[List[str]]) -> int:
             launcher.reset_server_settings()
             flow = launcher.instantiate(config, api_infos, memory_dir, source=args.config or CONFIG)
             launcher.set_chat_settings(flow, context_window=args.context_window,
-                                       structured_output=args.structured_output)
+                                       structured_output=args.structured_output, stream=args.stream or None)
             # The run file before the previous plans are archived, replaced atomically: when it cannot be written
             # (a full disk), the previous run is left whole, its run file included, for --resume.
             atomic_write(run_file, json.dumps({
@@ -322,9 +343,11 @@ def _main(argv: Optional[List[str]]) -> int:
                 if args.resume else started,
                 "context_window": args.context_window, "structured_output": args.structured_output,
                 "config": os.path.abspath(args.config) if args.config else None, "editor": args.editor,
+                "workdir": workdir,
                 "yes": bool(args.yes)}))
             # The demo was recorded with an empty library, so it starts from one; other runs keep what Jarvis learned.
-            memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo)
+            memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo,
+                                             workdir=workdir)
             if memory.archive:
                 what = "plans, logs and code library" if args.demo else "plans and logs"
                 console.line("info", f"The previous {what} are kept in {_shown(memory.archive)}.")
@@ -381,16 +404,18 @@ def _main(argv: Optional[List[str]]) -> int:
         set_trace_file(None)
         set_run_budget(None)
         set_warm_up(None)
+        console.set_depth(0)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
             _show_usage(console, unless_unused=True)
             if memory is not None:  # the run got as far as its memory folder (its lock is held until after this)
-                _write_run_report(console, args, memory, memory_dir, None, trace, started)
+                _write_run_report(console, args, memory, memory_dir, workdir, None, trace, started)
             if run_lock is not None:
                 run_lock.release()
 
+    console.set_depth(0)
     try:
-        _report(console, output, memory, memory_dir, started)
-        _write_run_report(console, args, memory, memory_dir, output, trace, started)
+        _report(console, output, memory, memory_dir, workdir, started)
+        _write_run_report(console, args, memory, memory_dir, workdir, output, trace, started)
     finally:  # the report reads the memory folder: another run may start there only after it
         run_lock.release()
     return 0 if output.get("status") == "finished" else 1
@@ -428,29 +453,57 @@ def _previous_run(run_file: str, memory_dir: str) -> dict:
     return previous
 
 
-def _report(console, output, memory, memory_dir: str, started: float) -> None:
-    """The final answer, the memory files, the figures made, what the run cost. The run is over by then: a failure
-    here (a dangling link in the memory folder, ...) is said in one line and leaves the run's exit code as it is."""
+def _report(console, output, memory, memory_dir: str, workdir: str, started: float) -> None:
+    """The final answer (unless the run showed it already), the memory files that exist, the files the run made or
+    changed in the working folder, what the run cost. The run is over by then: a failure here (a dangling link in
+    the memory folder, ...) is said in one line and leaves the run's exit code as it is."""
     from flow_modules.aiflows.CoreFlowModule.errors import describe
-    from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
 
     try:
-        answer = output.get("answer") or output.get("summary") or "(no answer)"
-        console.show("answer", f"\nJarvis {output.get('status', '')}. Final answer:", str(answer))
-        lines, library = [], set()
-        for boss, files in memory.items():
-            library.update(p for k, p in files.items() if k == "code_library")
-            if "plan" in files:  # the bosses' files; the code writers only point at the library
-                lines.append(f"{boss.split('/')[-1]}: " + ", ".join(_shown(p) for k, p in files.items()
-                                                                    if k != "code_library"))
-        lines += [f"code library: {_shown(p)}" for p in sorted(library)]
-        console.show("info", "Memory files:", "\n".join(lines))
-        figures = new_files(memory_dir, started)
-        if figures:
-            console.show("info", "Figures and pages made:", "\n".join(_shown(p) for p in figures))
+        answer = str(output.get("answer") or output.get("summary") or "(no answer)")
+        status = output.get("status", "")
+        if console.was_shown(answer):
+            console.line("answer", f"\nJarvis {status}: the final answer is above.")
+        else:
+            console.show("answer", f"\nJarvis {status}. Final answer:", answer)
+        console.show("info", "Memory files:", "\n".join(_memory_lines(memory)) or "(none)")
+        made = _made_files(memory, memory_dir, workdir, started)
+        if made:
+            console.show("info", f"Files made or changed in {_shown(workdir) if workdir != os.getcwd() else 'this folder'}:",
+                         "\n".join(_shown(p) for p in made))
     except Exception as error:  # noqa: BLE001 - the report must not fail a finished run
         console.line("warning", f"(The end-of-run report is incomplete: {describe(error)})")
     _show_usage(console)
+
+
+def _memory_lines(memory) -> List[str]:
+    """``Jarvis: memory/plan_jarvis.txt, memory/logs_jarvis.txt`` per boss, named as the steps on screen name it
+    (``ExtendLibrary``), with only the files that exist (a boss that never ran, or whose files were archived, has
+    none), then the code library."""
+    from flow_modules.aiflows.CoreFlowModule.interaction import breadcrumb_parts
+
+    lines, library = [], set()
+    for boss, files in memory.items():
+        library.update(p for k, p in files.items() if k == "code_library")
+        existing = [p for k, p in files.items() if k != "code_library" and os.path.isfile(p)]
+        if "plan" in files and existing:  # the bosses' files; the code writers only point at the library
+            lines.append(f"{breadcrumb_parts(boss, boss=True)[-1]}: " + ", ".join(_shown(p) for p in existing))
+    lines += [f"code library: {_shown(p)}" for p in sorted(library) if os.path.isfile(p)]
+    return lines
+
+
+def _made_files(memory, memory_dir: str, workdir: Optional[str], started: float) -> List[str]:
+    """The files the run made or changed in the working folder (figures, CSVs, pages, ...), without the memory
+    files and the run report; the memory folder's other files too when the code runs there."""
+    from flow_modules.aiflows.CoreFlowModule.run_report import REPORT_NAME
+    from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
+
+    if not workdir:
+        return []
+    own = {p for files in memory.values() for p in files.values()} if memory else set()
+    own |= {os.path.join(memory_dir, name) for name in (REPORT_NAME, RUN_FILE)}
+    skip = tuple(own) + (() if os.path.abspath(workdir) == memory_dir else (memory_dir,))
+    return new_files(workdir, started, suffixes=None, skip=skip)
 
 
 def _show_usage(console, unless_unused: bool = False) -> None:
@@ -466,7 +519,8 @@ def _show_usage(console, unless_unused: bool = False) -> None:
         console.line("warning", f"(The usage report failed: {describe(error)})")
 
 
-def _write_run_report(console, args, memory, memory_dir: str, output, trace: Optional[str], started: float) -> None:
+def _write_run_report(console, args, memory, memory_dir: str, workdir: Optional[str], output, trace: Optional[str],
+                      started: float) -> None:
     """The run report (HTML): report.html in the memory folder, or ``--report FILE``; where it is, in one line. Like
     the end-of-run report, a failure is one line and leaves the run's exit code as it is."""
     from flow_modules.aiflows.CoreFlowModule.errors import describe
@@ -474,14 +528,15 @@ def _write_run_report(console, args, memory, memory_dir: str, output, trace: Opt
     try:
         from flow_modules.aiflows.CoreFlowModule import USAGE
         from flow_modules.aiflows.CoreFlowModule.run_report import REPORT_NAME, write_report
-        from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
+        from flow_modules.aiflows.JarvisFlowModule.launcher import FIGURE_SUFFIXES
 
-        folders = [memory_dir] + ([args.workdir] if getattr(args, "workdir", None) else [])
+        folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
         mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
                 else "resumed" if args.resume else "")
         path = write_report(args.report or os.path.join(memory_dir, REPORT_NAME), memory_dir, memory, outcome=output,
                             status="stopped before the end", mode=mode, usage=USAGE, trace=trace, folders=folders,
-                            figures=new_files(memory_dir, started))  # the working folder: the code runs' notes
+                            figures=[p for p in _made_files(memory, memory_dir, workdir, started)
+                                     if p.lower().endswith(FIGURE_SUFFIXES)])
         console.line("info", f"Run report: {_shown(path)}")
     except Exception as error:  # noqa: BLE001 - the report must not fail the run
         console.line("warning", f"(The run report could not be written: {describe(error)})")

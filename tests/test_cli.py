@@ -43,7 +43,9 @@ def demo():
     return Transcript.load(DEMO)
 
 
-def assert_the_whole_hierarchy_ran(memory):
+def assert_the_whole_hierarchy_ran(memory, workdir=None):
+    """``workdir``: where the code ran (default: the folder Jarvis was started in, the memory folder's parent)."""
+    workdir = memory.parent if workdir is None else workdir
     for name in MEMORY_FILES:
         assert (memory / name).exists(), name
     assert commands(memory / "logs_jarvis.txt") == ["Coder", "update_plan", "final_answer"]
@@ -53,7 +55,7 @@ def assert_the_whole_hierarchy_ran(memory):
                                                     "save_code", "update_plan"]
     library = read_text(memory / "library.py")
     assert "def growth_rates(values: list[float])" in library and "def svg_bar_chart(" in library
-    assert "<svg" in read_text(memory / "sales_chart.svg"), "the chart was drawn by the library function"
+    assert "<svg" in read_text(workdir / "sales_chart.svg"), "the chart was drawn by the library function"
     runs = read_text(memory / "logs_coder.txt")
     assert "Apr: +17.2%" in runs and "Highest growth: Apr (+17.2%)" in runs, "first run_code: the library function ran"
     assert "library.py changed since the last run: reloaded" in runs, "the second run_code saw the new function"
@@ -68,15 +70,16 @@ def test_the_demo_runs_offline_and_shows_every_layer(tmp_path):
     (tmp_path / "memory" / "notes.txt").write_text("the user's own file")
     done = run_jarvis(tmp_path, "--demo")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not (tmp_path / "sales_chart.svg").exists(), "the demo's code runs in its memory folder"
     out = done.stdout
     assert "REPLAY: the LLM replies are a recording" in out and "runs for real" in out
-    for layer in ("Jarvis/Planner -> write_plan", "Coder/Planner -> write_plan", "extend_library/Planner -> write_plan",
-                  "-> write_code", "-> test", "-> save_code", "-> run_code", "-> update_plan", "-> final_answer"):
+    for layer in ("Jarvis > Planner > write_plan", "Coder > Planner > write_plan", "ExtendLibrary > Planner > write_plan",
+                  "> write_code", "> test", "> save_code", "> run_code", "> update_plan", "> final_answer"):
         assert layer in out, layer
     assert "April grew the most" in out.split("Final answer:")[-1]
-    assert "sales_chart.svg" in out.split("Figures and pages made:")[-1]
+    assert "memory/sales_chart.svg" in out.split("Files made or changed in memory:")[-1]
     assert "29 LLM calls" in out
-    assert_the_whole_hierarchy_ran(tmp_path / "memory")
+    assert_the_whole_hierarchy_ran(tmp_path / "memory", tmp_path / "memory")
     (archived,) = (tmp_path / "memory" / "archive").iterdir()
     assert (archived / "library.py").read_text().startswith("def mine"), "the demo starts from an empty library; " \
         "the user's is kept in the archive"
@@ -93,7 +96,8 @@ def test_a_goal_through_the_loopback_server_with_yes(tmp_path, demo):
         assert {r["model"] for r in server.requests} == {"my-local-model"}, "--model reaches the server as given"
         assert server.requests[0]["headers"]["authorization"].startswith("Bearer ")
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
-    assert "Final answer:" in done.stdout and "April grew the most" in done.stdout
+    answer = json.loads(demo.replies()[-2])["command_args"]["answer"]
+    assert done.stdout.count(answer) == 1, "the final answer is shown once"
 
 
 def test_a_recorded_run_replays_identically(tmp_path, demo):
@@ -116,7 +120,7 @@ def test_a_recorded_run_replays_identically(tmp_path, demo):
         if name.startswith("logs_"):  # entries carry the time they were written
             a, b = ([e.split("\n", 1)[1] for _, e in split_log_entries(t)] for t in (a, b))
         assert a == b, name
-    final = lambda text: text.split("Final answer:")[-1].split("Memory files:")[0]  # noqa: E731
+    final = lambda text: text.split("final answer:\n")[-1].split("Press Enter")[0]  # noqa: E731
     assert final(first.stdout) == final(second.stdout)
 
 
@@ -189,9 +193,11 @@ def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path,
     first_run = next(i for i, reply in enumerate(replies) if '"run_code"' in reply)
     # After the first run_code, the controller's next call hangs: the signal comes then.
     with LoopbackLLMServer(replies=replies[:first_run + 1] + [Slow(30, replies[first_run + 1])]) as server:
-        process, attempts = run_until(server, first_run + 2, tmp_path, demo.header["goal"])
+        work = tmp_path / "work"
+        work.mkdir()
+        process, attempts = run_until(server, first_run + 2, tmp_path, "--workdir", str(work), demo.header["goal"])
         memory = tmp_path / "memory"
-        assert kernels_in(memory), "the interpreter's kernel runs, in the memory folder"
+        assert kernels_in(work), "the interpreter's kernel runs, in the working folder"
         process.send_signal(signal_number)
         out, err = process.communicate(timeout=60)
     assert process.returncode == code, out[-2000:] + err[-2000:]
@@ -201,9 +207,9 @@ def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path,
     assert "def growth_rates" in read_text(memory / "library.py") and commands(memory / "logs_coder.txt")[-1] == \
         "run_code", "what was done is kept"
     deadline = time.monotonic() + 10
-    while kernels_in(memory) and time.monotonic() < deadline:
+    while kernels_in(work) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not kernels_in(memory), "the kernel was shut down"
+    assert not kernels_in(work), "the kernel was shut down"
     check_guarded_run(attempts)
 
 
@@ -247,7 +253,7 @@ def test_a_run_that_reaches_its_budget_stops_cleanly_and_resume_goes_on_with_a_f
     assert "1 LLM call" in first.stdout or first_replies == "slow", "the cost of the stopped run is printed"
     if resume_from:
         assert read_text(tmp_path / "memory" / "plan_jarvis.txt").startswith("1. Ask Coder"), "the plan is kept"
-    assert not kernels_in(tmp_path / "memory"), "no interpreter is left"
+    assert not kernels_in(tmp_path), "no interpreter is left"
 
     with LoopbackLLMServer(replies=replies[resume_from:]) as server:
         second = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--resume")
@@ -371,3 +377,90 @@ def test_main_gives_back_the_callers_sigterm_handler(tmp_path, capsys):
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_goal_reads_an_input_file_from_the_folder_jarvis_is_started_in(tmp_path):
+    """The code runs where the user runs Jarvis (library.py importable from the memory folder); the end of the run
+    lists the memory files that exist and every file the run made there, the CSV as well as the figure."""
+    from fakes import command, finish
+
+    (tmp_path / "words.txt").write_text("the cat and the dog and the bird\n")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "library.py").write_text('def shout(text):\n    """Upper case."""\n    return text.upper()\n')
+    code = ("import collections, csv\nfrom library import shout\n"
+            "counts = collections.Counter(open('words.txt').read().split())\n"
+            "with open('counts.csv', 'w', newline='') as f:\n    csv.writer(f).writerows(counts.most_common())\n"
+            "open('chart.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\"/>')\n"
+            "print(shout(counts.most_common(1)[0][0]))")
+    replies = ["1. Ask Coder to count the words of words.txt.\n2. Give the final answer.",
+               command("Coder", goal="Count the words of words.txt into counts.csv; say the most common one."),
+               "1. Run code that counts the words into counts.csv.\n2. Finish.",
+               command("run_code", language="python", code=code),
+               finish("The most common word is THE; counts.csv holds the counts."),
+               command("final_answer", answer="The most common word in words.txt is 'the'; counts are in counts.csv."),
+               finish("Answered.")]
+    with LoopbackLLMServer(replies=replies) as server:
+        done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "Count the words of words.txt")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert not server.errors and not server.pending
+    assert "THE" in read_text(tmp_path / "memory" / "logs_coder.txt"), "words.txt was read, with the library"
+    assert (tmp_path / "counts.csv").read_text().startswith("the,3")
+    assert not (tmp_path / "code_runs").exists(), "the scripts run are kept in the memory folder"
+    assert list((tmp_path / "memory" / "code_runs").iterdir())
+    end = done.stdout.split("Memory files:")[-1]
+    assert "Jarvis: memory/plan_jarvis.txt, memory/logs_jarvis.txt" in end
+    assert "Coder: memory/plan_coder.txt" in end and "ExtendLibrary" not in end, "only files that exist"
+    made = end.split("Files made or changed in this folder:\n")[1].split("\n")
+    assert [line.strip() for line in made[:3]][:2] == ["chart.svg", "counts.csv"] and "LLM calls" in made[2], made
+
+
+def test_workdir_chooses_where_the_code_runs(tmp_path):
+    from fakes import command, finish
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "n.txt").write_text("41")
+    replies = ["1. Ask Coder.", command("Coder", goal="Add one to the number in n.txt."), "1. Run code.",
+               command("run_code", language="python", code="print(int(open('n.txt').read()) + 1)"),
+               finish("42"), command("final_answer", answer="42"), finish("Answered.")]
+    with LoopbackLLMServer(replies=replies) as server:
+        done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--workdir", "data", "Add one to n.txt")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "42" in read_text(tmp_path / "memory" / "logs_coder.txt")
+    assert json.loads(read_text(tmp_path / "memory" / "jarvis_run.json"))["workdir"] == str(data), "kept for --resume"
+    missing = run_jarvis(tmp_path, "--api-base", "http://127.0.0.1:9/v1", "--workdir", "nowhere", "x")
+    assert missing.returncode == 2 and "--workdir nowhere: no such folder" in missing.stdout
+
+
+def readme_run_commands():
+    """The commands the README gives for running Jarvis (in code blocks and tables), as written."""
+    import re
+
+    text = read_text(os.path.join(ROOT, "README.md"))
+    return sorted(set(re.findall(r"(\.venv/bin/python run_jarvis\.py[^`\n|]*)", text)))
+
+
+def test_the_readmes_run_commands_work_as_written_in_a_fresh_clone(tmp_path):
+    """After the README's set-up (a .venv in the clone; here the tests' own environment stands in for it, no second
+    pip install), its commands run as written: the demo to its end, the others' options are all valid."""
+    import shlex
+
+    import run_jarvis as cli
+
+    commands = readme_run_commands()
+    assert any("--demo" in c for c in commands) and len(commands) >= 5, commands
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", ROOT, str(clone)], check=True, capture_output=True, timeout=120)
+    os.symlink(sys.prefix, clone / ".venv")
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[:2] == [".venv/bin/python", "run_jarvis.py"] and os.path.exists(clone / argv[0]), command
+        cli.parse_args(argv[2:])  # exits (SystemExit) on an option the command line does not take
+    demo = next(c for c in commands if c.endswith("--demo"))
+    env = {k: v for k, v in os.environ.items() if k not in KEYS and k not in ("PYTHONPATH", "FAKE_EDITOR")}
+    env["NO_COLOR"] = "1"
+    with network_guarded(env, keep_pythonpath=False) as guarded:
+        done = subprocess.run(shlex.split(demo), cwd=clone, env=guarded, capture_output=True, text=True, timeout=240,
+                              stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Run report: memory/report.html" in done.stdout and (clone / "memory" / "sales_chart.svg").exists()

@@ -391,11 +391,13 @@ def test_sighup_stops_a_run_like_sigterm_and_ends_the_kernel_and_its_processes(t
     # Jarvis plans and hands the goal to Coder; Coder plans, runs the code, and its next call hangs: SIGHUP then.
     script = replies[:3] + [run_code, Slow(60, replies[3])]
     with LoopbackLLMServer(replies=script) as server:
-        process, attempts = run_until(server, 5, tmp_path, demo.header["goal"])
+        work = tmp_path / "work"
+        work.mkdir()
+        process, attempts = run_until(server, 5, tmp_path, "--workdir", str(work), demo.header["goal"])
         memory = tmp_path / "memory"
         try:
             assert until(lambda: len(tagged(tag)) == 3), tagged(tag)
-            assert kernels_in(memory), "the interpreter's kernel runs, in the memory folder"
+            assert kernels_in(work), "the interpreter's kernel runs, in the working folder"
             process.send_signal(signal.SIGHUP)
             out, err = process.communicate(timeout=60)
         finally:
@@ -405,5 +407,5 @@ def test_sighup_stops_a_run_like_sigterm_and_ends_the_kernel_and_its_processes(t
     assert process.returncode == 129, out[-2000:] + err[-2000:]
     assert "Traceback" not in out + err and f"Plans, logs and the library are in {memory}" in out
     assert not wait_until_gone(tag), "a process the code started survived the hang-up"
-    assert until(lambda: not kernels_in(memory)), "the kernel was shut down"
+    assert until(lambda: not kernels_in(work)), "the kernel was shut down"
     check_guarded_run(attempts)

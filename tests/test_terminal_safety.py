@@ -203,12 +203,13 @@ def test_a_failing_report_is_one_line_and_the_usage_still_shows(monkeypatch):
     import run_jarvis
     from flow_modules.aiflows.JarvisFlowModule import launcher
 
-    def broken(folder, since):
+    def broken(folder, since, **kwargs):
         raise PermissionError(13, "Permission denied", folder)
 
     monkeypatch.setattr(launcher, "new_files", broken)
     sink = Sink()
-    run_jarvis._report(Console(stream=sink, color=False), {"status": "finished", "answer": "42"}, {}, "memory", 0)
+    run_jarvis._report(Console(stream=sink, color=False), {"status": "finished", "answer": "42"}, {}, "memory",
+                      "memory", 0)
     assert "Final answer:\n    42\n" in sink.text
     assert "(The end-of-run report is incomplete: PermissionError" in sink.text
     assert "LLM calls" in sink.text, "the usage report comes after"
@@ -251,7 +252,7 @@ def run_jarvis(cwd, *args, **env):
 
 
 def final_answer(stdout: bytes, encoding: str) -> str:
-    return stdout.decode(encoding).split("Final answer:\n")[1].split("\n")[0].strip()
+    return stdout.decode(encoding).split("final answer:\n")[1].split("\n")[0].strip()  # shown once, for approval
 
 
 def test_a_final_answer_with_escapes_is_shown_cleaned_and_a_dangling_link_changes_nothing(tmp_path):
@@ -263,7 +264,7 @@ def test_a_final_answer_with_escapes_is_shown_cleaned_and_a_dangling_link_change
     assert b"Traceback" not in done.stderr
     assert final_answer(done.stdout, "utf-8") == SHOWN
     assert not controls_in(done.stdout.decode("utf-8").replace("\n", "")), "no escape reached the output"
-    assert "memory/sales_chart.svg" in done.stdout.decode().split("Figures and pages made:")[1]
+    assert "\n    sales_chart.svg\n" in done.stdout.decode().split("Files made or changed in this folder:")[1]
 
 
 def test_an_ascii_only_output_shows_the_final_answer_with_escapes(tmp_path):
@@ -282,7 +283,7 @@ def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(tmp_path):
         first = child.stdout.readline()
         child.stdout.close()
         _, stderr = child.communicate(timeout=240)
-    assert first == b"Jarvis starts on:\n"
+    assert first == b"Jarvis's goal:\n"
     assert child.returncode == 141, stderr.decode()[-3000:]
     assert stderr.decode().strip() == "Stopped: the output was closed.", "no traceback, no 'Exception ignored'"
     assert (tmp_path / "memory" / "jarvis_run.json").exists(), "the memory is kept"

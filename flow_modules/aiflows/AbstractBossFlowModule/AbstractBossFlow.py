@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterator
 
 from aiflows.base_flows import CircularFlow
 
-from flow_modules.aiflows.CoreFlowModule import LeanSequentialFlow, MemoryFileError, get_console
+from flow_modules.aiflows.CoreFlowModule import LeanSequentialFlow, MemoryFileError, current_flow_path, get_console
 from flow_modules.aiflows.CoreFlowModule.memory import (
     append_log_entry,
     atomic_write,
@@ -97,7 +97,8 @@ class AbstractBossFlow(LeanSequentialFlow):
         if not goal:
             return {"summary": f"{self.flow_config['name']} was called without a goal.", "result": "",
                     "status": "stopped: no goal was given"}
-        get_console().show("flow", f"{self.flow_config['name']} starts on:", goal)
+        if not current_flow_path().count("/"):  # the top boss; a boss below is given its goal in a step line
+            get_console().show("flow", f"{self.flow_config['name']}'s goal:", goal)
         run_resumed = bool(self.flow_config.get("resume")) or self._run_resumed
         self._run_resumed = False  # only the first task after a resume can be the interrupted one
         if self.flow_config.get("resume"):
@@ -106,7 +107,10 @@ class AbstractBossFlow(LeanSequentialFlow):
         self._resuming = self._start_task(memory_files, goal, run_resumed)
         output = super().run({"goal": goal, "memory_files": memory_files})
         self._end_task(memory_files["logs"])
-        get_console().show("flow", f"{self.flow_config['name']} {output.get('status', '')}:", output.get("summary", ""))
+        summary, status = str(output.get("summary", "")), str(output.get("status", ""))
+        if status != "finished" or not get_console().was_shown(summary):  # the finish step showed it, else here
+            get_console().show("flow" if status == "finished" else "warning", f"{self.flow_config['name']} {status}:",
+                               summary)
         return output
 
     # ~~~ Tasks: new, or resumed ~~~

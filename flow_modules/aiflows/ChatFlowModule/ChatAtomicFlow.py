@@ -16,13 +16,14 @@ from flow_modules.aiflows.CoreFlowModule import (
 )
 from flow_modules.aiflows.CoreFlowModule.budget import check_budget, get_run_budget
 from flow_modules.aiflows.CoreFlowModule.errors import LLMCallError
+from flow_modules.aiflows.CoreFlowModule.interaction import breadcrumb
 from flow_modules.aiflows.CoreFlowModule.instantiate import instantiate
 from flow_modules.aiflows.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
 from flow_modules.aiflows.CoreFlowModule.memory import shorten
 from flow_modules.aiflows.CoreFlowModule.models import model_info
 from flow_modules.aiflows.CoreFlowModule.usage import USAGE, count_message_tokens, count_tokens
 
-from .backends import build_backend, reply_content, take_response_info, unwrap_backend
+from .backends import build_backend, listening_to_streams, reply_content, take_response_info, unwrap_backend
 from .context import fit_to_context
 from .servers import (
     FORMAT_REJECTION as _FORMAT_REJECTION,
@@ -274,8 +275,12 @@ class ChatAtomicFlow(LeanAtomicFlow):
             get_console().line("warning", f"{where}: {info.reason}; retrying in {delay:.1f}s "
                                           f"(attempt {attempt + 1} of {self.retry_policy.max_attempts})")
 
+        if self.flow_config.get("stream"):  # --stream: the status line counts tokens, long replies show as written
+            params["stream"] = True
         try:
-            with get_console().working(f"{where} is waiting for the LLM"):
+            with get_console().working(f"{breadcrumb(where)}: waiting for the LLM",
+                                       echo=bool(self.flow_config.get("show_stream"))) as status, \
+                    listening_to_streams(status.add):
                 reply, retries = call_with_retries(once, self.retry_policy, where, on_retry=on_retry,
                                                    deadline=deadline, provider=server.provider())
         except LLMCallError as error:

@@ -139,6 +139,35 @@ def response_info_of(response: Any) -> ResponseInfo:
     return ResponseInfo(prompt, completion, _first_choice_finish_reason(response), str(model) if model else None)
 
 
+# Who is told each piece of text a streaming server sends (the console's status line, --stream): set for the time
+# of a call by the chat that makes it (litellm may read the stream in a thread of its own: not a thread-local).
+class _Listener:
+    fn: Optional[Callable[[str], None]] = None
+
+
+_stream_listener = _Listener()
+
+
+@contextmanager
+def listening_to_streams(listener: Optional[Callable[[str], None]]):
+    """While the body runs, ``listener(text)`` gets each piece of reply text a server streams."""
+    previous = _stream_listener.fn
+    _stream_listener.fn = listener
+    try:
+        yield
+    finally:
+        _stream_listener.fn = previous
+
+
+def _delta_text(chunk: Any) -> str:
+    for choice in _field(chunk, "choices") or []:
+        if _int_or_none(_field(choice, "index")) in (None, 0):
+            delta = _field(choice, "delta")
+            text = _field(delta, "content") if delta is not None else None
+            return str(text) if text else ""
+    return ""
+
+
 class _StreamWatcher:
     """Passes a stream's chunks through and notes the model and the first choice's finish_reason.
 
@@ -162,6 +191,11 @@ class _StreamWatcher:
             prompt, completion = _usage_of(chunk)  # a server sending usage in its last chunk (stream_options)
             if prompt is not None:
                 self.prompt_tokens, self.completion_tokens = prompt, completion
+            listener = _stream_listener.fn
+            if listener is not None:
+                text = _delta_text(chunk)
+                if text:
+                    listener(text)
             yield chunk
 
     def info(self) -> ResponseInfo:

@@ -13,10 +13,14 @@ from flow_modules.aiflows.CoreFlowModule import (
     get_console,
     get_input_source,
 )
-from flow_modules.aiflows.CoreFlowModule.memory import shorten, summarize_arguments
+from flow_modules.aiflows.CoreFlowModule.memory import shorten
 
 # Keys of a branch's output shown first when it is turned into the controller's `result`.
 _RESULT_ORDER = ("summary", "result", "status", "human_input", "feedback")
+
+# Commands whose branch shows their arguments whole (the plan writer shows the goal's plan, run_code its code,
+# update_plan the plan, the answers the answer): the step line names the command only, so nothing is shown twice.
+_SHOWN_BY_BRANCH = ("write_plan", "run_code", "update_plan", "final_answer", "intermediate_answer")
 
 # State keys of the stuck-loop guard: a digest of the last (command, arguments), how many times in a row the
 # controller issued it, and the user's answer when a repeated command is not to be executed.
@@ -81,6 +85,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
     - `topology`: the nodes of the loop (see the YAML).
     - `reset_before_run` (bool): start every run from a clean state (chat histories included).
     - `max_result_chars` (int): what the controller reads of a command's output, at most (head and tail kept).
+    - `arguments_shown_by_branch` (list, optional): commands whose arguments the step line on screen leaves out,
+      because their branch shows them whole (default: write_plan, run_code, update_plan, the answers).
     - `bookkeeping_commands` (list): commands whose result is not the loop's final `result` (e.g. update_plan).
     - `keep_from_branches` (dict): branch -> output keys copied into the loop's state (later branches can take them
       as input, e.g. `write_code: [code]` so that `save_code` saves the code written).
@@ -143,7 +149,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
                     "summary": f"{self.flow_config['name']} stopped: {reason}"}
         command, args = output_payload["command"], output_payload.get("command_args") or {}
         where = current_flow_path() or self.flow_config["name"]
-        get_console().show("flow", f"{where} -> {command}", shorten(summarize_arguments(args), 600))
+        quiet = command in (self.flow_config.get("arguments_shown_by_branch") or _SHOWN_BY_BRANCH)
+        get_console().step(where, command, args, quiet=quiet)
         if command == "finish":
             return {early_exit_key: True, "command": command, "command_args": args, **self.on_finish(args)}
         count = self._count_repeats(command, args)

@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import builtins
 import errno
+import io
 import itertools
+import json
 import os
+import re
+import shutil
 import sys
 import threading
 import time
 from collections import deque
 from contextlib import contextmanager
-from typing import Callable, Iterable, List, NoReturn, Optional, Union
+from typing import Any, Callable, Deque, Dict, Iterable, List, NoReturn, Optional, Union
 
 import colorama
 
@@ -49,6 +53,49 @@ def is_approval(answer: Optional[str]) -> bool:
     if answer is None:
         return True
     return answer.strip().lower().rstrip(".!") in _APPROVAL_WORDS
+
+
+# ~~~ Flow paths as the user reads them ~~~
+# Parts of a flow path that every boss repeats and that tell two flows apart nowhere: the loop and executor nodes,
+# and the plan writer's branch (its one chat is the PlanGenerator).
+PLUMBING = {"CtrlExMem", "Executor", "write_plan"}
+
+
+def meaningful_parts(path: str) -> List[str]:
+    """``Jarvis/CtrlExMem/Executor/Coder/Planner/Executor/write_plan/PlanGenerator`` ->
+    ``[Jarvis, Coder, Planner, write_plan, PlanGenerator]``: without the loop plumbing and repeated names (a branch
+    named like the flow it runs)."""
+    parts: List[str] = []
+    for part in path.split("/"):
+        if part in PLUMBING or (parts and parts[-1] == part):
+            continue
+        parts.append(part)
+    return parts or path.split("/")
+
+
+def flow_label(name: str) -> str:
+    """A boss's branch name as the user reads it everywhere: ``extend_library`` -> ``ExtendLibrary``."""
+    return "".join(word[:1].upper() + word[1:] for word in name.split("_")) if "_" in name else name
+
+
+def breadcrumb_parts(path: str, boss: bool = False) -> List[str]:
+    """The flows of ``path`` the user knows: ``Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library/
+    CtrlExMem/Executor/write_code`` -> ``[Jarvis, Coder, ExtendLibrary, write_code]``. A flow with a loop or a
+    planner of its own below it in the path (a boss) is named by its label (``ExtendLibrary``); the others keep their name (a command's
+    flow, ``write_code``). ``boss``: the last part is a boss too (a memory layout's paths end at the boss)."""
+    raw = [p for p in path.split("/") if p]
+    parts: List[str] = []
+    for i, part in enumerate(raw):
+        if part in PLUMBING and i > 0 or (parts and parts[-1] == part):
+            continue
+        is_boss = (i + 1 < len(raw) and raw[i + 1] in ("CtrlExMem", "Planner")) or (boss and i == len(raw) - 1)
+        parts.append(flow_label(part) if is_boss else part)
+    return parts or raw
+
+
+def breadcrumb(path: str, boss: bool = False) -> str:
+    """``Jarvis > Coder > ExtendLibrary > write_code`` (see ``breadcrumb_parts``)."""
+    return " > ".join(breadcrumb_parts(path, boss))
 
 
 # ~~~ Console ~~~
@@ -89,8 +136,78 @@ def _encodable(text: str, stream) -> str:
         return text
 
 
+_PLAN_STEP = re.compile(r"^(\s*)(\d+[.)]|[-*])(\s+)")
+_FOLD_LINES = 3  # an argument longer than this many lines is folded
+
+
+def fold(text: str, width: Optional[int], lines: int = _FOLD_LINES) -> List[str]:
+    """``text`` as at most ``lines`` lines of ``width`` characters (its own line breaks kept, as real breaks), and a
+    last line saying how much was left out (``... 412 more characters, 9 more lines``); whole when it fits."""
+    width = max(20, width or 100)
+    out: List[str] = []
+    source = text.split("\n")
+    for i, line in enumerate(source):
+        pieces = _wrap_words(line, width) if line.strip() else [line]
+        for k, piece in enumerate(pieces):
+            out.append(piece)
+            if len(out) > lines:
+                shown = "\n".join(out[:lines])
+                left = len(text) - len(shown)
+                more_lines = len(source) - i - 1 + (1 if k < len(pieces) else 0)
+                tail = f", {more_lines} more line{'s' if more_lines != 1 else ''}" if more_lines > 1 else ""
+                return out[:lines] + [f"... {left} more characters{tail}"]
+    return out
+
+
+def _wrap(line: str, width: Optional[int]) -> List[str]:
+    """``line`` cut at spaces into lines of at most ``width`` characters, the later ones indented like the first plus
+    two (a word longer than a line is cut)."""
+    if not width or len(line) <= width:
+        return [line]
+    import textwrap
+
+    lead = len(line) - len(line.lstrip(" "))
+    lead = lead if lead < width // 2 else 0
+    pieces = textwrap.wrap(line[lead:], max(10, width - lead), subsequent_indent="  ", break_long_words=True,
+                           break_on_hyphens=False) or [""]
+    return [" " * lead + piece for piece in pieces]
+
+
+def _wrap_words(text: str, width: int) -> List[str]:
+    """``text`` cut at spaces into lines of at most ``width`` characters (a longer word is cut)."""
+    import textwrap
+
+    return textwrap.wrap(text, max(10, width), break_long_words=True, break_on_hyphens=False) or [""]
+
+
+class Status:
+    """What ``Console.working`` yields: ``add(text)`` counts what a streaming server sent so far (shown in the
+    status line) and, when ``echo`` is on, writes it as it comes (cleaned, like every print)."""
+
+    def __init__(self, console: "Console", echo: bool):
+        self.console, self.echo = console, echo
+        self.pieces = 0
+        self.echoed = False
+        self.lock = threading.Lock()
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        with self.lock:
+            self.pieces += 1
+            if self.echo:
+                if not self.echoed:
+                    self.console._clear_status()
+                    self.echoed = True
+                self.console._emit(self.console.style("llm", text))
+
+
 class Console:
     """Prints what the flows do, one colour per role; colours only on a terminal and unless ``NO_COLOR`` is set.
+
+    On a terminal (unless ``plain``): a step is one line indented by its depth, lines fit the terminal's width,
+    code is syntax-highlighted with ``rich`` and plans get hanging indents; a status line runs while an LLM works.
+    Elsewhere (a pipe, a file, ``--plain``): the same text, plain, lines whole.
 
     Every text is cleaned (``clean_text``) before the console's own colours are added, so what an LLM, a server or a
     file wrote cannot move the cursor, hide a line, set the title or write the clipboard. Printing never raises but
@@ -98,11 +215,30 @@ class Console:
     raises ``OutputClosed`` and later ones are dropped.
     """
 
-    def __init__(self, stream=None, color: Optional[bool] = None, spinner: Optional[bool] = None):
+    def __init__(self, stream=None, color: Optional[bool] = None, spinner: Optional[bool] = None,
+                 plain: Optional[bool] = None, width: Optional[int] = None, stream_replies: bool = False):
         self._stream = stream
         self._color = color
         self._spinner = spinner
+        self._plain = plain
+        self._width = width
+        self.stream_replies = stream_replies  # --stream: long replies (plans, code) shown as they are written
         self._closed = False
+        self._indent = ""  # the depth of the last step: what follows it is indented as deep
+        self._status_width = 0
+        self._folded_seen: Deque[str] = deque(maxlen=64)
+        self._recent: Deque[str] = deque(maxlen=64)  # the last blocks shown, blanks folded: see was_shown
+
+    def _remember(self, text: str) -> None:
+        folded = " ".join(str(text).split())
+        if folded:
+            self._recent.append(folded)
+
+    def was_shown(self, text: str) -> bool:
+        """Whether ``text`` (blanks aside) was shown whole in one of the last blocks or lines: what was on screen is
+        not shown again (a final answer the user approved, a summary the finish step showed)."""
+        folded = " ".join(clean_text(str(text)).split())
+        return bool(folded) and any(folded in block for block in self._recent)
 
     @property
     def stream(self):
@@ -120,6 +256,95 @@ class Console:
             return self._color
         return self._isatty() and not os.environ.get("NO_COLOR")
 
+    @property
+    def fancy(self) -> bool:
+        """Terminal rendering (widths, rich highlighting, a status line): on a terminal unless ``plain``."""
+        return self._isatty() and not self._plain
+
+    @property
+    def width(self) -> Optional[int]:
+        """The width lines are fitted to: the terminal's (on a terminal), else None (lines whole)."""
+        if self._width:
+            return self._width
+        if not self.fancy:
+            return None
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or None
+        except (AttributeError, OSError, ValueError):
+            return shutil.get_terminal_size().columns
+
+    def set_depth(self, depth: int) -> None:
+        self._indent = "  " * max(0, depth)
+
+    # ~~~ Steps ~~~
+    def step(self, path: str, command: str, args: Optional[Dict[str, Any]] = None, quiet: bool = False) -> None:
+        """One step of the run: ``Jarvis > Coder > ExtendLibrary > write_code`` indented by its depth, then its
+        arguments, each whole when short, folded with a count when long (``quiet``: the branch shows them whole
+        itself, so they are not shown here). An argument folded before is said to be the same as above."""
+        parts = breadcrumb_parts(path) if path else []
+        depth = max(0, len([p for p in parts if p != "Planner"]) - 1)  # a boss's planning is at the boss's depth
+        self.set_depth(depth)
+        head = " > ".join(parts + [command])
+        lines = [self.style("flow", self._indent + head)]
+        width = self.width
+        room = (width - len(self._indent) - 4) if width else 100
+        for key, value in ([] if quiet else (args or {}).items()):
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            text = clean_text(text).strip("\n")
+            label = f"{key}: "
+            folded = fold(text, room - len(label))
+            if len(folded) > _FOLD_LINES and text in self._folded_seen:
+                folded = ["(as above)"]
+            elif len(folded) > _FOLD_LINES:
+                self._folded_seen.append(text)
+            else:
+                self._remember(text)
+            pad = " " * len(label)
+            for i, piece in enumerate(folded):
+                prefix = label if i == 0 else pad
+                styled = "info" if piece.startswith("... ") and i == len(folded) - 1 and i else "result"
+                lines.append(self.style(styled, f"{self._indent}    {prefix}{piece}"))
+        self._emit("\n".join(lines) + "\n")
+
+    def _render_body(self, role: str, text: str, width: Optional[int]) -> List[str]:
+        """The lines of a block's body (cleaned text): highlighted code and hanging-indented plans on a terminal;
+        plain lines elsewhere. Colours are added here, after cleaning."""
+        indent = self._indent + "    "
+        room = (width - len(indent)) if width else None
+        if self.fancy and self.color and role == "code" and room and room > 20:
+            try:
+                from rich.console import Console as RichConsole
+                from rich.syntax import Syntax
+
+                buffer = io.StringIO()
+                RichConsole(file=buffer, force_terminal=True, color_system="standard", width=room,
+                            highlight=False).print(Syntax(text, "python", theme="ansi_dark", word_wrap=True,
+                                                          background_color="default"))
+                return [indent + line for line in buffer.getvalue().rstrip("\n").split("\n")]
+            except Exception:  # noqa: BLE001 - highlighting is a nicety: plain text then
+                pass
+        out = []
+        for line in text.split("\n"):
+            step = _PLAN_STEP.match(line) if role == "plan" else None
+            if step and room:  # a plan step: later lines hang under its text, not under its number
+                hang = " " * len(step.group(0))
+                body = line[len(step.group(0)):]
+                pieces = _wrap_words(body, room - len(hang))
+                first = self.style("flow", step.group(0)) + self._style_plan(pieces[0])
+                out.append(indent + first)
+                out.extend(indent + hang + self._style_plan(p) for p in pieces[1:])
+                continue
+            out.extend(indent + self.style(role if role != "flow" else "result", piece)
+                       for piece in _wrap(line, room))
+        return out
+
+    def _style_plan(self, text: str) -> str:
+        styled = self.style("plan", text)
+        if self.color and "[done]" in text:
+            styled = styled.replace("[done]", f"{colorama.Fore.GREEN}[done]{colorama.Style.RESET_ALL}"
+                                              f"{_STYLES['plan']}")
+        return styled
+
     def style(self, role: str, text: str) -> str:
         """``text`` cleaned, in the colour of ``role`` (when colours are on)."""
         text = clean_text(str(text))
@@ -129,14 +354,24 @@ class Console:
 
     def show(self, role: str, title: str, body: Optional[str] = None) -> None:
         """A titled block: ``title`` on its own line, then ``body`` indented (if any)."""
-        lines = [self.style(role, title)]
+        width = self.width
+        title = clean_text(str(title))
+        self._remember(title)
+        lines = [self.style(role, piece) for piece in self._fit(title, width)]
         if body:
             text = clean_text(str(body)).rstrip("\n")  # before splitting: a carriage return becomes a line of its own
-            lines.extend(self.style(role if role != "flow" else "result", "    " + line) for line in text.split("\n"))
+            self._remember(text)
+            lines.extend(self._render_body(role, text, width))
         self._emit("\n".join(lines) + "\n")
 
+    def _fit(self, text: str, width: Optional[int]) -> List[str]:
+        """``text``'s lines at the current depth, each fitted to ``width``."""
+        return [piece for line in text.split("\n") for piece in _wrap(self._indent + line if line else line, width)]
+
     def line(self, role: str, text: str) -> None:
-        self._emit(self.style(role, text) + "\n")
+        text = clean_text(str(text))
+        self._remember(text)
+        self._emit("\n".join(self.style(role, piece) for piece in self._fit(text, self.width)) + "\n")
 
     def write(self, text: str) -> None:
         """``text`` cleaned, then a line break."""
@@ -178,12 +413,29 @@ class Console:
             pass
         raise OutputClosed()
 
+    def _clear_status(self) -> None:
+        """Erase the status line (spaces, not an escape sequence), if one is drawn."""
+        if self._status_width:
+            try:
+                self.stream.write("\r" + " " * self._status_width + "\r")
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
+            self._status_width = 0
+
     @contextmanager
-    def working(self, label: str):
-        """Shows a spinner with ``label`` while the body runs (on a terminal only)."""
-        show = self._spinner if self._spinner is not None else self._isatty()
+    def working(self, label: str, echo: bool = False):
+        """A status line while the body runs (on a terminal, unless plain): ``label``, the seconds elapsed and, when
+        a streaming server sends text (``Status.add``), how many pieces (tokens) came so far. Yields the ``Status``;
+        with ``echo`` (and ``stream_replies``) the text streamed is written as it comes, in place of the line."""
+        status = Status(self, echo=echo and self.stream_replies)
+        show = self._spinner if self._spinner is not None else self.fancy
         if not show:
-            yield
+            try:
+                yield status
+            finally:
+                if status.echoed:
+                    self._emit("\n")
             return
         stop = threading.Event()
         label = " ".join(clean_text(label).split("\n"))  # the spinner's own CRs redraw one line
@@ -194,22 +446,32 @@ class Console:
                 for frame in itertools.cycle("|/-\\"):
                     if stop.wait(0.12):
                         break
-                    elapsed = time.monotonic() - started
-                    self.stream.write(_encodable(f"\r{self.style('info', f'{frame} {label} ({elapsed:.0f}s)')}",
-                                                 self.stream))
-                    self.stream.flush()
-                self.stream.write("\r" + " " * (len(label) + 16) + "\r")
-                self.stream.flush()
+                    with status.lock:
+                        if status.echoed:
+                            continue
+                        elapsed = time.monotonic() - started
+                        tokens = f", {status.pieces} tokens so far" if status.pieces else ""
+                        text = f"{frame} {label} ({elapsed:.0f}s{tokens})"
+                        width = self.width
+                        if width and len(text) >= width:
+                            text = text[:width - 1]
+                        self._status_width = max(self._status_width, len(text))
+                        self.stream.write(_encodable(f"\r{self.style('info', text)}", self.stream))
+                        self.stream.flush()
+                with status.lock:
+                    self._clear_status()
             except (OSError, ValueError):  # the terminal is gone: the next print in the run says so
                 pass
 
         thread = threading.Thread(target=spin, daemon=True)
         thread.start()
         try:
-            yield
+            yield status
         finally:
             stop.set()
             thread.join(timeout=1)
+            if status.echoed:
+                self._emit("\n")
 
 
 _console: Optional[Console] = None

@@ -701,11 +701,12 @@ def with_memory_files(flow: Any, input_data: Dict[str, Any]) -> Dict[str, Any]:
     return input_data
 
 
-def set_memory_files(flow: Any, memory_dir: str) -> Dict[str, Dict[str, str]]:
+def set_memory_files(flow: Any, memory_dir: str, workdir: Optional[str] = None) -> Dict[str, Dict[str, str]]:
     """Give every flow of a tree that declares ``memory_file_names`` its ``memory_files`` in ``memory_dir``.
 
     One call configures a whole hierarchy (Jarvis -> Coder -> ExtendLibrary, ...): each boss names its own files
-    (``plan_coder.txt``, ...) in its YAML, and code runners without a ``workspace`` get ``memory_dir``. ``flow`` is a
+    (``plan_coder.txt``, ...) in its YAML, and code runners without a ``workspace`` get ``workdir`` (default
+    ``memory_dir``), with ``memory_dir`` as their ``library_dir`` (so ``import library`` works there). ``flow`` is a
     flow, or a configuration dict (``{_target_: ..., subflows_config: ...}``) before it is instantiated: there every
     ``memory_files: ???`` is filled (hydra refuses to build a config that still has one). Returns
     ``{path: memory_files}`` for what was set.
@@ -723,7 +724,9 @@ def set_memory_files(flow: Any, memory_dir: str) -> Dict[str, Dict[str, str]]:
             config["memory_files"] = {key: os.path.join(memory_dir, name) for key, name in names.items()}
             done[path] = config["memory_files"]
         if "workspace" in config and not config["workspace"]:
-            config["workspace"] = memory_dir
+            config["workspace"] = os.path.abspath(workdir) if workdir else memory_dir
+            if "library_dir" in config and not config["library_dir"]:
+                config["library_dir"] = memory_dir
         for name, sub in getattr(node, "subflows", {}).items():
             visit(sub, f"{path}/{name}")
 

@@ -11,6 +11,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Set, Tuple
 
+from .interaction import meaningful_parts
+
 _encoding = None
 MAX_CALLS = 10_000
 
@@ -281,29 +283,12 @@ def _row(name: str, usage: FlowUsage) -> tuple:
             estimated + tokens_text(usage.completion_tokens), cost, str(usage.repairs), str(usage.corrections))
 
 
-# Parts of a flow path that every boss repeats and that tell two chats apart nowhere: the loop and executor nodes,
-# and the plan writer's branch (its one chat is the PlanGenerator).
-_PLUMBING = {"CtrlExMem", "Executor", "write_plan"}
-
-
-def _meaningful_parts(path: str) -> List[str]:
-    """``Jarvis/CtrlExMem/Executor/Coder/Planner/Executor/write_plan/PlanGenerator`` ->
-    ``[Jarvis, Coder, Planner, write_plan, PlanGenerator]``: without the loop plumbing and repeated names (a branch
-    named like the flow it runs)."""
-    parts: List[str] = []
-    for part in path.split("/"):
-        if part in _PLUMBING or (parts and parts[-1] == part):
-            continue
-        parts.append(part)
-    return parts or path.split("/")
-
-
 def _short_paths(paths: List[str], width: int = 52) -> List[str]:
     """Flow paths made short enough for a table: the loop plumbing (CtrlExMem, Executor) and the prefix every path
     shares are dropped, then a path still too long keeps its last parts (".../Controller/ChatAtomicFlow")."""
     if not paths:
         return []
-    split = [_meaningful_parts(p) for p in paths]
+    split = [meaningful_parts(p) for p in paths]
     common = 0
     if len(paths) > 1:
         while all(len(s) > common + 2 for s in split) and len({s[common] for s in split}) == 1:  # 2 parts stay

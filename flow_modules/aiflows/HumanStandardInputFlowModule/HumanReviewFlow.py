@@ -72,7 +72,7 @@ class HumanReviewFlow(LeanAtomicFlow):
             options = self.flow_config.get("options", "Enter to approve, or type feedback to have it revised")
             if can_edit:
                 options += f", or 'e' to edit it in {resolve_editor(configured)[0]}"
-            answer = get_input_source().ask(f"{title}: {options}.", kind=APPROVAL)
+            answer = get_input_source().ask(f"{options}.", kind=APPROVAL)  # under the draft's one heading
             if can_edit and answer.strip().lower() in _EDIT_WORDS:
                 draft, changed = self._edit(draft, draft_path)
                 edited = edited or changed

@@ -62,6 +62,9 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     *Configuration Parameters*:
     - `workspace` (str or null): the folder code runs in; null: the current working directory at first use; a
       relative path is resolved against the current working directory. Created if missing.
+    - `library_dir` (str or null): a folder put on the kernel's `sys.path` (and PYTHONPATH) right after the
+      workspace, so that `import library` finds the code library when the code runs in another folder (Jarvis:
+      the memory folder, while the code runs in the user's working folder); null: none.
     - `timeout` (float): seconds a run may take (default 60).
     - `max_output_chars` (int): the bound of `interpreter_output` (default 20000).
     - `reload_library` (str or null): the module reloaded before each Python run if imported (default `library`).
@@ -111,6 +114,7 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
                 cfg = self.flow_config
                 self._engine = CodeInterpreter(
                     workspace=self.workspace,
+                    library_dir=cfg.get("library_dir") or None,
                     timeout=float(cfg.get("timeout") or 60),
                     max_output_chars=int(cfg.get("max_output_chars") or 20000),
                     reload_library=cfg.get("reload_library") or "",

@@ -135,8 +135,11 @@ class CodeInterpreter:
     def __init__(self, workspace: str, timeout: float = 60.0, max_output_chars: int = 20000,
                  reload_library: Optional[str] = "library", env_scrub: Iterable[str] = DEFAULT_ENV_SCRUB,
                  interrupt_grace: float = 5.0, startup_timeout: float = 60.0, memory_limit_mb: Optional[float] = None,
-                 cpu_time_s: Optional[float] = None, sandbox: Optional[str] = None, sandbox_network: bool = False):
+                 cpu_time_s: Optional[float] = None, sandbox: Optional[str] = None, sandbox_network: bool = False,
+                 library_dir: Optional[str] = None):
         self.workspace = os.path.abspath(os.path.expanduser(str(workspace)))
+        # where the code library is when it is not in the workspace: on the kernel's path after the workspace
+        self.library_dir = os.path.abspath(os.path.expanduser(str(library_dir))) if library_dir else None
         self.timeout = float(timeout)
         self.max_output_chars = int(max_output_chars)
         self.reload_library = reload_library or ""
@@ -394,7 +397,9 @@ class CodeInterpreter:
         # the workspace is first on the kernel's sys.path anyway; on PYTHONPATH, Python programs the kernel's code
         # starts (from another folder too) find the library as well
         user_path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join([self.workspace] + user_path)
+        first = [self.workspace] + ([self.library_dir] if self.library_dir and self.library_dir != self.workspace
+                                    else [])
+        env["PYTHONPATH"] = os.pathsep.join(first + user_path)
         env["IPYTHONDIR"] = os.path.join(scratch, "ipython")
         env[MARKER_VARIABLE] = self._marker(f"kernel{n}")
         kernel_log = open(os.path.join(scratch, f"kernel-{n}.log"), "ab")

@@ -195,7 +195,8 @@ class MemoryLayout(dict):
     archive: Optional[str] = None
 
 
-def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False) -> MemoryLayout:
+def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False,
+                   workdir: Optional[str] = None) -> MemoryLayout:
     """Give each boss its memory files in ``memory_dir``.
 
     A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
@@ -205,11 +206,11 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     they were stopped in when they are given them again (AbstractBossFlow's task records, which a new run archives
     with the logs). A plan or log that is a symbolic link is moved to the archive too (it is not followed: the new
     run starts with files of its own). Temporary files of writes killed in an earlier run are removed
-    (``sweep_temporary_files``).
+    (``sweep_temporary_files``). Code runs in ``workdir`` (default: ``memory_dir``), with ``library.py`` importable.
     """
     from flow_modules.aiflows.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 
-    layout = MemoryLayout(set_memory_files(flow, memory_dir))
+    layout = MemoryLayout(set_memory_files(flow, memory_dir, workdir))
     sweep_temporary_files(memory_dir)
     if resume:
         flow.flow_config["resume"] = True
@@ -292,16 +293,34 @@ def output_file_problem(path: str, option: str, memory_dir: str, example: str) -
     return None
 
 
-def new_files(folder: str, since: float, suffixes=(".png", ".svg", ".jpg", ".jpeg", ".pdf", ".html")) -> List[str]:
-    """Figures and pages made in ``folder`` since ``since`` (outside the archive). What cannot be looked at (a
-    dangling symbolic link, a file removed meanwhile, a folder that cannot be read) is left out."""
-    found = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if d != "archive" and not d.startswith(".")]
+FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif", ".pdf", ".html")
+# What a folder scan skips: the memory folder's own bookkeeping, version control, environments and caches.
+_SKIPPED_FOLDERS = {"archive", "code_runs", "__pycache__", "node_modules", "venv", ".venv"}
+_SCAN_DEPTH, _SCAN_ENTRIES = 3, 5000  # a working folder can be a home folder: the scan is bounded
+
+
+def new_files(folder: str, since: float, suffixes: Optional[tuple] = FIGURE_SUFFIXES,
+              skip: tuple = ()) -> List[str]:
+    """Files made or changed in ``folder`` since ``since`` (by their modification time): with ``suffixes``, only
+    those (figures and pages); ``None``: every file. Hidden files and folders, ``archive/``, ``code_runs/``,
+    environments, caches and the paths in ``skip`` (e.g. the memory folder inside the working folder, and its
+    files) are left out. The scan is bounded (three levels below ``folder``, 5,000 entries), so a working folder
+    that is a home folder costs little. What cannot be looked at (a dangling symbolic link, a file removed
+    meanwhile, a folder that cannot be read) is left out."""
+    found, seen = [], 0
+    skipped = {os.path.abspath(p) for p in skip}
+    top = os.path.abspath(folder)
+    for root, dirs, names in os.walk(top):
+        depth = 0 if root == top else os.path.relpath(root, top).count(os.sep) + 1
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_FOLDERS and not d.startswith(".")
+                   and os.path.join(root, d) not in skipped] if depth < _SCAN_DEPTH else []
         for name in names:
-            if not name.lower().endswith(suffixes):
-                continue
+            seen += 1
+            if seen > _SCAN_ENTRIES:
+                return sorted(found)
             path = os.path.join(root, name)
+            if name.startswith(".") or path in skipped or (suffixes and not name.lower().endswith(suffixes)):
+                continue
             try:
                 made = os.path.getmtime(path) >= since
             except OSError:

@@ -15,7 +15,7 @@ _SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell
 class RunCodeFlow(LeanSequentialFlow):
     """Runs the controller's code with the user in the loop: file, review (edit), interpreter, result, feedback.
 
-    The code is written to a file in the workspace (`code_runs/`), shown, and opened in the user's editor when one is
+    The code is written to a file in `code_runs/` beside the code library (else in the workspace), shown, and opened in the user's editor when one is
     configured (`editor` in the config, else `$VISUAL`, else `$EDITOR`), as the original Jarvis opened it in VS Code;
     when the editor is closed, the code (as the user left it) is shown and runs when the user approves it (Enter);
     the user may edit it again (`e`), or type feedback instead of running it. The interpreter (a persistent Jupyter
@@ -34,8 +34,9 @@ class RunCodeFlow(LeanSequentialFlow):
     - `subflows_config.UserReview`: a HumanReviewFlow (`editor`; `open_editor`: `auto`, the default here: the editor
       opens before the question; `ask`: only when the user types `e`; `never`).
     - `subflows_config.Interpreter`: an InterpreterAtomicFlow (`workspace`, `timeout`, `max_output_chars`); with
-      no `workspace`, the folder of the code library (`memory_files.code_library`) is used, so `import library`
-      works.
+      no `workspace`, the folder of the code library (`memory_files.code_library`) is used; with another workspace
+      (the user's working folder), the library's folder is the interpreter's `library_dir`: `import library` works
+      in both.
     - `subflows_config.AskForFeedback`: a HumanStandardInputFlow.
 
     *Input Interface*:
@@ -53,29 +54,38 @@ class RunCodeFlow(LeanSequentialFlow):
         """Start the interpreter's kernel in the background, in the folder a run would use (see InterpreterAtomicFlow's
         ``prestart``); returns at once."""
         self._set_workspace(with_memory_files(self, {}))
-        self._prestarted = self.subflows["Interpreter"].flow_config.get("workspace")
+        self._prestart_derived = self._derived
         self.subflows["Interpreter"].prestart()
 
     def _set_workspace(self, input_data: Dict[str, Any]) -> Optional[str]:
-        """With no ``workspace`` configured, the interpreter runs in the code library's folder; returns the library.
-        A kernel started in advance for another library's folder (the run was given other memory files) is closed."""
-        interpreter = self.subflows["Interpreter"]
+        """With no ``workspace`` configured, the interpreter runs in the code library's folder, and the library is
+        importable from the workspace (``library_dir``); returns the library. What was derived so is kept in
+        ``self._derived``. A kernel started in advance with settings derived from another library's folder (the run
+        was given other memory files) is closed, and the settings derived again; configured ones (a working folder
+        the user chose) are kept."""
+        config = self.subflows["Interpreter"].flow_config
         library = (input_data.get("memory_files") or {}).get("code_library")
-        prestarted, self._prestarted = getattr(self, "_prestarted", None), None
         folder = os.path.dirname(os.path.abspath(library)) if library else None
-        if prestarted and folder and prestarted == interpreter.flow_config.get("workspace") and prestarted != folder:
-            interpreter.close()
-            interpreter.flow_config["workspace"] = None
-        if not interpreter.flow_config.get("workspace") and folder:
-            interpreter.flow_config["workspace"] = folder
+        prestarted, self._prestart_derived = getattr(self, "_prestart_derived", {}), {}
+        if folder and any(config.get(key) == value != folder for key, value in prestarted.items()):
+            self.subflows["Interpreter"].close()
+            for key in prestarted:
+                config[key] = None
+        self._derived = {}
+        if folder and not config.get("workspace"):
+            config["workspace"] = self._derived["workspace"] = folder
+        if folder and "library_dir" in config and not config["library_dir"]:
+            config["library_dir"] = self._derived["library_dir"] = folder  # `import library` from another folder
         return library
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         input_data = with_memory_files(self, input_data)
         interpreter = self.subflows["Interpreter"]
         library = self._set_workspace(input_data)
+        library_dir = os.path.dirname(os.path.abspath(library)) if library else None
         language = str(input_data.get("language") or "python").strip().lower()
-        draft_path = self._new_script_path(os.path.join(interpreter.workspace, "code_runs"), language)
+        # the scripts run are kept beside the memory files (the library's folder), not in the user's working folder
+        draft_path = self._new_script_path(os.path.join(library_dir or interpreter.workspace, "code_runs"), language)
         self._library_path: Optional[str] = library
         self._library_before: Optional[str] = None
         return super().run({**input_data, "language": language, "draft_path": draft_path, "feedback": "",
