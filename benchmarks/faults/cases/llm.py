@@ -29,7 +29,7 @@ def _outage(ctx, failures, codes, says=(), then=(), **retry):
       "retried with a line saying so, cleaned", lost="an earlier run's files or this run's run file are lost")
 def server_errors_then_a_reply(ctx):
     _outage(ctx, [HTTPError(503, f"overloaded{ESC}]0;t{BEL}{ESC}[2K, later"), HTTPError(502)], [0],
-            says=["overloaded, later", "retrying", "Final answer:"], then=short_run())
+            says=["overloaded, later", "retrying", "final answer"], then=short_run())
 
 
 @case("llm_outage", "5xx_for_good", handled="exit 1 after the retries, saying how many times the call failed and "
@@ -42,13 +42,13 @@ def server_errors_for_good(ctx):
       "body, and the next reply is used", lost="an earlier run's files or this run's run file are lost")
 def invalid_utf8_body(ctx):
     _outage(ctx, [Malformed(b'{"choices": [{"message": {"content": "\xff\xfe\xfd"}}]}\xff')], [0],
-            says=["Final answer:"], then=short_run())
+            says=["final answer"], then=short_run())
 
 
 @case("llm_outage", "malformed_json_body", slow=True, handled="exit 0: a 200 body that is not JSON is retried",
       lost="an earlier run's files or this run's run file are lost")
 def malformed_json_body(ctx):
-    _outage(ctx, [Malformed(b"{not json")], [0], says=["Final answer:"], then=short_run())
+    _outage(ctx, [Malformed(b"{not json")], [0], says=["final answer"], then=short_run())
 
 
 @case("llm_outage", "html_error_page", slow=True, handled="exit 0: a proxy's 502 HTML page is retried",
@@ -56,13 +56,13 @@ def malformed_json_body(ctx):
 def html_error_page(ctx):
     page = Malformed(b"<html><body><h1>502 Bad Gateway</h1>\x1b]0;t\x07</body></html>", status=502,
                      content_type="text/html")
-    _outage(ctx, [page], [0], says=["Final answer:"], then=short_run())
+    _outage(ctx, [page], [0], says=["final answer"], then=short_run())
 
 
 @case("llm_outage", "timeout_then_a_reply", slow=True, handled="exit 0: a reply slower than request_timeout (1 s) "
       "is given up and retried", lost="an earlier run's files or this run's run file are lost")
 def timeout_then_a_reply(ctx):
-    _outage(ctx, [Slow(8, PLAN)], [0], says=["Final answer:"], then=short_run(), request_timeout=1)
+    _outage(ctx, [Slow(8, PLAN)], [0], says=["final answer"], then=short_run(), request_timeout=1)
 
 
 @case("llm_outage", "no_reply_within_the_deadline", slow=True, handled="exit 1 when no reply comes within the "
@@ -95,7 +95,7 @@ def unauthorized(ctx):
 @case("llm_outage", "429_retry_after", slow=True, handled="exit 0: a 429 with Retry-After: 1 is waited for and "
       "retried", lost="an earlier run's files or this run's run file are lost")
 def rate_limited(ctx):
-    _outage(ctx, [HTTPError(429, headers={"Retry-After": "1"})], [0], says=["Final answer:"], then=short_run())
+    _outage(ctx, [HTTPError(429, headers={"Retry-After": "1"})], [0], says=["final answer"], then=short_run())
 
 
 @case("llm_outage", "429_quota_used_up", slow=True, handled="exit 1 after one request: a used-up quota is not "
@@ -149,7 +149,7 @@ def unknown_command(ctx):
     replies = [PLAN, command(f"launch_missiles{ESC}]52;c;eA=={BEL}", target="moon")] + short_run()[1:]
     with LoopbackLLMServer(replies=replies) as server:
         done = jarvis(ctx, GOAL, server=server)
-    handled_exit(ctx, done, [0], says=["Final answer:"])
+    handled_exit(ctx, done, [0], says=["final answer"])
     memory_whole(ctx, ctx.path("memory"), goal=GOAL, run_file=True, plan=PLAN)
     ctx.keep(ANSWER in read(ctx.path("memory", "logs_jarvis.txt")), "the final answer is not in the log")
 
@@ -162,7 +162,7 @@ def command_name_of_100_kb(ctx):
     with LoopbackLLMServer(replies=[PLAN, huge] + short_run()[1:]) as server:
         done = jarvis(ctx, GOAL, server=server)
         sizes = [sum(len(str(m.get("content") or "")) for m in r["messages"] or []) for r in server.requests]
-    handled_exit(ctx, done, [0], says=["Final answer:"])
+    handled_exit(ctx, done, [0], says=["final answer"])
     ctx.figure("next request chars", sizes[2] if len(sizes) > 2 else None)
     ctx.expect(len(sizes) > 2 and sizes[2] < 40_000, f"the request after the 100 KB name holds {sizes[2:3]} "
                                                      "characters: the name was echoed whole")

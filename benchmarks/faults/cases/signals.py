@@ -35,7 +35,7 @@ def _stage(name: str):
     if name in ("run_code", "run_shell"):  # Python in the kernel; a bash child (orphaned by SIGHUP before)
         code = RUNNING if name == "run_code" else "touch started; sleep 90; touch finished"
         return coder_run(code, "python" if name == "run_code" else "bash"), True, \
-            lambda run, server, memory: run.wait_until(lambda: os.path.exists(os.path.join(memory, "started")))
+            lambda run, server, memory: run.wait_until(lambda: os.path.exists(os.path.join(os.path.dirname(memory), "started")))
     raise ValueError(name)
 
 
@@ -56,7 +56,7 @@ def _signal_case(number: int, stage: str):
                 run.type("\n")  # asked what to do instead: Enter stops
             done = run.finish(timeout=60)
         handled_exit(ctx, done, codes, says=[says] if says else [])
-        ctx.expect(not os.path.exists(os.path.join(memory, "finished")), "the code ran on to its end")
+        ctx.expect(not os.path.exists(os.path.join(os.path.dirname(memory), "finished")), "the code ran on to its end")
         no_processes_left(ctx, memory)
         lock = os.path.join(memory, RUN_LOCK_NAME)
         if os.path.exists(lock):

@@ -55,15 +55,15 @@ def question_writes_the_clipboard(ctx):
 
 
 @case("terminal", "final_answer_sets_the_title", handled="exit 0 with stdout a pipe (colorama's title handling "
-      "crashed here); the answer is shown cleaned after 'Final answer:'",
+      "crashed here); the answer is shown cleaned after 'final answer:'",
       lost="the final answer is not in logs_jarvis.txt")
 def final_answer_sets_the_title(ctx):
     answer = f"{TITLE}April grew the most.{ESC}[2K{ESC}[G Thanks{ESC}P+q544e{ST}."
     with LoopbackLLMServer(replies=short_run(answer=answer)) as server:
         done = jarvis(ctx, GOAL, server=server)
     handled_exit(ctx, done, [0])
-    shown = done.out.split("Final answer:")[-1]
-    ctx.expect("April grew the most. Thanks." in shown, "the cleaned answer is not shown after 'Final answer:'")
+    shown = done.out.split("final answer:")[-1]
+    ctx.expect("April grew the most. Thanks." in shown, "the cleaned answer is not shown after 'final answer:'")
     ctx.keep("April grew the most." in read(ctx.path("memory", "logs_jarvis.txt")), "the answer is not in the log")
 
 
@@ -124,7 +124,7 @@ def dangling_figure_link(ctx):
     os.symlink(str(ctx.path("nowhere.png")), str(memory / "old_chart.png"))
     with LoopbackLLMServer(replies=short_run()) as server:
         done = jarvis(ctx, GOAL, server=server)
-    handled_exit(ctx, done, [0], says=["Final answer:", "Memory files:"], not_says=["report is incomplete"])
+    handled_exit(ctx, done, [0], says=["final answer", "Memory files:"], not_says=["report is incomplete"])
     ctx.keep(os.path.islink(str(memory / "old_chart.png")), "the user's link was removed")
     memory_whole(ctx, memory, goal=GOAL, run_file=True)
 
