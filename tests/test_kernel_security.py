@@ -320,6 +320,27 @@ def test_the_bubblewrap_command_line():
     assert "--unshare-net" not in networked and "--die-with-parent" not in networked
 
 
+def test_a_python_installed_under_tmp_is_bound_back_read_only_in_the_sandbox(monkeypatch, tmp_path):
+    # CI makes its virtual environment in a clone under /tmp, which the sandbox replaces by an empty tmpfs: the
+    # kernel's Python would not start ("execvp .../.venv/bin/python: No such file or directory")
+    venv = tmp_path / "clone" / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "lib").mkdir()
+    monkeypatch.setattr(sandbox_module.sys, "prefix", str(venv))
+    monkeypatch.setattr(sandbox_module.sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(sandbox_module.sys, "path", [str(venv / "lib"), str(tmp_path / "clone"), "/usr/lib", ""])
+    assert sandbox_module.hidden_by_private_tmp(["/tmp", "/usr", str(tmp_path / "gone")]) == []
+    command = " ".join(bwrap_command("/usr/bin/bwrap", str(tmp_path / "ws"), network=False))
+    clone = str(tmp_path / "clone")
+    if clone.startswith("/tmp/"):
+        # the outermost folder once (the clone holds the environment), read-only, after the fresh /tmp
+        assert command.count("--ro-bind " + clone + " " + clone) == 1 and str(venv / "lib") not in command
+        assert command.index("--tmpfs /tmp") < command.index("--ro-bind " + clone)
+    # a workspace under one of them stays writable: it is bound after (over) them
+    inside = bwrap_command("/usr/bin/bwrap", clone, network=False)
+    assert "--ro-bind " + clone not in " ".join(inside) and "--bind " + clone + " " + clone in " ".join(inside)
+
+
 def test_a_sandbox_that_is_not_installed_is_a_clear_error_at_start(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: None)
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
