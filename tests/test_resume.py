@@ -112,7 +112,7 @@ def test_a_run_stopped_in_extend_library_between_save_code_and_update_plan_resum
     assert plan.count("[done]") == 2
     assert defined_names(read_text(memory / "library.py")) == ["growth_rates", "svg_bar_chart"], \
         "every function saved is in the library once"
-    assert "<svg" in read_text(memory / "sales_chart.svg")
+    assert "<svg" in read_text(tmp_path / "sales_chart.svg"), "the code ran in the working folder (the run's, remembered)"
     assert json.loads(read_text(memory / "jarvis_run.json"))["yes"] is True
     assert task_records(memory) == [], "every task ended"
 

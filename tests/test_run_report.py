@@ -183,7 +183,8 @@ def test_an_unexpected_failure_of_the_report_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(run_report, "build_report", broken)
     sink = Sink()
     args = SimpleNamespace(demo=False, replay=None, resume=False, report=None)
-    launcher_script._write_run_report(Console(stream=sink, color=False), args, {}, str(tmp_path), None, None, 0.0)
+    launcher_script._write_run_report(Console(stream=sink, color=False), args, {}, str(tmp_path), None, None, None,
+                                      0.0)
     assert sink.text.strip() == "(The run report could not be written: RuntimeError: something unexpected)"
 
 
