@@ -133,6 +133,10 @@ DEMOS: Dict[str, dict] = {
         "goal": "Write a reusable is_prime function, then list the primes below 50."}),
     "JarvisFlowModule": dict(cls="JarvisFlow", llm=True, memory=True, input={
         "goal": "Compute the first 20 Fibonacci numbers and save them to fibonacci.txt."}),
+    # ~~~ AutoGPT's modules ~~~
+    "VectorStoreFlowModule": dict(cls="VectorStoreFlow", memory=True, overrides={
+        "type": "faiss", "embedding": {"type": "hash"}}, input={  # hash: deterministic local vectors, no model
+        "operation": "write", "content": ["The Eiffel Tower was finished in 1889.", "Bananas are yellow."]}),
 }
 
 
