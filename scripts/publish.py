@@ -142,6 +142,9 @@ DEMOS: Dict[str, dict] = {
         "name": "ddg_search", "backend": {"_target_": "langchain_community.tools.DuckDuckGoSearchRun"}},
         input={"query": "aiflows EPFL"}),
     "WikiSearchFlowModule": dict(cls="WikiSearchAtomicFlow", network=True, input={"search_term": "Eiffel Tower"}),
+    "AutoGPTFlowModule": dict(cls="AutoGPTFlow", llm=True, memory=True, overrides={
+        "subflows_config": {"Memory": {"type": "faiss"}}}, input={
+        "goal": "When was the Eiffel Tower finished, and how tall is it?"}),
 }
 
 
