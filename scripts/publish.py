@@ -133,6 +133,18 @@ DEMOS: Dict[str, dict] = {
         "goal": "Write a reusable is_prime function, then list the primes below 50."}),
     "JarvisFlowModule": dict(cls="JarvisFlow", llm=True, memory=True, input={
         "goal": "Compute the first 20 Fibonacci numbers and save them to fibonacci.txt."}),
+    # ~~~ AutoGPT's modules ~~~
+    "VectorStoreFlowModule": dict(cls="VectorStoreFlow", memory=True, overrides={
+        "type": "faiss", "embedding": {"type": "hash"}}, input={  # hash: deterministic local vectors, no model
+        "operation": "write", "content": ["The Eiffel Tower was finished in 1889.", "Bananas are yellow."]}),
+    # network: the demo asks a web service (not run by --verify-venv, which is offline apart from pip)
+    "LCToolFlowModule": dict(cls="LCToolFlow", network=True, overrides={
+        "name": "ddg_search", "backend": {"_target_": "langchain_community.tools.DuckDuckGoSearchRun"}},
+        input={"query": "aiflows EPFL"}),
+    "WikiSearchFlowModule": dict(cls="WikiSearchAtomicFlow", network=True, input={"search_term": "Eiffel Tower"}),
+    "AutoGPTFlowModule": dict(cls="AutoGPTFlow", llm=True, memory=True, overrides={
+        "subflows_config": {"Memory": {"type": "faiss"}}}, input={
+        "goal": "When was the Eiffel Tower finished, and how tall is it?"}),
 }
 
 
@@ -530,7 +542,8 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
     if spec.get("llm"):
         header += "\n# The LLM: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (and OPENAI_MODEL)."
     text = header + "\n" + rewrite(yaml.safe_dump(demo, sort_keys=False, width=120), namespace)
-    llm_note = "the LLM: OPENAI_API_KEY or OPENAI_API_BASE" if spec.get("llm") else "no LLM needed"
+    llm_note = ("the LLM: OPENAI_API_KEY or OPENAI_API_BASE" if spec.get("llm")
+                else "no LLM needed; it needs the network" if spec.get("network") else "no LLM needed")
     run = _RUN_PY.format(cls=spec["cls"], module=module, namespace=namespace, llm_note=llm_note)
     return {"demo.yaml": text, "run.py": run}
 
@@ -797,7 +810,8 @@ def verify_venv(staged_namespace_dir: str, namespace: str, modules: List[str], s
                 report[module] = f"no virtual environment: {error}"
             else:
                 report[module] = check_module(staged_namespace_dir, namespace, module, python)
-                if report[module] == "ok" and not DEMOS.get(module, {}).get("llm"):
+                if report[module] == "ok" and not (DEMOS.get(module, {}).get("llm")
+                                                   or DEMOS.get(module, {}).get("network")):
                     report[module] = _run_demo(python, module_dir)
         say(f"{module}: {report[module] if report[module] == 'ok' else 'FAILED'} in a fresh virtual environment")
     return report

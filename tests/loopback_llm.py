@@ -19,12 +19,24 @@ Replies are served first in, first out. A reply is one of:
 
 With no reply left the server answers HTTP 500 ("loopback server: no scripted reply left") and records the
 problem in ``server.errors`` / ``server.unexpected_calls``, so a test can fail clearly.
+
+Two more services, for AutoGPT's memory and tools (they never take a scripted chat reply):
+
+* ``POST /v1/embeddings``: deterministic vectors (``embedding_vector``: hashed words, ``embedding_dimension``
+  long, normalised), ``usage.prompt_tokens`` counted roughly; ``embedding_errors`` (a deque of HTTPError/Malformed)
+  is served first, one per request. Requests are in ``embedding_requests``.
+* ``GET /w/api.php``: a stand-in for the MediaWiki API over ``wiki_pages`` (``{title: extract}``): ``list=search``
+  finds the titles sharing a word with ``srsearch``; ``prop=extracts`` returns a page's extract. Requests (their
+  query parameters) are in ``wiki_requests``.
 """
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
+import math
 import re
+import urllib.parse
 import threading
 import time
 from collections import deque
@@ -44,6 +56,18 @@ __all__ = [
 NO_REPLY_LEFT = "loopback server: no scripted reply left"
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")
+WIKI_PATH = "/w/api.php"
+
+
+def embedding_vector(text: str, dimension: int = 16) -> List[float]:
+    """The loopback server's embedding of ``text``: hashed words, normalised (texts sharing words are near)."""
+    vector = [0.0] * dimension
+    for word in re.findall(r"\w+", str(text).lower()):
+        digest = hashlib.sha256(word.encode("utf-8")).digest()
+        vector[digest[0] % dimension] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
 
 _ERROR_TYPES = {
     400: ("invalid_request_error", None),
@@ -260,6 +284,11 @@ class LoopbackLLMServer:
         self._in_flight = 0
         self._closed = False
         self.requests: List[Dict[str, Any]] = []
+        self.embedding_requests: List[Dict[str, Any]] = []
+        self.embedding_dimension = 16
+        self.embedding_errors: deque = deque()
+        self.wiki_pages: Dict[str, str] = {}
+        self.wiki_requests: List[Dict[str, str]] = []
         self.errors: List[str] = []
         self.unexpected_calls = 0
         self._httpd = _Server((host, 0), _Handler)
@@ -276,6 +305,11 @@ class LoopbackLLMServer:
     def url(self) -> str:
         """``http://127.0.0.1:<port>/v1`` (no trailing slash): use as litellm's ``api_base``."""
         return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def wiki_url(self) -> str:
+        """The stand-in MediaWiki API: ``http://127.0.0.1:<port>/w/api.php``."""
+        return f"http://{self.host}:{self.port}{WIKI_PATH}"
 
     def add(self, *replies: Reply) -> "LoopbackLLMServer":
         """Queue more scripted replies (served after those already queued)."""
@@ -355,6 +389,12 @@ class LoopbackLLMServer:
         except (UnicodeDecodeError, json.JSONDecodeError):
             body = None
         path = handler.path.split("?", 1)[0]
+        if method == "GET" and path == WIKI_PATH:
+            self._serve_wiki(handler)
+            return
+        if method == "POST" and path in EMBEDDING_PATHS:
+            self._serve_embeddings(handler, body)
+            return
         record = {
             "path": path,
             "headers": _Headers((k.lower(), v) for k, v in handler.headers.items()),
@@ -426,6 +466,51 @@ class LoopbackLLMServer:
             message = f"loopback server: unsupported scripted reply {reply!r} (use str, HTTPError, Malformed, Slow, dict or a callable)"
             self._record_error(message)
             handler._send(500, HTTPError(500, message).body())
+
+    def _serve_embeddings(self, handler: _Handler, body: Any) -> None:
+        with self._lock:
+            self.embedding_requests.append({"json": body, "headers": _Headers((k.lower(), v)
+                                                                              for k, v in handler.headers.items())})
+            error = self.embedding_errors.popleft() if self.embedding_errors else None
+        if isinstance(error, HTTPError):
+            handler._send(error.status, error.body(), headers=error.headers)
+            return
+        if isinstance(error, Malformed):
+            handler._send(error.status, error.body, content_type=error.content_type)
+            return
+        texts = body.get("input") if isinstance(body, dict) else None
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list):
+            message = f"loopback server: an embeddings request without `input`: {body!r}"[:300]
+            self._record_error(message)
+            handler._send(400, HTTPError(400, message).body())
+            return
+        data = [{"object": "embedding", "index": i, "embedding": embedding_vector(t, self.embedding_dimension)}
+                for i, t in enumerate(texts)]
+        tokens = sum(_rough_tokens(str(t)) for t in texts)
+        payload = {"object": "list", "data": data, "model": body.get("model"),
+                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        handler._send(200, json.dumps(payload).encode("utf-8"))
+
+    def _serve_wiki(self, handler: _Handler) -> None:
+        query = dict(urllib.parse.parse_qsl(handler.path.split("?", 1)[1] if "?" in handler.path else ""))
+        with self._lock:
+            self.wiki_requests.append(query)
+            pages = dict(self.wiki_pages)
+        if query.get("list") == "search":
+            words = set(re.findall(r"\w+", query.get("srsearch", "").lower()))
+            hits = [t for t in pages if words & set(re.findall(r"\w+", t.lower()))]
+            limit = int(query.get("srlimit") or 10)
+            payload = {"query": {"search": [{"ns": 0, "title": t, "pageid": i + 1}
+                                            for i, t in enumerate(hits[:limit])]}}
+        elif query.get("prop") == "extracts":
+            title = query.get("titles", "")
+            page = ({"pageid": 1, "ns": 0, "title": title, "extract": pages[title]} if title in pages
+                    else {"ns": 0, "title": title, "missing": ""})
+            payload = {"query": {"pages": {"1" if title in pages else "-1": page}}}
+        else:
+            payload = {"error": {"code": "badparams", "info": f"loopback wiki: unsupported query {query}"}}
+        handler._send(200, json.dumps(payload).encode("utf-8"))
 
     @staticmethod
     def _sse_events(content: str, model: str):

@@ -251,9 +251,9 @@ def test_callable_that_raises_is_recorded(server):
 
 
 def test_unexpected_path_is_recorded(server):
-    response = httpx.post(f"http://127.0.0.1:{server.port}/v1/embeddings", json={"input": "x"})
+    response = httpx.post(f"http://127.0.0.1:{server.port}/v1/moderations", json={"input": "x"})
     assert response.status_code == 404
-    assert server.unexpected_calls == 1 and "/v1/embeddings" in server.errors[0]
+    assert server.unexpected_calls == 1 and "/v1/moderations" in server.errors[0]
 
 
 def test_closed_server_refuses_connections():

@@ -180,7 +180,8 @@ def run(hub, *args):
 
 def test_push_order_puts_each_module_after_its_dependencies():
     order = publish.push_order(ALL)
-    assert sorted(order) == ALL and order[0] == "CoreFlowModule" and order[-1] == "JarvisFlowModule"
+    assert sorted(order) == ALL and order[0] == "CoreFlowModule" and order[-1] in ("JarvisFlowModule",
+                                                                                   "AutoGPTFlowModule")
     assert order != ALL, "not alphabetical"
     for index, module in enumerate(order):
         assert publish.direct_dependencies(module) <= set(order[:index]), module

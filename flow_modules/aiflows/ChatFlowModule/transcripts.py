@@ -3,7 +3,9 @@
 A transcript is a JSON-lines file. The first line is a header (``{"type": "header", ...}``: goal, model, when);
 every other line is one exchange: ``{"type": "llm", "flow": <flow path>, "call": <n-th call of that flow>,
 "messages": [...], "reply": "..."}``. Lines are written in the order the calls happen and flushed at once, so a
-transcript of an interrupted run holds every exchange up to the interruption.
+transcript of an interrupted run holds every exchange up to the interruption. A run whose flows call tools
+(AutoGPT's searches, through ``CoreFlowModule.tool_calls``) records them too: ``{"type": "tool", "flow": ...,
+"input": {...}, "observation": "..."}``; a replay answers them in order, per flow, without the tool.
 
 On replay, each flow gets the replies recorded for it, in order. The new message of each call (its last one: the
 result of the previous command, the goal, the user's feedback) must be the one recorded, up to the folders of paths
@@ -59,6 +61,10 @@ class TranscriptRecorder:
             call = self._calls[flow]
         self._write({"type": "llm", "flow": flow, "call": call, "messages": messages, "reply": reply})
 
+    def record_tool(self, flow: str, tool_input: Dict[str, Any], observation: str) -> None:
+        """A tool call and its observation (``CoreFlowModule.tool_calls.set_tool_recorder(recorder.record_tool)``)."""
+        self._write({"type": "tool", "flow": flow, "input": tool_input, "observation": observation})
+
     def wrap(self, backend: Any, flow_name: str = "") -> "RecordingBackend":
         return RecordingBackend(backend, self)
 
@@ -107,13 +113,18 @@ def first_difference(recorded: str, actual: str, width: int = 160) -> str:
 class Transcript:
     """A recorded run: its header and, per flow path, the replies in the order they were given."""
 
-    def __init__(self, path: str, header: Dict[str, Any], records: List[Dict[str, Any]]):
+    def __init__(self, path: str, header: Dict[str, Any], records: List[Dict[str, Any]],
+                 tool_records: Optional[List[Dict[str, Any]]] = None):
         self.path = path
         self.header = header
         self.records = records
+        self.tool_records = list(tool_records or [])
         self._queues: Dict[str, Deque[Dict[str, Any]]] = defaultdict(deque)
         for record in records:
             self._queues[record["flow"]].append(record)
+        self._tool_queues: Dict[str, Deque[Dict[str, Any]]] = defaultdict(deque)
+        for record in self.tool_records:
+            self._tool_queues[record["flow"]].append(record)
         self._served: Dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
 
@@ -124,7 +135,7 @@ class Transcript:
             what = "is a folder" if os.path.isdir(path) else "does not exist"
             raise UnreadableTranscript(f"No transcript at {path}: it {what}. {WHAT_A_TRANSCRIPT_IS}")
         header: Dict[str, Any] = {}
-        records = []
+        records, tool_records = [], []
         try:
             with open(path, "rb") as f:
                 for number, raw in enumerate(f, 1):
@@ -133,11 +144,13 @@ class Transcript:
                         continue
                     if record["type"] == "header":
                         header = record
+                    elif record["type"] == "tool":
+                        tool_records.append(record)
                     else:
                         records.append(record)
         except OSError as error:
             raise UnreadableTranscript(f"Cannot read the transcript {path}: {error.strerror or error}.") from None
-        return cls(path, header, records)
+        return cls(path, header, records, tool_records)
 
     @staticmethod
     def _record(path: str, number: int, raw: bytes) -> Optional[Dict[str, Any]]:
@@ -157,6 +170,9 @@ class Transcript:
             what = f"({error.msg})" if isinstance(error, json.JSONDecodeError) else "(nested too deeply)"
             raise refused(f"is not valid JSON {what}") from None
         if isinstance(record, dict) and record.get("type") == "header":
+            return record
+        if isinstance(record, dict) and record.get("type") == "tool" and isinstance(record.get("flow"), str) \
+                and isinstance(record.get("input"), dict) and isinstance(record.get("observation"), str):
             return record
         messages = record.get("messages", []) if isinstance(record, dict) else None
         if isinstance(record, dict) and record.get("type") == "llm" and isinstance(record.get("flow"), str) \
@@ -198,8 +214,25 @@ class Transcript:
                 )
         return record["reply"]
 
+    def next_tool(self, flow: str, tool_input: Dict[str, Any]) -> str:
+        """The next observation recorded for a tool call of ``flow``; TranscriptError if there is none, or if the
+        call asks with other arguments than the recorded one."""
+        with self._lock:
+            queue = self._tool_queues.get(flow)
+            if not queue:
+                raise TranscriptError(f"The transcript {self.path} holds no more tool results for {flow} (it asks "
+                                      f"with {json.dumps(tool_input, ensure_ascii=False)[:200]}): the run has left "
+                                      "the recording.")
+            record = queue.popleft()
+        if comparable(json.dumps(record["input"], sort_keys=True, ensure_ascii=False)) != \
+                comparable(json.dumps(tool_input, sort_keys=True, ensure_ascii=False)):
+            raise TranscriptError(f"The run has left the recording at a tool call of {flow}: it asks with "
+                                  f"{json.dumps(tool_input, ensure_ascii=False)[:200]}, the recording with "
+                                  f"{json.dumps(record['input'], ensure_ascii=False)[:200]}.")
+        return record["observation"]
+
     def unused(self) -> int:
-        return sum(len(q) for q in self._queues.values())
+        return sum(len(q) for q in self._queues.values()) + sum(len(q) for q in self._tool_queues.values())
 
 
 class ReplayBackend:

@@ -1,0 +1,116 @@
+"""AutoGPT end to end: the loopback server answers the controller (through litellm), the embeddings and the
+Wikipedia API; the DuckDuckGo tool's network call is replaced; the user is scripted."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from aiflows.backends.api_info import ApiInfo
+
+from fakes import command, last_user_message, system_message
+
+from flow_modules.aiflows.AutoGPTFlowModule import AutoGPTFlow
+from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files
+from flow_modules.aiflows.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
+
+pytestmark = pytest.mark.skipif(
+    not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),
+    reason='AutoGPT needs its extra: pip install -e ".[autogpt]"')
+
+GOAL = "When was the Eiffel Tower finished, and how tall is it?"
+EIFFEL = "The Eiffel Tower is a wrought-iron lattice tower in Paris, finished in 1889."
+
+
+@pytest.fixture
+def autogpt(loopback_llm, tmp_path, monkeypatch):
+    """An AutoGPTFlow whose memory is in tmp_path, embedding through the loopback server, searching its wiki."""
+    from langchain_community.utilities.duckduckgo_search import DuckDuckGoSearchAPIWrapper
+
+    monkeypatch.setattr(DuckDuckGoSearchAPIWrapper, "_ddgs_text", lambda self, query, max_results=None: [
+        {"title": "Eiffel Tower", "body": f"Height: 330 m (result for {query})", "href": "https://example.org"}])
+    loopback_llm.wiki_pages["Eiffel Tower"] = EIFFEL
+    set_embeddings_factory(embeddings_with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)]))
+
+    def build(**overrides):
+        flow = AutoGPTFlow.instantiate_from_default_config(**overrides)
+        flow.subflows["Executor"].subflows["wiki_search"].flow_config["api_url"] = loopback_llm.wiki_url
+        set_memory_files(flow, str(tmp_path / "memory"))
+        return flow
+
+    yield build
+    set_embeddings_factory(None)
+
+
+def controller_calls(server):
+    return [r["messages"] for r in server.requests if r["messages"]]
+
+
+def test_a_whole_run_searches_remembers_takes_feedback_and_finishes(autogpt, loopback_llm, user):
+    loopback_llm.add(command("wiki_search", search_term="Eiffel Tower"),
+                     command("ddg_search", query="Eiffel Tower height"),
+                     command("finish", answer="Finished in 1889; 330 m tall."))
+    user.add("Also look up its height.", "")
+    out = autogpt().call({"goal": GOAL})
+    assert out == {"answer": "Finished in 1889; 330 m tall.", "status": "finished"}
+
+    calls = controller_calls(loopback_llm)
+    assert len(calls) == 3
+    assert "(no memories yet)" in system_message(calls[0])
+    assert last_user_message(calls[1]).startswith(f"Here is the observation of your previous command:\nPage: "
+                                                  f"Eiffel Tower\nSummary: {EIFFEL}")
+    assert "The user's feedback: Also look up its height." in last_user_message(calls[1]), "feedback appended"
+    assert "Command: wiki_search" in system_message(calls[1]) and EIFFEL in system_message(calls[1]), \
+        "the memory written after round 1 is read back into the controller's prompt"
+    assert "Height: 330 m" in system_message(calls[2])
+    assert [a["kind"] for a in user.asked] == ["feedback", "feedback"], "asked after each command, not at finish"
+    assert "AutoGPT ran `wiki_search`" in user.asked[0]["prompt"]
+    assert len(loopback_llm.embedding_requests) == 4, "2 reads (the first, on an empty store, needs none) + 2 writes"
+
+
+def test_stop_ends_the_run_early(autogpt, loopback_llm, user):
+    loopback_llm.add(command("wiki_search", search_term="Eiffel Tower"))
+    user.add("stop")
+    out = autogpt().call({"goal": GOAL})
+    assert out == {"answer": "", "status": "stopped: the user said 'stop'"}
+    assert len(controller_calls(loopback_llm)) == 1
+
+
+def test_a_second_run_retrieves_what_the_first_one_wrote(autogpt, loopback_llm, user):
+    loopback_llm.add(command("wiki_search", search_term="Eiffel Tower"), command("finish", answer="1889"))
+    user.add("")
+    assert autogpt().call({"goal": GOAL})["status"] == "finished"
+
+    loopback_llm.add(command("finish", answer="1889, from memory"))
+    second = autogpt()  # a new flow, as a new process would build it
+    assert second.call({"goal": "When was the Eiffel Tower finished?"})["answer"] == "1889, from memory"
+    first_prompt = system_message(controller_calls(loopback_llm)[-1])
+    assert EIFFEL in first_prompt, "the second run's first prompt holds the first run's memory"
+
+
+def test_a_tool_that_raises_is_an_observation_and_the_run_goes_on(autogpt, loopback_llm, user, monkeypatch):
+    from langchain_community.utilities.duckduckgo_search import DuckDuckGoSearchAPIWrapper
+
+    def down(self, query, max_results=None):
+        raise ConnectionError("DuckDuckGo is unreachable")
+
+    monkeypatch.setattr(DuckDuckGoSearchAPIWrapper, "_ddgs_text", down)
+    loopback_llm.add(command("ddg_search", query="Eiffel Tower"), command("finish", answer="unknown"))
+    user.add("")
+    assert autogpt().call({"goal": GOAL}) == {"answer": "unknown", "status": "finished"}
+    observation = last_user_message(controller_calls(loopback_llm)[1])
+    assert "Error: the tool ddg_search failed" in observation and "DuckDuckGo is unreachable" in observation
+
+
+def test_the_prompt_at_round_30_is_no_larger_than_at_round_5_plus_a_bound(autogpt, loopback_llm, user):
+    rounds = 30
+    loopback_llm.add(*[command("wiki_search", search_term=f"Eiffel Tower part {i}") for i in range(rounds - 1)],
+                     command("finish", answer="done"))
+    user.add(*[f"feedback number {i} " * 3 for i in range(rounds - 1)])
+    out = autogpt(max_rounds=rounds, max_repeats=0).call({"goal": GOAL})
+    assert out["status"] == "finished"
+    sizes = [sum(len(m["content"]) for m in messages) for messages in controller_calls(loopback_llm)]
+    assert len(sizes) == rounds
+    bound = 200  # the memories and observations differ a little in length (numbers, feedback)
+    assert sizes[29] <= sizes[4] + bound, f"prompt sizes by round: {sizes}"
+    assert all(len(messages) <= 4 for messages in controller_calls(loopback_llm)), "system + window of 3"
