@@ -27,18 +27,25 @@ _OURS = re.compile(r"\x1b\[[0-9;]*m")  # the console's colours: the only sequenc
 class Terminal:
     """run_jarvis.py on a pseudo-terminal of COLUMNS columns; ``read_until`` collects its output."""
 
-    def __init__(self, cwd, *args, columns=COLUMNS):
+    def __init__(self, cwd, *args, columns=COLUMNS, env_extra=None):
         env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("FAKE_EDITOR")}
-        env.pop("NO_COLOR", None)
+        for name in ("NO_COLOR", "VISUAL", "EDITOR"):
+            env.pop(name, None)
         env["TERM"] = "xterm"
+        env.update(env_extra or {})
         self._guard = network_guarded(env)
         guarded = self._guard.__enter__()
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+        # a session of its own whose controlling terminal is the pseudo-terminal: Ctrl+C typed there is a SIGINT
         self.process = subprocess.Popen([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, stdin=slave,
-                                        stdout=slave, stderr=slave, start_new_session=True)
+                                        stdout=slave, stderr=slave, start_new_session=True,
+                                        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
         os.close(slave)
         self.raw = b""
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
 
     def read_until(self, predicate, limit=240.0) -> bool:
         """Read until ``predicate(text so far)`` or the end of the output; ``limit`` only bounds a hung run."""
@@ -147,3 +154,50 @@ def test_a_status_line_shows_while_a_slow_call_runs_and_stream_counts_tokens(tmp
     shown = _OURS.sub("", terminal.text)
     assert shown.index(first_plan[:60]) < shown.index("Plan:\r\n"), "the plan shown as written, before its review"
     assert "29 LLM calls" in terminal.text, "usage is counted with streams too"
+
+
+def test_reviews_the_editor_and_ctrl_c_work_through_a_pseudo_terminal(tmp_path):
+    editor = tmp_path / "editor.sh"  # an editor that rewrites the plan it is given
+    editor.write_text("#!/bin/sh\nprintf '1. Compute the growth rates, edited in the editor.\\n' > \"$1\"\n")
+    editor.chmod(0o755)
+    demo = Transcript.load(DEMO)
+    (tmp_path / "work").mkdir()
+
+    def reviews(text):
+        return text.count("Enter to approve")
+
+    with LoopbackLLMServer(replies=demo.replies()) as server:
+        terminal = Terminal(tmp_path / "work", "--api-base", server.url, "--memory-dir", str(tmp_path / "memory"),
+                            demo.header["goal"], env_extra={"EDITOR": str(editor)})
+        try:
+            assert terminal.read_until(lambda text: reviews(text) == 1 and text.endswith("> \x1b[0m")), \
+                terminal.text[-2000:]
+            assert "'e' to edit it in" in terminal.text and f"{editor.name}." in terminal.text
+            terminal.type("e\n")
+            assert terminal.read_until(lambda text: reviews(text) == 2 and text.endswith("> \x1b[0m")), \
+                terminal.text[-2000:]
+            edited = screen_lines(terminal.text)
+            assert "> e" in edited, "what the user types is echoed"
+            assert "Your edited version:" in edited[-5] and "edited in the editor." in edited[-4], edited[-6:]
+            terminal.type("\n")  # Enter: the edited plan is approved, Jarvis goes on with it
+            assert terminal.read_until(lambda text: reviews(text) == 3 and text.endswith("> \x1b[0m")), \
+                terminal.text[-2000:]
+            plan = (tmp_path / "memory" / "plan_jarvis.txt").read_text()
+            assert "edited in the editor." in plan, plan
+            assert "edited in the editor." in server.requests[1]["json"]["messages"][0]["content"], \
+                "the controller works from the plan as edited"
+            requests = len(server.requests)
+            terminal.type("\x03")  # Ctrl+C at Coder's plan review: what should be done instead?
+            assert terminal.read_until(lambda text: "(Enter to stop" in text and text.endswith("> \x1b[0m")), \
+                terminal.text[-2000:]
+            assert "Interrupted `write_plan` (in Jarvis > Coder > Planner)." in "\n".join(screen_lines(terminal.text))
+            terminal.type("\n")  # nothing: stop the whole run
+        finally:
+            code = terminal.close()
+    assert code == 130, terminal.text[-3000:]
+    lines = screen_lines(terminal.text)
+    assert "Traceback" not in terminal.text, "\n".join(lines)
+    stopped = [i for i, line in enumerate(lines) if line.strip().startswith("Stopped. Plans, logs and the library")]
+    assert stopped and f"{tmp_path / 'memory'};" in lines[stopped[0] + 1], "\n".join(lines[-30:])
+    assert len(server.requests) == requests, "nothing more was asked of the LLM"
+    assert max(len(line) for line in lines) <= COLUMNS

@@ -13,6 +13,7 @@ from flow_modules.aiflows.CoreFlowModule import (
     get_console,
     get_input_source,
 )
+from flow_modules.aiflows.CoreFlowModule.interaction import breadcrumb
 from flow_modules.aiflows.CoreFlowModule.memory import shorten
 
 # Keys of a branch's output shown first when it is turned into the controller's `result`.
@@ -144,7 +145,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
         early_exit_key = self.flow_config.get("early_exit_key", "EARLY_EXIT")
         if output_payload.get("controller_error"):
             reason = output_payload["controller_error"]
-            get_console().line("error", f"{current_flow_path() or self.flow_config['name']}: {reason}")
+            get_console().line("error", f"{self._shown_where()}: {reason}")
             return {early_exit_key: True, "status": f"stopped: {reason}",
                     "summary": f"{self.flow_config['name']} stopped: {reason}"}
         command, args = output_payload["command"], output_payload.get("command_args") or {}
@@ -159,12 +160,16 @@ class ControllerExecutorFlow(LeanCircularFlow):
             note = self._ask_when_stuck(command, count)
             if not note:
                 reason = f"stuck: {command} issued {count} times in a row with the same arguments"
-                get_console().line("warning", f"{where}: stopped: {reason}")
+                get_console().line("warning", f"{self._shown_where()}: stopped: {reason}")
                 return {early_exit_key: True, "status": f"stopped: {reason}",
                         "summary": f"{self.flow_config['name']} stopped: its controller issued `{command}` {count} "
                                    f"times in a row with the same arguments, so it was stuck."}
             self.flow_state[_NOT_EXECUTED_NOTE] = note
         return {"command": command, "command_args": args}
+
+    def _shown_where(self) -> str:
+        """This loop as the user reads it on the screen: ``Jarvis > Coder > ExtendLibrary``."""
+        return breadcrumb(current_flow_path() or self.flow_config["name"])
 
     # ~~~ Stuck loops ~~~
     def _count_repeats(self, command: str, args: Dict[str, Any]) -> int:
@@ -185,7 +190,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
         source = get_input_source()
         if not source.interactive:
             return None
-        where = current_flow_path() or self.flow_config["name"]
+        where = self._shown_where()
         try:
             answer = source.ask(f"The controller of {where} issued `{command}` with the same arguments {count} times "
                                 f"in a row. What should it do instead? (Enter to stop this loop)", kind="question")
@@ -235,7 +240,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
         source = get_input_source()
         if not source.interactive:
             raise RunStopped
-        where = current_flow_path() or self.flow_config["name"]
+        where = self._shown_where()
         get_console().line("warning", f"\nInterrupted `{branch}` (in {where}).")
         try:
             note = source.ask(f"What should the controller of {where} do instead? (Enter to stop the whole run)",
