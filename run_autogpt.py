@@ -24,10 +24,10 @@ from run_jarvis import (
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "configs", "autogpt.yaml")
-DEMO_TRANSCRIPT = os.path.join(HERE, "flow_modules", "aiflows", "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
+DEMO_TRANSCRIPT = os.path.join(HERE, "aiflows_jarvis", "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
 DEMO_STORE = "autogpt_demo_store"  # in the memory folder: the demo's own vector store, started afresh each time
 DEFAULT_CONFIG = {"flow": {
-    "_target_": "flow_modules.aiflows.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config",
+    "_target_": "aiflows_jarvis.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config",
     "name": "AutoGPT"}}
 
 DESCRIPTION = """\
@@ -97,10 +97,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(argv: Optional[List[str]]) -> int:
     args = parse_args(argv)
     with _interrupts_deferred():
-        import flow_modules.aiflows  # noqa: F401  (first: litellm's tokenizer is then found offline)
+        import aiflows_jarvis  # noqa: F401  (first: litellm's tokenizer is then found offline)
         from aiflows.utils import logging
 
-        from flow_modules.aiflows.ChatFlowModule import (
+        from aiflows_jarvis.ChatFlowModule import (
             Transcript,
             TranscriptRecorder,
             add_backend_wrapper,
@@ -109,20 +109,20 @@ def _main(argv: Optional[List[str]]) -> int:
             set_backend_factory,
             with_api_infos,
         )
-        from flow_modules.aiflows.CoreFlowModule import (
+        from aiflows_jarvis.CoreFlowModule import (
             AutoApproveInput,
             JarvisError,
             TranscriptError,
             get_console,
             set_input_source,
         )
-        from flow_modules.aiflows.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
-        from flow_modules.aiflows.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe
-        from flow_modules.aiflows.CoreFlowModule.locks import RunLock
-        from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files
-        from flow_modules.aiflows.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
-        from flow_modules.aiflows.JarvisFlowModule import launcher
-        from flow_modules.aiflows.VectorStoreFlowModule import (
+        from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+        from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe
+        from aiflows_jarvis.CoreFlowModule.locks import RunLock
+        from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+        from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
+        from aiflows_jarvis.JarvisFlowModule import launcher
+        from aiflows_jarvis.VectorStoreFlowModule import (
             embeddings_with_api_infos,
             hash_embeddings_factory,
             set_embeddings_factory,

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "configs", "jarvis.yaml")
-DEMO_TRANSCRIPT = os.path.join(HERE, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO_TRANSCRIPT = os.path.join(HERE, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 RUN_FILE = "jarvis_run.json"  # in the memory folder: the goal and settings of the last run, for --resume
 
 DESCRIPTION = """\
@@ -181,7 +181,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         # The Console's OutputClosed, looked up only once imported (importing it here would import aiflows before
         # --help, and outside the deferred Ctrl+C). The Console pointed stdout at the null device: nothing is left
         # to fail at exit.
-        interaction = sys.modules.get("flow_modules.aiflows.CoreFlowModule.interaction")
+        interaction = sys.modules.get("aiflows_jarvis.CoreFlowModule.interaction")
         if interaction is None or not isinstance(stop, interaction.OutputClosed):
             raise
         _note("Stopped: the output was closed.")
@@ -203,10 +203,10 @@ def _note(text: str) -> None:
 def _main(argv: Optional[List[str]]) -> int:
     args = parse_args(argv)
     with _interrupts_deferred():
-        import flow_modules.aiflows  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
+        import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
         from aiflows.utils import logging
 
-        from flow_modules.aiflows.ChatFlowModule import (
+        from aiflows_jarvis.ChatFlowModule import (
             Transcript,
             TranscriptRecorder,
             add_backend_wrapper,
@@ -215,7 +215,7 @@ def _main(argv: Optional[List[str]]) -> int:
             set_backend_factory,
             with_api_infos,
         )
-        from flow_modules.aiflows.CoreFlowModule import (
+        from aiflows_jarvis.CoreFlowModule import (
             AutoApproveInput,
             Console,
             JarvisError,
@@ -225,12 +225,12 @@ def _main(argv: Optional[List[str]]) -> int:
             set_input_source,
             set_trace_file,
         )
-        from flow_modules.aiflows.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
-        from flow_modules.aiflows.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe
-        from flow_modules.aiflows.CoreFlowModule.locks import RunLock
-        from flow_modules.aiflows.CoreFlowModule.memory import atomic_write
-        from flow_modules.aiflows.CoreFlowModule.warm_up import set_warm_up
-        from flow_modules.aiflows.JarvisFlowModule import launcher
+        from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+        from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe
+        from aiflows_jarvis.CoreFlowModule.locks import RunLock
+        from aiflows_jarvis.CoreFlowModule.memory import atomic_write
+        from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
+        from aiflows_jarvis.JarvisFlowModule import launcher
 
     if args.verbose:
         logging.set_verbosity_info()
@@ -382,7 +382,7 @@ def _main(argv: Optional[List[str]]) -> int:
             console.line("info", _where_things_are(memory_dir, flow, transcript))
         return 1
     except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
-        from flow_modules.aiflows.CoreFlowModule.errors import root_cause
+        from aiflows_jarvis.CoreFlowModule.errors import root_cause
 
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
@@ -437,8 +437,8 @@ def _where_things_are(memory_dir: str, flow, transcript) -> str:
 
 def _previous_run(run_file: str, memory_dir: str) -> dict:
     """The goal and settings of the run to resume, from the memory folder."""
-    from flow_modules.aiflows.CoreFlowModule.errors import BadInputError, MemoryFileError
-    from flow_modules.aiflows.CoreFlowModule.memory import read_text
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryFileError
+    from aiflows_jarvis.CoreFlowModule.memory import read_text
 
     if not os.path.lexists(run_file):
         raise BadInputError(f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
@@ -457,7 +457,7 @@ def _report(console, output, memory, memory_dir: str, workdir: str, started: flo
     """The final answer (unless the run showed it already), the memory files that exist, the files the run made or
     changed in the working folder, what the run cost. The run is over by then: a failure here (a dangling link in
     the memory folder, ...) is said in one line and leaves the run's exit code as it is."""
-    from flow_modules.aiflows.CoreFlowModule.errors import describe
+    from aiflows_jarvis.CoreFlowModule.errors import describe
 
     try:
         answer = str(output.get("answer") or output.get("summary") or "(no answer)")
@@ -480,7 +480,7 @@ def _memory_lines(memory) -> List[str]:
     """``Jarvis: memory/plan_jarvis.txt, memory/logs_jarvis.txt`` per boss, named as the steps on screen name it
     (``ExtendLibrary``), with only the files that exist (a boss that never ran, or whose files were archived, has
     none), then the code library."""
-    from flow_modules.aiflows.CoreFlowModule.interaction import breadcrumb_parts
+    from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb_parts
 
     lines, library = [], set()
     for boss, files in memory.items():
@@ -495,8 +495,8 @@ def _memory_lines(memory) -> List[str]:
 def _made_files(memory, memory_dir: str, workdir: Optional[str], started: float) -> List[str]:
     """The files the run made or changed in the working folder (figures, CSVs, pages, ...), without the memory
     files and the run report; the memory folder's other files too when the code runs there."""
-    from flow_modules.aiflows.CoreFlowModule.run_report import REPORT_NAME
-    from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
+    from aiflows_jarvis.CoreFlowModule.run_report import REPORT_NAME
+    from aiflows_jarvis.JarvisFlowModule.launcher import new_files
 
     if not workdir:
         return []
@@ -509,8 +509,8 @@ def _made_files(memory, memory_dir: str, workdir: Optional[str], started: float)
 def _show_usage(console, unless_unused: bool = False) -> None:
     """The run's LLM usage and cost, per chat (``unless_unused``: nothing when no LLM was called); a failure is one
     line, never the run's outcome."""
-    from flow_modules.aiflows.CoreFlowModule import USAGE
-    from flow_modules.aiflows.CoreFlowModule.errors import describe
+    from aiflows_jarvis.CoreFlowModule import USAGE
+    from aiflows_jarvis.CoreFlowModule.errors import describe
 
     try:
         if not unless_unused or USAGE.total().calls:
@@ -523,12 +523,12 @@ def _write_run_report(console, args, memory, memory_dir: str, workdir: Optional[
                       started: float) -> None:
     """The run report (HTML): report.html in the memory folder, or ``--report FILE``; where it is, in one line. Like
     the end-of-run report, a failure is one line and leaves the run's exit code as it is."""
-    from flow_modules.aiflows.CoreFlowModule.errors import describe
+    from aiflows_jarvis.CoreFlowModule.errors import describe
 
     try:
-        from flow_modules.aiflows.CoreFlowModule import USAGE
-        from flow_modules.aiflows.CoreFlowModule.run_report import REPORT_NAME, write_report
-        from flow_modules.aiflows.JarvisFlowModule.launcher import FIGURE_SUFFIXES
+        from aiflows_jarvis.CoreFlowModule import USAGE
+        from aiflows_jarvis.CoreFlowModule.run_report import REPORT_NAME, write_report
+        from aiflows_jarvis.JarvisFlowModule.launcher import FIGURE_SUFFIXES
 
         folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
         mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay

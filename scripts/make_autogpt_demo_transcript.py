@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-import flow_modules.aiflows  # noqa: F401,E402
+import aiflows_jarvis  # noqa: F401,E402
 
 GOAL = "When was the Eiffel Tower finished, and how tall is it?"
 REPLIES = [
@@ -36,14 +36,14 @@ OBSERVATIONS = {
 
 
 def main() -> int:
-    from flow_modules.aiflows.ChatFlowModule import TranscriptRecorder, add_backend_wrapper, set_backend_factory
-    from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
-    from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files
-    from flow_modules.aiflows.CoreFlowModule.tool_calls import set_tool_replay
-    from flow_modules.aiflows.JarvisFlowModule import launcher
-    from flow_modules.aiflows.VectorStoreFlowModule import hash_embeddings_factory, set_embeddings_factory
+    from aiflows_jarvis.ChatFlowModule import TranscriptRecorder, add_backend_wrapper, set_backend_factory
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+    from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_replay
+    from aiflows_jarvis.JarvisFlowModule import launcher
+    from aiflows_jarvis.VectorStoreFlowModule import hash_embeddings_factory, set_embeddings_factory
 
-    out = os.path.join(ROOT, "flow_modules", "aiflows", "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
+    out = os.path.join(ROOT, "aiflows_jarvis", "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
     replies = [json.dumps(r) for r in REPLIES]
 
     class Scripted:

@@ -9,9 +9,9 @@ from aiflows.backends.api_info import ApiInfo
 
 from fakes import command, last_user_message, system_message
 
-from flow_modules.aiflows.AutoGPTFlowModule import AutoGPTFlow
-from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files
-from flow_modules.aiflows.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
+from aiflows_jarvis.AutoGPTFlowModule import AutoGPTFlow
+from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+from aiflows_jarvis.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),

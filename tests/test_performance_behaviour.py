@@ -20,9 +20,9 @@ from aiflows.backends.api_info import ApiInfo
 from fakes import command, scripted_factory
 from loopback_llm import completion_json
 from subprocess_guard import network_guarded
-from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow, set_backend_factory
-from flow_modules.aiflows.CoreFlowModule import StrictJinjaPrompt, config_cache, prompts, usage
-from flow_modules.aiflows.JarvisFlowModule import launcher
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory
+from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, config_cache, prompts, usage
+from aiflows_jarvis.JarvisFlowModule import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,7 +89,7 @@ def test_each_yaml_file_is_parsed_once_per_process_across_two_builds_of_jarvis(y
         flow = launcher.instantiate(config, api_infos, str(tmp_path / run))
         launcher.close_interpreters(flow)
     assert os.path.realpath(os.path.join(ROOT, "configs", "jarvis.yaml")) in yaml_reads
-    modules = [path for path in yaml_reads if os.sep + "flow_modules" + os.sep in path]
+    modules = [path for path in yaml_reads if os.sep + "aiflows_jarvis" + os.sep in path]
     assert len(modules) >= 20, f"building Jarvis reads the YAML of every flow class of its tree: {sorted(yaml_reads)}"
     parsed_again = {path: n for path, n in yaml_reads.items() if n > 1}
     assert not parsed_again, f"parsed more than once: {parsed_again}"
@@ -153,10 +153,10 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
     (and then works)."""
     script = (
         "import json, os, sys, tempfile\n"
-        "import flow_modules.aiflows.CoreFlowModule\n"
-        "from flow_modules.aiflows.CoreFlowModule.offline import import_litellm\n"
-        "from flow_modules.aiflows.ChatFlowModule import set_backend_factory\n"
-        "from flow_modules.aiflows.JarvisFlowModule import launcher\n"
+        "import aiflows_jarvis.CoreFlowModule\n"
+        "from aiflows_jarvis.CoreFlowModule.offline import import_litellm\n"
+        "from aiflows_jarvis.ChatFlowModule import set_backend_factory\n"
+        "from aiflows_jarvis.JarvisFlowModule import launcher\n"
         "litellm = import_litellm()\n"
         "set_backend_factory(lambda config, name: object())\n"
         "config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
@@ -190,12 +190,12 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
     import hydra
     from hydra.errors import InstantiationException
 
-    from flow_modules.aiflows.CoreFlowModule.instantiate import instantiate, is_plain
+    from aiflows_jarvis.CoreFlowModule.instantiate import instantiate, is_plain
 
     calls = []
     real = hydra.utils.instantiate
     monkeypatch.setattr(hydra.utils, "instantiate", lambda *a, **k: calls.append(a) or real(*a, **k))
-    target = "flow_modules.aiflows.ChatFlowModule.ChatAtomicFlow.instantiate_from_default_config"
+    target = "aiflows_jarvis.ChatFlowModule.ChatAtomicFlow.instantiate_from_default_config"
     chat = instantiate({"_target_": target, "name": "Direct", "backend": {"api_infos": [ApiInfo(backend_used="openai", api_key="k")]}})
     assert isinstance(chat, ChatAtomicFlow) and chat.flow_config["name"] == "Direct" and not calls
     assert not is_plain({"_target_": target, "name": "${other}"}), "an interpolation goes through hydra"
@@ -208,7 +208,7 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
 @pytest.fixture
 def tail_reads(monkeypatch):
     """How many times a log was read from its end (``memory._read_tail_of``), and the log views cleared first."""
-    from flow_modules.aiflows.CoreFlowModule import memory
+    from aiflows_jarvis.CoreFlowModule import memory
 
     memory._log_views.clear()
     calls = []
@@ -225,7 +225,7 @@ def tail_reads(monkeypatch):
 
 def _fresh_tail(path, entries, chars):
     """``read_log_tail`` as a first reader of the file gets it (no view kept)."""
-    from flow_modules.aiflows.CoreFlowModule import memory
+    from aiflows_jarvis.CoreFlowModule import memory
 
     kept = dict(memory._log_views)
     memory._log_views.clear()
@@ -237,7 +237,7 @@ def _fresh_tail(path, entries, chars):
 
 
 def test_a_log_is_read_from_its_end_once_then_only_what_was_appended(tail_reads, tmp_path):
-    from flow_modules.aiflows.CoreFlowModule.memory import append_log_entry, read_log_tail
+    from aiflows_jarvis.CoreFlowModule.memory import append_log_entry, read_log_tail
 
     log = str(tmp_path / "logs.txt")
     tails = []
@@ -250,7 +250,7 @@ def test_a_log_is_read_from_its_end_once_then_only_what_was_appended(tail_reads,
 
 
 def test_a_log_changed_otherwise_than_by_appending_is_read_again(tail_reads, tmp_path):
-    from flow_modules.aiflows.CoreFlowModule.memory import (
+    from aiflows_jarvis.CoreFlowModule.memory import (
         append_log_entry, atomic_write, last_log_number, read_log_tail, read_text)
 
     log = str(tmp_path / "logs.txt")
@@ -277,9 +277,9 @@ def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_rev
         scripted_llm, user, quiet_console, monkeypatch, tmp_path):
     """run_jarvis.py sets the warm-up (the tree's interpreters' prestart); the plan writer calls it when a draft is put
     up for review, once, before the user is asked; no kernel starts before the plan was written."""
-    from flow_modules.aiflows.CoreFlowModule.warm_up import set_warm_up
-    from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
-    from flow_modules.aiflows.PlanWriterFlowModule import InteractivePlanGenFlow
+    from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
+    from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
+    from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow
 
     started = []
     monkeypatch.setattr(InterpreterAtomicFlow, "prestart",

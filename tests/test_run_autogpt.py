@@ -8,7 +8,7 @@ import pytest
 import run_autogpt
 from fakes import Sink
 
-from flow_modules.aiflows.CoreFlowModule import Console, set_console
+from aiflows_jarvis.CoreFlowModule import Console, set_console
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),

@@ -18,7 +18,7 @@ import fcntl
 from loopback_llm import LoopbackLLMServer, Slow
 from subprocess_guard import network_guarded
 from test_cli import DEMO, KEYS, RUN_JARVIS, run_jarvis
-from flow_modules.aiflows.ChatFlowModule import Transcript
+from aiflows_jarvis.ChatFlowModule import Transcript
 
 COLUMNS = 100
 _OURS = re.compile(r"\x1b\[[0-9;]*m")  # the console's colours: the only sequences it writes

@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from flow_modules.aiflows.ChatFlowModule import Transcript, TranscriptRecorder
-from flow_modules.aiflows.CoreFlowModule import ConfigurationError, TranscriptError
-from flow_modules.aiflows.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
-from flow_modules.aiflows.LCToolFlowModule import LCToolFlow
-from flow_modules.aiflows.WikiSearchFlowModule import WikiSearchAtomicFlow
+from aiflows_jarvis.ChatFlowModule import Transcript, TranscriptRecorder
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, TranscriptError
+from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
+from aiflows_jarvis.LCToolFlowModule import LCToolFlow
+from aiflows_jarvis.WikiSearchFlowModule import WikiSearchAtomicFlow
 
 langchain_core = pytest.importorskip("langchain_core", reason='LangChain is not installed (pip install -e ".[autogpt]")')
 from langchain_core.tools import BaseTool  # noqa: E402

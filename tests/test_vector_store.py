@@ -11,9 +11,9 @@ from aiflows.backends.api_info import ApiInfo
 
 from loopback_llm import HTTPError, Malformed
 
-from flow_modules.aiflows.CoreFlowModule import USAGE, ConfigurationError
-from flow_modules.aiflows.CoreFlowModule.errors import LLMCallError
-from flow_modules.aiflows.VectorStoreFlowModule import (
+from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError
+from aiflows_jarvis.CoreFlowModule.errors import LLMCallError
+from aiflows_jarvis.VectorStoreFlowModule import (
     HashEmbeddings,
     LiteLLMEmbeddings,
     VectorStoreError,
@@ -111,7 +111,7 @@ def test_a_store_written_with_another_model_or_dimension_is_refused(tmp_path, ki
 
 def test_vectors_of_another_dimension_are_refused(tmp_path):
     pytest.importorskip("faiss", reason='faiss-cpu is not installed (pip install -e ".[autogpt]")')
-    from flow_modules.aiflows.VectorStoreFlowModule.stores import FaissStore
+    from aiflows_jarvis.VectorStoreFlowModule.stores import FaissStore
 
     faiss_store = FaissStore(str(tmp_path / "s"), "m")
     faiss_store.add(["a"], [[1.0, 0.0, 0.0]])
@@ -171,7 +171,7 @@ def test_hash_embeddings_are_deterministic_and_near_for_shared_words():
 
 
 def test_the_folder_comes_from_memory_files_when_no_persist_directory(tmp_path):
-    from flow_modules.aiflows.CoreFlowModule.memory import set_memory_files
+    from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
 
     flow = VectorStoreFlow.instantiate_from_default_config(embedding={"type": "hash"})
     with pytest.raises(ConfigurationError, match="no folder"):

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List
+
+from aiflows.base_flows import CircularFlow
+
+from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
+from aiflows_jarvis.CoreFlowModule import get_console
+from aiflows_jarvis.CoreFlowModule.memory import shorten
+
+
+def format_memories(retrieved: Any, max_chars: int) -> str:
+    """The retrieved memories as the controller reads them: one block each, the whole at most ``max_chars``."""
+    if isinstance(retrieved, str):
+        retrieved = [retrieved] if retrieved.strip() else []
+    memories: List[str] = [str(m).strip() for m in retrieved or [] if str(m).strip()]
+    if not memories:
+        return "(no memories yet)"
+    per_memory = max(200, max_chars // len(memories))
+    return shorten("\n\n".join(f"[memory {i}]\n{shorten(m, per_memory)}" for i, m in enumerate(memories, 1)),
+                   max_chars)
+
+
+class AutoGPTFlow(ControllerExecutorFlow):
+    """AutoGPT (the seed's circular flow): Memory (read) -> Controller -> Executor -> HumanFeedback -> Memory (write),
+    until the controller calls `finish` or the user says `q`/`stop`.
+
+    - `Memory` is a VectorStoreFlow: before each controller call it retrieves the memories most relevant to the goal
+      and the last observation; after each round it writes the command, its observation and the user's feedback.
+    - `Controller` is the package's ControllerAtomicFlow: its system prompt holds the goal, the commands and the
+      retrieved memories (not the history), and its chat keeps a sliding window of the last exchange, so its
+      prompt stays the same size however long the run.
+    - `Executor` branches on the command: `wiki_search` (WikiSearchAtomicFlow), `ddg_search` (LCToolFlow with
+      LangChain's DuckDuckGoSearchRun), optionally `run_code` (the Interpreter).
+    - `HumanFeedback` shows the result and asks for feedback, which is appended to the observation.
+
+    The loop is bounded by `max_rounds`, and inherits ControllerExecutorFlow's stuck-loop guard and Ctrl+C handling.
+
+    *Configuration Parameters*:
+    - `max_rounds` (int), `max_repeats` (int), `max_result_chars` (int): as in ControllerExecutorFlow.
+    - `max_memory_chars` (int): what the controller reads of the retrieved memories, at most.
+    - `max_query_chars` (int): the size of the memory query (the goal and the last observation).
+    - `subflows_config`: `Memory`, `Controller` (its commands = the executor's branches + `finish(answer)`),
+      `Executor`, `HumanFeedback`.
+
+    *Input Interface*:
+    - `goal` (str): what AutoGPT should find out or do.
+
+    *Output Interface*:
+    - `answer` (str): the controller's answer at `finish` ("" if it did not finish).
+    - `status` (str): `finished`, or `stopped: <why>` (the user stopped it, max_rounds, ...).
+    """
+
+    # ~~~ The controller's view of a branch's output and of finish ~~~
+    def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
+        update = super().on_branch_output(branch, output)
+        if len(output) == 1:  # one observation (observation, wiki_content, ...): the text itself, not "key: text"
+            value = next(iter(output.values()))
+            update["result"] = shorten(value if isinstance(value, str) else json.dumps(value, default=str),
+                                       int(self.flow_config.get("max_result_chars", 3000)))
+        update["observation"] = update["result"]
+        return update
+
+    def on_finish(self, command_args: Dict[str, Any]) -> Dict[str, Any]:
+        return {"answer": str(command_args.get("answer", "")), "status": "finished"}
+
+    # ~~~ Memory ~~~
+    @CircularFlow.input_msg_payload_builder
+    def prepare_memory_read(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
+        query = data_dict["goal"]
+        if data_dict.get("result"):
+            query = f"{query}\n{data_dict['result']}"
+        return {"operation": "read", "content": shorten(query, int(self.flow_config.get("max_query_chars", 2000)))}
+
+    @CircularFlow.output_msg_payload_processor
+    def process_memory_read(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
+        return {"memory": format_memories(output_payload.get("retrieved"),
+                                          int(self.flow_config.get("max_memory_chars", 3000)))}
+
+    @CircularFlow.input_msg_payload_builder
+    def prepare_memory_write(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
+        args = json.dumps(data_dict.get("command_args") or {}, ensure_ascii=False, default=str)
+        record = (f"Goal: {data_dict['goal']}\nCommand: {data_dict.get('command')} {args}\n"
+                  f"Observation: {data_dict.get('observation', data_dict.get('result', ''))}")
+        if data_dict.get("human_feedback"):
+            record += f"\nUser feedback: {data_dict['human_feedback']}"
+        return {"operation": "write", "content": record}
+
+    @CircularFlow.output_msg_payload_processor
+    def process_memory_write(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
+        return {"memories_written": int(self.flow_state.get("memories_written") or 0) + 1}
+
+    # ~~~ The user's feedback ~~~
+    @CircularFlow.input_msg_payload_builder
+    def prepare_feedback_input(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
+        return {"command": data_dict.get("command", ""), "command_args": data_dict.get("command_args") or {},
+                "result": data_dict.get("result", "")}
+
+    @CircularFlow.output_msg_payload_processor
+    def process_feedback(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
+        early_exit_key = self.flow_config.get("early_exit_key", "EARLY_EXIT")
+        feedback = str(output_payload.get("human_feedback") or "").strip()
+        if output_payload.get(early_exit_key):
+            get_console().line("warning", f"{self.flow_config['name']}: stopped by the user ({feedback!r}).")
+            return {early_exit_key: True, "human_feedback": feedback,
+                    "status": f"stopped: the user said {feedback!r}"}
+        update: Dict[str, Any] = {"human_feedback": feedback}
+        if feedback:  # the seed: the feedback is appended to the observation
+            update["result"] = f"{self.flow_state.get('result', '')}\n\nThe user's feedback: {feedback}"
+        return update
