@@ -13,7 +13,7 @@ from typing import List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "configs", "jarvis.yaml")
-DEMO_TRANSCRIPT = os.path.join(HERE, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO_TRANSCRIPT = os.path.join(HERE, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 RUN_FILE = "jarvis_run.json"  # in the memory folder: the goal and settings of the last run, for --resume
 
 DESCRIPTION = """\
@@ -172,7 +172,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         # The Console's OutputClosed, looked up only once imported (importing it here would import aiflows before
         # --help, and outside the deferred Ctrl+C). The Console pointed stdout at the null device: nothing is left
         # to fail at exit.
-        interaction = sys.modules.get("flow_modules.aiflows.CoreFlowModule.interaction")
+        interaction = sys.modules.get("aiflows_jarvis.CoreFlowModule.interaction")
         if interaction is None or not isinstance(stop, interaction.OutputClosed):
             raise
         _note("Stopped: the output was closed.")
@@ -194,10 +194,10 @@ def _note(text: str) -> None:
 def _main(argv: Optional[List[str]]) -> int:
     args = parse_args(argv)
     with _interrupts_deferred():
-        import flow_modules.aiflows  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
+        import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
         from aiflows.utils import logging
 
-        from flow_modules.aiflows.ChatFlowModule import (
+        from aiflows_jarvis.ChatFlowModule import (
             Transcript,
             TranscriptRecorder,
             add_backend_wrapper,
@@ -206,7 +206,7 @@ def _main(argv: Optional[List[str]]) -> int:
             set_backend_factory,
             with_api_infos,
         )
-        from flow_modules.aiflows.CoreFlowModule import (
+        from aiflows_jarvis.CoreFlowModule import (
             AutoApproveInput,
             Console,
             JarvisError,
@@ -215,11 +215,11 @@ def _main(argv: Optional[List[str]]) -> int:
             set_input_source,
             set_trace_file,
         )
-        from flow_modules.aiflows.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
-        from flow_modules.aiflows.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe
-        from flow_modules.aiflows.CoreFlowModule.locks import RunLock
-        from flow_modules.aiflows.CoreFlowModule.memory import atomic_write
-        from flow_modules.aiflows.JarvisFlowModule import launcher
+        from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+        from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe
+        from aiflows_jarvis.CoreFlowModule.locks import RunLock
+        from aiflows_jarvis.CoreFlowModule.memory import atomic_write
+        from aiflows_jarvis.JarvisFlowModule import launcher
 
     if args.verbose:
         logging.set_verbosity_info()
@@ -356,7 +356,7 @@ def _main(argv: Optional[List[str]]) -> int:
             console.line("info", _where_things_are(memory_dir, flow, transcript))
         return 1
     except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
-        from flow_modules.aiflows.CoreFlowModule.errors import root_cause
+        from aiflows_jarvis.CoreFlowModule.errors import root_cause
 
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
@@ -408,8 +408,8 @@ def _where_things_are(memory_dir: str, flow, transcript) -> str:
 
 def _previous_run(run_file: str, memory_dir: str) -> dict:
     """The goal and settings of the run to resume, from the memory folder."""
-    from flow_modules.aiflows.CoreFlowModule.errors import BadInputError, MemoryFileError
-    from flow_modules.aiflows.CoreFlowModule.memory import read_text
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryFileError
+    from aiflows_jarvis.CoreFlowModule.memory import read_text
 
     if not os.path.lexists(run_file):
         raise BadInputError(f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
@@ -427,8 +427,8 @@ def _previous_run(run_file: str, memory_dir: str) -> dict:
 def _report(console, output, memory, memory_dir: str, started: float) -> None:
     """The final answer, the memory files, the figures made, what the run cost. The run is over by then: a failure
     here (a dangling link in the memory folder, ...) is said in one line and leaves the run's exit code as it is."""
-    from flow_modules.aiflows.CoreFlowModule.errors import describe
-    from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
+    from aiflows_jarvis.CoreFlowModule.errors import describe
+    from aiflows_jarvis.JarvisFlowModule.launcher import new_files
 
     try:
         answer = output.get("answer") or output.get("summary") or "(no answer)"
@@ -452,8 +452,8 @@ def _report(console, output, memory, memory_dir: str, started: float) -> None:
 def _show_usage(console, unless_unused: bool = False) -> None:
     """The run's LLM usage and cost, per chat (``unless_unused``: nothing when no LLM was called); a failure is one
     line, never the run's outcome."""
-    from flow_modules.aiflows.CoreFlowModule import USAGE
-    from flow_modules.aiflows.CoreFlowModule.errors import describe
+    from aiflows_jarvis.CoreFlowModule import USAGE
+    from aiflows_jarvis.CoreFlowModule.errors import describe
 
     try:
         if not unless_unused or USAGE.total().calls:
@@ -465,12 +465,12 @@ def _show_usage(console, unless_unused: bool = False) -> None:
 def _write_run_report(console, args, memory, memory_dir: str, output, trace: Optional[str], started: float) -> None:
     """The run report (HTML): report.html in the memory folder, or ``--report FILE``; where it is, in one line. Like
     the end-of-run report, a failure is one line and leaves the run's exit code as it is."""
-    from flow_modules.aiflows.CoreFlowModule.errors import describe
+    from aiflows_jarvis.CoreFlowModule.errors import describe
 
     try:
-        from flow_modules.aiflows.CoreFlowModule import USAGE
-        from flow_modules.aiflows.CoreFlowModule.run_report import REPORT_NAME, write_report
-        from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
+        from aiflows_jarvis.CoreFlowModule import USAGE
+        from aiflows_jarvis.CoreFlowModule.run_report import REPORT_NAME, write_report
+        from aiflows_jarvis.JarvisFlowModule.launcher import new_files
 
         folders = [memory_dir] + ([args.workdir] if getattr(args, "workdir", None) else [])
         mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay

@@ -20,8 +20,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow  # noqa: E402
-from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter  # noqa: E402
+from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow  # noqa: E402
+from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter  # noqa: E402
 
 
 def timed_run(interpreter: CodeInterpreter, code: str, language: str = "python") -> float:

@@ -20,12 +20,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-import flow_modules.aiflows  # noqa: E402,F401  (offline tokenizer first)
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from loopback_llm import LoopbackLLMServer  # noqa: E402
 
-from flow_modules.aiflows.ChatFlowModule import Transcript  # noqa: E402
+from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 
-DEMO = os.path.join(ROOT, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 
 def library_of(size: int) -> str:

@@ -23,21 +23,21 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-import flow_modules.aiflows  # noqa: E402,F401  (offline tokenizer first)
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from aiflows.base_flows import Flow  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 
-from flow_modules.aiflows.AbstractBossFlowModule import CtrlExMemFlow  # noqa: E402
-from flow_modules.aiflows.ChatFlowModule import set_backend_factory  # noqa: E402
-from flow_modules.aiflows.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source  # noqa: E402
-from flow_modules.aiflows.CoreFlowModule.lean import LeanFlowMixin  # noqa: E402
+from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow  # noqa: E402
+from aiflows_jarvis.ChatFlowModule import set_backend_factory  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source  # noqa: E402
+from aiflows_jarvis.CoreFlowModule.lean import LeanFlowMixin  # noqa: E402
 
 
 def reporting_factory(backend_config, flow_name):
     """A scripted backend whose replies come with the API's ``usage`` (a rough count: the figures do not matter)."""
     from fakes import ScriptedBackend
 
-    from flow_modules.aiflows.ChatFlowModule.backends import ResponseInfo, record_response_info
+    from aiflows_jarvis.ChatFlowModule.backends import ResponseInfo, record_response_info
 
     class ReportingBackend(ScriptedBackend):
         def __call__(self, messages, **kwargs):
@@ -105,7 +105,7 @@ def run(rounds: int, stock: bool, usage: bool = True) -> dict:
         finally:
             SCRIPT.__class__.__call__ = original
     durations = [b - a for a, b in zip(stamps, stamps[1:])]
-    from flow_modules.aiflows.CoreFlowModule.usage import tokenizer_loaded
+    from aiflows_jarvis.CoreFlowModule.usage import tokenizer_loaded
 
     tiktoken_registry = sys.modules.get("tiktoken.registry")
     loaded = tokenizer_loaded() or bool(tiktoken_registry and getattr(tiktoken_registry, "ENCODINGS", None))

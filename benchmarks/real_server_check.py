@@ -22,13 +22,13 @@ from collections import Counter
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import flow_modules.aiflows  # noqa: E402,F401  (offline tokenizer first)
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 
-from flow_modules.aiflows.ChatFlowModule import set_backend_factory, with_api_infos  # noqa: E402
-from flow_modules.aiflows.ChatFlowModule.servers import server_settings  # noqa: E402
-from flow_modules.aiflows.ControllerFlowModule import ControllerAtomicFlow  # noqa: E402
-from flow_modules.aiflows.CoreFlowModule import USAGE, LLMCallError  # noqa: E402
-from flow_modules.aiflows.JarvisFlowModule import launcher  # noqa: E402
+from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos  # noqa: E402
+from aiflows_jarvis.ChatFlowModule.servers import server_settings  # noqa: E402
+from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError  # noqa: E402
+from aiflows_jarvis.JarvisFlowModule import launcher  # noqa: E402
 
 GOAL = "Compute the first 20 prime numbers and save them to primes.txt, one per line."
 PLAN = ("1. Write a function first_primes(n) that returns the first n prime numbers.\n"

@@ -59,7 +59,7 @@ for _path in (ROOT, os.path.join(ROOT, "tests"), HERE, PEERS):
 from rounds import peak_rss_mb, plain_messages, prompt_calls, report  # noqa: E402
 
 RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
-TIKTOKEN_CACHE = os.path.join(ROOT, "flow_modules", "aiflows", "CoreFlowModule", "tiktoken_cache")
+TIKTOKEN_CACHE = os.path.join(ROOT, "aiflows_jarvis", "CoreFlowModule", "tiktoken_cache")
 GOAL = "Compute the first 20 prime numbers and save them to primes.txt, one per line."
 ROUNDS = 200
 QUICK_AIFLOWS_ROUNDS = 60
@@ -111,7 +111,7 @@ def child_interpreter(files: int, runs: int) -> Dict[str, Any]:
     benchmarks/interpreter_roundtrip.py does: the load of a shared machine falls on both alike)."""
     from interpreter_roundtrip import fill, timed_run
 
-    from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+    from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
 
     with tempfile.TemporaryDirectory(prefix="jarvis-bench-") as empty, \
             tempfile.TemporaryDirectory(prefix="jarvis-bench-") as full:
@@ -302,7 +302,7 @@ def repeat(times: int, measure: Callable[[], Any]) -> List[Any]:
 
 
 def prompt_tokens(messages: List[dict]) -> int:
-    from flow_modules.aiflows.CoreFlowModule.usage import count_message_tokens
+    from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
 
     return count_message_tokens(messages)
 

@@ -9,7 +9,7 @@ records the run with `--record`'s recorder: the transcript holds each prompt Jar
 """
 from __future__ import annotations
 
-import flow_modules.aiflows  # noqa: F401
+import aiflows_jarvis  # noqa: F401
 
 import argparse
 import json
@@ -20,7 +20,7 @@ from collections import deque
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-OUT = os.path.join(ROOT, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+OUT = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 GOAL = ("Here are a shop's monthly sales: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. Work out the "
         "month-over-month growth in percent with a reusable function, tell me which month grew the most, and draw "
@@ -241,7 +241,7 @@ class HandWrittenLLM:
         return self
 
     def __call__(self, messages, **kwargs):
-        from flow_modules.aiflows.CoreFlowModule import current_flow_path
+        from aiflows_jarvis.CoreFlowModule import current_flow_path
 
         flow = current_flow_path()
         if not self.replies:
@@ -259,14 +259,14 @@ def main() -> None:
 
     from aiflows.utils import logging
 
-    from flow_modules.aiflows.ChatFlowModule import (
+    from aiflows_jarvis.ChatFlowModule import (
         TranscriptRecorder,
         add_backend_wrapper,
         remove_backend_wrapper,
         set_backend_factory,
     )
-    from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
-    from flow_modules.aiflows.JarvisFlowModule import launcher
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.JarvisFlowModule import launcher
 
     logging.set_verbosity_error()
     llm = HandWrittenLLM(REPLIES)

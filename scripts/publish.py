@@ -6,7 +6,7 @@ optionally push them.
                               [--push | --dry-run] [--private] [--only A,B] [--no-pin]
 
 For each module (and the modules it depends on), DIR/NAME/<Module>/ receives:
-  * the module's code and YAML files, with import paths and `_target_`s rewritten from `flow_modules.aiflows.` to
+  * the module's code and YAML files, with import paths and `_target_`s rewritten from `aiflows_jarvis.` to
     `flow_modules.NAME.`;
   * an `__init__.py` that declares `dependencies` on the other modules (`NAME/<Dep>` at REV, default `main`; --push
     pins each at a commit, see below) and calls `flow_verse.sync_dependencies(dependencies)` before importing its
@@ -30,7 +30,7 @@ it cannot be pushed: --local and --push do not go together.
 Before anything is written to DIR, every module is staged (with --local-style dependencies) in a temporary folder
 and checked, offline, each in its own Python process started from its own empty project folder: FlowVerse syncs
 the module there, it imports, each flow class comes from the staged folder and instantiates from its default
-configuration. That process cannot import this repository's `flow_modules.aiflows` (only the project's
+configuration. That process cannot import this repository's `aiflows_jarvis` (only the project's
 `flow_modules/` folder is searched) and cannot open network connections (loopback and Unix sockets excepted).
 DIR/NAME/<Module> is replaced only if publish.py wrote it (it holds a `.jarvis-staged` file, never pushed) and it
 holds no `.git` (a clone of a hub repository is never replaced); otherwise nothing is written and the folders are
@@ -75,8 +75,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows")
-SOURCE_NAMESPACE = "aiflows"
+MODULES_DIR = os.path.join(ROOT, "aiflows_jarvis")
+SOURCE_PACKAGE = "aiflows_jarvis"  # this repository's package: staged code imports flow_modules.NAME instead
+SOURCE_NAMESPACE = "aiflows"  # the namespace of the source modules' `dependencies` urls
 SKIP = {"__pycache__", "flow_modules", "memory", ".flow_cache", ".git"}
 # Written into every module folder publish.py stages: --out replaces only folders that have it (and no .git). It is
 # never pushed.
@@ -86,7 +87,7 @@ STAGED_MARK = ".jarvis-staged"
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 # aiflows 0.1.7 (flow_verse/loading.py) refuses a remote revision with any `\W` character.
 REVISION_PATTERN = re.compile(r"^\w+$")
-MODULE_REFERENCE = re.compile(r"flow_modules\.aiflows\.(\w+Module)\b")
+MODULE_REFERENCE = re.compile(r"aiflows_jarvis\.(\w+Module)\b")
 
 # ~~~ What each module's demo runs (class, config overrides, input, whether it needs an LLM) ~~~
 _MEMORY = {"plan": "memory/plan.txt", "logs": "memory/logs.txt", "code_library": "memory/library.py"}
@@ -113,7 +114,7 @@ DEMOS: Dict[str, dict] = {
             "Controller": {"commands": {"ask_user": {"description": "Ask the user a question.",
                                                      "input_args": ["question"]}}},
             "Executor": {"subflows_config": {"ask_user": {
-                "_target_": "flow_modules.aiflows.HumanStandardInputFlowModule.HumanStandardInputFlow"
+                "_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
                             ".instantiate_from_default_config"}}}}}}},
         input={"goal": "Find out the user's favourite colour."}),
     "InterpreterFlowModule": dict(cls="InterpreterAtomicFlow", overrides={"workspace": "memory"}, input={
@@ -222,7 +223,7 @@ def requirements(module: str) -> List[str]:
 
 # ~~~ Writing a staged module ~~~
 def rewrite(text: str, namespace: str) -> str:
-    return (text.replace(f"flow_modules.{SOURCE_NAMESPACE}.", f"flow_modules.{namespace}.")
+    return (re.sub(rf"\b{SOURCE_PACKAGE}\.", f"flow_modules.{namespace}.", text)
                 .replace(f'"url": "{SOURCE_NAMESPACE}/', f'"url": "{namespace}/'))
 
 
@@ -615,7 +616,7 @@ def write_staging(modules: List[str], out: str, namespace: str, revision: str, l
 # Runs first in every process that checks a staged module, so that the process sees what a separate aiflows project
 # sees. `flow_modules` and everything under it resolve only from the project's own `flow_modules/` folder (where
 # FlowVerse syncs, in the working directory): an installed copy of this repository is never consulted (an editable
-# install's finder maps `flow_modules.aiflows` to the source folder from any directory, and would hide staged code
+# install's finder maps `aiflows_jarvis` to the source folder from any directory, and would hide staged code
 # that still imports the source namespace). Connections other than loopback and Unix sockets are refused: the check
 # is offline. `foreign_flow_modules` names what was loaded from elsewhere anyway.
 ISOLATION = r'''
@@ -628,10 +629,14 @@ PROJECT = _os.path.realpath(_os.getcwd())
 
 
 class _ProjectFlowModules:
-    """Finds `flow_modules` in PROJECT only, and its submodules in their parent package's folders only."""
+    """Finds `flow_modules` in PROJECT only, and its submodules in their parent package's folders only;
+    never this repository's `aiflows_jarvis`."""
 
     @staticmethod
     def find_spec(fullname, path=None, target=None):
+        if fullname == "aiflows_jarvis" or fullname.startswith("aiflows_jarvis."):
+            raise ModuleNotFoundError(f"No module named {fullname!r} (the source package is out of reach)",
+                                      name=fullname)
         if fullname != "flow_modules" and not fullname.startswith("flow_modules."):
             return None
         spec = _machinery.PathFinder.find_spec(fullname, [PROJECT] if fullname == "flow_modules" else path)
@@ -641,7 +646,7 @@ class _ProjectFlowModules:
 
 
 _sys.meta_path.insert(0, _ProjectFlowModules)
-for _name in [n for n in _sys.modules if n == "flow_modules" or n.startswith("flow_modules.")]:
+for _name in [n for n in _sys.modules if n.split(".")[0] in ("flow_modules", "aiflows_jarvis")]:
     del _sys.modules[_name]
 
 

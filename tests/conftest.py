@@ -6,7 +6,7 @@ scripted LLM, usage meter, trace) are put back after each test.
 """
 from __future__ import annotations
 
-import flow_modules.aiflows  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
+import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
 
 
 import pytest
@@ -18,8 +18,8 @@ from fakes import SCRIPT, Sink, scripted_factory
 from fake_editor import editor_command
 from loopback_llm import LoopbackLLMServer
 
-from flow_modules.aiflows.ChatFlowModule import set_backend_factory, with_api_infos
-from flow_modules.aiflows.CoreFlowModule import (
+from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
+from aiflows_jarvis.CoreFlowModule import (
     USAGE,
     Console,
     ScriptedInput,

@@ -8,7 +8,7 @@ import json
 from collections import deque
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from flow_modules.aiflows.CoreFlowModule import current_flow_path
+from aiflows_jarvis.CoreFlowModule import current_flow_path
 
 Reply = Union[str, BaseException, Callable[[List[dict]], str], "Expect"]
 

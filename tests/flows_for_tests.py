@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from flow_modules.aiflows.CoreFlowModule import LeanAtomicFlow
+from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow
 
 
 class WordCountFlow(LeanAtomicFlow):

@@ -9,16 +9,16 @@ import os
 
 import pytest
 
-from flow_modules.aiflows.ChatFlowModule import Transcript
-from flow_modules.aiflows.ChatFlowModule.transcripts import UnreadableTranscript
-from flow_modules.aiflows.CoreFlowModule import TranscriptError
-from flow_modules.aiflows.CoreFlowModule.errors import BadInputError
-from flow_modules.aiflows.JarvisFlowModule import launcher
+from aiflows_jarvis.ChatFlowModule import Transcript
+from aiflows_jarvis.ChatFlowModule.transcripts import UnreadableTranscript
+from aiflows_jarvis.CoreFlowModule import TranscriptError
+from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+from aiflows_jarvis.JarvisFlowModule import launcher
 
 from test_cli import ROOT, run_jarvis  # noqa: E402  (one helper that runs run_jarvis.py in a guarded child)
 
 NO_SERVER = ("--api-base", "http://127.0.0.1:9/v1")  # nothing listens there: a run that got as far as an LLM call fails
-JARVIS = "flow_modules.aiflows.JarvisFlowModule.JarvisFlow.instantiate_from_default_config"
+JARVIS = "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config"
 
 
 @pytest.fixture

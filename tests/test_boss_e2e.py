@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from fakes import command, finish
-from flow_modules.aiflows.AbstractBossFlowModule import AbstractBossFlow
-from flow_modules.aiflows.CoreFlowModule.memory import read_text, split_log_entries
+from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
+from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
 
 PLAN = "1. Ask the user for a sentence.\n2. Count its words.\n3. Finish."
 EDITED_LINE = "\n4. Tell the user the count."
@@ -17,7 +17,7 @@ EDITED_LINE = "\n4. Tell the user the count."
 
 RE_PLAN = {
     "command": {"description": "Rewrite the plan; say what went wrong.", "input_args": ["goal"]},
-    "branch": {"_target_": "flow_modules.aiflows.ReplanningFlowModule.ReplanningFlow.instantiate_from_default_config",
+    "branch": {"_target_": "aiflows_jarvis.ReplanningFlowModule.ReplanningFlow.instantiate_from_default_config",
                "input_interface": ["goal", "plan", "memory_files"]},
 }
 
@@ -39,10 +39,10 @@ def make_boss(memory_dir, with_re_plan=False):
                         },
                     },
                     "Executor": {"subflows_config": {
-                        "ask_user": {"_target_": "flow_modules.aiflows.HumanStandardInputFlowModule."
+                        "ask_user": {"_target_": "aiflows_jarvis.HumanStandardInputFlowModule."
                                                  "HumanStandardInputFlow.instantiate_from_default_config"},
                         "count_words": {"_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"},
-                        "update_plan": {"_target_": "flow_modules.aiflows.UpdatePlanFlowModule."
+                        "update_plan": {"_target_": "aiflows_jarvis.UpdatePlanFlowModule."
                                                     "UpdatePlanAtomicFlow.instantiate_from_default_config"},
                     }},
                 },

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from fakes import command, finish
-from flow_modules.aiflows.CoderFlowModule import CoderFlow
-from flow_modules.aiflows.CoreFlowModule.memory import read_text, set_memory_files, split_log_entries
+from aiflows_jarvis.CoderFlowModule import CoderFlow
+from aiflows_jarvis.CoreFlowModule.memory import read_text, set_memory_files, split_log_entries
 
 GENERATED = '''Here it is:
 ```python

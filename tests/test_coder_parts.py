@@ -9,14 +9,14 @@ import sys
 import pytest
 
 from fakes import Expect, command, finish, last_user_message
-from flow_modules.aiflows.CodeWriterFlowModule import CodeWriterFlow
-from flow_modules.aiflows.CoderFlowModule import CoderFlow
-from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
-from flow_modules.aiflows.CoreFlowModule.memory import atomic_write, read_text, set_memory_files
-from flow_modules.aiflows.ExtendLibraryFlowModule import SaveCodeAtomicFlow
-from flow_modules.aiflows.InteractiveCodeGenFlowModule import extract_code
-from flow_modules.aiflows.RunCodeFlowModule import RunCodeFlow
-from flow_modules.aiflows.TestCodeFlowModule import TestCodeAtomicFlow, TestCodeFlow
+from aiflows_jarvis.CodeWriterFlowModule import CodeWriterFlow
+from aiflows_jarvis.CoderFlowModule import CoderFlow
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text, set_memory_files
+from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+from aiflows_jarvis.InteractiveCodeGenFlowModule import extract_code
+from aiflows_jarvis.RunCodeFlowModule import RunCodeFlow
+from aiflows_jarvis.TestCodeFlowModule import TestCodeAtomicFlow, TestCodeFlow
 
 F = 'def f(x):\n    """Doubles x."""\n    return 2 * x\n'
 G = 'def g(x):\n    """Triples x."""\n    return 3 * x\n'
@@ -98,7 +98,7 @@ def test_proposed_tests_are_shown_run_and_joined_by_the_users(library, user):
 
 
 def test_in_auto_approve_mode_the_proposed_tests_run(library):
-    from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
 
     set_input_source(AutoApproveInput())
     out = TestCodeFlow.instantiate_from_default_config().run(

@@ -6,15 +6,15 @@ import json
 import pytest
 
 from fakes import Expect, command, finish, last_user_message, system_message
-from flow_modules.aiflows.CoreFlowModule import USAGE
-from flow_modules.aiflows.ControllerFlowModule import (
+from aiflows_jarvis.CoreFlowModule import USAGE
+from aiflows_jarvis.ControllerFlowModule import (
     Command,
     ControllerAtomicFlow,
     ControllerExecutorFlow,
     InvalidReply,
     parse_command,
 )
-from flow_modules.aiflows.ControllerFlowModule.commands import read_command
+from aiflows_jarvis.ControllerFlowModule.commands import read_command
 
 COMMANDS = [
     Command("ask_user", "ask", ["question"]),
@@ -70,7 +70,7 @@ def make_loop(**overrides):
             "Controller": {"commands": {"ask_user": {"description": "ask", "input_args": ["question"]}},
                            "max_corrections": 2},
             "Executor": {"subflows_config": {"ask_user": {
-                "_target_": "flow_modules.aiflows.HumanStandardInputFlowModule.HumanStandardInputFlow"
+                "_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
                             ".instantiate_from_default_config"}}},
         }
     }
@@ -167,7 +167,7 @@ def test_raw_line_breaks_in_json_strings_are_accepted_and_a_cut_reply_is_named()
 
 
 def test_a_failed_first_call_leaves_the_chat_unstarted(scripted_llm):
-    from flow_modules.aiflows.CoreFlowModule import LLMCallError
+    from aiflows_jarvis.CoreFlowModule import LLMCallError
 
     controller = ControllerAtomicFlow.instantiate_from_default_config(
         commands={"ask_user": {"description": "ask", "input_args": ["question"]}})
@@ -179,7 +179,7 @@ def test_a_failed_first_call_leaves_the_chat_unstarted(scripted_llm):
 
 
 def test_ctrl_c_during_a_command_asks_the_user_once_and_enter_stops_the_whole_run(scripted_llm, user):
-    from flow_modules.aiflows.CoreFlowModule import RunStopped
+    from aiflows_jarvis.CoreFlowModule import RunStopped
 
     outer = make_loop()
     inner_flow = make_loop()

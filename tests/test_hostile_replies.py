@@ -9,10 +9,10 @@ import pytest
 
 from fakes import Sink
 from loopback_llm import Malformed, completion_json
-from flow_modules.aiflows.CoreFlowModule import Console, LLMCallError
-from flow_modules.aiflows.CoreFlowModule.terminal import clean_text
-from flow_modules.aiflows.ControllerFlowModule import ControllerAtomicFlow
-from flow_modules.aiflows.ControllerFlowModule.ControllerAtomicFlow import ECHOED_REPLY_CHARS
+from aiflows_jarvis.CoreFlowModule import Console, LLMCallError
+from aiflows_jarvis.CoreFlowModule.terminal import clean_text
+from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
+from aiflows_jarvis.ControllerFlowModule.ControllerAtomicFlow import ECHOED_REPLY_CHARS
 
 from test_chat import make_chat  # noqa: E402  (a chat with fast retries)
 
@@ -126,7 +126,7 @@ def test_a_lone_surrogate_escaped_in_the_body_becomes_a_replacement_character(lo
 
 
 def test_a_command_whose_arguments_escape_a_lone_surrogate_is_read_with_a_replacement_character():
-    from flow_modules.aiflows.ControllerFlowModule.commands import Command, read_command
+    from aiflows_jarvis.ControllerFlowModule.commands import Command, read_command
 
     commands = [Command(name="final_answer", description="the answer", input_args=["answer"])]
     reply = json.dumps({"command": "final_answer", "command_args": {"answer": "is \ud800 it"}})
@@ -134,7 +134,7 @@ def test_a_command_whose_arguments_escape_a_lone_surrogate_is_read_with_a_replac
 
 
 def test_a_reply_nested_past_the_recursion_limit_is_an_invalid_reply_not_a_crash():
-    from flow_modules.aiflows.ControllerFlowModule.commands import Command, InvalidReply, read_command
+    from aiflows_jarvis.ControllerFlowModule.commands import Command, InvalidReply, read_command
 
     commands = [Command(name="final_answer", description="the answer", input_args=["answer"])]
     nested = '{"command": "final_answer", "command_args": {"answer": ' + "[" * 100_000 + "]" * 100_000 + "}}"

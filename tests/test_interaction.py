@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from flow_modules.aiflows.CoreFlowModule import (
+from aiflows_jarvis.CoreFlowModule import (
     AutoApproveInput,
     InputUnavailableError,
     ScriptedInput,
@@ -11,7 +11,7 @@ from flow_modules.aiflows.CoreFlowModule import (
     is_approval,
     set_input_source,
 )
-from flow_modules.aiflows.HumanStandardInputFlowModule import HumanReviewFlow, HumanStandardInputFlow
+from aiflows_jarvis.HumanStandardInputFlowModule import HumanReviewFlow, HumanStandardInputFlow
 
 
 @pytest.mark.parametrize("answer", ["", "  ", "y", "Yes", "ok", "LGTM", "approve", "looks good!"])
@@ -107,7 +107,7 @@ def test_an_editor_open_when_jarvis_ends_is_asked_to_quit_not_killed(tmp_path):
     import sys
     import threading
 
-    from flow_modules.aiflows.CoreFlowModule.editor import edit_file
+    from aiflows_jarvis.CoreFlowModule.editor import edit_file
 
     draft = tmp_path / "plan.txt"
     draft.write_text("1. a\n")

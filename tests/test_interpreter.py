@@ -21,11 +21,11 @@ import zlib
 
 import pytest
 
-from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
-from flow_modules.aiflows.InterpreterFlowModule import kernel as kernel_module
-from flow_modules.aiflows.InterpreterFlowModule import output as output_module
-from flow_modules.aiflows.InterpreterFlowModule import workspace as workspace_module
-from flow_modules.aiflows.InterpreterFlowModule.kernel import (BoundedText, CodeInterpreter, RunResult,
+from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
+from aiflows_jarvis.InterpreterFlowModule import kernel as kernel_module
+from aiflows_jarvis.InterpreterFlowModule import output as output_module
+from aiflows_jarvis.InterpreterFlowModule import workspace as workspace_module
+from aiflows_jarvis.InterpreterFlowModule.kernel import (BoundedText, CodeInterpreter, RunResult,
                                                                scrubbed_environment)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -543,7 +543,7 @@ def test_processes_the_kernel_started_in_sessions_of_their_own_are_gone_after_cl
 
 def test_kernels_are_shut_down_at_process_exit(tmp_path):
     script = textwrap.dedent(f"""
-        from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+        from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path)!r})
         code = "import os, subprocess\\nchild = subprocess.Popen(['sleep', '1000'])\\nprint(os.getpid(), child.pid)"
         print(interpreter.run(code).output, interpreter._scratch, flush=True)
@@ -727,7 +727,7 @@ def test_the_kernel_exits_by_itself_on_a_shutdown_request(make_interpreter):
 
 
 def test_importing_the_flow_does_not_import_jupyter_client():
-    code = ("import sys\nimport flow_modules.aiflows.InterpreterFlowModule\n"
+    code = ("import sys\nimport aiflows_jarvis.InterpreterFlowModule\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jupyter_client', 'zmq', 'ipykernel')))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,

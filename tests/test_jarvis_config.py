@@ -8,12 +8,12 @@ from aiflows.backends.api_info import ApiInfo
 from aiflows.backends.llm_lite import LiteLLMBackend
 
 from loopback_llm import LoopbackLLMServer
-from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow, Transcript
-from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
-from flow_modules.aiflows.JarvisFlowModule import JarvisFlow, launcher
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, Transcript
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+from aiflows_jarvis.JarvisFlowModule import JarvisFlow, launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 
 def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_console):
@@ -42,7 +42,7 @@ def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_consol
 
 
 def test_intermediate_and_final_answers_show_the_answer_and_return_the_feedback(user):
-    from flow_modules.aiflows.JarvisFlowModule import FinalAns_Jarvis, IntermediateAns_Jarvis
+    from aiflows_jarvis.JarvisFlowModule import FinalAns_Jarvis, IntermediateAns_Jarvis
 
     user.add("", "add the median too")
     assert IntermediateAns_Jarvis.instantiate_from_default_config().run({"answer": "step 1 gave 42"}) == \
@@ -53,12 +53,12 @@ def test_intermediate_and_final_answers_show_the_answer_and_return_the_feedback(
 
 
 def test_configs_jarvis_yaml_names_every_chat_of_jarvis():
-    from flow_modules.aiflows.CoreFlowModule.config_tree import chat_backends_skeleton, walk_config
+    from aiflows_jarvis.CoreFlowModule.config_tree import chat_backends_skeleton, walk_config
 
     def chats(config):
         return sorted(path for path, node, _ in walk_config(config) if "backend" in node)
 
-    skeleton = chat_backends_skeleton("flow_modules.aiflows.JarvisFlowModule.JarvisFlow.instantiate_from_default_config",
+    skeleton = chat_backends_skeleton("aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config",
                                       name="Jarvis")
     shipped = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))["flow"]
     assert chats(shipped) == chats(skeleton) and len(chats(skeleton)) == 17

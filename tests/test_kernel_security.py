@@ -18,10 +18,10 @@ import uuid
 
 import pytest
 
-from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
-from flow_modules.aiflows.InterpreterFlowModule import sandbox as sandbox_module
-from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter, SandboxUnavailable, scrubbed_environment
-from flow_modules.aiflows.InterpreterFlowModule.sandbox import bwrap_command
+from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
+from aiflows_jarvis.InterpreterFlowModule import sandbox as sandbox_module
+from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter, SandboxUnavailable, scrubbed_environment
+from aiflows_jarvis.InterpreterFlowModule.sandbox import bwrap_command
 from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,7 +130,7 @@ def test_the_kernels_parent_does_not_hold_the_api_key(tmp_path):
     """The interpreter's process was started with an API key (as Jarvis is); code in the kernel reads its parent's
     initial environment in /proc and finds no key: the parent is the launcher, started with the scrubbed one."""
     script = textwrap.dedent(f"""
-        from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+        from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
         try:
             code = ("import os\\n"
@@ -158,7 +158,7 @@ def test_no_ancestor_of_the_kernel_shows_a_secret_and_the_host_still_has_its_var
     own child processes still see them (only /proc's copy is blanked)."""
     script = textwrap.dedent(f"""
         import ctypes, os, subprocess
-        from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+        from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
         try:
             code = ("import os\\n"
@@ -223,7 +223,7 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
     the shell commands' too."""
     script = textwrap.dedent(f"""
         import sys
-        from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+        from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
         print(interpreter.run({python_spawns(tag)!r}).output,
               interpreter.run("import os; print(os.getpid())").output,
@@ -383,7 +383,7 @@ def test_sighup_stops_a_run_like_sigterm_and_ends_the_kernel_and_its_processes(t
     from subprocess_guard import check_guarded_run
     from test_cli import DEMO, kernels_in, run_until
 
-    from flow_modules.aiflows.ChatFlowModule import Transcript
+    from aiflows_jarvis.ChatFlowModule import Transcript
 
     demo = Transcript.load(DEMO)
     replies = demo.replies()

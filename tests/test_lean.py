@@ -7,8 +7,8 @@ import pytest
 from aiflows.messages import InputMessage
 
 from flows_for_tests import WordCountFlow
-from flow_modules.aiflows.CoreFlowModule import BoundedHistory, set_trace_file
-from flow_modules.aiflows.CoreFlowModule.lean import LeanFlowMixin
+from aiflows_jarvis.CoreFlowModule import BoundedHistory, set_trace_file
+from aiflows_jarvis.CoreFlowModule.lean import LeanFlowMixin
 
 
 def call(flow, data):

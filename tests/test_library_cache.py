@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from flow_modules.aiflows.CoreFlowModule import memory
-from flow_modules.aiflows.CoreFlowModule.memory import defined_names, library_summary, split_future_imports
-from flow_modules.aiflows.MemoryReadingFlowModule import MemoryReadingAtomicFlow
+from aiflows_jarvis.CoreFlowModule import memory
+from aiflows_jarvis.CoreFlowModule.memory import defined_names, library_summary, split_future_imports
+from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
 
 
 @pytest.fixture
@@ -96,9 +96,9 @@ def test_a_save_into_a_large_library_parses_it_once_and_compiles_it_never(tmp_pa
     import ast
     import builtins
 
-    from flow_modules.aiflows.CoreFlowModule.run_report import Entry, added_functions
-    from flow_modules.aiflows.ExtendLibraryFlowModule import SaveCodeAtomicFlow
-    from flow_modules.aiflows.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
+    from aiflows_jarvis.CoreFlowModule.run_report import Entry, added_functions
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+    from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
 
     big = []
     real_compile, real_ast_parse = builtins.compile, ast.parse

@@ -23,16 +23,16 @@ from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from test_boss_e2e import make_boss
 from test_cli import kernels_in, run_jarvis, run_until
 
-from flow_modules.aiflows.ChatFlowModule import Transcript
-from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, MemoryFileError, set_input_source
-from flow_modules.aiflows.CoreFlowModule.errors import MemoryInUseError
-from flow_modules.aiflows.CoreFlowModule.locks import RUN_LOCK_NAME, RunLock, file_lock, lock_path_of
-from flow_modules.aiflows.CoreFlowModule.memory import atomic_write, defined_names, read_text
-from flow_modules.aiflows.RunCodeFlowModule import RunCodeFlow
-from flow_modules.aiflows.UpdatePlanFlowModule import UpdatePlanAtomicFlow
+from aiflows_jarvis.ChatFlowModule import Transcript
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, MemoryFileError, set_input_source
+from aiflows_jarvis.CoreFlowModule.errors import MemoryInUseError
+from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME, RunLock, file_lock, lock_path_of
+from aiflows_jarvis.CoreFlowModule.memory import atomic_write, defined_names, read_text
+from aiflows_jarvis.RunCodeFlowModule import RunCodeFlow
+from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 
 def python_child(script: str, *args: str) -> subprocess.Popen:
@@ -56,9 +56,9 @@ def dead_pid() -> int:
 # ~~~ save_code under a file lock ~~~
 SAVER = """
     import os, sys, time
-    import flow_modules.aiflows  # noqa: F401
-    from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
-    from flow_modules.aiflows.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+    import aiflows_jarvis  # noqa: F401
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     library, prefix, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
     save = SaveCodeAtomicFlow.instantiate_from_default_config()
@@ -87,7 +87,7 @@ def test_two_processes_saving_into_one_library_lose_no_function(tmp_path):
 
 HOLDER = """
     import sys, time
-    from flow_modules.aiflows.CoreFlowModule.locks import file_lock
+    from aiflows_jarvis.CoreFlowModule.locks import file_lock
     with file_lock(sys.argv[1]):
         print("locked", flush=True)
         time.sleep(60)
@@ -146,7 +146,7 @@ def test_a_second_run_on_a_memory_folder_in_use_is_refused_before_anything_is_mo
 
 LOCKER = """
     import sys, time
-    from flow_modules.aiflows.CoreFlowModule.locks import RunLock
+    from aiflows_jarvis.CoreFlowModule.locks import RunLock
     RunLock(sys.argv[1]).acquire()
     print("locked", flush=True)
     time.sleep(60)

@@ -7,8 +7,8 @@ for the timings.
 from __future__ import annotations
 
 from fakes import carried_messages, carried_size, command, finish
-from flow_modules.aiflows.AbstractBossFlowModule import CtrlExMemFlow
-from flow_modules.aiflows.CoreFlowModule.lean import DEFAULT_HISTORY_SIZE
+from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
+from aiflows_jarvis.CoreFlowModule.lean import DEFAULT_HISTORY_SIZE
 
 ROUNDS = 200
 

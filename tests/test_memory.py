@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from flow_modules.aiflows.CoreFlowModule import ConfigurationError
-from flow_modules.aiflows.CoreFlowModule.memory import (
+from aiflows_jarvis.CoreFlowModule import ConfigurationError
+from aiflows_jarvis.CoreFlowModule.memory import (
     append_log_entry,
     atomic_write,
     library_summary,
@@ -15,9 +15,9 @@ from flow_modules.aiflows.CoreFlowModule.memory import (
     shorten,
     split_log_entries,
 )
-from flow_modules.aiflows.MemoryReadingFlowModule import MemoryReadingAtomicFlow
-from flow_modules.aiflows.MemoryWritingFlowModule import MemoryWritingAtomicFlow
-from flow_modules.aiflows.UpdatePlanFlowModule import UpdatePlanAtomicFlow
+from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
+from aiflows_jarvis.MemoryWritingFlowModule import MemoryWritingAtomicFlow
+from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
 
 LIBRARY = '''
 import pandas as pd
@@ -169,7 +169,7 @@ def test_update_plan_tells_the_controller_what_changed(tmp_path):
 
 
 def test_update_plan_counts_the_top_level_steps_and_says_when_a_mark_is_taken_back():
-    from flow_modules.aiflows.UpdatePlanFlowModule.UpdatePlanAtomicFlow import describe_update
+    from aiflows_jarvis.UpdatePlanFlowModule.UpdatePlanAtomicFlow import describe_update
 
     old = "1. Prepare:\n   1) load the data\n   2) clean it\n2. Plot it."
     assert describe_update(old, old.replace("Prepare:", "Prepare: [done]")) == (

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from flow_modules.aiflows.CoreFlowModule import MemoryFileError
-from flow_modules.aiflows.CoreFlowModule.memory import (
+from aiflows_jarvis.CoreFlowModule import MemoryFileError
+from aiflows_jarvis.CoreFlowModule.memory import (
     CUT_ENTRY_MARKER,
     append_log_entry,
     append_text,
@@ -24,7 +24,7 @@ from flow_modules.aiflows.CoreFlowModule.memory import (
     split_log_entries,
     sweep_temporary_files,
 )
-from flow_modules.aiflows.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
 from test_cli import ROOT, run_jarvis  # noqa: E402  (one helper that runs run_jarvis.py in a guarded child)
 
@@ -182,7 +182,7 @@ def test_a_killed_atomic_write_leaves_the_file_whole(tmp_path):
     path = tmp_path / "plan.txt"
     atomic_write(str(path), "1. the approved plan\n")
     script = ("import os, sys; sys.path.insert(0, %r)\n"
-              "from flow_modules.aiflows.CoreFlowModule import memory\n"
+              "from aiflows_jarvis.CoreFlowModule import memory\n"
               "os.fsync = lambda fd: os.kill(os.getpid(), 9)\n"
               "memory.atomic_write(%r, 'half')\n") % (ROOT, str(path))
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
@@ -289,7 +289,7 @@ def test_a_run_file_that_cannot_be_written_leaves_the_previous_run_whole(tmp_pat
     so the previous run is still there, whole, for the --resume the error suggests."""
     monkeypatch.syspath_prepend(ROOT)
     import run_jarvis as cli
-    from flow_modules.aiflows.CoreFlowModule import memory as memory_module
+    from aiflows_jarvis.CoreFlowModule import memory as memory_module
 
     memory = tmp_path / "memory"
     _previous_run(memory)

@@ -12,13 +12,13 @@ import yaml
 from aiflows.base_flows import CircularFlow
 from hydra._internal.utils import _locate
 
-from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
-from flow_modules.aiflows.ControllerFlowModule import ControllerAtomicFlow, ControllerExecutorFlow
-from flow_modules.aiflows.CoreFlowModule import ConfigurationError, StrictJinjaPrompt
-from flow_modules.aiflows.HumanStandardInputFlowModule import HumanStandardInputFlow
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
+from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow, ControllerExecutorFlow
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, StrictJinjaPrompt
+from aiflows_jarvis.HumanStandardInputFlowModule import HumanStandardInputFlow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows")
+MODULES_DIR = os.path.join(ROOT, "aiflows_jarvis")
 MODULES = sorted(d for d in os.listdir(MODULES_DIR) if d.endswith("Module") and os.path.isdir(os.path.join(MODULES_DIR, d)))
 YAMLS = sorted(glob.glob(os.path.join(MODULES_DIR, "*", "*.yaml")))
 REGISTRIES = (CircularFlow._CircularFlow__input_msg_payload_builder_registry,
@@ -31,7 +31,7 @@ def flow_classes():
     for path in YAMLS:
         module_dir, stem = os.path.basename(os.path.dirname(path)), os.path.splitext(os.path.basename(path))[0]
         if os.path.exists(os.path.join(os.path.dirname(path), f"{stem}.py")):
-            module = importlib.import_module(f"flow_modules.aiflows.{module_dir}")
+            module = importlib.import_module(f"aiflows_jarvis.{module_dir}")
             out.append(pytest.param(getattr(module, stem), id=f"{module_dir}.{stem}"))
     return out
 
@@ -56,7 +56,7 @@ def targets(node):
 
 @pytest.mark.parametrize("module", MODULES)
 def test_every_module_imports_declares_dependencies_and_does_not_sync(module):
-    imported = importlib.import_module(f"flow_modules.aiflows.{module}")
+    imported = importlib.import_module(f"aiflows_jarvis.{module}")
     assert isinstance(imported.dependencies, list)
     with open(os.path.join(MODULES_DIR, module, "__init__.py")) as f:
         assert "sync_dependencies(" not in f.read(), "DESIGN section 3: no hub sync at import"
@@ -67,11 +67,11 @@ def test_every_module_imports_declares_dependencies_and_does_not_sync(module):
 def test_every_target_in_every_yaml_imports(path):
     with open(path) as f:
         config = yaml.safe_load(f)
-    package = "flow_modules.aiflows." + os.path.basename(os.path.dirname(path))
+    package = "aiflows_jarvis." + os.path.basename(os.path.dirname(path))
     for target in targets(config):
         if target.startswith("."):
             target = package + target
-        if "." in target and target.split(".")[0] in {"flow_modules", "aiflows"}:
+        if "." in target and target.split(".")[0] in {"aiflows_jarvis", "aiflows"}:
             assert _locate(target) is not None, target
         else:  # a topology interface registered with CircularFlow's decorators: `DefiningClass.method`
             assert any(target in registry for registry in REGISTRIES), f"{target} is not a registered interface"

@@ -8,19 +8,19 @@ import textwrap
 
 import pytest
 
-from flow_modules.aiflows.CoreFlowModule.offline import TOKENIZER_DIR, TOKENIZER_FILE, bundled_tokenizer_ok
+from aiflows_jarvis.CoreFlowModule.offline import TOKENIZER_DIR, TOKENIZER_FILE, bundled_tokenizer_ok
 from subprocess_guard import check_guarded_run, guarded_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = '''
 import importlib, os, pkgutil
-import flow_modules.aiflows as package
+import aiflows_jarvis as package
 assert os.environ["TIKTOKEN_CACHE_DIR"].endswith("tiktoken_cache"), os.environ["TIKTOKEN_CACHE_DIR"]
 names = [m.name for m in pkgutil.iter_modules(package.__path__) if m.name.endswith("Module")]
 for name in names:
-    importlib.import_module("flow_modules.aiflows." + name)
-from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
+    importlib.import_module("aiflows_jarvis." + name)
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 flow = ChatAtomicFlow.instantiate_from_default_config(
     backend={"api_infos": [{"backend_used": "openai", "api_key": "sk-test"}]})
 import litellm, tiktoken
@@ -37,7 +37,7 @@ def test_the_bundled_tokenizer_is_intact():
 
 
 USER_SCRIPT = '''
-import flow_modules.aiflows  # a user's own script: the package first, then aiflows' backends directly
+import aiflows_jarvis  # a user's own script: the package first, then aiflows' backends directly
 from aiflows.backends.api_info import ApiInfo
 from aiflows.backends.llm_lite import LiteLLMBackend
 import litellm

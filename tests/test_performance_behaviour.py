@@ -20,9 +20,9 @@ from aiflows.backends.api_info import ApiInfo
 from fakes import command, scripted_factory
 from loopback_llm import completion_json
 from subprocess_guard import network_guarded
-from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow, set_backend_factory
-from flow_modules.aiflows.CoreFlowModule import StrictJinjaPrompt, config_cache, prompts, usage
-from flow_modules.aiflows.JarvisFlowModule import launcher
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory
+from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, config_cache, prompts, usage
+from aiflows_jarvis.JarvisFlowModule import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,7 +89,7 @@ def test_each_yaml_file_is_parsed_once_per_process_across_two_builds_of_jarvis(y
         flow = launcher.instantiate(config, api_infos, str(tmp_path / run))
         launcher.close_interpreters(flow)
     assert os.path.realpath(os.path.join(ROOT, "configs", "jarvis.yaml")) in yaml_reads
-    modules = [path for path in yaml_reads if os.sep + "flow_modules" + os.sep in path]
+    modules = [path for path in yaml_reads if os.sep + "aiflows_jarvis" + os.sep in path]
     assert len(modules) >= 20, f"building Jarvis reads the YAML of every flow class of its tree: {sorted(yaml_reads)}"
     parsed_again = {path: n for path, n in yaml_reads.items() if n > 1}
     assert not parsed_again, f"parsed more than once: {parsed_again}"
@@ -153,10 +153,10 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
     (and then works)."""
     script = (
         "import json, os, sys, tempfile\n"
-        "import flow_modules.aiflows.CoreFlowModule\n"
-        "from flow_modules.aiflows.CoreFlowModule.offline import import_litellm\n"
-        "from flow_modules.aiflows.ChatFlowModule import set_backend_factory\n"
-        "from flow_modules.aiflows.JarvisFlowModule import launcher\n"
+        "import aiflows_jarvis.CoreFlowModule\n"
+        "from aiflows_jarvis.CoreFlowModule.offline import import_litellm\n"
+        "from aiflows_jarvis.ChatFlowModule import set_backend_factory\n"
+        "from aiflows_jarvis.JarvisFlowModule import launcher\n"
         "litellm = import_litellm()\n"
         "set_backend_factory(lambda config, name: object())\n"
         "config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
@@ -190,12 +190,12 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
     import hydra
     from hydra.errors import InstantiationException
 
-    from flow_modules.aiflows.CoreFlowModule.instantiate import instantiate, is_plain
+    from aiflows_jarvis.CoreFlowModule.instantiate import instantiate, is_plain
 
     calls = []
     real = hydra.utils.instantiate
     monkeypatch.setattr(hydra.utils, "instantiate", lambda *a, **k: calls.append(a) or real(*a, **k))
-    target = "flow_modules.aiflows.ChatFlowModule.ChatAtomicFlow.instantiate_from_default_config"
+    target = "aiflows_jarvis.ChatFlowModule.ChatAtomicFlow.instantiate_from_default_config"
     chat = instantiate({"_target_": target, "name": "Direct", "backend": {"api_infos": [ApiInfo(backend_used="openai", api_key="k")]}})
     assert isinstance(chat, ChatAtomicFlow) and chat.flow_config["name"] == "Direct" and not calls
     assert not is_plain({"_target_": target, "name": "${other}"}), "an interpolation goes through hydra"

@@ -1,5 +1,5 @@
 """scripts/publish.py: staged modules work in another aiflows project (offline, through FlowVerse, without this
-repository's `flow_modules.aiflows` in reach), the pre-write check catches what would break there, nothing leaves
+repository's `aiflows_jarvis` in reach), the pre-write check catches what would break there, nothing leaves
 the machine without --push (pushing: test_publish_push.py), READMEs and pip requirements are right."""
 from __future__ import annotations
 
@@ -63,12 +63,12 @@ def _provenance(cls):
                 if real not in own and not real.startswith(staged + os.sep):
                     elsewhere.append(f"{name} ({real})")
     try:
-        importlib.import_module("flow_modules.aiflows")
+        importlib.import_module("aiflows_jarvis")
         source = True
     except ModuleNotFoundError:
         source = False
     return {"file": os.path.realpath(sys.modules[cls.__module__].__file__), "elsewhere": elsewhere,
-            "source_importable": source, "source_loaded": "flow_modules.aiflows" in sys.modules}
+            "source_importable": source, "source_loaded": "aiflows_jarvis" in sys.modules}
 '''
 
 
@@ -91,7 +91,7 @@ def assert_staged_code_ran(out, staged, module):
     where = out["provenance"]
     assert where["file"].startswith(str(staged / module) + os.sep), where["file"]
     assert where["elsewhere"] == [], "every flow_modules.* module came from the staged folder"
-    assert not where["source_importable"] and not where["source_loaded"], "flow_modules.aiflows is out of reach"
+    assert not where["source_importable"] and not where["source_loaded"], "aiflows_jarvis is out of reach"
 
 
 SYNC = '''
@@ -278,13 +278,13 @@ def test_without_push_nothing_leaves_the_machine(tmp_path, monkeypatch, capsys):
 
 
 def test_the_check_runs_without_this_repository_and_fails_on_unrewritten_code(tmp_path, monkeypatch, capsys):
-    """The check's process cannot fall back on this repository's flow_modules.aiflows: staged code that still
+    """The check's process cannot fall back on this repository's aiflows_jarvis: staged code that still
     imports it (the namespace rewrite sabotaged) fails the check, and nothing is written."""
     monkeypatch.setattr(publish, "rewrite", lambda text, namespace: text)
     out = tmp_path / "out"
     assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "InterpreterFlowModule"]) == 2
     error = capsys.readouterr().err
-    assert "--- InterpreterFlowModule:" in error and "No module named 'flow_modules.aiflows'" in error
+    assert "--- InterpreterFlowModule:" in error and "No module named 'aiflows_jarvis'" in error
     assert not out.exists(), "nothing was written"
 
 
@@ -359,7 +359,7 @@ def test_every_staged_readme_lists_parameters_and_interfaces(staged):
         text = (staged / module / "README.md").read_text()
         assert text.startswith("---\nlicense: mit\n---\n"), module
         assert "as its base class" not in text, module
-        package = importlib.import_module(f"flow_modules.aiflows.{module}")
+        package = importlib.import_module(f"aiflows_jarvis.{module}")
         for cls in publish.flow_classes(module):
             section = text.split(f"## {cls}\n", 1)[1].split("\n## ", 1)[0]
             assert "### Configuration parameters" in section, f"{module}.{cls}"
@@ -370,7 +370,7 @@ def test_every_staged_readme_lists_parameters_and_interfaces(staged):
                 listed = section.split(f"### {heading}\n\n", 1)[1].split("\n\n", 1)[0]
                 assert keys, f"{module}.{cls} has no {heading.lower()} to list"
                 assert listed == "\n".join(f"- `{k}`" for k in keys), f"{module}.{cls}: {heading}"
-        assert "flow_modules.aiflows." not in text and f"flow_modules.{NAMESPACE}." in text
+        assert "aiflows_jarvis." not in text and f"flow_modules.{NAMESPACE}." in text
 
 
 def test_staged_init_files_parse_and_keep_the_docstring(staged):
@@ -387,7 +387,7 @@ def test_no_staged_file_refers_to_the_source_namespace(staged):
         for name in files:
             if name.endswith((".py", ".yaml")):
                 text = open(os.path.join(root, name), encoding="utf-8").read()
-                assert "flow_modules.aiflows" not in text and '"url": "aiflows/' not in text, os.path.join(root, name)
+                assert "aiflows_jarvis" not in text and '"url": "aiflows/' not in text, os.path.join(root, name)
 
 
 def test_declared_dependencies_match_what_the_code_uses():
@@ -419,7 +419,7 @@ def _provided_by_aiflows():
 
 
 def test_pip_requirements_cover_every_import_beyond_aiflows():
-    provided = _provided_by_aiflows() | set(sys.stdlib_module_names) | {"flow_modules", "__future__"}
+    provided = _provided_by_aiflows() | set(sys.stdlib_module_names) | {"flow_modules", "__future__", publish.SOURCE_PACKAGE}
     for module in publish.module_names():
         needed = set()
         for dep in publish.dependency_closure([module]):

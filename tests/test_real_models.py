@@ -10,14 +10,14 @@ from aiflows.backends.api_info import ApiInfo
 
 from fakes import command, finish
 from loopback_llm import HTTPError, Slow, completion_json
-from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
-from flow_modules.aiflows.ChatFlowModule.context import ContextOverflow
-from flow_modules.aiflows.ChatFlowModule.servers import reset_servers
-from flow_modules.aiflows.ControllerFlowModule import ControllerAtomicFlow
-from flow_modules.aiflows.CoreFlowModule import USAGE, LLMCallError
-from flow_modules.aiflows.CoreFlowModule.budget import BudgetExceeded, RunBudget, check_budget, set_run_budget
-from flow_modules.aiflows.CoreFlowModule.memory import format_log_entry
-from flow_modules.aiflows.CoreFlowModule.usage import count_message_tokens
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+from aiflows_jarvis.ChatFlowModule.context import ContextOverflow
+from aiflows_jarvis.ChatFlowModule.servers import reset_servers
+from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
+from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError
+from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, check_budget, set_run_budget
+from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
+from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
 
 COMMANDS = {
     "ask_user": {"description": "Ask the user.", "input_args": ["question"]},
@@ -86,7 +86,7 @@ def test_auto_asks_openai_models_for_what_they_are_known_to_accept(loopback, qui
     # api.openai.com cannot be reached from a test: the loopback server stands in for it under that name.
     set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)],
                                        model_name=model))
-    from flow_modules.aiflows.ChatFlowModule import servers
+    from aiflows_jarvis.ChatFlowModule import servers
 
     flow = controller()
     settings = servers.server_settings(flow.backend)
@@ -249,7 +249,7 @@ def test_each_limit_of_the_budget(limit, flag):
 def test_a_budget_from_the_configuration_and_the_command_line():
     budget = RunBudget.from_config({"max_calls": 200, "max_cost": 10, "max_time": 0}, max_calls=5)
     assert (budget.max_calls, budget.max_cost, budget.max_time, budget.max_tokens) == (5, 10.0, None, None)
-    from flow_modules.aiflows.CoreFlowModule import ConfigurationError
+    from aiflows_jarvis.CoreFlowModule import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="max_call"):
         RunBudget.from_config({"max_call": 3})
@@ -288,7 +288,7 @@ def test_a_controller_reply_cut_by_max_tokens_is_corrected_as_cut(loopback, quie
 
 # ~~~ Replies cut by max_tokens ~~~
 def code_writer(tmp_path):
-    from flow_modules.aiflows.InteractiveCodeGenFlowModule import InteractiveCodeGenFlow
+    from aiflows_jarvis.InteractiveCodeGenFlowModule import InteractiveCodeGenFlow
 
     return InteractiveCodeGenFlow.instantiate_from_default_config(
         memory_files={"code_library": str(tmp_path / "library.py")})

@@ -11,16 +11,16 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 
 from fakes import finish, last_user_message, scripted_factory
-from flow_modules.aiflows.ChatFlowModule import set_backend_factory
-from flow_modules.aiflows.ControllerFlowModule import ControllerAtomicFlow, InvalidReply
-from flow_modules.aiflows.ControllerFlowModule.commands import (
+from aiflows_jarvis.ChatFlowModule import set_backend_factory
+from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow, InvalidReply
+from aiflows_jarvis.ControllerFlowModule.commands import (
     Command,
     commands_from_config,
     read_command,
     render_commands,
     reply_schema,
 )
-from flow_modules.aiflows.CoreFlowModule import USAGE, ConfigurationError
+from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError
 
 # Every controller configuration of the package appears in Jarvis's tree (its path ends with one of these).
 FAMILIES = {
@@ -39,7 +39,7 @@ SAMPLE_VALUES = {"language": "python", "code": "import pandas as pd\nprint(pd.re
 @pytest.fixture(scope="module")
 def controllers() -> Dict[str, ControllerAtomicFlow]:
     """Every controller of Jarvis's tree, built from its real configuration, answering from the scripted LLM."""
-    from flow_modules.aiflows.JarvisFlowModule import JarvisFlow, launcher
+    from aiflows_jarvis.JarvisFlowModule import JarvisFlow, launcher
 
     set_backend_factory(scripted_factory)
     try:

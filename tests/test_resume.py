@@ -15,14 +15,14 @@ import pytest
 from fakes import command, finish
 from loopback_llm import LoopbackLLMServer
 from test_cli import DEMO, commands, run_jarvis
-from flow_modules.aiflows.AbstractBossFlowModule.AbstractBossFlow import task_record_path
-from flow_modules.aiflows.ChatFlowModule import Transcript
-from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
-from flow_modules.aiflows.CoreFlowModule.budget import BudgetExceeded
-from flow_modules.aiflows.CoreFlowModule.memory import defined_names, read_text, split_log_entries
-from flow_modules.aiflows.ExtendLibraryFlowModule.ExtendLibraryFlow import steps_done_by_saving
-from flow_modules.aiflows.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
-from flow_modules.aiflows.JarvisFlowModule import launcher
+from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
+from aiflows_jarvis.ChatFlowModule import Transcript
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded
+from aiflows_jarvis.CoreFlowModule.memory import defined_names, read_text, split_log_entries
+from aiflows_jarvis.ExtendLibraryFlowModule.ExtendLibraryFlow import steps_done_by_saving
+from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
+from aiflows_jarvis.JarvisFlowModule import launcher
 
 SESSION_NOTE = "The Python session is new"
 UNSAVED_NOTE = "Code written with write_code and not saved is gone"

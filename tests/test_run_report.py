@@ -27,10 +27,10 @@ from loopback_llm import LoopbackLLMServer  # noqa: E402
 from test_cli import DEMO, run_jarvis  # noqa: E402
 from test_terminal_safety import transcript_answering  # noqa: E402
 
-from flow_modules.aiflows.ChatFlowModule import Transcript  # noqa: E402
-from flow_modules.aiflows.CoreFlowModule import Console  # noqa: E402
-from flow_modules.aiflows.CoreFlowModule.memory import format_log_entry  # noqa: E402
-from flow_modules.aiflows.CoreFlowModule import run_report  # noqa: E402
+from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import Console  # noqa: E402
+from aiflows_jarvis.CoreFlowModule.memory import format_log_entry  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import run_report  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTILE_ANSWER = "April grew the most. <script>window.pwned = 1; alert('answer')</script> <img src=x onerror=alert(2)>"

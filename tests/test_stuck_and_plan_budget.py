@@ -12,12 +12,12 @@ import os
 from aiflows.backends.api_info import ApiInfo
 
 from fakes import command, finish, last_user_message, system_message
-from flow_modules.aiflows.AbstractBossFlowModule import AbstractBossFlow
-from flow_modules.aiflows.ControllerFlowModule import ControllerExecutorFlow
-from flow_modules.aiflows.ControllerFlowModule.ControllerExecutorFlow import command_signature
-from flow_modules.aiflows.CoreFlowModule import AutoApproveInput, set_input_source
-from flow_modules.aiflows.CoreFlowModule.memory import read_text, split_log_entries
-from flow_modules.aiflows.PlanWriterFlowModule import InteractivePlanGenFlow, PlanWriterFlow
+from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
+from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
+from aiflows_jarvis.ControllerFlowModule.ControllerExecutorFlow import command_signature
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
+from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow, PlanWriterFlow
 from loopback_llm import completion_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -159,7 +159,7 @@ def test_the_signature_ignores_key_order_and_its_size_does_not_grow(scripted_llm
 def test_a_loop_above_sees_the_stuck_status_of_the_loop_below(scripted_llm, quiet_console):
     set_input_source(AutoApproveInput())
     inner = loop_config(name="counter", input_interface=["goal", "plan", "logs", "memory_files"])
-    inner["_target_"] = "flow_modules.aiflows.ControllerFlowModule.ControllerExecutorFlow.instantiate_from_default_config"
+    inner["_target_"] = "aiflows_jarvis.ControllerFlowModule.ControllerExecutorFlow.instantiate_from_default_config"
     outer = ControllerExecutorFlow.instantiate_from_default_config(subflows_config={
         "Controller": {"commands": {"counter": {"description": "Have the counter count.", "input_args": ["goal"]}}},
         "Executor": {"subflows_config": {"counter": inner}},
@@ -313,7 +313,7 @@ def test_a_plan_writer_that_finishes_on_an_oversize_draft_writes_no_plan(tmp_pat
 
 def test_the_coder_planner_rewrites_a_plan_although_its_prompt_needs_the_library(tmp_path, scripted_llm, user,
                                                                                  quiet_console):
-    from flow_modules.aiflows.CoderFlowModule import CoderFlow
+    from aiflows_jarvis.CoderFlowModule import CoderFlow
 
     planner = CoderFlow.instantiate_from_default_config().subflows["Planner"]
     planner.subflows["Executor"].subflows["write_plan"].flow_config["max_plan_chars"] = 100
@@ -340,8 +340,8 @@ def test_through_http_a_reply_cut_by_max_tokens_is_sent_back(loopback_llm, user,
 
 
 def test_every_plan_generator_of_jarvis_keeps_its_max_tokens_with_the_shipped_config(tmp_path):
-    from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
-    from flow_modules.aiflows.JarvisFlowModule import launcher
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
+    from aiflows_jarvis.JarvisFlowModule import launcher
 
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     flow = launcher.instantiate(config, [ApiInfo(backend_used="openai", api_key="sk-test")], str(tmp_path))

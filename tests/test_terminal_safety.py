@@ -17,13 +17,13 @@ import pytest
 from fakes import Sink
 from subprocess_guard import network_guarded
 from loopback_llm import HTTPError, LoopbackLLMServer
-from flow_modules.aiflows.CoreFlowModule import Console, TerminalInput
-from flow_modules.aiflows.CoreFlowModule.interaction import _STYLES, OutputClosed
-from flow_modules.aiflows.CoreFlowModule.terminal import clean_text
+from aiflows_jarvis.CoreFlowModule import Console, TerminalInput
+from aiflows_jarvis.CoreFlowModule.interaction import _STYLES, OutputClosed
+from aiflows_jarvis.CoreFlowModule.terminal import clean_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
-DEMO = os.path.join(ROOT, "flow_modules", "aiflows", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
 
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
@@ -192,7 +192,7 @@ def test_input_that_cannot_write_its_prompt_ends_like_a_closed_output(monkeypatc
 
 # ~~~ the end-of-run report ~~~
 def test_new_files_skips_what_it_cannot_look_at(tmp_path):
-    from flow_modules.aiflows.JarvisFlowModule.launcher import new_files
+    from aiflows_jarvis.JarvisFlowModule.launcher import new_files
 
     (tmp_path / "chart.png").write_bytes(b"png")
     os.symlink(tmp_path / "gone.png", tmp_path / "dangling.png")
@@ -201,7 +201,7 @@ def test_new_files_skips_what_it_cannot_look_at(tmp_path):
 
 def test_a_failing_report_is_one_line_and_the_usage_still_shows(monkeypatch):
     import run_jarvis
-    from flow_modules.aiflows.JarvisFlowModule import launcher
+    from aiflows_jarvis.JarvisFlowModule import launcher
 
     def broken(folder, since):
         raise PermissionError(13, "Permission denied", folder)
@@ -301,7 +301,7 @@ def test_a_server_error_message_with_escapes_is_shown_cleaned(tmp_path):
 def test_verbose_shows_the_traceback_cleaned(monkeypatch, tmp_path, capsys):
     """--verbose used to re-raise: Python printed the server's text raw (and colorama choked on its OSC)."""
     import run_jarvis
-    from flow_modules.aiflows.JarvisFlowModule import launcher
+    from aiflows_jarvis.JarvisFlowModule import launcher
 
     def broken(*args, **kwargs):
         raise RuntimeError(f"the server said {ESC}]0;pwned{BEL}{ESC}[2Kno")

@@ -9,15 +9,15 @@ import pytest
 from aiflows.backends.api_info import ApiInfo
 
 from loopback_llm import Malformed, chunk_json, completion_json
-from flow_modules.aiflows.ChatFlowModule import ChatAtomicFlow
-from flow_modules.aiflows.ChatFlowModule.backends import (
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
+from aiflows_jarvis.ChatFlowModule.backends import (
     ResponseInfo,
     instantiate_backend,
     record_response_info,
     take_response_info,
 )
-from flow_modules.aiflows.CoreFlowModule import USAGE
-from flow_modules.aiflows.CoreFlowModule.usage import MAX_CALLS, _short_paths, cost_of, price_of
+from aiflows_jarvis.CoreFlowModule import USAGE
+from aiflows_jarvis.CoreFlowModule.usage import MAX_CALLS, _short_paths, cost_of, price_of
 
 GPT4_PROMPT, GPT4_COMPLETION = 3e-05, 6e-05  # litellm 1.0.0's price list: dollars per token
 MESSAGES = [{"role": "user", "content": "Capital of France?"}]

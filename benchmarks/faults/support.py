@@ -23,9 +23,9 @@ from subprocess_guard import guarded_environment  # noqa: E402
 from test_cli import DEMO, KEYS, RUN_JARVIS  # noqa: E402
 from test_terminal_safety import CONTROLS  # noqa: E402
 
-import flow_modules.aiflows  # noqa: E402,F401  (the offline tokenizer before anything imports litellm)
-from flow_modules.aiflows.ChatFlowModule import Transcript  # noqa: E402
-from flow_modules.aiflows.CoreFlowModule.memory import split_log_entries  # noqa: E402
+import aiflows_jarvis  # noqa: E402,F401  (the offline tokenizer before anything imports litellm)
+from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
+from aiflows_jarvis.CoreFlowModule.memory import split_log_entries  # noqa: E402
 
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
 CONFIG = os.path.join(ROOT, "configs", "jarvis.yaml")
@@ -415,7 +415,7 @@ def stopped_run(ctx: Ctx, goal: str = GOAL, plan: Optional[str] = PLAN + "\n", r
 
 def previous_run(memory, goal: str = "an earlier goal", plan: str = "1. An earlier step.\n") -> Dict[str, bytes]:
     """A memory folder as a finished earlier run left it; returns the files and their bytes."""
-    from flow_modules.aiflows.CoreFlowModule.memory import format_log_entry
+    from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
 
     os.makedirs(str(memory), exist_ok=True)
     files = {

@@ -15,7 +15,7 @@ from ..support import (
 
 from test_locks_and_versions import SAVER, dead_pid  # noqa: E402  (the two savers of the locking test)
 
-from flow_modules.aiflows.CoreFlowModule.locks import RUN_LOCK_NAME  # noqa: E402
+from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME  # noqa: E402
 
 
 @case("concurrency", "second_run_on_a_busy_folder", handled="the second run is refused at once with exit "
@@ -107,7 +107,7 @@ def run_lock_file_of_garbage(ctx):
 
 KILLED_HOLDER = """
 import os, sys
-from flow_modules.aiflows.CoreFlowModule.locks import file_lock
+from aiflows_jarvis.CoreFlowModule.locks import file_lock
 with file_lock(sys.argv[1]):
     os.kill(os.getpid(), 9)
 """

@@ -17,8 +17,8 @@ from ..support import (
     previous_run, previous_run_kept, read, short_run,
 )
 
-from flow_modules.aiflows.CoreFlowModule import MemoryFileError  # noqa: E402
-from flow_modules.aiflows.CoreFlowModule.memory import (  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import MemoryFileError  # noqa: E402
+from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
     CUT_ENTRY_MARKER, append_log_entry, atomic_write, split_log_entries,
 )
 

@@ -13,7 +13,7 @@ from ..support import (
     read,
 )
 
-from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter  # noqa: E402
+from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter  # noqa: E402
 
 SECRETS = {
     "DB_PASS": "faults-pass-1",
@@ -63,7 +63,7 @@ def secrets_by_pattern(ctx):
 PARENT_HOST = """
 import json, sys
 sys.path.insert(0, sys.argv[2])
-from flow_modules.aiflows.InterpreterFlowModule.kernel import CodeInterpreter
+from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
 with CodeInterpreter(sys.argv[1]) as interpreter:
     print(json.dumps({"python": interpreter.run(sys.argv[3]).output,
                       "shell": interpreter.run("cat /proc/$PPID/environ | tr '\\\\0' '\\\\n'", "bash").output}))
@@ -153,7 +153,7 @@ def output_of_200_mb(ctx):
 
 
 def _limited_flow(ctx, **limits):
-    from flow_modules.aiflows.InterpreterFlowModule import InterpreterAtomicFlow
+    from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
 
     flow = InterpreterAtomicFlow.instantiate_from_default_config(**{"workspace": str(ctx.folder), **limits})
     ctx.on_exit(flow.close)

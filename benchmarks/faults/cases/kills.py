@@ -11,14 +11,14 @@ from ..support import (
     python_child, read,
 )
 
-from flow_modules.aiflows.CoreFlowModule.memory import (  # noqa: E402
+from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
     CUT_ENTRY_MARKER, append_log_entry, atomic_write, split_log_entries, sweep_temporary_files,
 )
 
 KILLED_WRITE = """
 import os, sys
 sys.path.insert(0, sys.argv[3])
-from flow_modules.aiflows.CoreFlowModule import memory
+from aiflows_jarvis.CoreFlowModule import memory
 os.fsync = lambda fd: os.kill(os.getpid(), 9)
 memory.atomic_write(sys.argv[1], sys.argv[2])
 """
@@ -44,7 +44,7 @@ def during_an_atomic_write(ctx):
 KILLED_APPEND = """
 import os, sys
 sys.path.insert(0, sys.argv[2])
-from flow_modules.aiflows.CoreFlowModule import memory
+from aiflows_jarvis.CoreFlowModule import memory
 real_write = os.write
 def half_then_kill(fd, data):
     real_write(fd, data[: len(data) // 2])

@@ -159,7 +159,7 @@ def stale_temporary_files(ctx):
       "the cut entry is closed with a marker and the next entry is numbered after it",
       lost="an earlier log entry is gone, or an entry is glued to the cut one or numbered twice")
 def cut_log_entry_then_resume(ctx):
-    from flow_modules.aiflows.CoreFlowModule.memory import CUT_ENTRY_MARKER, format_log_entry
+    from aiflows_jarvis.CoreFlowModule.memory import CUT_ENTRY_MARKER, format_log_entry
 
     memory = stopped_run(ctx)
     first = format_log_entry(1, "Coder", {"goal": "compute"}, "Coder finished: 6 * 7 = 42")
@@ -244,7 +244,7 @@ def run_code_overwrites_the_library(ctx):
 
 
 def _save(library: str, code: str) -> str:
-    from flow_modules.aiflows.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     flow = SaveCodeAtomicFlow.instantiate_from_default_config()
     return flow.run({"code": code, "memory_files": {"code_library": library}})["result"]

@@ -11,7 +11,7 @@ from ..support import (
     GOAL, LoopbackLLMServer, command, defined, demo, handled_exit, jarvis, memory_whole, read, short_run, stopped_run,
 )
 
-from flow_modules.aiflows.CoreFlowModule.memory import (  # noqa: E402
+from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
     append_log_entry, format_log_entry, last_log_number, read_log_tail,
 )
 

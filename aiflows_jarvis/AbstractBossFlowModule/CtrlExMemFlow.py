@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
+
+
+class CtrlExMemFlow(ControllerExecutorFlow):
+    """Carries out a plan: Controller -> Executor -> MemoryWriting -> MemoryReading, until the controller calls finish.
+
+    The controller sees the goal, the plan, the logs (and, where configured, the code library) in a system prompt
+    refreshed every round, and the result of the last command as its new message; a sliding window keeps its chat
+    short. After each command, MemoryWriting appends an entry to the logs and MemoryReading reads the memory again,
+    so a plan updated by `update_plan` or `re_plan`, and a library extended by a sub-boss, are what the controller
+    sees next. The loop is bounded by `max_rounds`; what a round costs does not grow with the round number (see
+    CoreFlowModule/lean.py and MemoryReading's `max_log_entries`).
+
+    *Configuration Parameters*:
+    - `max_rounds` (int): the most rounds before the loop stops with a status saying so.
+    - `subflows_config`: `Controller` (its `commands` = the executor's branches + `finish`), `Executor` (a branching
+      flow), `MemoryWriting`, `MemoryReading` (its `output_interface` = the memories the controller sees).
+
+    *Input Interface*:
+    - `goal` (str), `memory_files` (dict), `plan` (str), `logs` (str), and any other memory (`code_library`).
+
+    *Output Interface*:
+    - `summary` (str), `result` (str), `status` (str): see ControllerExecutorFlow.
+    """

@@ -1,0 +1,418 @@
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Dict, List, Optional
+
+from aiflows.messages import UpdateMessage_ChatMessage
+from aiflows.utils import logging
+
+from aiflows_jarvis.CoreFlowModule import (
+    ConfigurationError,
+    LeanAtomicFlow,
+    StrictJinjaPrompt,
+    current_flow_path,
+    get_console,
+)
+from aiflows_jarvis.CoreFlowModule.budget import check_budget, get_run_budget
+from aiflows_jarvis.CoreFlowModule.errors import LLMCallError
+from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
+from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
+from aiflows_jarvis.CoreFlowModule.memory import shorten
+from aiflows_jarvis.CoreFlowModule.models import model_info
+from aiflows_jarvis.CoreFlowModule.usage import USAGE, count_message_tokens, count_tokens
+
+from .backends import build_backend, reply_content, take_response_info, unwrap_backend
+from .context import fit_to_context
+from .servers import (
+    FORMAT_REJECTION as _FORMAT_REJECTION,
+    STRUCTURED_LEVELS,
+    STRUCTURED_OUTPUT_MODES,
+    UNKNOWN_MODEL,
+    ServerSettings,
+    context_window_from_error,
+    server_settings,
+)
+
+log = logging.get_logger(f"aiflows.{__name__}")
+
+_PROMPT_KEYS = ("system_message_prompt_template", "init_human_message_prompt_template", "human_message_prompt_template")
+
+
+class ChatAtomicFlow(LeanAtomicFlow):
+    """One LLM chat: a system prompt, a first user message, later user messages, and the model's replies.
+
+    The system prompt is rendered from the input on the first call (and on every call with ``refresh_system_prompt``,
+    so memory injected into it stays current); only the newest system prompt is sent, first. Earlier user and
+    assistant messages are kept in ``flow_state["previous_messages"]`` and a sliding window of them is sent.
+    Transient LLM errors (rate limits, timeouts, connection errors, 5xx, malformed bodies) are retried with
+    exponential backoff; authentication and bad-request errors stop at once; either way the error names the flow.
+
+    *Configuration Parameters*:
+    - `backend` (dict): the LLM backend, by default `aiflows.backends.llm_lite.LiteLLMBackend` with `api_infos: ???`
+      (filled by `quick_load`), `model_name` (a string or `{openai: ..., azure: ...}`), `wait_time_per_key: 0` and
+      litellm parameters (`temperature`, `max_tokens`, `request_timeout`, ...).
+    - `system_message_prompt_template`, `init_human_message_prompt_template`, `human_message_prompt_template` (dict):
+      Jinja templates (`template`, `input_variables`, `partial_variables`), rendered strictly: an undefined variable
+      raises.
+    - `input_interface_non_initialized` / `input_interface_initialized` (list): input keys for the first call and
+      for later calls.
+    - `previous_messages` (dict): `first_k` / `last_k`, how many of the earliest and latest user/assistant messages
+      are sent; both null: the whole conversation. The default (`last_k: 2`) is the seed's sliding window: the
+      refreshed system prompt, the model's last reply and the new user message, which is always sent.
+    - `refresh_system_prompt` (bool): re-render the system prompt from the input on every call (default true;
+      the system template's variables must then be in `input_interface_initialized` too).
+    - `retry` (dict): `max_attempts`, `initial_delay`, `max_delay`, `backoff`, `jitter` for transient errors;
+      a server's `Retry-After` is honoured up to `max_retry_after` seconds; `call_deadline` bounds one call,
+      retries included (seconds).
+    - `structured_output` (str): `auto` | `json_schema` | `json_object` | `off`: the `response_format` sent when the
+      chat has a reply schema (controllers do). `json_schema` is OpenAI's strict form (also vLLM, llama.cpp's server,
+      Ollama); `json_object` sends `{"type": "json_object", "schema": ...}` (llama-cpp-python's server, vLLM; OpenAI
+      gets the type alone); `auto` takes what an OpenAI/Azure model is known to accept, and asks any other server
+      from the top down: a server that rejects a format is asked again one level down, once, for the rest of the run.
+    - `context_window` (int or null): the model's context window in tokens; null: litellm's model map (or
+      `default_context_window` for a model nobody knows, e.g. on a local server; a server's overflow message that
+      states its window is believed). Before each call the prompt plus the reply's `max_tokens` is fitted to it:
+      `shrinkable_inputs` are shortened in order (logs oldest entries first), then earlier messages, then
+      `max_tokens` down to `min_reply_tokens`; a prompt that cannot fit is not sent (ContextOverflow).
+    - `show_replies` (bool): print each reply on the console.
+
+    *Input Interface Non Initialized*: the variables of the system and first-user templates (default: `query`).
+
+    *Input Interface Initialized*: the variables of the user template (default: `query`).
+
+    *Output Interface*:
+    - `api_output` (str): the model's reply.
+    """
+
+    def __init__(self, system_message_prompt_template, init_human_message_prompt_template,
+                 human_message_prompt_template, backend, **kwargs):
+        super().__init__(**kwargs)
+        self.system_message_prompt_template: StrictJinjaPrompt = system_message_prompt_template
+        self.init_human_message_prompt_template: StrictJinjaPrompt = init_human_message_prompt_template
+        self.human_message_prompt_template: StrictJinjaPrompt = human_message_prompt_template
+        self.backend = backend
+        self.retry_policy = RetryPolicy.from_config(self.flow_config.get("retry"))
+        # Why the last reply ended ("stop", "length": cut by max_tokens, ...), when the backend said; else None.
+        self.last_finish_reason: Optional[str] = None
+        self._server_settings: Optional[ServerSettings] = None
+        self._pending_input: Optional[Dict[str, Any]] = None
+        self._pending_system_message: Optional[str] = None
+        self._system_from_input = False
+        self._fitted_user_message: Optional[str] = None
+        self._built_messages: Optional[List[dict]] = None
+        self._build_args: tuple = ("", None)
+        self._fitted_max_tokens: Optional[int] = None
+        self._free_text: Optional[bool] = None  # no reply schema (``response_format`` gives None)
+
+    # ~~~ Construction ~~~
+    @classmethod
+    def instantiate_from_config(cls, config: Dict[str, Any]):
+        return cls(**cls._constructor_kwargs(copy.deepcopy(config)))
+
+    @classmethod
+    def _constructor_kwargs(cls, flow_config: Dict[str, Any]) -> Dict[str, Any]:
+        """What the constructor gets besides the config: the prompts (made strict) and the backend."""
+        kwargs: Dict[str, Any] = {"flow_config": flow_config}
+        for key in _PROMPT_KEYS:
+            if key not in flow_config:
+                raise ConfigurationError(f"{flow_config.get('name')}: the config has no `{key}`")
+            kwargs[key] = StrictJinjaPrompt.from_prompt(cls._instantiate_prompt(flow_config[key]))
+        kwargs["backend"] = build_backend(flow_config.get("backend"), flow_config.get("name", cls.__name__))
+        return kwargs
+
+    @staticmethod
+    def _instantiate_prompt(prompt_config: Any):
+        if isinstance(prompt_config, dict) and prompt_config.get("_target_"):
+            return instantiate(prompt_config)
+        return prompt_config
+
+    # ~~~ State ~~~
+    def set_up_flow_state(self):
+        super().set_up_flow_state()
+        self.flow_state["previous_messages"] = []
+
+    def _is_conversation_initialized(self) -> bool:
+        return bool(self.flow_state.get("system_message"))
+
+    def get_interface_description(self):
+        key = "input_interface_initialized" if self._is_conversation_initialized() else "input_interface_non_initialized"
+        return {"input": self.flow_config[key], "output": self.flow_config["output_interface"]}
+
+    # ~~~ Messages ~~~
+    def _where(self) -> str:
+        return current_flow_path() or self.flow_config["name"]
+
+    def _render_system_message(self, input_data: Dict[str, Any]) -> str:
+        return self.system_message_prompt_template.render_from(input_data, self._where())
+
+    def _render_user_message(self, input_data: Dict[str, Any]) -> str:
+        template = (self.human_message_prompt_template if self._is_conversation_initialized()
+                    else self.init_human_message_prompt_template)
+        return template.render_from(input_data, self._where())
+
+    def _window(self, messages: List[dict], keep_last: bool = False) -> List[dict]:
+        """The user/assistant messages sent: the first ``first_k`` and the last ``last_k`` (both null: all);
+        with ``keep_last``, the last message (the new user message) in any case."""
+        window = self.flow_config.get("previous_messages") or {}
+        first_k, last_k = window.get("first_k"), window.get("last_k")
+        if first_k is None and last_k is None:
+            return list(messages)
+        keep = set(range(min(first_k or 0, len(messages))))
+        if last_k:
+            keep |= set(range(max(0, len(messages) - last_k), len(messages)))
+        if keep_last and messages:
+            keep.add(len(messages) - 1)
+        return [messages[i] for i in sorted(keep)]
+
+    def _log_chat_message(self, role: str, content: str) -> None:
+        self._log_message(UpdateMessage_ChatMessage(created_by=self.flow_config["name"],
+                                                    updated_flow=self.flow_config["name"], role=role,
+                                                    content=content), private=True)
+
+    def prepare_turn(self, input_data: Dict[str, Any]) -> str:
+        """Render (or refresh) the system prompt and return this turn's user message.
+
+        Nothing is stored until ``commit_turn``: a turn whose LLM call fails leaves the chat as it was.
+        """
+        user_message = self._render_user_message(input_data)
+        self._pending_input = input_data
+        self._fitted_user_message = None
+        self._pending_system_message = self.flow_state.get("system_message")
+        self._system_from_input = not self._is_conversation_initialized() or bool(
+            self.flow_config.get("refresh_system_prompt"))
+        if self._system_from_input:
+            self._pending_system_message = self._render_system_message(input_data)
+        return user_message
+
+    def commit_turn(self, user_message: str, reply: str) -> None:
+        """Keep the exchange (the user message as it was sent, if it had to be shortened to fit the context window);
+        drop what no future window can contain, so the state does not grow without bound."""
+        if self._fitted_user_message is not None:
+            user_message, self._fitted_user_message = self._fitted_user_message, None
+        self._pending_input = None
+        if self._pending_system_message != self.flow_state.get("system_message"):
+            self.flow_state["system_message"] = self._pending_system_message
+            self._log_chat_message("system", self._pending_system_message)
+        messages = self.flow_state["previous_messages"] + [
+            {"role": "user", "content": user_message},
+            {"role": "assistant", "content": reply},
+        ]
+        window = self.flow_config.get("previous_messages") or {}
+        if window.get("first_k") is not None or window.get("last_k") is not None:
+            messages = self._window(messages)
+        self.flow_state["previous_messages"] = messages
+        self._log_chat_message("user", user_message)
+        self._log_chat_message("assistant", reply)
+
+    # ~~~ The LLM call ~~~
+    def response_format(self, dialect: str) -> Optional[dict]:
+        """The ``response_format`` to send in ``dialect`` (``json_schema`` or ``json_object``), or None for free text.
+
+        A plain chat answers in free text; the controller returns the schema of its commands.
+        """
+        return None
+
+    def _server(self) -> ServerSettings:
+        if self._server_settings is None:
+            self._server_settings = server_settings(self.backend)
+        return self._server_settings
+
+    def call_llm(self, messages: List[dict]) -> str:
+        """Send ``messages``; retry transient errors; count tokens and cost; return the reply's text.
+
+        Before the call: the run's budget is checked, and a prompt that would not fit the model's context window
+        with its reply has been shortened (``messages_for``). The reply's ``response_format`` is the chat's
+        ``structured_output``; with ``auto``, a server that rejects a format is asked again one level down, once,
+        and keeps that level. A server whose overflow error says its real context window is smaller than assumed
+        is asked again once with a prompt that fits it.
+        """
+        where = self._where()
+        for _ in range(4):  # at most two format downgrades and one learned context window
+            check_budget(where)
+            try:
+                return self._call_once(messages, where)
+            except LLMCallError as error:
+                if self._downgrade_structured_output(error, where):
+                    continue
+                if messages is self._built_messages and self._learn_context_window(error, where):
+                    messages = self.messages_for(*self._build_args)
+                    continue
+                raise
+        raise LLMCallError(f"{where}: the server kept rejecting the request", flow=where)  # pragma: no cover
+
+    def _call_once(self, messages: List[dict], where: str) -> str:
+        server = self._server()
+        params: Dict[str, Any] = {}
+        max_tokens = self._fitted_max_tokens if messages is self._built_messages else None
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        level = self._structured_level()
+        response_format = self._response_format_for(level)
+        if response_format is not None:
+            params["response_format"] = response_format
+        request_timeout = self.backend_param("request_timeout")
+        deadline = self.retry_policy.call_deadline
+        budget = get_run_budget()
+        remaining = budget.remaining_time() if budget is not None else None
+        if remaining is not None:
+            deadline = max(1.0, min(deadline, remaining)) if deadline else max(1.0, remaining)
+        started = time.monotonic()
+
+        def once() -> str:
+            call_params = dict(params)
+            if request_timeout and deadline:  # an attempt never outlives the call's deadline
+                left = deadline - (time.monotonic() - started)
+                call_params["request_timeout"] = min(float(request_timeout), max(1.0, left))
+            take_response_info()
+            content = reply_content(self.backend(messages=messages, **call_params))
+            if content is None:
+                raise MalformedReply("the backend returned no message content")
+            return content
+
+        def on_retry(attempt: int, delay: float, info) -> None:
+            get_console().line("warning", f"{where}: {info.reason}; retrying in {delay:.1f}s "
+                                          f"(attempt {attempt + 1} of {self.retry_policy.max_attempts})")
+
+        try:
+            with get_console().working(f"{where} is waiting for the LLM"):
+                reply, retries = call_with_retries(once, self.retry_policy, where, on_retry=on_retry,
+                                                   deadline=deadline, provider=server.provider())
+        except LLMCallError as error:
+            if budget is not None and (budget.remaining_time() or 1.0) <= 0:
+                check_budget(where)  # the call was cut short by the run's max_time: the budget stops the run
+            if response_format is not None and level != "auto" and self._rejects_format(error) \
+                    and self.flow_config.get("structured_output", "auto") != "auto":
+                raise LLMCallError(f"{error} (structured_output is {level}: set it to auto to let Jarvis find "
+                                   "what the server accepts, or to off)", flow=where, cause=error.cause) from error
+            raise
+        info = take_response_info()
+        self.last_finish_reason = info.finish_reason if info is not None else None
+        if info is not None and info.prompt_tokens is not None and info.completion_tokens is not None:
+            prompt_tokens, completion_tokens, reported = info.prompt_tokens, info.completion_tokens, True
+        else:
+            prompt_tokens, completion_tokens, reported = count_message_tokens(messages), count_tokens(reply), False
+        USAGE.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
+                     model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
+        if self.flow_config.get("show_replies"):
+            get_console().show("llm", f"{where} replied:", reply)
+        return reply
+
+    # ~~~ Structured output ~~~
+    def _structured_level(self) -> str:
+        """The format this call asks for: ``json_schema``, ``json_object`` or ``off``."""
+        if self._free_text is None:  # whether the chat has a reply schema does not change: asked once
+            self._free_text = self.response_format("json_object") is None
+        if self._free_text:
+            return "off"  # a free-text chat
+        mode = str(self.flow_config.get("structured_output") or "auto")
+        if mode not in STRUCTURED_OUTPUT_MODES:
+            raise ConfigurationError(f"{self.flow_config['name']}: structured_output must be one of "
+                                     f"{', '.join(STRUCTURED_OUTPUT_MODES)}, not {mode!r}")
+        if mode != "auto":
+            return mode
+        return self._server().structured_output
+
+    def _response_format_for(self, level: str) -> Optional[dict]:
+        if level == "off":
+            return None
+        response_format = self.response_format(level)
+        if response_format and level == "json_object" and self._server().official:
+            return {"type": "json_object"}  # OpenAI's and Azure's json_object takes no schema
+        return response_format
+
+    @staticmethod
+    def _rejects_format(error: LLMCallError) -> bool:
+        """A 400/422 whose message names ``response_format`` or the schema: the server does not take the format.
+        (llama-cpp-python's server says it with a 500 and a validation error, which llm_errors classifies as a bad
+        request.)"""
+        info = getattr(error, "info", None)
+        status = getattr(info, "status", None)
+        detail = f"{getattr(info, 'detail', '')} {error}"
+        rejected = status in (400, 422) or (status is not None and getattr(info, "kind", None) == "bad_request")
+        return rejected and bool(_FORMAT_REJECTION.search(detail))
+
+    def _downgrade_structured_output(self, error: LLMCallError, where: str) -> bool:
+        """With ``structured_output: auto``, after a server rejected the format: one level down, kept for the run."""
+        if str(self.flow_config.get("structured_output") or "auto") != "auto" or not self._rejects_format(error):
+            return False
+        server = self._server()
+        level = server.structured_output
+        if level == "off":
+            return False
+        lower = STRUCTURED_LEVELS[STRUCTURED_LEVELS.index(level) + 1]
+        server.structured_output = lower
+        what = f"response_format {lower}" if lower != "off" else "no response_format (replies are read leniently)"
+        get_console().line("warning", f"{server.label} does not accept response_format {level}; "
+                                      f"asking again with {what}, for the rest of the run.")
+        return True
+
+    # ~~~ Prompts that fit the context window ~~~
+    def _context_window(self) -> int:
+        server = self._server()
+        if server.context_window:
+            return server.context_window
+        configured = self.flow_config.get("context_window")
+        if configured:
+            return int(configured)
+        known = model_info(server.model).context_window
+        if known:
+            return known
+        server.note_assumed_context_window(int(self.flow_config.get("default_context_window") or 8192))
+        return server.assumed_context_window
+
+    def backend_param(self, name: str) -> Any:
+        """A litellm parameter (``max_tokens``, ``request_timeout``) as the backend was built with it (a factory may
+        have set another value than the config, e.g. ``with_api_infos(..., max_tokens=N)``), else the config's."""
+        params = getattr(unwrap_backend(self.backend), "params", None)
+        value = params.get(name) if isinstance(params, dict) else None
+        if value is None:
+            config = self.flow_config.get("backend")
+            value = config.get(name) if isinstance(config, dict) else None
+        return value
+
+    def reply_tokens(self) -> int:
+        """The reply's ``max_tokens`` (1024 if neither the backend nor the config says)."""
+        return int(self.backend_param("max_tokens") or 1024)
+
+    def _learn_context_window(self, error: LLMCallError, where: str) -> bool:
+        """A server said the prompt is too long and how long its window really is: keep that and fit again, once."""
+        info = getattr(error, "info", None)
+        if getattr(info, "kind", None) != "context_window":
+            return False
+        window = context_window_from_error(f"{getattr(info, 'detail', '')} {error}")
+        server = self._server()
+        if not window or window >= self._context_window() or server.context_window == window:
+            return False
+        server.context_window = window
+        get_console().line("warning", f"{server.label} has a context window of {window} tokens; prompts are "
+                                      f"shortened to fit it from now on (--context-window {window} says it at start).")
+        return True
+
+    def messages_for(self, user_message: str, extra: Optional[List[dict]] = None) -> List[dict]:
+        """System prompt + window over (previous messages + this user message) + ``extra`` (e.g. corrections).
+
+        If the prompt and the reply's ``max_tokens`` would not fit the model's context window, the inputs named in
+        ``shrinkable_inputs`` are shortened (log entries oldest first, other texts keeping head and tail) and the
+        prompts rendered again; then the earlier messages of the window; then the reply's ``max_tokens`` is lowered
+        down to ``min_reply_tokens``. A prompt that still does not fit is not sent: ContextOverflow says what to do.
+        """
+        self._build_args = (user_message, extra)
+        messages, max_tokens = fit_to_context(self, user_message, list(extra or []))
+        self._built_messages, self._fitted_max_tokens = messages, max_tokens
+        return messages
+
+    def _assemble(self, system_message: str, user_message: str, extra: List[dict],
+                  earlier_limit: Optional[int] = None) -> List[dict]:
+        conversation = self._window(self.flow_state["previous_messages"] + [{"role": "user", "content": user_message}],
+                                    keep_last=True)
+        if earlier_limit is not None:
+            conversation = [dict(m, content=shorten(m["content"], earlier_limit)) for m in conversation[:-1]] \
+                + conversation[-1:]
+        return [{"role": "system", "content": system_message}] + conversation + extra
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        user_message = self.prepare_turn(input_data)
+        reply = self.call_llm(self.messages_for(user_message))
+        self.commit_turn(user_message, reply)
+        return {"api_output": reply}

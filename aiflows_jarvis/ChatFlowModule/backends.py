@@ -1,0 +1,289 @@
+"""The backend seam: how a chat flow gets its LLM backend.
+
+By default a ChatAtomicFlow builds the backend its config names (``backend._target_``, normally aiflows'
+LiteLLMBackend). A process-wide *factory* can replace that for every chat flow at once, without touching configs:
+tests install a scripted backend, ``--replay`` a transcript player, and ``with_api_infos`` builds the configured
+backend with given ``api_infos``. *Wrappers* (e.g. the ``--record`` recorder) wrap whatever backend was built.
+
+aiflows' LiteLLMBackend returns only the messages: the API's ``usage``, ``finish_reason`` and model are lost. A config
+naming it gets :class:`UsageLiteLLMBackend` instead (same constructor, same return value), which also records a
+:class:`ResponseInfo` for each completion; the caller takes it with :func:`take_response_info` right after the call
+(per thread, so wrappers need do nothing; backends that know nothing of it leave None).
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+from aiflows_jarvis.CoreFlowModule import ConfigurationError
+from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
+from aiflows_jarvis.CoreFlowModule.terminal import without_lone_surrogates
+
+LITELLM_BACKEND = "aiflows.backends.llm_lite.LiteLLMBackend"
+USAGE_BACKEND = f"{__name__}.UsageLiteLLMBackend"
+
+BackendFactory = Callable[[Dict[str, Any], str], Any]
+BackendWrapper = Callable[[Any, str], Any]
+
+_factory: Optional[BackendFactory] = None
+_wrappers: List[BackendWrapper] = []
+
+
+def set_backend_factory(factory: Optional[BackendFactory]) -> Optional[BackendFactory]:
+    """Make every chat flow built from now on get its backend from ``factory(backend_config, flow_name)``."""
+    global _factory
+    previous, _factory = _factory, factory
+    return previous
+
+
+def add_backend_wrapper(wrapper: BackendWrapper) -> None:
+    """Wrap every backend built from now on: ``wrapper(backend, flow_name) -> backend``."""
+    _wrappers.append(wrapper)
+
+
+def remove_backend_wrapper(wrapper: BackendWrapper) -> None:
+    if wrapper in _wrappers:
+        _wrappers.remove(wrapper)
+
+
+@contextmanager
+def backend_factory(factory: Optional[BackendFactory]):
+    previous = set_backend_factory(factory)
+    try:
+        yield factory
+    finally:
+        set_backend_factory(previous)
+
+
+# ~~~ What a completion said besides its text ~~~
+@dataclass
+class ResponseInfo:
+    """The API's account of one completion: token usage (None when the server did not report it), why the reply
+    ended (``"stop"``, ``"length"``: cut by ``max_tokens``, ...; None if unknown) and the model that answered."""
+
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    finish_reason: Optional[str] = None
+    model: Optional[str] = None
+
+    @property
+    def has_usage(self) -> bool:
+        return self.prompt_tokens is not None and self.completion_tokens is not None
+
+
+_last = threading.local()
+
+
+def record_response_info(info: Optional[ResponseInfo]) -> None:
+    """Keep ``info`` as this thread's last completion (a backend calls it after each successful completion)."""
+    _last.info = info
+
+
+def take_response_info() -> Optional[ResponseInfo]:
+    """This thread's last recorded completion info, cleared; None if the backend recorded none since the last take."""
+    info = getattr(_last, "info", None)
+    _last.info = None
+    return info
+
+
+def _field(obj: Any, key: str) -> Any:
+    """``obj[key]`` or ``obj.key`` (litellm objects and plain dicts alike), None if absent."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(key)
+    try:
+        return getattr(obj, key, None)
+    except Exception:  # noqa: BLE001 - an odd object has no such field
+        return None
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _usage_of(response: Any) -> tuple:
+    """(prompt_tokens, completion_tokens) from a response's ``usage``, (None, None) if the server sent none.
+
+    litellm 1.0.0's Usage drops zero counts (``if prompt_tokens: ...``): a usage with some counts means the missing
+    ones were 0.
+    """
+    usage = _field(response, "usage")
+    counts = [_int_or_none(_field(usage, key)) for key in ("prompt_tokens", "completion_tokens", "total_tokens")]
+    prompt, completion, total = counts
+    if prompt is None and completion is None and total is None:
+        return None, None
+    if prompt is None:
+        prompt = max(0, (total or 0) - (completion or 0))
+    if completion is None:
+        completion = max(0, (total or 0) - prompt) if total is not None else 0
+    return prompt, completion
+
+
+def _first_choice_finish_reason(response: Any) -> Optional[str]:
+    choices = _field(response, "choices") or []
+    for choice in choices:
+        if _int_or_none(_field(choice, "index")) in (None, 0):
+            reason = _field(choice, "finish_reason")
+            return str(reason) if reason else None
+    return None
+
+
+def response_info_of(response: Any) -> ResponseInfo:
+    """The ResponseInfo of a non-streamed completion (a litellm ModelResponse or a plain dict)."""
+    prompt, completion = _usage_of(response)
+    model = _field(response, "model")
+    return ResponseInfo(prompt, completion, _first_choice_finish_reason(response), str(model) if model else None)
+
+
+class _StreamWatcher:
+    """Passes a stream's chunks through and notes the model and the first choice's finish_reason.
+
+    The *first* finish_reason is kept: litellm 1.0.0 appends a chunk of its own with ``finish_reason="stop"`` after
+    the server's last one, which would hide a ``"length"``.
+    """
+
+    def __init__(self, chunks: Any):
+        self._chunks = chunks
+        self.finish_reason: Optional[str] = None
+        self.model: Optional[str] = None
+        self.prompt_tokens: Optional[int] = None
+        self.completion_tokens: Optional[int] = None
+
+    def __iter__(self):
+        for chunk in self._chunks:
+            if self.model is None and _field(chunk, "model"):
+                self.model = str(_field(chunk, "model"))
+            if self.finish_reason is None:
+                self.finish_reason = _first_choice_finish_reason(chunk)
+            prompt, completion = _usage_of(chunk)  # a server sending usage in its last chunk (stream_options)
+            if prompt is not None:
+                self.prompt_tokens, self.completion_tokens = prompt, completion
+            yield chunk
+
+    def info(self) -> ResponseInfo:
+        return ResponseInfo(self.prompt_tokens, self.completion_tokens, self.finish_reason, self.model)
+
+
+_usage_backend_class = None
+
+
+def usage_litellm_backend_class():
+    """The class UsageLiteLLMBackend, built on first use: aiflows' llm_lite imports litellm, which must be imported
+    offline (``import_litellm``) and not when this module is."""
+    global _usage_backend_class
+    if _usage_backend_class is not None:
+        return _usage_backend_class
+    from aiflows_jarvis.CoreFlowModule.offline import import_litellm
+
+    import_litellm()
+    from aiflows.backends import llm_lite
+
+    class UsageLiteLLMBackend(llm_lite.LiteLLMBackend):
+        """aiflows' LiteLLMBackend (same constructor, same return value) that records each completion's
+        :class:`ResponseInfo` (usage, finish_reason, model) for :func:`take_response_info`."""
+
+        def _call(self, **kwargs):
+            merged_params = {**self.params, **kwargs}
+            if self.embeddings_call:
+                return super()._call(**kwargs)
+            # through the module attribute, so whoever patches llm_lite.completion (the tests' guards) is obeyed
+            response = llm_lite.completion(**merged_params)
+            if merged_params.get("stream", None):
+                watcher = _StreamWatcher(response)
+                messages = llm_lite.merge_streams(watcher, n_chat_completion_choices=kwargs.get("n", 1))
+                info = watcher.info()
+            else:
+                messages = [choice["message"] for choice in response["choices"]]
+                info = response_info_of(response)
+            if info.model is None:
+                info.model = str(merged_params.get("model")) if merged_params.get("model") else None
+            record_response_info(info)
+            return messages
+
+    UsageLiteLLMBackend.__module__ = __name__
+    UsageLiteLLMBackend.__qualname__ = "UsageLiteLLMBackend"
+    _usage_backend_class = UsageLiteLLMBackend
+    return UsageLiteLLMBackend
+
+
+def __getattr__(name: str) -> Any:
+    # ``from ...backends import UsageLiteLLMBackend`` (and hydra's ``_target_``) build the class on demand.
+    if name == "UsageLiteLLMBackend":
+        return usage_litellm_backend_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ~~~ Building backends ~~~
+def _api_infos_missing(api_infos: Any) -> bool:
+    if api_infos is None or api_infos == "???":
+        return True
+    return isinstance(api_infos, (list, tuple)) and (not api_infos or any(a == "???" for a in api_infos))
+
+
+def instantiate_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
+    """Build the backend a config names (no factory, no wrappers); clear errors name the flow and the key."""
+    if not isinstance(backend_config, dict) or not backend_config.get("_target_"):
+        raise ConfigurationError(f"{flow_name}: `backend` must be a dict with a `_target_`")
+    if _api_infos_missing(backend_config.get("api_infos")):
+        raise ConfigurationError(
+            f"{flow_name}: backend.api_infos is not set. Fill it with "
+            "quick_load(cfg, [ApiInfo(backend_used='openai', api_key=...)]) or pass "
+            "backend={'api_infos': [...]} when instantiating."
+        )
+    target = backend_config["_target_"]
+    if target.startswith("aiflows.backends") or target.startswith("litellm") or target == USAGE_BACKEND:
+        from aiflows_jarvis.CoreFlowModule.offline import import_litellm
+
+        import_litellm()
+    if target == LITELLM_BACKEND:  # same constructor; also keeps the API's usage and finish_reason
+        usage_litellm_backend_class()
+        backend_config = {**backend_config, "_target_": USAGE_BACKEND}
+    try:
+        return instantiate(backend_config, recursive=True)
+    except Exception as error:  # hydra wraps the real error; say which flow and which target
+        cause = error.__cause__ or error
+        raise ConfigurationError(f"{flow_name}: cannot build the backend {target}: {cause}") from error
+
+
+def build_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
+    backend = _factory(backend_config, flow_name) if _factory is not None else instantiate_backend(backend_config, flow_name)
+    for wrapper in _wrappers:
+        backend = wrapper(backend, flow_name)
+    return backend
+
+
+def with_api_infos(api_infos: List[Any], only_missing: bool = False, **overrides: Any) -> BackendFactory:
+    """A factory building each flow's configured backend with ``api_infos`` (and ``overrides``, e.g. a
+    ``model_name``) filled in; with ``only_missing``, ``api_infos`` a config already sets are kept."""
+
+    def factory(backend_config: Dict[str, Any], flow_name: str) -> Any:
+        config = copy.deepcopy(backend_config)
+        if not only_missing or _api_infos_missing(config.get("api_infos")):
+            config["api_infos"] = list(api_infos)
+        config.update(overrides)
+        return instantiate_backend(config, flow_name)
+
+    return factory
+
+
+def unwrap_backend(backend: Any) -> Any:
+    """The backend a chain of wrappers (``.inner``: the recorder, ...) was built around."""
+    for _ in range(10):
+        if not hasattr(backend, "inner"):
+            break
+        backend = backend.inner
+    return backend
+
+
+def reply_content(replies: Any) -> Optional[str]:
+    """The text of the first reply a backend returned (LiteLLMBackend gives litellm Messages; others dicts), or None;
+    lone surrogates (a JSON body can escape one) replaced, so that logs, requests and the terminal can take it."""
+    if not replies:
+        return None
+    first = replies[0]
+    content = first.get("content") if hasattr(first, "get") else getattr(first, "content", None)
+    return None if content is None else without_lone_surrogates(str(content))

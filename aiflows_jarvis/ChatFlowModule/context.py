@@ -1,0 +1,126 @@
+"""Prompts that fit: a chat's prompt plus its reply's ``max_tokens`` within the model's context window.
+
+The memory injected into prompts (logs, the code library, the last result, the plan) is read within character
+budgets, but a model with a small window (a local server started with ``--n_ctx 4096``) or a long library can still
+overflow it. Before each call the prompt is counted (cl100k, with a margin for other tokenizers; a prompt with fewer
+UTF-8 bytes than the room it has fits whatever the tokenizer says, so the tokenizer is loaded only for a prompt that
+may not) and, if it does not fit, shortened in this order:
+
+1. the inputs named in the chat's ``shrinkable_inputs``, in that order: log entries oldest first (a line says how
+   many were left out), other texts halved keeping their head and tail, down to ``min_input_chars``;
+2. the earlier messages of the chat's window (the last reply, kept short);
+3. the reply's ``max_tokens``, down to ``min_reply_tokens``.
+
+A prompt that still does not fit is never sent: ``ContextOverflow`` says how long it is and what to do.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from aiflows_jarvis.CoreFlowModule import LLMCallError, get_console
+from aiflows_jarvis.CoreFlowModule.memory import shorten, split_log_entries
+from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, message_tokens_at_most
+
+DEFAULT_SHRINKABLE = ("logs", "code_library", "result", "last_result", "feedback", "plan")
+
+
+class ContextOverflow(LLMCallError):
+    """The prompt does not fit the model's context window even shortened: it is not sent."""
+
+
+def margin(window: int) -> int:
+    """Tokens kept free: cl100k counts are estimates, and other models' tokenizers differ (about 10%)."""
+    return max(32, window // 10)
+
+
+def shrink_logs(text: str) -> Optional[str]:
+    """The logs with the older half of their entries left out (a line says how many), or None if one entry is left."""
+    entries = split_log_entries(text)
+    if len(entries) <= 1:
+        return None
+    keep = entries[len(entries) // 2:]
+    left_out = keep[0][0] - 1
+    return f"[{left_out} earlier entries are left out to fit the model's context window]\n" + \
+        "\n".join(entry for _, entry in keep)
+
+
+def shrink_text(text: str, floor: int) -> Optional[str]:
+    """``text`` halved (head and tail kept), or None when it is already at ``floor`` characters or fewer."""
+    if len(text) <= floor:
+        return None
+    smaller = shorten(text, max(floor, len(text) // 2))
+    return smaller if len(smaller) < len(text) else None  # the "[... cut ...]" line must not make it grow
+
+
+def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[List[dict], Optional[int]]:
+    """The messages to send for this turn, and the reply's ``max_tokens`` if it had to be lowered (else None).
+
+    ``flow`` is a ChatAtomicFlow that prepared the turn (``prepare_turn``): its pending input and system message.
+    Updates the flow's pending system message and fitted user message when they were shortened.
+    """
+    config = flow.flow_config
+    system = flow._pending_system_message
+    messages = flow._assemble(system, user_message, extra)
+    if config.get("fit_to_context") is False:
+        return messages, None
+    window = flow._context_window()
+    reply_tokens = flow.reply_tokens()
+    budget = window - reply_tokens - margin(window)
+    if message_tokens_at_most(messages) <= budget:  # fits for sure: no need to load the tokenizer
+        return messages, None
+    tokens = count_message_tokens(messages)
+    if tokens <= budget:
+        return messages, None
+
+    first_tokens = tokens
+    data: Dict[str, Any] = dict(flow._pending_input or {})
+    floor = int(config.get("min_input_chars") or 200)
+    shortened: List[str] = []
+    for key in config.get("shrinkable_inputs") or DEFAULT_SHRINKABLE:
+        while tokens > budget and isinstance(data.get(key), str):
+            smaller = shrink_logs(data[key]) if key == "logs" else None
+            smaller = smaller if smaller is not None else shrink_text(data[key], floor)
+            if smaller is None:
+                break
+            data[key] = smaller
+            if key not in shortened:
+                shortened.append(key)
+            if flow._system_from_input:
+                system = flow._render_system_message(data)
+            user_message = flow._render_user_message(data)
+            messages = flow._assemble(system, user_message, extra)
+            tokens = count_message_tokens(messages)
+    for limit in (2000, 500):
+        if tokens <= budget:
+            break
+        messages = flow._assemble(system, user_message, extra, earlier_limit=limit)
+        tokens = count_message_tokens(messages)
+        if "earlier messages" not in shortened:
+            shortened.append("earlier messages")
+
+    flow._pending_system_message = system
+    flow._fitted_user_message = user_message
+    where = flow._where()
+    max_tokens = None
+    if tokens > budget:
+        room = window - margin(window) - tokens
+        minimum = int(config.get("min_reply_tokens") or 256)
+        if room < minimum:
+            server = flow._server()
+            raise ContextOverflow(
+                f"{where}: the prompt ({tokens} tokens, shortened from {first_tokens}) and a reply of at least "
+                f"{minimum} tokens do not fit {server.label}'s context window of {window} tokens, so it was not "
+                f"sent. {overflow_advice(server)}", flow=where)
+        max_tokens = room
+        shortened.append(f"the reply's max_tokens ({reply_tokens} -> {room})")
+    if config.get("announce_fitting", True):
+        get_console().line("info", f"{where}: the prompt was {first_tokens} tokens; shortened to {tokens} to fit the "
+                                   f"context window of {window} (shortened: {', '.join(shortened)}).")
+    return messages, max_tokens
+
+
+def overflow_advice(server: Any) -> str:
+    """What to do about a prompt too long for the model, for this kind of server."""
+    from aiflows_jarvis.CoreFlowModule.llm_errors import context_window_advice
+
+    return context_window_advice(server.provider())

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Dict, List, Optional
+
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
+from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, get_console
+from aiflows_jarvis.CoreFlowModule.memory import shorten
+from aiflows_jarvis.CoreFlowModule.usage import USAGE
+
+from .commands import InvalidReply, commands_from_config, example_reply, read_command, render_commands, reply_schema
+
+
+# An invalid reply is shown back to the model with its correction, cut to this many characters (head and tail): a
+# server that ignores max_tokens can send 100 KB of nonsense, which would otherwise travel in every retry.
+ECHOED_REPLY_CHARS = 4000
+
+
+class ControllerAtomicFlow(ChatAtomicFlow):
+    """The controller of every boss: an LLM that picks the next command and its arguments.
+
+    Its commands come from the YAML (`commands`) and are rendered into the system prompt together with what the
+    boss knows: the goal, the plan and where it is stored, the logs of what was done, and (where configured) the code
+    library. The system prompt is re-rendered on every call, so this memory is always current, while a sliding
+    window keeps only the last messages of the chat.
+
+    The reply must be one JSON object `{"command": ..., "command_args": {...}}`; the protocol is in every prompt
+    (`reply_format_instructions`). Where the chat's `structured_output` allows, the request also carries a
+    `response_format` generated from the commands (`reply_schema`), so a server that supports it can only produce
+    a command: `json_schema` is OpenAI's strict form (an object at the root, `command` an enum of the names,
+    `command_args` an `anyOf` of one closed object per command with every argument required, optional ones
+    nullable; reading checks that command and arguments belong together); `json_object` carries the exact schema
+    (`oneOf` one variant per command, `command` fixed to its name, exactly its arguments). Argument types come from
+    `arg_types` (string unless declared).
+
+    A reply is read leniently before anything is sent back: one command object wrapped in a code fence, surrounded
+    by prose, written as a Python dict (single quotes, True/False/None) or with trailing commas, an invalid escape
+    in a string (a regex's backslash), `command_args` sent as JSON text, near-miss keys (`args`, `{"finish": {...}}`,
+    arguments beside `command`), a number where a string is declared, null optional arguments: all are accepted,
+    and each repair is counted (`USAGE.record_repair`), not corrected. A reply that is ambiguous or wrong (no JSON,
+    two objects or the same one twice, a cut-off object, an unknown command, a missing or extra argument, a value of
+    the wrong type) is answered with a correction saying exactly what was wrong, and asked again, at most
+    `max_corrections` times; then the flow returns `controller_error` and the boss stops with a clear status. A
+    reply cut by `max_tokens` is told so, and asked for a shorter command. What a correction quotes of the reply (a
+    command name, a key) is cut to 80 characters, and the invalid reply shown back with it to `ECHOED_REPLY_CHARS`.
+    Failed attempts are not kept in the chat history; a repaired reply is kept in its canonical JSON form.
+
+    *Configuration Parameters*:
+    - `commands` (dict): `name: {description, input_args, optional_args, arg_types}`; `arg_types` maps an argument
+      to its JSON-Schema type (string, integer, number, boolean, array, object; string when not declared). The
+      boss's executor has one branch per command, plus `finish`.
+    - `max_corrections` (int): how many invalid replies are corrected before giving up.
+    - `correction_message_prompt_template` (dict): the correction sent after an invalid reply (variables:
+      `problem`, `commands`, `example`).
+    - `reply_format_instructions` (str): the protocol, appended to every system prompt.
+    - `opening_command` (dict or null): `{command, command_args}` issued on the first call without asking the LLM
+      (argument values are Jinja templates over the input), e.g. a plan writer always starts with `write_plan`.
+    - the ChatAtomicFlow parameters (`backend`, prompt templates, `previous_messages`, `retry`, ...); the system
+      prompt gets `commands` and `plan_file_location` (from `memory_files.plan`) besides the input.
+
+    *Input Interface Non Initialized*: `goal` and the memory (`plan`, `logs`, `memory_files`, ...).
+
+    *Input Interface Initialized*: `result` (of the last command) and the memory.
+
+    *Output Interface*:
+    - `command` (str), `command_args` (dict); on giving up, `controller_error` (str) instead.
+    """
+
+    def __init__(self, commands, **kwargs):
+        super().__init__(**kwargs)
+        self.commands = commands
+        rendered = render_commands(commands)
+        self.system_message_prompt_template = self.system_message_prompt_template.partial(commands=rendered)
+        self._response_formats: Dict[str, dict] = {}
+        self.correction_prompt = StrictJinjaPrompt.from_prompt(
+            self.flow_config.get("correction_message_prompt_template")
+            or {"template": "Your reply could not be used: {{problem}}", "input_variables": ["problem"]}
+        )
+
+    @classmethod
+    def _constructor_kwargs(cls, flow_config: Dict[str, Any]) -> Dict[str, Any]:
+        commands = commands_from_config(flow_config.get("commands"), flow_config.get("name", cls.__name__))
+        return {**super()._constructor_kwargs(flow_config), "commands": commands}
+
+    def _render_system_message(self, input_data: Dict[str, Any]) -> str:
+        prompt = super()._render_system_message(input_data)
+        instructions = self.flow_config.get("reply_format_instructions")
+        return f"{prompt}\n\n{instructions}" if instructions else prompt
+
+    def response_format(self, dialect: str) -> Optional[dict]:
+        """The schema of this controller's replies (see ``reply_schema``), generated once per dialect."""
+        if dialect not in self._response_formats:
+            self._response_formats[dialect] = reply_schema(self.commands, dialect)
+        return copy.deepcopy(self._response_formats[dialect])
+
+    def _template_data(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        data = dict(input_data)
+        memory_files = data.get("memory_files") or {}
+        if isinstance(memory_files, dict) and "plan_file_location" not in data:
+            data["plan_file_location"] = memory_files.get("plan", "(no plan file)")
+        return data
+
+    def _opening_command(self, data: Dict[str, Any]):
+        opening = self.flow_config.get("opening_command")
+        if not opening or self._is_conversation_initialized():
+            return None
+        args = {k: StrictJinjaPrompt(template=str(v)).format(**data) if isinstance(v, str) else v
+                for k, v in (opening.get("command_args") or {}).items()}
+        return opening["command"], args
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        data = self._template_data(input_data)
+        opening = self._opening_command(data)
+        user_message = self.prepare_turn(data)
+        if opening is not None:
+            command, args = opening
+            self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}))
+            return {"command": command, "command_args": args}
+
+        extra: List[dict] = []
+        max_corrections = int(self.flow_config.get("max_corrections", 3))
+        problem = ""
+        for attempt in range(max_corrections + 1):
+            reply = self.call_llm(self.messages_for(user_message, extra))
+            try:
+                command, args, repairs = read_command(reply, self.commands)
+            except InvalidReply as error:
+                problem = self._cut_off_problem() if self.last_finish_reason == "length" else str(error)
+                USAGE.record_correction(self._where())
+                get_console().line("warning", f"{self._where()}: invalid reply ({problem})"
+                                              + (" - asking again" if attempt < max_corrections else ""))
+                correction = self.correction_prompt.format(
+                    problem=problem, commands=", ".join(c.name for c in self.commands),
+                    example=example_reply(self.commands),
+                )
+                extra += [{"role": "assistant", "content": shorten(reply, ECHOED_REPLY_CHARS)},
+                          {"role": "user", "content": correction}]
+                continue
+            for kind in repairs:
+                USAGE.record_repair(self._where(), kind)
+            # A repaired reply is kept as the protocol wants it: the model sees its last move in the right form.
+            self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}) if repairs
+                             else reply)
+            return {"command": command, "command_args": args}
+        return {
+            "controller_error": f"the controller gave {max_corrections + 1} invalid replies in a row; "
+                                f"the last problem: {problem}",
+        }
+
+    def _cut_off_problem(self) -> str:
+        limit = f" ({self._fitted_max_tokens or self.reply_tokens()} tokens)"
+        return (f"Your reply was cut off at the max_tokens limit{limit} before the JSON object was complete. Reply "
+                "with a shorter command: for long code, split the work into several steps (one function or one "
+                "part of the script per command).")

@@ -1,0 +1,69 @@
+"""The optional sandbox of generated code (``sandbox: bwrap``): bubblewrap, with the workspace the only folder written.
+
+What it does: the code (the kernel, and shell commands) sees the whole file system read-only but the workspace (and a
+private, empty ``/tmp``); it has its own process namespace (it sees only its own processes: not the interpreter's,
+nor its environment in ``/proc``; all of them end when the sandbox's first process does) and, unless
+``sandbox_network: true``, no network. What it does not: hide files (what the user may read, the code may read: SSH
+keys, ``~/.netrc``, cloud credentials files), limit memory or CPU (see ``memory_limit_mb`` / ``cpu_time_s``), stop
+the code from damaging the workspace (the memory folder, ``library.py`` included), or contain a kernel exploit.
+``pip install`` in the sandbox fails (the environment is read-only): install packages before the run.
+"""
+from __future__ import annotations
+
+import shutil
+from typing import Iterable, List, Optional
+
+from aiflows_jarvis.CoreFlowModule.errors import ConfigurationError
+
+SANDBOXES = ("bwrap",)
+
+INSTALL_HINT = ("install bubblewrap (Debian, Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install "
+                "bubblewrap; Arch: sudo pacman -S bubblewrap) or set `sandbox: null` in the interpreter's "
+                "configuration")
+
+
+class SettingError(ConfigurationError, ValueError):
+    """A setting of the interpreter (the sandbox, a limit) that cannot be used: the message says which and why."""
+
+
+class SandboxUnavailable(ConfigurationError, RuntimeError):
+    """The configured sandbox cannot be used on this machine (the message says what to do)."""
+
+
+def sandbox_program(sandbox: Optional[str]) -> Optional[str]:
+    """The path of the program of ``sandbox`` (None: no sandbox); a clear error if it is unknown or not installed."""
+    if not sandbox:
+        return None
+    name = str(sandbox).strip().lower()
+    if name not in SANDBOXES:
+        raise SettingError(f"sandbox: {sandbox!r} is not a sandbox this interpreter knows: use "
+                         f"{' or '.join(SANDBOXES)}, or null for none.")
+    program = shutil.which("bwrap")
+    if program is None:
+        raise SandboxUnavailable(f"sandbox: bwrap needs bubblewrap (the `bwrap` program), which is not installed or "
+                                 f"not on PATH: {INSTALL_HINT}.")
+    return program
+
+
+def bwrap_command(program: str, workspace: str, writable: Iterable[str] = (), network: bool = False,
+                  die_with_parent: bool = False, env: Optional[dict] = None) -> List[str]:
+    """The bubblewrap command line that runs a command (appended after it) in the sandbox.
+
+    ``writable``: more folders written through (the interpreter's private folder: the kernel's sockets). The
+    ``env`` items are set inside. ``die_with_parent`` only for a single-threaded parent (the kernel's launcher):
+    bubblewrap's parent-death signal comes when the *thread* that started it ends, which would end the sandbox of a
+    command started from a thread that finished before it."""
+    command = [program, "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    if not network:
+        command.append("--unshare-net")
+    if die_with_parent:
+        command.append("--die-with-parent")
+    command += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for folder in [workspace, *writable]:
+        command += ["--bind", folder, folder]
+    settings = {"TMPDIR": "/tmp", "XDG_CACHE_HOME": "/tmp/.cache", "MPLCONFIGDIR": "/tmp/.matplotlib"}
+    settings.update(env or {})
+    for name, value in settings.items():
+        command += ["--setenv", name, str(value)]
+    command += ["--chdir", workspace, "--"]
+    return command

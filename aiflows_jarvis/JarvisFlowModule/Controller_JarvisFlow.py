@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
+
+
+class Controller_JarvisFlow(ControllerAtomicFlow):
+    """The controller of JarvisFlow: from the plan, the logs of previous commands and the last result (or the user's
+    feedback), it decides which executor to call next, or to finish.
+
+    *Configuration Parameters*:
+    - `commands` (dict): the commands it can call (name, description, input arguments), injected into the system
+      prompt: `Coder`, `ask_user`, `re_plan`, `update_plan`, `intermediate_answer`, `final_answer`, `finish`.
+    - `system_message_prompt_template` (dict): injected with the commands, the plan, the plan file's location, the
+      logs and the goal; refreshed on every call.
+    - `previous_messages` (dict): the sliding window (`last_k: 2`: its last command and the new result).
+
+    *Input Interface Non Initialized*:
+    - `goal` (str), `memory_files` (dict), `plan` (str), `logs` (str).
+
+    *Input Interface Initialized*:
+    - `result` (str): the result of the previous command; and `goal`, `memory_files`, `plan`, `logs`.
+
+    *Output Interface*:
+    - `command` (str), `command_args` (dict).
+    """

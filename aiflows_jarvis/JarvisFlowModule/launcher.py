@@ -1,0 +1,299 @@
+"""What a launcher of Jarvis needs: credentials from the environment, model names litellm 1.0.0 accepts, the
+configuration, the memory folder (a new run or a resumed one), and the clean-up of interpreters.
+
+`run_jarvis.py` is the command line built on these; they are importable for other launchers.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import time
+from typing import Any, Dict, Iterator, List, Optional
+
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError
+from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+from aiflows_jarvis.CoreFlowModule.memory import set_memory_files, shorten, sweep_temporary_files
+
+# When no configuration file is at hand (e.g. an install without the repository's configs/): Jarvis's own defaults.
+DEFAULT_FLOW_CONFIG = {"flow": {
+    "_target_": "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config", "name": "Jarvis"}}
+NO_KEY_PLACEHOLDER = "sk-no-key-needed"
+
+NO_CREDENTIALS_HELP = """\
+Jarvis needs an LLM, and none is configured. Either set an API key:
+  export OPENAI_API_KEY=sk-...            (OpenAI; --model picks the model, gpt-4 by default)
+  export AZURE_API_KEY=... AZURE_API_BASE=https://<resource>.openai.azure.com AZURE_API_VERSION=2023-07-01-preview
+                                          (Azure OpenAI; --model is your deployment name)
+or point Jarvis at an OpenAI-compatible server (vLLM, llama.cpp, Ollama, ...):
+  python run_jarvis.py --api-base http://localhost:8000/v1 --model <model name> "<goal>"
+To see Jarvis work without any LLM, replay the recorded demo: python run_jarvis.py --demo"""
+
+
+class MissingCredentials(JarvisError):
+    """No API key and no --api-base."""
+
+
+def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None) -> List[Any]:
+    """The ApiInfo to use, from ``--api-base`` and the usual environment variables; MissingCredentials if none."""
+    from aiflows.backends.api_info import ApiInfo
+
+    env = os.environ if environ is None else environ
+    if api_base:
+        return [ApiInfo(backend_used="openai", api_base=api_base.rstrip("/"),
+                        api_key=env.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER)]
+    if env.get("OPENAI_API_KEY"):
+        return [ApiInfo(backend_used="openai", api_key=env["OPENAI_API_KEY"],
+                        api_base=env.get("OPENAI_API_BASE") or None)]
+    azure_key = env.get("AZURE_API_KEY") or env.get("AZURE_OPENAI_API_KEY")
+    if azure_key:
+        base = env.get("AZURE_API_BASE") or env.get("AZURE_OPENAI_ENDPOINT")
+        if not base:
+            raise MissingCredentials("AZURE_API_KEY is set but AZURE_API_BASE is not: set it to your resource's "
+                                     "endpoint, e.g. https://<resource>.openai.azure.com")
+        return [ApiInfo(backend_used="azure", api_key=azure_key, api_base=base,
+                        api_version=env.get("AZURE_API_VERSION") or "2023-07-01-preview")]
+    raise MissingCredentials(NO_CREDENTIALS_HELP)
+
+
+def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = None) -> str:
+    """``model`` as litellm 1.0.0 accepts it.
+
+    litellm 1.0.0 knows only the models of late 2023 by bare name; any other name must carry its provider:
+    ``openai/<name>`` for OpenAI and OpenAI-compatible servers (litellm strips the prefix before sending), and
+    ``azure/<deployment>`` for Azure.
+    """
+    model = model.strip()
+    if backend_used == "azure":
+        return model if model.startswith("azure/") else f"azure/{model}"
+    if model.startswith("openai/"):
+        return model
+    if api_base:  # an OpenAI-compatible server: its names (e.g. meta-llama/Llama-3-8B) go through as they are
+        return f"openai/{model}"
+    from aiflows_jarvis.CoreFlowModule.offline import import_litellm
+
+    litellm = import_litellm()
+    provider = model.split("/", 1)[0] if "/" in model else ""
+    if provider in set(getattr(litellm, "provider_list", [])) - {"openai", "custom_openai"}:
+        # The key Jarvis found is OpenAI's (or Azure's): it must not be sent to another provider.
+        raise BadInputError(
+            f"--model {model}: Jarvis talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
+            f"{provider}, run an OpenAI-compatible proxy in front of it (e.g. `litellm --model {model}`) and pass "
+            "its address with --api-base.")
+    known = set(getattr(litellm, "open_ai_chat_completion_models", [])) | set(getattr(litellm, "model_cost", {}))
+    return model if model in known and "/" not in model else f"openai/{model}"
+
+
+def load_config(path: str) -> Dict[str, Any]:
+    """A top-level configuration: ``{flow: {_target_: ..., ...}}`` (see configs/jarvis.yaml)."""
+    from aiflows_jarvis.CoreFlowModule.config_cache import read_yaml
+
+    if not os.path.isfile(path):
+        raise BadInputError(f"No configuration file at {path}.")
+    try:
+        config = read_yaml(path)
+    except Exception as error:  # YAML or interpolation errors
+        raise BadInputError(f"{path} is not a valid configuration: {error}") from error
+    if not isinstance(config, dict) or not isinstance(config.get("flow"), dict) or "_target_" not in config["flow"]:
+        raise BadInputError(f"{path}: the configuration needs a `flow:` section with a `_target_`.")
+    return config
+
+
+def instantiate(config: Dict[str, Any], api_infos: List[Any], memory_dir: str, source: str = "The configuration"):
+    """Build the configuration's flow: ``quick_load`` fills every ``api_infos: ???`` with ``api_infos``, and
+    ``set_memory_files`` every ``memory_files: ???`` with files in ``memory_dir``. A ``_target_`` that does not build
+    a flow is refused first (``check_flow_targets``; ``source`` names the configuration in the message)."""
+    check_flow_targets(config, source)
+    from aiflows.utils.general_helpers import quick_load
+
+    from aiflows_jarvis.CoreFlowModule.instantiate import instantiate as build
+
+    config = copy.deepcopy(config)
+    quick_load(config, api_infos)
+    set_memory_files(config, memory_dir)
+    return build(config["flow"])
+
+
+def check_flow_targets(config: Dict[str, Any], source: str = "The configuration") -> None:
+    """BadInputError naming the key, the flow and the target when a ``_target_`` in a configuration's flows
+    (``flow`` and its ``subflows_config``, at any depth) does not build a flow: hydra would call a function or a
+    class that is not a flow, and the run would end in a traceback far from the mistake."""
+    from aiflows_jarvis.CoreFlowModule.config_tree import flow_target_problem, root_of, walk_config
+
+    for path, node, _ in walk_config(root_of(config)):
+        target = node.get("_target_")
+        if target is None or (isinstance(target, str) and target.startswith(".")):
+            continue  # the class default's, or relative to the parent's package (aiflows resolves it when building)
+        problem = flow_target_problem(target)
+        if problem:
+            key = ".".join(["flow"] + [f"subflows_config.{name}" for name in path.split("/")[1:]] + ["_target_"])
+            raise BadInputError(
+                f"{source}: `{key}` (the flow {path}) {problem}. A flow's `_target_` names the class's "
+                "instantiate_from_default_config, e.g. "
+                "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config.")
+
+
+def walk(flow: Any, path: str = "") -> Iterator[tuple]:
+    path = path or flow.flow_config.get("name", "flow")
+    yield path, flow
+    for name, sub in getattr(flow, "subflows", {}).items():
+        yield from walk(sub, f"{path}/{name}")
+
+
+def set_editor(flow: Any, command: str) -> int:
+    """Make every review step of a flow tree open ``command`` (e.g. ``code --wait``); returns how many."""
+    count = 0
+    for _, node in walk(flow):
+        if "open_editor" in node.flow_config:
+            node.flow_config["editor"] = command
+            count += 1
+    return count
+
+
+def set_chat_settings(flow: Any, **settings: Any) -> int:
+    """Set chat settings (``context_window``, ``structured_output``, ...) on every chat of a flow tree; settings
+    that are None are left as configured. Returns how many chats were changed."""
+    settings = {key: value for key, value in settings.items() if value is not None}
+    count = 0
+    for _, node in walk(flow):
+        if settings and "structured_output" in node.flow_config:  # the chats (ChatAtomicFlow and its subclasses)
+            node.flow_config.update(settings)
+            count += 1
+    return count
+
+
+def reset_server_settings() -> None:
+    """Forget what an earlier run in this process learned about LLM servers (formats, context windows)."""
+    from aiflows_jarvis.ChatFlowModule.servers import reset_servers
+
+    reset_servers()
+
+
+def close_interpreters(flow: Any) -> None:
+    for _, node in walk(flow):
+        close = getattr(node, "close", None)
+        if callable(close) and "workspace" in node.flow_config:
+            close()
+
+
+class MemoryLayout(dict):
+    """``{boss path: memory_files}`` as ``prepare_memory`` set it; ``archive`` is the folder the previous files were
+    moved to (None when there was nothing to move)."""
+
+    archive: Optional[str] = None
+
+
+def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False) -> MemoryLayout:
+    """Give each boss its memory files in ``memory_dir``.
+
+    A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
+    (nothing is deleted). The code library is kept: it is what Jarvis has learned, unless ``archive_library`` (the
+    demo, recorded with an empty library, replays from one) moves it there too. With ``resume`` everything is kept
+    and the top boss continues from its plan instead of writing a new one; the bosses below it continue the tasks
+    they were stopped in when they are given them again (AbstractBossFlow's task records, which a new run archives
+    with the logs). A plan or log that is a symbolic link is moved to the archive too (it is not followed: the new
+    run starts with files of its own). Temporary files of writes killed in an earlier run are removed
+    (``sweep_temporary_files``).
+    """
+    from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
+
+    layout = MemoryLayout(set_memory_files(flow, memory_dir))
+    sweep_temporary_files(memory_dir)
+    if resume:
+        flow.flow_config["resume"] = True
+        return layout
+    stamp, number = time.strftime("%Y%m%d-%H%M%S"), 1
+    while os.path.exists(os.path.join(memory_dir, "archive", f"{stamp}-{number}")):
+        number += 1
+    archive = os.path.join(memory_dir, "archive", f"{stamp}-{number}")
+    keys = ("plan", "logs", "code_library") if archive_library else ("plan", "logs")
+    paths = {path for files in layout.values() for key, path in files.items() if key in keys}
+    # A boss's task record goes with its log: a new run has no interrupted task for a boss to resume.
+    paths |= {task_record_path(files["logs"]) for files in layout.values() if "logs" in files}
+    for path in sorted(paths):
+        if os.path.islink(path) or (os.path.exists(path) and os.path.getsize(path) > 0):
+            os.makedirs(archive, exist_ok=True)
+            shutil.move(path, os.path.join(archive, os.path.basename(path)))
+            layout.archive = archive
+    return layout
+
+
+def check_text(what: str, text: Any) -> Optional[str]:
+    """Why ``text`` (``what`` names it for the user: "The goal", "--model") cannot go into a prompt or a request, or
+    None. Bytes that are not UTF-8, on a command line or in a file, reach Python as lone surrogates ('\\udcff' for
+    the byte 0xff), which no request can carry: the run would fail at its first LLM call."""
+    if not isinstance(text, str):
+        return f"{what} is not text (it is {type(text).__name__} {shorten(repr(text), 80)})."
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError as error:
+        shown = "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff"
+                        else f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c for c in text[:200])
+        return (f"{what} is not valid UTF-8 text: \"{shorten(shown, 120)}\" has bytes that are not UTF-8 from "
+                f"character {error.start + 1} on. The terminal, script or file it came from uses another encoding "
+                "(`locale` shows the terminal's): give it again as UTF-8 text.")
+
+
+def check_run_paths(memory_dir: str, trace: Optional[str] = None, trace_option: str = "--trace") -> Optional[str]:
+    """Why a run could not keep its files where it is told to, or None. Checked before anything is moved: a memory
+    folder that is a file or cannot be written, or whose path is not UTF-8 text (it goes into prompts), a ``trace``
+    file that cannot be written, or that is a symbolic link inside the memory folder (a folder from elsewhere must
+    not make Jarvis append to another file). ``trace_option`` is where the trace file was given (--trace or the
+    JARVIS_TRACE variable), for the message."""
+    memory_dir = os.path.abspath(memory_dir)
+    problem = check_text(f"The memory folder's path ({memory_dir!r})", memory_dir)
+    if problem:
+        return f"{problem} Give another folder with --memory-dir."
+    existing = memory_dir
+    while not os.path.lexists(existing):  # the nearest part of the path that exists: the folder is made there
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        kind = "a file, not a folder" if os.path.isfile(existing) else "not a folder"  # e.g. a link to nothing
+        what = f"is {kind}" if existing == memory_dir else f"cannot be made: {existing} is {kind}"
+        return (f"The memory folder {memory_dir} {what}. Give another folder with --memory-dir, or move the file "
+                "away.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is read-only" if existing == memory_dir else f"cannot be made in {existing}, which is read-only"
+        return (f"The memory folder {memory_dir} {what}: Jarvis writes its plans, logs and library there. Give a "
+                "folder you can write to with --memory-dir.")
+    return output_file_problem(trace, trace_option, memory_dir, "trace.jsonl") if trace else None
+
+
+def output_file_problem(path: str, option: str, memory_dir: str, example: str) -> Optional[str]:
+    """Why a file a run writes besides its memory (``--trace``, ``--report``, given as ``option``) could not be
+    written, or None: it is a folder (``example`` names a file in it), a part of its path is not a folder, or it is a
+    symbolic link inside the memory folder."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        return f"{option} {path} is a folder; give a file name, e.g. {os.path.join(path, example)}."
+    existing = os.path.dirname(path)
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"{option} {path} cannot be written: {existing} is not a folder."
+    folder, memory = os.path.realpath(os.path.dirname(path)), os.path.realpath(os.path.abspath(memory_dir))
+    inside = folder == memory or folder.startswith(memory + os.sep)
+    if inside and os.path.islink(path):
+        return (f"{option} {path} is a symbolic link in the memory folder; Jarvis does not follow links there. "
+                "Remove it, or give another file.")
+    return None
+
+
+def new_files(folder: str, since: float, suffixes=(".png", ".svg", ".jpg", ".jpeg", ".pdf", ".html")) -> List[str]:
+    """Figures and pages made in ``folder`` since ``since`` (outside the archive). What cannot be looked at (a
+    dangling symbolic link, a file removed meanwhile, a folder that cannot be read) is left out."""
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != "archive" and not d.startswith(".")]
+        for name in names:
+            if not name.lower().endswith(suffixes):
+                continue
+            path = os.path.join(root, name)
+            try:
+                made = os.path.getmtime(path) >= since
+            except OSError:
+                continue
+            if made:
+                found.append(path)
+    return sorted(found)

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
+from aiflows_jarvis.CoreFlowModule.memory import atomic_write, memory_path
+
+
+class PlanWriterFlow(ControllerExecutorFlow):
+    """Writes a step-by-step plan with the user, then stores it in the `plan` memory file.
+
+    A controller over two commands: `write_plan` (a plan generator LLM drafts or revises the plan; the user then
+    approves it, comments on it, or edits it in their editor) and `ask_user`. The first command is always
+    `write_plan` (no LLM call is spent choosing it), and when the user approves a draft the plan is final at once
+    (`finish_on_approval`); the controller LLM is asked only to act on the user's comments. The final plan is
+    written to `memory_files.plan`. A draft that stays over the plan budget (see InteractivePlanGenFlow's
+    `max_plan_chars`) is never final: the controller reads why it was not shown, and a `finish` while the last
+    draft is over the limit stops the plan writer without writing it.
+
+    *Configuration Parameters*:
+    - `finish_on_approval` (bool): finish as soon as the user approves a draft.
+    - `subflows_config.Controller`: the controller (commands `write_plan`, `ask_user`, `finish`).
+    - `subflows_config.Executor.write_plan`: an InteractivePlanGenFlow (its `PlanGenerator` is the plan LLM).
+    - `subflows_config.Executor.ask_user`: a HumanStandardInputFlow.
+    - `max_rounds` (int): the most controller rounds.
+
+    *Input Interface*:
+    - `goal` (str): what the plan is for.
+    - `memory_files` (dict): must hold `plan`, the file the plan is written to.
+    - `plan` (str, optional): an existing plan (the replanner revises it).
+
+    *Output Interface*:
+    - `plan` (str): the final plan.
+    - `summary` (str), `status` (str): `finished`, or `stopped: <why>`.
+    """
+
+    def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
+        over_limit = bool(output.get("over_limit"))
+        output = {k: v for k, v in output.items() if k != "over_limit"}  # the feedback says it to the controller
+        update = super().on_branch_output(branch, output)  # keeps `plan` (keep_from_branches in the YAML)
+        if branch == "write_plan":
+            update["plan_over_limit"] = over_limit
+            if output.get("approved") and self.flow_config.get("finish_on_approval", True):
+                update.update({self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
+                               "summary": "The user approved the plan.", "status": "finished"})
+        return update
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        output = super().run(input_data)
+        plan = str(self.flow_state.get("plan") or "").strip()
+        if output.get("status") == "finished":
+            if not plan:
+                output["status"] = "stopped: the plan writer finished without a plan"
+            elif self.flow_state.get("plan_over_limit"):
+                output["status"] = "stopped: the plan writer finished without a plan within the length limit"
+            else:
+                self.store_plan(memory_path(self, self.flow_state, self.flow_config.get("plan_key", "plan")), plan)
+        output["plan"] = plan
+        return output
+
+    def store_plan(self, path: str, plan: str) -> None:
+        """Write the final plan to the plan file (ReplanningFlow keeps the plan it replaces first)."""
+        atomic_write(path, plan + "\n")

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, Optional
+
+from aiflows.base_flows import CircularFlow
+
+from aiflows_jarvis.CoreFlowModule import JarvisError, LeanSequentialFlow, get_console
+from aiflows_jarvis.CoreFlowModule.memory import archive_copy, with_memory_files
+
+_SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell": ".sh", "sh": ".sh"}
+
+
+class RunCodeFlow(LeanSequentialFlow):
+    """Runs the controller's code with the user in the loop: file, review (edit), interpreter, result, feedback.
+
+    The code is written to a file in the workspace (`code_runs/`), shown, and opened in the user's editor when one is
+    configured (`editor` in the config, else `$VISUAL`, else `$EDITOR`), as the original Jarvis opened it in VS Code;
+    when the editor is closed, the code (as the user left it) is shown and runs when the user approves it (Enter);
+    the user may edit it again (`e`), or type feedback instead of running it. The interpreter (a persistent Jupyter
+    kernel for Python, bash for shell code) runs what the file holds; the result is shown and the user is asked for
+    feedback. The controller gets the code actually run, the result and the feedback. In auto-approve mode no editor
+    opens, the code runs as written and the result is accepted.
+
+    The code library is meant to change only through `save_code`, which tests what it saves and keeps a copy of what
+    it replaces; code run here can overwrite it too (`open("library.py", "w")`, a shell `>`). So the library is read
+    just before the code runs (after the user's review) and compared after it: if the run changed or deleted it, the
+    version from before the run is copied to `archive/` beside it, the user is warned, and the controller's `result`
+    says so and where the copy is. Reading the library once per run is the whole cost (no digest or state is kept
+    between flows); a change made at the same time by another process saving into the library is reported too.
+
+    *Configuration Parameters*:
+    - `subflows_config.UserReview`: a HumanReviewFlow (`editor`; `open_editor`: `auto`, the default here: the editor
+      opens before the question; `ask`: only when the user types `e`; `never`).
+    - `subflows_config.Interpreter`: an InterpreterAtomicFlow (`workspace`, `timeout`, `max_output_chars`); with
+      no `workspace`, the folder of the code library (`memory_files.code_library`) is used, so `import library`
+      works.
+    - `subflows_config.AskForFeedback`: a HumanStandardInputFlow.
+
+    *Input Interface*:
+    - `code` (str): the code to run.
+    - `language` (str): `python` or `bash`/`shell`.
+    - `memory_files` (dict, optional): where the code library is.
+
+    *Output Interface*:
+    - `code` (str): the code actually run (as the user left it).
+    - `result` (str): the interpreter's output (or why the code was not run).
+    - `feedback` (str): the user's feedback ("" if the result looks right).
+    """
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        input_data = with_memory_files(self, input_data)
+        interpreter = self.subflows["Interpreter"]
+        library = (input_data.get("memory_files") or {}).get("code_library")
+        if not interpreter.flow_config.get("workspace") and library:
+            interpreter.flow_config["workspace"] = os.path.dirname(os.path.abspath(library))
+        language = str(input_data.get("language") or "python").strip().lower()
+        draft_path = self._new_script_path(os.path.join(interpreter.workspace, "code_runs"), language)
+        self._library_path: Optional[str] = library
+        self._library_before: Optional[str] = None
+        return super().run({**input_data, "language": language, "draft_path": draft_path, "feedback": "",
+                            "result": ""})
+
+    @staticmethod
+    def _new_script_path(folder: str, language: str) -> str:
+        """``code_runs/run_<time>_<n><suffix>``: a new name each time, without listing the folder."""
+        stamp, number = time.strftime("%Y%m%d-%H%M%S"), 1
+        suffix = _SUFFIX.get(language, ".txt")
+        while os.path.exists(os.path.join(folder, f"run_{stamp}_{number}{suffix}")):
+            number += 1
+        return os.path.join(folder, f"run_{stamp}_{number}{suffix}")
+
+    @CircularFlow.output_msg_payload_processor
+    def after_review(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
+        if output_payload.get("approved"):
+            self._library_before = self._read_library()  # the code runs next
+            return {"code": output_payload["code"]}
+        feedback = output_payload.get("feedback", "")
+        return {self.flow_config.get("early_exit_key", "EARLY_EXIT"): True, "code": output_payload["code"],
+                "feedback": feedback,
+                "result": "The user did not let this code run. Their feedback: " + (feedback or "(none)")}
+
+    @CircularFlow.output_msg_payload_processor
+    def after_run(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
+        result = output_payload.get("interpreter_output", "")
+        get_console().show("error" if output_payload.get("failed") else "result", "Result:", result)
+        note = self._library_changed_note()
+        if note:
+            result = f"{result}\n{note}"
+        return {"result": result, "failed": bool(output_payload.get("failed"))}
+
+    def _read_library(self) -> Optional[bytes]:
+        """The library's content, or None when there is none (or no library is configured, or it cannot be read:
+        this check must not fail a run)."""
+        path = getattr(self, "_library_path", None)
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except (OSError, TypeError):
+            return None
+
+    def _library_changed_note(self) -> str:
+        """If the code just run changed or deleted the library: keep the version from before the run in `archive/`,
+        warn the user, and return the note for the controller ('' if the library is as it was)."""
+        before, self._library_before = getattr(self, "_library_before", None), None
+        if before is None:
+            return ""
+        after = self._read_library()
+        if after == before:
+            return ""
+        name = os.path.basename(self._library_path)
+        try:
+            copy = archive_copy(self._library_path, before.decode("utf-8", errors="replace"))
+            kept = f"the version from before the run is kept in {copy}"
+        except (OSError, JarvisError) as error:
+            kept = f"the version from before the run could not be copied to archive/ ({error})"
+        what = "deleted" if after is None else "changed"
+        get_console().line("warning", f"This run {what} {name}, the code library; {kept}.")
+        return (f"[{name}, the code library, was {what} while this code ran; {kept}. Functions are added to the "
+                "library by saving them (save_code, which tests them), "
+                "not by code run here.]")
