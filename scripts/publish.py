@@ -9,7 +9,8 @@ For each module (and the modules it depends on), DIR/NAME/<Module>/ receives:
   * the module's code and YAML files, with import paths and `_target_`s rewritten from `aiflows_jarvis.` to
     `flow_modules.NAME.`;
   * an `__init__.py` that declares `dependencies` on the other modules (`NAME/<Dep>` at REV, default `main`; --push
-    pins each at a commit, see below) and calls `flow_verse.sync_dependencies(dependencies)` before importing its
+    pins each at a commit, see below) and syncs them (with its copy of CoreFlowModule/dependency_sync.py, which never
+    prompts, deletes or replaces, unlike FlowVerse's sync_dependencies) before importing its
     classes;
   * `pip_requirements.txt`: what the module and its dependencies need beyond aiflows;
   * `README.md`, generated from the class docstrings and default configurations (configuration parameters, input
@@ -78,6 +79,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES_DIR = os.path.join(ROOT, "aiflows_jarvis")
 SOURCE_PACKAGE = "aiflows_jarvis"  # this repository's package: staged code imports flow_modules.NAME instead
 SOURCE_NAMESPACE = "aiflows"  # the namespace of the source modules' `dependencies` urls
+# Every staged module with dependencies gets a copy of this file, which its __init__.py syncs them with
+SYNC_SOURCE = os.path.join(MODULES_DIR, "CoreFlowModule", "dependency_sync.py")
+SYNC_FILE = "_dependency_sync.py"
 SKIP = {"__pycache__", "flow_modules", "memory", ".flow_cache", ".git"}
 # Written into every module folder publish.py stages: --out replaces only folders that have it (and no .git). It is
 # never pushed.
@@ -236,10 +240,30 @@ def _docstring_literal(text: str) -> str:
     return f'"""{body}"""'
 
 
+def _sync_module():
+    """CoreFlowModule/dependency_sync.py, loaded on its own (it needs only the standard library and aiflows)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_jarvis_dependency_sync", SYNC_SOURCE)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+def staged_digests(staged_namespace_dir: str, module: str) -> Dict[str, str]:
+    """The content digest of each staged dependency of ``module`` (those staged in ``staged_namespace_dir``)."""
+    digest = _sync_module().content_digest
+    return {d: digest(os.path.join(staged_namespace_dir, d)) for d in sorted(direct_dependencies(module))
+            if os.path.isdir(os.path.join(staged_namespace_dir, d))}
+
+
 def staged_init(module: str, namespace: str, revision: str, local: bool,
-                pins: Optional[Dict[str, str]] = None) -> str:
-    """The module's `__init__.py` with its dependencies synced (by FlowVerse) before its classes are imported: at
-    ``revision``, or for a dependency in ``pins`` at its pinned revision (the commit a push made)."""
+                pins: Optional[Dict[str, str]] = None, digests: Optional[Dict[str, str]] = None) -> str:
+    """The module's `__init__.py` with its dependencies synced before its classes are imported: at ``revision``, or
+    for a dependency in ``pins`` at its pinned revision (the commit a push made). The sync is the module's own copy
+    of CoreFlowModule/dependency_sync.py, not FlowVerse's: it never prompts, deletes or replaces (see
+    docs/using-the-flows.md); a dependency already synced with the code of ``digests`` (two stagings of the same
+    code) is taken as it is."""
     with open(os.path.join(MODULES_DIR, module, "__init__.py"), encoding="utf-8") as f:
         source = f.read()
     tree = ast.parse(source)
@@ -255,15 +279,23 @@ def staged_init(module: str, namespace: str, revision: str, local: bool,
     deps = sorted(direct_dependencies(module))
     out = [_docstring_literal(docstring)]
     if deps:
+        digests = digests or {}
+
+        def digest(d):
+            return f', "digest": "{digests[d]}"' if d in digests else ""
+
+        sync_import = f"from .{SYNC_FILE[:-3]} import sync_dependencies  # never prompts, deletes or replaces"
         if local:
-            out += ["import os", "", "from aiflows import flow_verse", ""]
+            out += ["import os", "", sync_import, ""]
             out.append("_STAGED = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the staged modules")
-            entries = [f'    {{"url": "{namespace}/{d}", "revision": os.path.join(_STAGED, "{d}")}},' for d in deps]
-        else:
-            out += ["from aiflows import flow_verse", ""]
-            entries = [f'    {{"url": "{namespace}/{d}", "revision": "{(pins or {}).get(d, revision)}"}},'
+            entries = [f'    {{"url": "{namespace}/{d}", "revision": os.path.join(_STAGED, "{d}"){digest(d)}}},'
                        for d in deps]
-        out += ["dependencies = ["] + entries + ["]", "flow_verse.sync_dependencies(dependencies)", ""]
+        else:
+            out += [sync_import, ""]
+            entries = [f'    {{"url": "{namespace}/{d}", "revision": "{(pins or {}).get(d, revision)}"{digest(d)}}},'
+                       for d in deps]
+        out += ["dependencies = ["] + entries + ["]", f'sync_dependencies(dependencies, caller="{namespace}/{module}")',
+                ""]
     else:
         out += ["", "dependencies = []", ""]
     out += [rewrite(b, namespace) for b in body]
@@ -561,6 +593,8 @@ def stage_module(module: str, out_root: str, namespace: str, revision: str, loca
         "README.md": readme(module, namespace, revision, local_dir=readme_dir),
         **demo_files(module, namespace),
     }
+    if direct_dependencies(module):
+        shutil.copy2(SYNC_SOURCE, os.path.join(target, SYNC_FILE))
     for name, text in files.items():
         with open(os.path.join(target, name), "w", encoding="utf-8") as f:
             f.write(text)
@@ -568,6 +602,17 @@ def stage_module(module: str, out_root: str, namespace: str, revision: str, loca
         f.write("Written by scripts/publish.py, which replaces this folder at its next staging into the same --out.\n"
                 "Delete this file to keep publish.py from replacing the folder. It is never pushed.\n")
     return target
+
+
+def add_digests(staged_namespace_dir: str, modules: List[str], namespace: str, revision: str, local: bool) -> None:
+    """Rewrite the staged __init__.py of each of ``modules`` with the content digest of each dependency (the
+    modules must all be staged in ``staged_namespace_dir``)."""
+    for module in modules:
+        if direct_dependencies(module):
+            text = staged_init(module, namespace, revision, local,
+                               digests=staged_digests(staged_namespace_dir, module))
+            with open(os.path.join(staged_namespace_dir, module, "__init__.py"), "w", encoding="utf-8") as f:
+                f.write(text)
 
 
 def check_out_folders(out: str, namespace: str, modules: List[str]) -> None:
@@ -602,6 +647,7 @@ def write_staging(modules: List[str], out: str, namespace: str, revision: str, l
     try:
         for module in modules:
             stage_module(module, temporary, namespace, revision, local, local_dir=staged_dir)
+        add_digests(os.path.join(temporary, namespace), modules, namespace, revision, local)
         for module in modules:
             target = os.path.join(staged_dir, module)
             if os.path.exists(target):  # a staging of ours (checked just above)
@@ -975,7 +1021,8 @@ def push(staged_dir: str, namespace: str, modules: List[str], revision: str, tok
             deps = sorted(direct_dependencies(module))
             if pin and deps:
                 pins = {d: result.commits[d] for d in deps}
-                files["__init__.py"] = staged_init(module, namespace, revision, False, pins).encode("utf-8")
+                files["__init__.py"] = staged_init(module, namespace, revision, False, pins,
+                                                   staged_digests(staged_dir, module)).encode("utf-8")
                 if not dry_run:  # the staging shows what the hub holds
                     with open(os.path.join(folder, "__init__.py"), "wb") as f:
                         f.write(files["__init__.py"])
@@ -1155,6 +1202,7 @@ def main(argv: Optional[List[str]] = None, api=None) -> int:
             checked = os.path.join(os.path.realpath(scratch), args.namespace)
             for module in modules:
                 stage_module(module, os.path.dirname(checked), args.namespace, args.revision, local=True)
+            add_digests(checked, modules, args.namespace, args.revision, local=True)
             report = check_staged(checked, args.namespace, modules)
             failed = {m: r for m, r in report.items() if r != "ok"}
             if failed:
