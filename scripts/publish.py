@@ -136,7 +136,8 @@ DEMOS: Dict[str, dict] = {
         "goal": "Add is_prime(n) and primes_below(n) to the library."}),
     "CoderFlowModule": dict(cls="CoderFlow", llm=True, memory=True, input={
         "goal": "Write a reusable is_prime function, then list the primes below 50."}),
-    "JarvisFlowModule": dict(cls="JarvisFlow", llm=True, memory=True, input={
+    "JarvisFlowModule": dict(cls="JarvisFlow", llm=True, memory=True, replay="demo/demo_transcript.jsonl",
+                             overrides={"name": "Jarvis"}, input={
         "goal": "Compute the first 20 Fibonacci numbers and save them to fibonacci.txt."}),
 }
 
@@ -393,6 +394,52 @@ def _parameter_lines(config: dict, skip=("name", "description", "input_interface
     return out
 
 
+def _literal(value) -> str:
+    """``value`` as Python source, indented like JSON when JSON reads back the same (no true/false/null)."""
+    text = json.dumps(value, indent=4)
+    try:
+        if ast.literal_eval(text) == value:
+            return text
+    except (ValueError, SyntaxError):
+        pass
+    return repr(value)
+
+
+def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
+    """The lines of a README's "How to use" snippet: sync the module, then (for a module with a demo) everything a
+    call needs, in the order that works: the api_infos of every chat (set_backend_factory), the memory files of every
+    boss (set_memory_files), the input source, and a call with the demo's input."""
+    spec = DEMOS.get(module)
+    classes = flow_classes(module)
+    lines = ["import os", "", "from aiflows import flow_verse", "", *sync, "flow_verse.sync_dependencies(dependencies)",
+             "", f"from flow_modules.{namespace}.{module} import {', '.join(classes) or '*'}  # before litellm"]
+    if spec is None:
+        return lines
+    llm = "ChatFlowModule" in dependency_closure([module])
+    if llm:
+        lines += ["from aiflows.backends.api_info import ApiInfo",
+                  f"from flow_modules.{namespace}.ChatFlowModule import set_backend_factory, with_api_infos"]
+    lines.append(f"from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, set_input_source")
+    if spec.get("memory"):
+        lines.append(f"from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files")
+    lines.append("")
+    if llm:
+        lines += ["# every chat of the flow: OPENAI_API_KEY, and OPENAI_API_BASE for an OpenAI-compatible server",
+                  'api = ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"], '
+                  'api_base=os.environ.get("OPENAI_API_BASE"))',
+                  "set_backend_factory(with_api_infos([api]))  # before instantiating"]
+    if spec.get("overrides"):
+        lines += [rewrite(f"overrides = {_literal(spec['overrides'])}", namespace),
+                  f"flow = {spec['cls']}.instantiate_from_default_config(**overrides)"]
+    else:
+        lines.append(f"flow = {spec['cls']}.instantiate_from_default_config()")
+    if spec.get("memory"):
+        lines.append('set_memory_files(flow, "memory")  # the plan, logs and code library of every boss of the tree')
+    lines += ["set_input_source(AutoApproveInput())  # approves plans and code; leave it out to review them yourself",
+              f"print(flow.call({_literal(spec['input'])}))"]
+    return lines
+
+
 def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] = None) -> str:
     """The hub README: front matter, what the module is, how to use it, and for each flow class its docstring, its
     configuration parameters and its input and output interfaces (from the default configuration, or the base
@@ -409,17 +456,9 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
     else:
         sync = [f'dependencies = [{{"url": "{namespace}/{module}", "revision": "{revision}"}}]']
     main_class = DEMOS.get(module, {}).get("cls") or (classes[0] if classes else None)
-    parts = [
-        "---", "license: mit", "---", "", f"# {module}", "", about, "",
-        "## How to use", "",
-        "```python",
-        "from aiflows import flow_verse",
-        *sync,
-        "flow_verse.sync_dependencies(dependencies)",
-        "",
-        f"from flow_modules.{namespace}.{module} import {', '.join(classes) or '*'}",
-        "```",
-        "",
+    parts = ["---", "license: mit", "---", "", f"# {module}", "", about, "", "## How to use", ""]
+    parts += ["```python"] + how_to_use(module, namespace, sync) + ["```", ""]
+    parts += [
         "Import a module of this namespace before `aiflows.backends` or `litellm`: it points litellm at the tokenizer "
         "the CoreFlowModule carries, so nothing is downloaded.",
         "",
@@ -428,25 +467,20 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
         # quick_load fills `api_infos: ???` keys, which a composite flow's default configuration does not have at
         # its top: the skeleton puts one at every chat of the tree.
         parts += [
-            "LLM chats have `backend.api_infos: ???`. Build a configuration with one at every chat of the flow's tree "
-            "(`chat_backends_skeleton`), fill it with `quick_load`, and instantiate from it:",
+            "Instead of `set_backend_factory`, aiflows' `quick_load` can fill the chats' `backend.api_infos: ???`. A "
+            "flow's default configuration has them only at each chat, deep in its tree, so build a configuration with "
+            "one at every chat first (`chat_backends_skeleton`), fill it, and instantiate from it:",
             "",
             "```python",
-            "import os",
-            "",
-            "from aiflows.backends.api_info import ApiInfo",
             "from aiflows.utils.general_helpers import quick_load",
             f"from flow_modules.{namespace}.CoreFlowModule.config_tree import chat_backends_skeleton",
             "",
             f'cfg = chat_backends_skeleton("flow_modules.{namespace}.{module}.{main_class}'
             '.instantiate_from_default_config")',
             'cfg.pop("_target_")',
-            'quick_load(cfg, [ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"])])',
+            "quick_load(cfg, [api])",
             f"flow = {main_class}.instantiate_from_default_config(**cfg)",
             "```",
-            "",
-            "Or give every chat built from then on its api_infos at once: "
-            f"`flow_modules.{namespace}.ChatFlowModule.set_backend_factory(with_api_infos([ApiInfo(...)]))`.",
             "",
         ]
     parts += [
@@ -479,13 +513,15 @@ _RUN_PY = '''\
 """Run {cls} on its own: `python run.py` in this folder ({llm_note}). `--yes` approves automatically."""
 import os
 import sys
+import time
 
 from aiflows import flow_verse
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 flow_verse.sync_dependencies([{{"url": "{namespace}/{module}", "revision": HERE}}])
 
-from flow_modules.{namespace}.{module} import {cls}  # noqa: E402  (first: the tokenizer is found offline)
+from flow_modules.{namespace}.{module} import {cls}  # noqa: E402,F401  (first: the tokenizer is found offline)
+import hydra  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
 from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, set_input_source  # noqa: E402
@@ -493,27 +529,50 @@ from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files  # n
 
 logging.set_verbosity_warning()
 demo = read_yaml_file(os.path.join(HERE, "demo.yaml"))
-if demo.get("uses_llm"):
+input_data, memory_dir, auto_approve = demo["input_data"], demo.get("memory_dir"), demo.get("auto_approve")
+have_llm = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_API_BASE")
+if demo.get("replay") and ("--replay" in sys.argv or not have_llm):
+    # the recorded run: every chat answers from the transcript, offline, into a new memory folder (it was recorded
+    # from an empty one), plans and code approved as they were
+    from flow_modules.{namespace}.ChatFlowModule import set_backend_factory
+    from flow_modules.{namespace}.ChatFlowModule.transcripts import Transcript, replay_factory
+
+    transcript = Transcript.load(os.path.join(HERE, demo["replay"]))
+    set_backend_factory(replay_factory(transcript))
+    input_data = {{**input_data, "goal": transcript.header["goal"]}}
+    memory_dir = os.path.join(memory_dir or "memory", time.strftime("replay-%Y%m%d-%H%M%S"))
+    auto_approve = True
+    print(f"Replaying the recorded demo (no LLM): {{transcript.path}}; memory files in {{memory_dir}}")
+elif demo.get("uses_llm"):
     from aiflows.backends.api_info import ApiInfo
     from flow_modules.{namespace}.ChatFlowModule import set_backend_factory, with_api_infos
 
-    key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")
-    if not key and not base:
+    if not have_llm:
         sys.exit("Set OPENAI_API_KEY (or OPENAI_API_BASE for an OpenAI-compatible server) to run this demo.")
+    key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")
     overrides = {{"model_name": os.environ["OPENAI_MODEL"]}} if os.environ.get("OPENAI_MODEL") else {{}}
     set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=key or "sk-no-key", api_base=base)],
                                        **overrides))
-flow = {cls}.instantiate_from_default_config(**(demo.get("flow") or {{}}))
-if demo.get("memory_dir"):
-    set_memory_files(flow, demo["memory_dir"])
-if demo.get("auto_approve") or "--yes" in sys.argv:
+# the aiflows authors' demo.yaml format: `flow:` is instantiated by hydra
+flow = hydra.utils.instantiate(demo["flow"], _recursive_=False, _convert_="partial")
+if memory_dir:
+    set_memory_files(flow, memory_dir)
+if auto_approve or "--yes" in sys.argv:
     set_input_source(AutoApproveInput())
+
+
+def close(node):
+    """Shut down what the flow started (interpreter kernels), everywhere in its tree."""
+    for sub in getattr(node, "subflows", {{}}).values():
+        close(sub)
+    if hasattr(node, "close"):
+        node.close()
+
+
 try:
-    print(flow.call(demo["input_data"]))
+    print(flow.call(input_data))
 finally:
-    for node in [flow] + [s for s in getattr(flow, "subflows", {{}}).values()]:
-        if hasattr(node, "close"):
-            node.close()
+    close(flow)
 '''
 
 _CORE_RUN_PY = '''\
@@ -553,17 +612,23 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
     spec = DEMOS.get(module)
     if spec is None:
         raise PublishError(f"{module} has no demo in scripts/publish.py's DEMOS: add one")
-    demo = {"uses_llm": bool(spec.get("llm")), "auto_approve": False}
-    if spec.get("overrides"):
-        demo["flow"] = spec["overrides"]
+    flow = {"_target_": f"{SOURCE_PACKAGE}.{module}.{spec['cls']}.instantiate_from_default_config",
+            **(spec.get("overrides") or {})}
+    demo = {"flow": flow, "input_data": spec["input"]}
     if spec.get("memory"):
         demo["memory_dir"] = "memory"
-    demo["input_data"] = spec["input"]
-    header = f"# Run {spec['cls']} on its own: python run.py (in this folder)."
+    demo.update(uses_llm=bool(spec.get("llm")), auto_approve=False)
+    header = f"# Run {spec['cls']} on its own: python run.py (in this folder). `flow:` is instantiated by hydra."
     if spec.get("llm"):
         header += "\n# The LLM: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (and OPENAI_MODEL)."
+    if spec.get("replay"):
+        demo["replay"] = spec["replay"]
+        header += (f"\n# Without them (or with --replay), run.py replays the recorded run {spec['replay']},\n# "
+                   "offline, for the goal it was recorded with.")
     text = header + "\n" + rewrite(yaml.safe_dump(demo, sort_keys=False, width=120), namespace)
     llm_note = "the LLM: OPENAI_API_KEY or OPENAI_API_BASE" if spec.get("llm") else "no LLM needed"
+    if spec.get("replay"):
+        llm_note += ", else the recorded demo is replayed"
     run = _RUN_PY.format(cls=spec["cls"], module=module, namespace=namespace, llm_note=llm_note)
     return {"demo.yaml": text, "run.py": run}
 
