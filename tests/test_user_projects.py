@@ -27,7 +27,7 @@ from subprocess_guard import network_guarded
 from test_publish import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-AUTHORS = "aiflows"  # the aiflows authors' hub namespace: FlowVerse syncs their modules to flow_modules/aiflows
+AUTHORS = "aiflows"  # the aiflows authors' hub namespace: FlowVerse syncs their modules to flow_modules/AUTHORS
 REPLIES = ["1. Run code that prints the primes below 20.\n2. Give the final answer.",
            command("run_code", language="python",
                    code="primes = [n for n in range(2, 20) if all(n % d for d in range(2, n))]\nprint(primes)"),

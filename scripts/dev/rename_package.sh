@@ -17,7 +17,8 @@
 #    tests). Not rewritten: FlowVerse's staging layout `flow_modules/<namespace>/` and `flow_modules.NAME`, which
 #    publish.py and its tests mean, and the aiflows authors' hub namespace `aiflows/<Module>` (dependency urls).
 #    A line holding the text `rename_package: keep` is never rewritten (for code that means FlowVerse's
-#    flow_modules/aiflows folder of the aiflows authors, e.g. a test that simulates one).
+#    flow_modules/aiflows folder of the aiflows authors, e.g. a test that simulates one), nor is a file holding
+#    `rename_package: keep-file` (e.g. docs/using-the-flows.md, which explains the old name).
 #    aiflows_jarvis/<Module>/README.md is generated: run `python scripts/update_readmes.py` after this script.
 #
 # Idempotent: a second run changes nothing. It never commits; review with `git status` / `git diff`.
@@ -123,6 +124,8 @@ for path in sys.stdin.read().split("\0"):
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
+        continue
+    if KEEP + "-file" in text:
         continue
     new = text
     for old, replacement in EXACT.get(path, []):
