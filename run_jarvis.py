@@ -221,6 +221,7 @@ def _main(argv: Optional[List[str]]) -> int:
             JarvisError,
             TranscriptError,
             get_console,
+            set_closed_input_hint,
             set_console,
             set_input_source,
             set_trace_file,
@@ -355,6 +356,8 @@ def _main(argv: Optional[List[str]]) -> int:
                 launcher.set_editor(flow, args.editor)
             if args.yes or args.demo:
                 set_input_source(AutoApproveInput())
+            set_closed_input_hint("Jarvis needs your answer but the terminal input is closed. Run in a terminal, or "
+                                  "pass --yes to approve plans and code automatically.")
 
         budget.started = time.monotonic()
         set_run_budget(budget)

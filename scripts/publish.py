@@ -9,7 +9,8 @@ For each module (and the modules it depends on), DIR/NAME/<Module>/ receives:
   * the module's code and YAML files, with import paths and `_target_`s rewritten from `aiflows_jarvis.` to
     `flow_modules.NAME.`;
   * an `__init__.py` that declares `dependencies` on the other modules (`NAME/<Dep>` at REV, default `main`; --push
-    pins each at a commit, see below) and calls `flow_verse.sync_dependencies(dependencies)` before importing its
+    pins each at a commit, see below) and syncs them (with its copy of CoreFlowModule/dependency_sync.py, which never
+    prompts, deletes or replaces, unlike FlowVerse's sync_dependencies) before importing its
     classes;
   * `pip_requirements.txt`: what the module and its dependencies need beyond aiflows;
   * `README.md`, generated from the class docstrings and default configurations (configuration parameters, input
@@ -78,6 +79,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES_DIR = os.path.join(ROOT, "aiflows_jarvis")
 SOURCE_PACKAGE = "aiflows_jarvis"  # this repository's package: staged code imports flow_modules.NAME instead
 SOURCE_NAMESPACE = "aiflows"  # the namespace of the source modules' `dependencies` urls
+# Every staged module with dependencies gets a copy of this file, which its __init__.py syncs them with
+SYNC_SOURCE = os.path.join(MODULES_DIR, "CoreFlowModule", "dependency_sync.py")
+SYNC_FILE = "_dependency_sync.py"
 SKIP = {"__pycache__", "flow_modules", "memory", ".flow_cache", ".git"}
 # Written into every module folder publish.py stages: --out replaces only folders that have it (and no .git). It is
 # never pushed.
@@ -132,7 +136,8 @@ DEMOS: Dict[str, dict] = {
         "goal": "Add is_prime(n) and primes_below(n) to the library."}),
     "CoderFlowModule": dict(cls="CoderFlow", llm=True, memory=True, input={
         "goal": "Write a reusable is_prime function, then list the primes below 50."}),
-    "JarvisFlowModule": dict(cls="JarvisFlow", llm=True, memory=True, input={
+    "JarvisFlowModule": dict(cls="JarvisFlow", llm=True, memory=True, replay="demo/demo_transcript.jsonl",
+                             overrides={"name": "Jarvis"}, input={
         "goal": "Compute the first 20 Fibonacci numbers and save them to fibonacci.txt."}),
     # ~~~ AutoGPT's modules ~~~
     "VectorStoreFlowModule": dict(cls="VectorStoreFlow", memory=True, overrides={
@@ -248,10 +253,30 @@ def _docstring_literal(text: str) -> str:
     return f'"""{body}"""'
 
 
+def _sync_module():
+    """CoreFlowModule/dependency_sync.py, loaded on its own (it needs only the standard library and aiflows)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_jarvis_dependency_sync", SYNC_SOURCE)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+def staged_digests(staged_namespace_dir: str, module: str) -> Dict[str, str]:
+    """The content digest of each staged dependency of ``module`` (those staged in ``staged_namespace_dir``)."""
+    digest = _sync_module().content_digest
+    return {d: digest(os.path.join(staged_namespace_dir, d)) for d in sorted(direct_dependencies(module))
+            if os.path.isdir(os.path.join(staged_namespace_dir, d))}
+
+
 def staged_init(module: str, namespace: str, revision: str, local: bool,
-                pins: Optional[Dict[str, str]] = None) -> str:
-    """The module's `__init__.py` with its dependencies synced (by FlowVerse) before its classes are imported: at
-    ``revision``, or for a dependency in ``pins`` at its pinned revision (the commit a push made)."""
+                pins: Optional[Dict[str, str]] = None, digests: Optional[Dict[str, str]] = None) -> str:
+    """The module's `__init__.py` with its dependencies synced before its classes are imported: at ``revision``, or
+    for a dependency in ``pins`` at its pinned revision (the commit a push made). The sync is the module's own copy
+    of CoreFlowModule/dependency_sync.py, not FlowVerse's: it never prompts, deletes or replaces (see
+    docs/using-the-flows.md); a dependency already synced with the code of ``digests`` (two stagings of the same
+    code) is taken as it is."""
     with open(os.path.join(MODULES_DIR, module, "__init__.py"), encoding="utf-8") as f:
         source = f.read()
     tree = ast.parse(source)
@@ -267,15 +292,23 @@ def staged_init(module: str, namespace: str, revision: str, local: bool,
     deps = sorted(direct_dependencies(module))
     out = [_docstring_literal(docstring)]
     if deps:
+        digests = digests or {}
+
+        def digest(d):
+            return f', "digest": "{digests[d]}"' if d in digests else ""
+
+        sync_import = f"from .{SYNC_FILE[:-3]} import sync_dependencies  # never prompts, deletes or replaces"
         if local:
-            out += ["import os", "", "from aiflows import flow_verse", ""]
+            out += ["import os", "", sync_import, ""]
             out.append("_STAGED = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the staged modules")
-            entries = [f'    {{"url": "{namespace}/{d}", "revision": os.path.join(_STAGED, "{d}")}},' for d in deps]
-        else:
-            out += ["from aiflows import flow_verse", ""]
-            entries = [f'    {{"url": "{namespace}/{d}", "revision": "{(pins or {}).get(d, revision)}"}},'
+            entries = [f'    {{"url": "{namespace}/{d}", "revision": os.path.join(_STAGED, "{d}"){digest(d)}}},'
                        for d in deps]
-        out += ["dependencies = ["] + entries + ["]", "flow_verse.sync_dependencies(dependencies)", ""]
+        else:
+            out += [sync_import, ""]
+            entries = [f'    {{"url": "{namespace}/{d}", "revision": "{(pins or {}).get(d, revision)}"{digest(d)}}},'
+                       for d in deps]
+        out += ["dependencies = ["] + entries + ["]", f'sync_dependencies(dependencies, caller="{namespace}/{module}")',
+                ""]
     else:
         out += ["", "dependencies = []", ""]
     out += [rewrite(b, namespace) for b in body]
@@ -373,6 +406,52 @@ def _parameter_lines(config: dict, skip=("name", "description", "input_interface
     return out
 
 
+def _literal(value) -> str:
+    """``value`` as Python source, indented like JSON when JSON reads back the same (no true/false/null)."""
+    text = json.dumps(value, indent=4)
+    try:
+        if ast.literal_eval(text) == value:
+            return text
+    except (ValueError, SyntaxError):
+        pass
+    return repr(value)
+
+
+def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
+    """The lines of a README's "How to use" snippet: sync the module, then (for a module with a demo) everything a
+    call needs, in the order that works: the api_infos of every chat (set_backend_factory), the memory files of every
+    boss (set_memory_files), the input source, and a call with the demo's input."""
+    spec = DEMOS.get(module)
+    classes = flow_classes(module)
+    lines = ["import os", "", "from aiflows import flow_verse", "", *sync, "flow_verse.sync_dependencies(dependencies)",
+             "", f"from flow_modules.{namespace}.{module} import {', '.join(classes) or '*'}  # before litellm"]
+    if spec is None:
+        return lines
+    llm = "ChatFlowModule" in dependency_closure([module])
+    if llm:
+        lines += ["from aiflows.backends.api_info import ApiInfo",
+                  f"from flow_modules.{namespace}.ChatFlowModule import set_backend_factory, with_api_infos"]
+    lines.append(f"from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, set_input_source")
+    if spec.get("memory"):
+        lines.append(f"from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files")
+    lines.append("")
+    if llm:
+        lines += ["# every chat of the flow: OPENAI_API_KEY, and OPENAI_API_BASE for an OpenAI-compatible server",
+                  'api = ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"], '
+                  'api_base=os.environ.get("OPENAI_API_BASE"))',
+                  "set_backend_factory(with_api_infos([api]))  # before instantiating"]
+    if spec.get("overrides"):
+        lines += [rewrite(f"overrides = {_literal(spec['overrides'])}", namespace),
+                  f"flow = {spec['cls']}.instantiate_from_default_config(**overrides)"]
+    else:
+        lines.append(f"flow = {spec['cls']}.instantiate_from_default_config()")
+    if spec.get("memory"):
+        lines.append('set_memory_files(flow, "memory")  # the plan, logs and code library of every boss of the tree')
+    lines += ["set_input_source(AutoApproveInput())  # approves plans and code; leave it out to review them yourself",
+              f"print(flow.call({_literal(spec['input'])}))"]
+    return lines
+
+
 def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] = None) -> str:
     """The hub README: front matter, what the module is, how to use it, and for each flow class its docstring, its
     configuration parameters and its input and output interfaces (from the default configuration, or the base
@@ -389,17 +468,9 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
     else:
         sync = [f'dependencies = [{{"url": "{namespace}/{module}", "revision": "{revision}"}}]']
     main_class = DEMOS.get(module, {}).get("cls") or (classes[0] if classes else None)
-    parts = [
-        "---", "license: mit", "---", "", f"# {module}", "", about, "",
-        "## How to use", "",
-        "```python",
-        "from aiflows import flow_verse",
-        *sync,
-        "flow_verse.sync_dependencies(dependencies)",
-        "",
-        f"from flow_modules.{namespace}.{module} import {', '.join(classes) or '*'}",
-        "```",
-        "",
+    parts = ["---", "license: mit", "---", "", f"# {module}", "", about, "", "## How to use", ""]
+    parts += ["```python"] + how_to_use(module, namespace, sync) + ["```", ""]
+    parts += [
         "Import a module of this namespace before `aiflows.backends` or `litellm`: it points litellm at the tokenizer "
         "the CoreFlowModule carries, so nothing is downloaded.",
         "",
@@ -408,25 +479,20 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
         # quick_load fills `api_infos: ???` keys, which a composite flow's default configuration does not have at
         # its top: the skeleton puts one at every chat of the tree.
         parts += [
-            "LLM chats have `backend.api_infos: ???`. Build a configuration with one at every chat of the flow's tree "
-            "(`chat_backends_skeleton`), fill it with `quick_load`, and instantiate from it:",
+            "Instead of `set_backend_factory`, aiflows' `quick_load` can fill the chats' `backend.api_infos: ???`. A "
+            "flow's default configuration has them only at each chat, deep in its tree, so build a configuration with "
+            "one at every chat first (`chat_backends_skeleton`), fill it, and instantiate from it:",
             "",
             "```python",
-            "import os",
-            "",
-            "from aiflows.backends.api_info import ApiInfo",
             "from aiflows.utils.general_helpers import quick_load",
             f"from flow_modules.{namespace}.CoreFlowModule.config_tree import chat_backends_skeleton",
             "",
             f'cfg = chat_backends_skeleton("flow_modules.{namespace}.{module}.{main_class}'
             '.instantiate_from_default_config")',
             'cfg.pop("_target_")',
-            'quick_load(cfg, [ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"])])',
+            "quick_load(cfg, [api])",
             f"flow = {main_class}.instantiate_from_default_config(**cfg)",
             "```",
-            "",
-            "Or give every chat built from then on its api_infos at once: "
-            f"`flow_modules.{namespace}.ChatFlowModule.set_backend_factory(with_api_infos([ApiInfo(...)]))`.",
             "",
         ]
     parts += [
@@ -459,13 +525,15 @@ _RUN_PY = '''\
 """Run {cls} on its own: `python run.py` in this folder ({llm_note}). `--yes` approves automatically."""
 import os
 import sys
+import time
 
 from aiflows import flow_verse
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 flow_verse.sync_dependencies([{{"url": "{namespace}/{module}", "revision": HERE}}])
 
-from flow_modules.{namespace}.{module} import {cls}  # noqa: E402  (first: the tokenizer is found offline)
+from flow_modules.{namespace}.{module} import {cls}  # noqa: E402,F401  (first: the tokenizer is found offline)
+import hydra  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
 from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, set_input_source  # noqa: E402
@@ -473,27 +541,50 @@ from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files  # n
 
 logging.set_verbosity_warning()
 demo = read_yaml_file(os.path.join(HERE, "demo.yaml"))
-if demo.get("uses_llm"):
+input_data, memory_dir, auto_approve = demo["input_data"], demo.get("memory_dir"), demo.get("auto_approve")
+have_llm = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_API_BASE")
+if demo.get("replay") and ("--replay" in sys.argv or not have_llm):
+    # the recorded run: every chat answers from the transcript, offline, into a new memory folder (it was recorded
+    # from an empty one), plans and code approved as they were
+    from flow_modules.{namespace}.ChatFlowModule import set_backend_factory
+    from flow_modules.{namespace}.ChatFlowModule.transcripts import Transcript, replay_factory
+
+    transcript = Transcript.load(os.path.join(HERE, demo["replay"]))
+    set_backend_factory(replay_factory(transcript))
+    input_data = {{**input_data, "goal": transcript.header["goal"]}}
+    memory_dir = os.path.join(memory_dir or "memory", time.strftime("replay-%Y%m%d-%H%M%S"))
+    auto_approve = True
+    print(f"Replaying the recorded demo (no LLM): {{transcript.path}}; memory files in {{memory_dir}}")
+elif demo.get("uses_llm"):
     from aiflows.backends.api_info import ApiInfo
     from flow_modules.{namespace}.ChatFlowModule import set_backend_factory, with_api_infos
 
-    key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")
-    if not key and not base:
+    if not have_llm:
         sys.exit("Set OPENAI_API_KEY (or OPENAI_API_BASE for an OpenAI-compatible server) to run this demo.")
+    key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")
     overrides = {{"model_name": os.environ["OPENAI_MODEL"]}} if os.environ.get("OPENAI_MODEL") else {{}}
     set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=key or "sk-no-key", api_base=base)],
                                        **overrides))
-flow = {cls}.instantiate_from_default_config(**(demo.get("flow") or {{}}))
-if demo.get("memory_dir"):
-    set_memory_files(flow, demo["memory_dir"])
-if demo.get("auto_approve") or "--yes" in sys.argv:
+# the aiflows authors' demo.yaml format: `flow:` is instantiated by hydra
+flow = hydra.utils.instantiate(demo["flow"], _recursive_=False, _convert_="partial")
+if memory_dir:
+    set_memory_files(flow, memory_dir)
+if auto_approve or "--yes" in sys.argv:
     set_input_source(AutoApproveInput())
+
+
+def close(node):
+    """Shut down what the flow started (interpreter kernels), everywhere in its tree."""
+    for sub in getattr(node, "subflows", {{}}).values():
+        close(sub)
+    if hasattr(node, "close"):
+        node.close()
+
+
 try:
-    print(flow.call(demo["input_data"]))
+    print(flow.call(input_data))
 finally:
-    for node in [flow] + [s for s in getattr(flow, "subflows", {{}}).values()]:
-        if hasattr(node, "close"):
-            node.close()
+    close(flow)
 '''
 
 _CORE_RUN_PY = '''\
@@ -533,18 +624,24 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
     spec = DEMOS.get(module)
     if spec is None:
         raise PublishError(f"{module} has no demo in scripts/publish.py's DEMOS: add one")
-    demo = {"uses_llm": bool(spec.get("llm")), "auto_approve": False}
-    if spec.get("overrides"):
-        demo["flow"] = spec["overrides"]
+    flow = {"_target_": f"{SOURCE_PACKAGE}.{module}.{spec['cls']}.instantiate_from_default_config",
+            **(spec.get("overrides") or {})}
+    demo = {"flow": flow, "input_data": spec["input"]}
     if spec.get("memory"):
         demo["memory_dir"] = "memory"
-    demo["input_data"] = spec["input"]
-    header = f"# Run {spec['cls']} on its own: python run.py (in this folder)."
+    demo.update(uses_llm=bool(spec.get("llm")), auto_approve=False)
+    header = f"# Run {spec['cls']} on its own: python run.py (in this folder). `flow:` is instantiated by hydra."
     if spec.get("llm"):
         header += "\n# The LLM: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (and OPENAI_MODEL)."
+    if spec.get("replay"):
+        demo["replay"] = spec["replay"]
+        header += (f"\n# Without them (or with --replay), run.py replays the recorded run {spec['replay']},\n# "
+                   "offline, for the goal it was recorded with.")
     text = header + "\n" + rewrite(yaml.safe_dump(demo, sort_keys=False, width=120), namespace)
     llm_note = ("the LLM: OPENAI_API_KEY or OPENAI_API_BASE" if spec.get("llm")
                 else "no LLM needed; it needs the network" if spec.get("network") else "no LLM needed")
+    if spec.get("replay"):
+        llm_note += ", else the recorded demo is replayed"
     run = _RUN_PY.format(cls=spec["cls"], module=module, namespace=namespace, llm_note=llm_note)
     return {"demo.yaml": text, "run.py": run}
 
@@ -574,6 +671,8 @@ def stage_module(module: str, out_root: str, namespace: str, revision: str, loca
         "README.md": readme(module, namespace, revision, local_dir=readme_dir),
         **demo_files(module, namespace),
     }
+    if direct_dependencies(module):
+        shutil.copy2(SYNC_SOURCE, os.path.join(target, SYNC_FILE))
     for name, text in files.items():
         with open(os.path.join(target, name), "w", encoding="utf-8") as f:
             f.write(text)
@@ -581,6 +680,17 @@ def stage_module(module: str, out_root: str, namespace: str, revision: str, loca
         f.write("Written by scripts/publish.py, which replaces this folder at its next staging into the same --out.\n"
                 "Delete this file to keep publish.py from replacing the folder. It is never pushed.\n")
     return target
+
+
+def add_digests(staged_namespace_dir: str, modules: List[str], namespace: str, revision: str, local: bool) -> None:
+    """Rewrite the staged __init__.py of each of ``modules`` with the content digest of each dependency (the
+    modules must all be staged in ``staged_namespace_dir``)."""
+    for module in modules:
+        if direct_dependencies(module):
+            text = staged_init(module, namespace, revision, local,
+                               digests=staged_digests(staged_namespace_dir, module))
+            with open(os.path.join(staged_namespace_dir, module, "__init__.py"), "w", encoding="utf-8") as f:
+                f.write(text)
 
 
 def check_out_folders(out: str, namespace: str, modules: List[str]) -> None:
@@ -615,6 +725,7 @@ def write_staging(modules: List[str], out: str, namespace: str, revision: str, l
     try:
         for module in modules:
             stage_module(module, temporary, namespace, revision, local, local_dir=staged_dir)
+        add_digests(os.path.join(temporary, namespace), modules, namespace, revision, local)
         for module in modules:
             target = os.path.join(staged_dir, module)
             if os.path.exists(target):  # a staging of ours (checked just above)
@@ -989,7 +1100,8 @@ def push(staged_dir: str, namespace: str, modules: List[str], revision: str, tok
             deps = sorted(direct_dependencies(module))
             if pin and deps:
                 pins = {d: result.commits[d] for d in deps}
-                files["__init__.py"] = staged_init(module, namespace, revision, False, pins).encode("utf-8")
+                files["__init__.py"] = staged_init(module, namespace, revision, False, pins,
+                                                   staged_digests(staged_dir, module)).encode("utf-8")
                 if not dry_run:  # the staging shows what the hub holds
                     with open(os.path.join(folder, "__init__.py"), "wb") as f:
                         f.write(files["__init__.py"])
@@ -1169,6 +1281,7 @@ def main(argv: Optional[List[str]] = None, api=None) -> int:
             checked = os.path.join(os.path.realpath(scratch), args.namespace)
             for module in modules:
                 stage_module(module, os.path.dirname(checked), args.namespace, args.revision, local=True)
+            add_digests(checked, modules, args.namespace, args.revision, local=True)
             report = check_staged(checked, args.namespace, modules)
             failed = {m: r for m, r in report.items() if r != "ok"}
             if failed:

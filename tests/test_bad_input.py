@@ -111,7 +111,7 @@ def test_a_binary_replay_file_is_refused_naming_the_file_and_what_a_transcript_i
     (tmp_path / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
     done = run_jarvis(tmp_path, "--replay", "picture.png")
     assert_refused_at_start(done, memory, "picture.png is not a transcript: line 1 is not UTF-8 text")
-    assert "A transcript is the JSON-lines file `run_jarvis.py --record FILE` writes" in done.stdout
+    assert "A transcript is the JSON-lines file a recording run (`--record FILE`" in done.stdout
 
 
 @pytest.mark.parametrize("content, says", [

@@ -9,6 +9,7 @@ from aiflows_jarvis.CoreFlowModule import (
     ScriptedInput,
     TerminalInput,
     is_approval,
+    set_closed_input_hint,
     set_input_source,
 )
 from aiflows_jarvis.HumanStandardInputFlowModule import HumanReviewFlow, HumanStandardInputFlow
@@ -33,11 +34,19 @@ def test_the_terminal_reads_one_line_or_a_triple_quoted_block(quiet_console):
 
 
 def test_a_closed_terminal_says_what_to_do():
+    """A library user is told the call to make; run_jarvis.py sets its own option (--yes) instead."""
     def closed(prompt):
         raise EOFError
 
-    with pytest.raises(InputUnavailableError, match="--yes"):
+    with pytest.raises(InputUnavailableError, match=r"call set_input_source\(AutoApproveInput\(\)\)") as error:
         TerminalInput(read_line=closed).ask("Question?")
+    assert "--yes" not in str(error.value) and "Jarvis" not in str(error.value)
+    previous = set_closed_input_hint("pass --yes")
+    try:
+        with pytest.raises(InputUnavailableError, match="^pass --yes$"):
+            TerminalInput(read_line=closed).ask("Question?")
+    finally:
+        set_closed_input_hint(previous)
 
 
 def test_auto_approve_approves_and_answers_questions_with_best_judgement(quiet_console):

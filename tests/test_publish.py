@@ -334,7 +334,7 @@ def test_verify_venv_checks_a_local_staging_and_writes_the_requested_one(tmp_pat
     assert "os.path.join(_STAGED, \"CoreFlowModule\")" in verified_init and '"revision": "main"' not in verified_init
     assert "MemoryReadingFlowModule: ok in a fresh virtual environment" in printed, "check and run.py --yes passed"
     written = (out / "bob" / "MemoryReadingFlowModule" / "__init__.py").read_text()
-    assert '{"url": "bob/CoreFlowModule", "revision": "main"}' in written
+    assert '{"url": "bob/CoreFlowModule", "revision": "main", "digest": ' in written
     assert attempts == []
 
 

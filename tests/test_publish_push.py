@@ -151,7 +151,7 @@ class FakeHub:
 
 def pinned(init_text: str):
     """{dependency module: revision} as a staged __init__.py declares them."""
-    return dict(re.findall(r'\{"url": "\w+/(\w+)", "revision": "([^"]+)"\}', init_text))
+    return dict(re.findall(r'\{"url": "\w+/(\w+)", "revision": "([^"]+)"[,}]', init_text))
 
 
 @pytest.fixture

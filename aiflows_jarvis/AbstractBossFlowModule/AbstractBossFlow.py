@@ -54,7 +54,7 @@ class AbstractBossFlow(LeanSequentialFlow):
       that see the library). Memory files given in the input override these for that run.
       `set_memory_files(flow, memory_dir)` (CoreFlowModule.memory) sets it for every boss of a tree, from the
       `memory_file_names` each declares.
-    - `resume` (bool): the run is resumed (`run_jarvis.py --resume` sets it on the top boss): this boss continues
+    - `resume` (bool): the run is resumed (the command line's `--resume` sets it on the top boss): this boss continues
       its task from its plan file instead of writing a new plan, and every boss below it resumes the task it was
       interrupted in (see below).
     - `resume_note` (str): what this boss's controller must know after a resume (Jarvis, Coder: the Python session

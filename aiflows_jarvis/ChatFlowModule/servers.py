@@ -59,8 +59,8 @@ class ServerSettings:
             self._noted = True
             self.assumed_context_window = tokens
         get_console().line("info", f"The context window of {bare_name(self.model)} is not known; prompts are kept "
-                                   f"within {tokens} tokens (run_jarvis.py --context-window N, or `context_window` "
-                                   "in the chat's configuration, says it).")
+                                   f"within {tokens} tokens (`context_window` in the chat's configuration, or the "
+                                   "command line's --context-window N, says it).")
 
 
 _LOCK = threading.Lock()

@@ -30,8 +30,8 @@ from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 from .backends import reply_content
 
 FORMAT_VERSION = 1
-WHAT_A_TRANSCRIPT_IS = ("A transcript is the JSON-lines file `run_jarvis.py --record FILE` writes: a header line, then "
-                        "one line per LLM exchange.")
+WHAT_A_TRANSCRIPT_IS = ("A transcript is the JSON-lines file a recording run (`--record FILE`, or set_backend_factory("
+                        "record_factory(...))) writes: a header line, then one line per LLM exchange.")
 
 
 class UnreadableTranscript(TranscriptError, BadInputError):

@@ -30,6 +30,7 @@ from .interaction import (  # noqa: E402
     TerminalInput,
     get_console,
     get_input_source,
+    set_closed_input_hint,
     is_approval,
     set_console,
     set_input_source,

@@ -2,9 +2,9 @@
 
 Every chat checks the budget before it calls its LLM (``check_budget``). A run that reaches a limit stops the way
 Ctrl+C stops it: ``BudgetExceeded`` is a ``RunStopped``, which every level lets through without asking, so the
-memory files keep everything done so far and ``run_jarvis.py --resume`` continues with a fresh budget.
+memory files keep everything done so far and a resumed run (``--resume``) continues with a fresh budget.
 
-With no budget set (the default of a flow used outside run_jarvis.py), nothing is limited.
+With no budget set (the default of a flow used outside Jarvis's command line), nothing is limited.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ class ConfigurationError(JarvisError):
 
 class BadInputError(ConfigurationError):
     """What the user gave at start (the goal, the configuration, a file named on the command line) cannot be used:
-    the run is refused before anything in the memory folder is moved or written (run_jarvis.py exits with 2)."""
+    the run is refused before anything in the memory folder is moved or written (the command line exits with 2)."""
 
 
 class LLMCallError(JarvisError):

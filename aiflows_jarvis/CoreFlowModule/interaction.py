@@ -114,7 +114,7 @@ _STYLES = {
 
 
 class OutputClosed(SystemExit):
-    """The output was closed by its reader (``run_jarvis.py ... | head -1``): the run ends as a program killed by
+    """The output was closed by its reader (``jarvis ... | head -1``): the run ends as a program killed by
     SIGPIPE would, with 141 (128 + 13). A ``SystemExit``, so that no ``except Exception`` of a flow takes it for an
     error to report or retry; the memory is kept as after Ctrl+C."""
 
@@ -502,6 +502,20 @@ class InputSource:
         raise NotImplementedError
 
 
+# What a closed terminal says. A library user has no command line: the call to make. Jarvis's command line replaces
+# it with its own option (set_closed_input_hint).
+closed_input_hint = ("The flow needs your answer but the terminal input is closed. Run it in a terminal, or call "
+                     "set_input_source(AutoApproveInput()) (both from aiflows_jarvis.CoreFlowModule) before calling "
+                     "the flow, to approve plans and code automatically.")
+
+
+def set_closed_input_hint(text: str) -> str:
+    """Make ``text`` what a closed terminal says (a command line names its own option); returns the previous one."""
+    global closed_input_hint
+    previous, closed_input_hint = closed_input_hint, text
+    return previous
+
+
 class TerminalInput(InputSource):
     """Reads answers from the terminal. A line with only three double quotes starts and ends a multi-line answer."""
 
@@ -529,10 +543,7 @@ class TerminalInput(InputSource):
                     return "\n".join(lines).strip()
                 lines.append(line)
         except EOFError:
-            raise InputUnavailableError(
-                "Jarvis needs your answer but the terminal input is closed. "
-                "Run in a terminal, or pass --yes to approve plans and code automatically."
-            ) from None
+            raise InputUnavailableError(closed_input_hint) from None
         except BrokenPipeError:  # `input` could not write its prompt: the output was closed
             console.output_closed(sys.stdout)
 

@@ -188,21 +188,22 @@ def context_window_advice(provider: Provider = None, detail: str = "") -> str:
     kind = _provider_kind(provider)
     if kind == "other":
         where = f"the server at {provider.get('api_base')}"
-        keep = (f"; or, to keep the server as it is, pass --context-window {window} so prompts are shortened to "
-                "fit it") if window else ""
+        keep = (f"; or, to keep the server as it is, set `context_window: {window}` (--context-window {window}) so "
+                "prompts are shortened to fit it") if window else ""
         return (f"the prompt is longer than the model's context window{said}. Restart {where} with a larger "
                 f"context (llama.cpp: --ctx-size N; llama-cpp-python: --n_ctx N; vLLM: --max-model-len N; "
-                f"Ollama: the num_ctx option) and pass run_jarvis.py --context-window N to match it{keep}; "
+                f"Ollama: the num_ctx option) and set the chat's `context_window` to match it (command line: "
+                f"--context-window N){keep}; "
                 f"{_SHRINK}")
     if kind == "azure":
         return (f"the prompt is longer than the model's context window{said}. Use an Azure deployment of a model "
                 f"with a larger context window, {_SHRINK}")
     if kind == "openai":
         return (f"the prompt is longer than the model's context window{said}. Use a model with a larger context "
-                f"window (e.g. run_jarvis.py --model gpt-4o), {_SHRINK}")
+                f"window (e.g. `model_name: gpt-4o`; command line: --model gpt-4o), {_SHRINK}")
     return (f"the prompt is longer than the model's context window{said}. Use a model with a larger context window "
-            "(a local server: restart it with a larger context, e.g. llama.cpp --ctx-size N, and pass run_jarvis.py "
-            f"--context-window N to match it), {_SHRINK}")
+            "(a local server: restart it with a larger context, e.g. llama.cpp --ctx-size N, and set the chat's "
+            f"`context_window` to match it; command line: --context-window N), {_SHRINK}")
 
 
 _VALIDATION_ERROR = re.compile(r"validation error.*'loc'|literal_error|Input should be", re.S)
@@ -272,7 +273,7 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
     text = str(error)
     if "LLM Provider NOT provided" in text:
         return info(False, "litellm 1.0.0 does not know this model name; for an OpenAI-compatible server "
-                           "write it as 'openai/<model>' (run_jarvis.py --model does this for you)", "bad_request")
+                           "write it as 'openai/<model>' (the command line's --model does this for you)", "bad_request")
     return info(False, f"{type(error).__name__}: {text[:300]}", "other")
 
 

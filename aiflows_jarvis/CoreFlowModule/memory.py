@@ -678,8 +678,9 @@ def memory_files_of(flow: Any, input_data: Dict[str, Any]) -> Dict[str, str]:
     memory_files = input_data.get("memory_files") or flow.flow_config.get("memory_files")
     if not isinstance(memory_files, dict) or not memory_files or memory_files == "???":
         raise ConfigurationError(
-            f"{flow.flow_config['name']}: `memory_files` is not set; it must map memory names to file paths, "
-            "e.g. {plan: memory/plan.txt, logs: memory/logs.txt}"
+            f"{flow.flow_config['name']}: `memory_files` is not set. Call set_memory_files(flow, \"memory\") (from "
+            "aiflows_jarvis.CoreFlowModule.memory) on the flow you instantiated, before calling it: it gives every "
+            "boss of its tree its plan, logs and code library files in that folder"
         )
     return memory_files
 

@@ -4,7 +4,7 @@
 litellm 1.0.0's model map (``litellm.model_cost``) knows the models of late 2023 only (gpt-4: 8,192 tokens,
 $0.03 / $0.06 per 1K); the few OpenAI models that came later and that users reach for first are added here, with the
 figures OpenAI publishes. A model neither knows (every local model) has no price and an unknown context window: a
-chat's `context_window` (or `run_jarvis.py --context-window N`) says it.
+chat's `context_window` (or the command line's `--context-window N`) says it.
 """
 from __future__ import annotations
 

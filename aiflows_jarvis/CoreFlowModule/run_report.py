@@ -791,7 +791,7 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
         _run_html(r), _figures_html(r), _plans_html(r), _library_html(r),
         f"<section id=\"usage\"><h2>LLM usage</h2>{_usage_html(usage)}</section>",
         _files_html(r),
-        f"<footer>Written by run_jarvis.py at {esc(time.strftime('%Y-%m-%d %H:%M:%S'))}. This page loads nothing "
+        f"<footer>Written by Jarvis at {esc(time.strftime('%Y-%m-%d %H:%M:%S'))}. This page loads nothing "
         f"from the network: figures are inside it.</footer><script>{_SCRIPT}</script></body></html>\n",
     ])
 

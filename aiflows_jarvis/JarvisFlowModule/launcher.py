@@ -1,7 +1,7 @@
 """What a launcher of Jarvis needs: credentials from the environment, model names litellm 1.0.0 accepts, the
 configuration, the memory folder (a new run or a resumed one), and the clean-up of interpreters.
 
-`run_jarvis.py` is the command line built on these; they are importable for other launchers.
+Jarvis's command line (`jarvis`) is built on these; they are importable for other launchers.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError
 from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 from aiflows_jarvis.CoreFlowModule.memory import set_memory_files, shorten, sweep_temporary_files
 
-# When no configuration file is at hand (e.g. an install without the repository's configs/): Jarvis's own defaults.
+# When no configuration file is at hand (e.g. an install without the repository's configuration folder): Jarvis's own defaults.
 DEFAULT_FLOW_CONFIG = {"flow": {
     "_target_": "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config", "name": "Jarvis"}}
 NO_KEY_PLACEHOLDER = "sk-no-key-needed"
@@ -26,8 +26,8 @@ Jarvis needs an LLM, and none is configured. Either set an API key:
   export AZURE_API_KEY=... AZURE_API_BASE=https://<resource>.openai.azure.com AZURE_API_VERSION=2023-07-01-preview
                                           (Azure OpenAI; --model is your deployment name)
 or point Jarvis at an OpenAI-compatible server (vLLM, llama.cpp, Ollama, ...):
-  python run_jarvis.py --api-base http://localhost:8000/v1 --model <model name> "<goal>"
-To see Jarvis work without any LLM, replay the recorded demo: python run_jarvis.py --demo"""
+  jarvis --api-base http://localhost:8000/v1 --model <model name> "<goal>"
+To see Jarvis work without any LLM, replay the recorded demo: jarvis --demo"""
 
 
 class MissingCredentials(JarvisError):
@@ -85,7 +85,7 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
 
 
 def load_config(path: str) -> Dict[str, Any]:
-    """A top-level configuration: ``{flow: {_target_: ..., ...}}`` (see configs/jarvis.yaml)."""
+    """A top-level configuration: ``{flow: {_target_: ..., ...}}`` (as the repository's jarvis.yaml)."""
     from aiflows_jarvis.CoreFlowModule.config_cache import read_yaml
 
     if not os.path.isfile(path):

@@ -1,0 +1,91 @@
+"""Each staged module usable from its hub README alone (issue 12, item 3): every boss's "How to use" run as written
+through the loopback LLM server; Jarvis's run.py replaying the shipped demo offline; demo.yaml in the aiflows
+authors' `flow:` format; no staged file naming the repository's command line or its configuration folder."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from fakes import command, finish
+from loopback_llm import LoopbackLLMServer
+from test_publish import publish
+
+NS = "bob"
+BOSS_REPLIES = {
+    "CoderFlowModule": ["1. Run code that prints 6 * 7.\n2. Finish.",
+                        command("run_code", language="python", code="print(6 * 7)"), finish("42")],
+    "AbstractBossFlowModule": ["1. Ask the user.\n2. Finish.", command("ask_user", question="Your favourite colour?"),
+                               finish("The user leaves it to me: blue.")],
+    "ExtendLibraryFlowModule": ["1. Nothing to add.\n2. Finish.", finish("Nothing was needed.")],
+    "JarvisFlowModule": ["1. Answer.\n2. Finish.", finish("Done.")],
+}
+
+
+@pytest.fixture(scope="module")
+def staged_all(tmp_path_factory):
+    """Every module staged with --local (no check: what publish.py writes), its READMEs syncing from there."""
+    out = os.path.realpath(tmp_path_factory.mktemp("hub"))
+    staged = os.path.join(out, NS)
+    for module in publish.module_names():
+        publish.stage_module(module, out, NS, "main", local=True, local_dir=staged)
+    publish.add_digests(staged, publish.module_names(), NS, "main", local=True)
+    return staged
+
+
+@pytest.mark.parametrize("module", sorted(BOSS_REPLIES))
+def test_a_boss_runs_from_its_hub_readme_alone(tmp_path, staged_all, module):
+    """The "How to use" snippet as written, in a new project with stdin closed, the LLM at the loopback server: it
+    sets the api_infos, the memory files and the input source, and the call finishes."""
+    with open(os.path.join(staged_all, module, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    snippet = text.split("## How to use", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert "set_memory_files(flow" in snippet and "set_input_source(" in snippet and "set_backend_factory(" in snippet
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "main.py").write_text(snippet)
+    runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
+    env = publish.project_env()
+    with LoopbackLLMServer(replies=list(BOSS_REPLIES[module])) as server:
+        env.update(OPENAI_API_KEY="sk-test", OPENAI_API_BASE=server.url)
+        done = subprocess.run(runner, cwd=project, env=env, capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+        assert not server.errors and server.pending == 0, (server.errors, server.pending)
+    assert "'status': 'finished'" in done.stdout, done.stdout[-3000:]
+    assert any(name.startswith("plan_") for name in os.listdir(project / "memory")), "the memory files were set"
+
+
+def test_jarvis_run_py_replays_the_shipped_demo_offline(staged_all):
+    """No LLM configured, stdin closed, no network (the check's isolation): run.py replays the recording."""
+    folder = os.path.join(staged_all, "JarvisFlowModule")
+    runner = publish.project_python("import runpy\nrunpy.run_path('run.py', run_name='__main__')")
+    env = {k: v for k, v in publish.project_env().items() if not k.startswith("OPENAI_")}
+    try:
+        done = subprocess.run(runner, cwd=folder, env=env, capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
+    finally:
+        for leftover in ("flow_modules", "memory"):
+            shutil.rmtree(os.path.join(folder, leftover), ignore_errors=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert "Replaying the recorded demo" in done.stdout and "'status': 'finished'" in done.stdout, done.stdout[-3000:]
+
+
+def test_staged_demos_use_the_authors_flow_format_and_no_file_names_the_command_line(staged_all):
+    import yaml
+
+    for module in publish.module_names():
+        folder = os.path.join(staged_all, module)
+        if module != "CoreFlowModule":
+            with open(os.path.join(folder, "demo.yaml"), encoding="utf-8") as f:
+                demo = yaml.safe_load(f)
+            cls = publish.DEMOS[module]["cls"]
+            assert demo["flow"]["_target_"] == f"flow_modules.{NS}.{module}.{cls}.instantiate_from_default_config"
+            assert "input_data" in demo
+        for rel in publish.folder_files(folder):
+            if rel.endswith((".py", ".yaml", ".md", ".txt")):
+                with open(os.path.join(folder, rel), encoding="utf-8") as f:
+                    text = f.read()
+                assert "run_jarvis" not in text and "configs/" not in text, f"{module}/{rel}"
