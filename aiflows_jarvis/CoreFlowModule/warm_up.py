@@ -1,7 +1,7 @@
 """Work a run will need soon, started when the run waits anyway.
 
-A launcher says what to start (``set_warm_up(callback)``; run_jarvis.py starts the Python kernels of the flow tree);
-a flow calls ``warm_up()`` at a moment the run waits for the user or follows a slow step: the plan writer calls it
+A launcher says what to start (``set_warm_up(callback)``; Jarvis's command line starts the Python kernels of the flow
+tree); a flow calls ``warm_up()`` at a moment the run waits for the user or follows a slow step: the plan writer calls it
 when a draft plan is put up for review, so that the kernel starts (about a second) while the user reads the plan and
 not when the first ``run_code`` asks for it. The callback runs once; with none set (a flow used on its own, the
 tests), ``warm_up()`` does nothing.
