@@ -202,7 +202,7 @@ def test_ctrl_c_during_a_command_asks_the_user_once_and_enter_stops_the_whole_ru
     with pytest.raises(RunStopped):
         outer.call(LOOP_INPUT)
     assert len(user.asked) == 1, "only the innermost loop asks"
-    assert "ControllerExecutorFlow/Executor/ask_user" in user.asked[0]["prompt"], "the question says which loop"
+    assert "of ControllerExecutorFlow > ask_user do" in user.asked[0]["prompt"], "the question says which loop (breadcrumb)"
 
 
 def test_ctrl_c_then_a_note_goes_to_the_controller(scripted_llm, user):
