@@ -516,6 +516,30 @@ def set_closed_input_hint(text: str) -> str:
     return previous
 
 
+_BUILTIN_INPUT = builtins.input
+_LINE_POLL_S = 0.2
+
+
+def prompt_then_wait_for_line(prompt: str) -> bool:
+    """On a terminal: write ``prompt`` and wait until a line is typed, in short waits; False (nothing done) when the
+    input is not a terminal. ``input`` alone can miss a Ctrl+C: a SIGINT that comes after it wrote its prompt and
+    before it blocks in read() is handled (the flag set) but read() is not interrupted, so the KeyboardInterrupt
+    waits for the next Enter. Between these waits Python runs the handler, and the interrupt is raised at once."""
+    try:
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd):
+            return False
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return False
+    import select
+
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    while not select.select([fd], [], [], _LINE_POLL_S)[0]:
+        pass
+    return True
+
+
 class TerminalInput(InputSource):
     """Reads answers from the terminal. A line with only three double quotes starts and ends a multi-line answer."""
 
@@ -527,7 +551,10 @@ class TerminalInput(InputSource):
 
     def _read(self, prompt: str) -> str:
         # `input` is looked up when called, not when the class is defined, so a replaced builtins.input is used.
-        return (self._read_line or builtins.input)(prompt)
+        read_line = self._read_line or builtins.input
+        if read_line is _BUILTIN_INPUT and prompt_then_wait_for_line(prompt):
+            prompt = ""
+        return read_line(prompt)
 
     def ask(self, prompt: str, kind: str = QUESTION) -> str:
         console = self._console or get_console()
