@@ -406,8 +406,11 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
     if main_class and "ChatFlowModule" in dependency_closure([module]):
         # quick_load fills `api_infos: ???` keys, which a composite flow's default configuration does not have at
         # its top: the skeleton puts one at every chat of the tree.
+        embeddings = "VectorStoreFlowModule" in dependency_closure([module])
         parts += [
-            "LLM chats have `backend.api_infos: ???`. Build a configuration with one at every chat of the flow's tree "
+            "LLM chats have `backend.api_infos: ???`"
+            + (" (and the vector store's embeddings `embedding.api_infos: ???`)" if embeddings else "")
+            + ". Build a configuration with one at every chat of the flow's tree "
             "(`chat_backends_skeleton`), fill it with `quick_load`, and instantiate from it:",
             "",
             "```python",
@@ -425,7 +428,9 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
             "```",
             "",
             "Or give every chat built from then on its api_infos at once: "
-            f"`flow_modules.{namespace}.ChatFlowModule.set_backend_factory(with_api_infos([ApiInfo(...)]))`.",
+            f"`flow_modules.{namespace}.ChatFlowModule.set_backend_factory(with_api_infos([ApiInfo(...)]))`"
+            + (f", and every vector store its embeddings: `flow_modules.{namespace}.VectorStoreFlowModule"
+               ".set_embeddings_factory(embeddings_with_api_infos([ApiInfo(...)]))`" if embeddings else "") + ".",
             "",
         ]
     parts += [
@@ -479,9 +484,9 @@ if demo.get("uses_llm"):
     key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")
     if not key and not base:
         sys.exit("Set OPENAI_API_KEY (or OPENAI_API_BASE for an OpenAI-compatible server) to run this demo.")
+    api_infos = [ApiInfo(backend_used="openai", api_key=key or "sk-no-key", api_base=base)]
     overrides = {{"model_name": os.environ["OPENAI_MODEL"]}} if os.environ.get("OPENAI_MODEL") else {{}}
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=key or "sk-no-key", api_base=base)],
-                                       **overrides))
+    set_backend_factory(with_api_infos(api_infos, **overrides)){embeddings}
 flow = {cls}.instantiate_from_default_config(**(demo.get("flow") or {{}}))
 if demo.get("memory_dir"):
     set_memory_files(flow, demo["memory_dir"])
@@ -489,11 +494,21 @@ if demo.get("auto_approve") or "--yes" in sys.argv:
     set_input_source(AutoApproveInput())
 try:
     print(flow.call(demo["input_data"]))
-finally:
-    for node in [flow] + [s for s in getattr(flow, "subflows", {{}}).values()]:
-        if hasattr(node, "close"):
+finally:  # every flow of the tree that holds something (an interpreter's kernel, a vector store) lets it go
+    todo = [flow]
+    while todo:
+        node = todo.pop()
+        todo.extend(getattr(node, "subflows", {{}}).values())
+        if callable(getattr(node, "close", None)):
             node.close()
 '''
+
+# In run.py, for a module with a vector store: its embeddings come from the same server, with the same key.
+_RUN_PY_EMBEDDINGS = '''
+
+    from flow_modules.{namespace}.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
+
+    set_embeddings_factory(embeddings_with_api_infos(api_infos, model_name=os.environ.get("OPENAI_EMBEDDING_MODEL")))'''
 
 _CORE_RUN_PY = '''\
 """Run a small flow on CoreFlowModule's lean base: `python run.py` in this folder (no LLM needed)."""
@@ -541,10 +556,15 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
     header = f"# Run {spec['cls']} on its own: python run.py (in this folder)."
     if spec.get("llm"):
         header += "\n# The LLM: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (and OPENAI_MODEL)."
+        if "VectorStoreFlowModule" in dependency_closure([module]):
+            header += ("\n# Embeddings: the same server and key, text-embedding-3-small unless OPENAI_EMBEDDING_MODEL "
+                       "names another.")
     text = header + "\n" + rewrite(yaml.safe_dump(demo, sort_keys=False, width=120), namespace)
     llm_note = ("the LLM: OPENAI_API_KEY or OPENAI_API_BASE" if spec.get("llm")
                 else "no LLM needed; it needs the network" if spec.get("network") else "no LLM needed")
-    run = _RUN_PY.format(cls=spec["cls"], module=module, namespace=namespace, llm_note=llm_note)
+    run = _RUN_PY.format(cls=spec["cls"], module=module, namespace=namespace, llm_note=llm_note,
+                         embeddings=_RUN_PY_EMBEDDINGS.format(namespace=namespace)
+                         if "VectorStoreFlowModule" in dependency_closure([module]) else "")
     return {"demo.yaml": text, "run.py": run}
 
 
