@@ -33,7 +33,7 @@ DEFAULT_CONFIG = {"flow": {
 DESCRIPTION = """\
 AutoGPT reaches a goal by searching (Wikipedia, DuckDuckGo) one command at a time, remembering what it found in a
 vector store (the memory folder keeps it for the next run) and asking for your feedback after each command
-(Enter: none; q or stop: end the run).
+(Enter: none; q or stop: end the run). With --run-code it may also run Python and shell code in the current folder.
 
 The LLM: OPENAI_API_KEY (OpenAI), AZURE_API_KEY + AZURE_API_BASE (Azure), or --api-base for any OpenAI-compatible
 server that also serves /v1/embeddings. Needs the extra: pip install -e ".[autogpt]". No LLM at hand? Try --demo."""
@@ -52,6 +52,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="where the vector store lives (default: memory/)")
     parser.add_argument("--store", choices=("chroma", "faiss"), help="the vector store (default: chroma)")
     parser.add_argument("--yes", action="store_true", help="ask for no feedback (nobody is asked)")
+    parser.add_argument("--run-code", action="store_true",
+                        help="let the controller run Python (one persistent session) and shell code in the current "
+                             "folder, as it writes it: your feedback comes after (or `run_code: true` in the "
+                             "configuration)")
     parser.add_argument("--record", metavar="FILE", help="write every LLM exchange and tool result to a transcript")
     parser.add_argument("--replay", metavar="FILE", help="answer LLM calls and tools from a transcript")
     parser.add_argument("--demo", action="store_true", help="replay the recorded demo run (offline, no feedback)")
@@ -62,8 +66,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     limits.add_argument("--max-cost", type=_positive_float, metavar="USD", help="stop after this many dollars")
     limits.add_argument("--max-time", type=_duration, metavar="TIME", help="stop after this long (900, 15m, 2h)")
     args = parser.parse_args(argv)
-    if args.demo and (args.replay or args.record or args.goal):
-        parser.error("--demo replays its own recording: no goal, --replay or --record")
+    if args.demo and (args.replay or args.record or args.goal or args.run_code):
+        parser.error("--demo replays its own recording: no goal, --replay, --record or --run-code")
     if args.replay and args.record:
         parser.error("--record and --replay do not go together")
     if (args.demo or args.replay) and (args.model or args.api_base or args.embedding_model):
@@ -160,13 +164,17 @@ def _main(argv: Optional[List[str]]) -> int:
             problem = launcher.check_text("The goal", goal)
             if problem:
                 raise BadInputError(problem)
-            if args.record:
-                recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured")
-                add_backend_wrapper(recorder.wrap)
-                set_tool_recorder(recorder.record_tool)
 
             config = launcher.load_config(args.config or CONFIG) if (args.config or os.path.exists(CONFIG)) \
                 else DEFAULT_CONFIG
+            # run_code: --run-code, the configuration, or the recording replayed (its prompts list the command)
+            if args.run_code or (transcript is not None and transcript.header.get("run_code")):
+                config = {**config, "flow": {**config["flow"], "run_code": True}}
+            if args.record:
+                recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured",
+                                              run_code=bool(config["flow"].get("run_code")))
+                add_backend_wrapper(recorder.wrap)
+                set_tool_recorder(recorder.record_tool)
             budget = RunBudget.from_config(config.get("budget"), max_calls=args.max_calls,
                                            max_tokens=args.max_tokens, max_cost=args.max_cost,
                                            max_time=args.max_time)
@@ -185,6 +193,9 @@ def _main(argv: Optional[List[str]]) -> int:
                              "This is a REPLAY: the LLM replies and the search results are a recording, made for "
                              "this goal. The flows and the vector-store memory run for real (with deterministic "
                              f"local embeddings), in {memory_dir}. No feedback is asked.")
+            for _, interpreter in launcher.interpreters(flow):
+                console.line("warning", f"run_code is on: the code the controller writes runs in "
+                                        f"{interpreter.workspace} as written; your feedback comes after.")
             if args.yes or args.demo:
                 set_input_source(AutoApproveInput())
 
@@ -208,6 +219,8 @@ def _main(argv: Optional[List[str]]) -> int:
             remove_backend_wrapper(recorder.wrap)
             set_tool_recorder(None)
             recorder.close()
+        if flow is not None:
+            launcher.close_interpreters(flow)
         set_tool_replay(None)
         set_embeddings_factory(None)
         set_run_budget(None)

@@ -478,10 +478,12 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
     if main_class and "ChatFlowModule" in dependency_closure([module]):
         # quick_load fills `api_infos: ???` keys, which a composite flow's default configuration does not have at
         # its top: the skeleton puts one at every chat of the tree.
+        embeddings = "VectorStoreFlowModule" in dependency_closure([module])
         parts += [
-            "Instead of `set_backend_factory`, aiflows' `quick_load` can fill the chats' `backend.api_infos: ???`. A "
-            "flow's default configuration has them only at each chat, deep in its tree, so build a configuration with "
-            "one at every chat first (`chat_backends_skeleton`), fill it, and instantiate from it:",
+            "Instead of `set_backend_factory`, aiflows' `quick_load` can fill the chats' `backend.api_infos: ???`"
+            + (" (and the vector store's embeddings' `embedding.api_infos: ???`)" if embeddings else "")
+            + ". A flow's default configuration has them only at each chat, deep in its tree, so build a "
+            "configuration with one at every chat first (`chat_backends_skeleton`), fill it, and instantiate from it:",
             "",
             "```python",
             "from aiflows.utils.general_helpers import quick_load",
@@ -494,6 +496,9 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
             f"flow = {main_class}.instantiate_from_default_config(**cfg)",
             "```",
             "",
+            *([f"Or give every vector store built from then on its embeddings at once: `flow_modules.{namespace}"
+               ".VectorStoreFlowModule.set_embeddings_factory(embeddings_with_api_infos([api]))`.", ""]
+              if embeddings else []),
         ]
     parts += [
         "`demo.yaml` and `run.py` run the module on its own: `python run.py` in this folder.",
@@ -562,9 +567,9 @@ elif demo.get("uses_llm"):
     if not have_llm:
         sys.exit("Set OPENAI_API_KEY (or OPENAI_API_BASE for an OpenAI-compatible server) to run this demo.")
     key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")
+    api_infos = [ApiInfo(backend_used="openai", api_key=key or "sk-no-key", api_base=base)]
     overrides = {{"model_name": os.environ["OPENAI_MODEL"]}} if os.environ.get("OPENAI_MODEL") else {{}}
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=key or "sk-no-key", api_base=base)],
-                                       **overrides))
+    set_backend_factory(with_api_infos(api_infos, **overrides)){embeddings}
 # the aiflows authors' demo.yaml format: `flow:` is instantiated by hydra
 flow = hydra.utils.instantiate(demo["flow"], _recursive_=False, _convert_="partial")
 if memory_dir:
@@ -577,15 +582,22 @@ def close(node):
     """Shut down what the flow started (interpreter kernels), everywhere in its tree."""
     for sub in getattr(node, "subflows", {{}}).values():
         close(sub)
-    if hasattr(node, "close"):
+    if callable(getattr(node, "close", None)):
         node.close()
 
 
 try:
     print(flow.call(input_data))
-finally:
+finally:  # every flow of the tree that holds something (an interpreter's kernel, a vector store) lets it go
     close(flow)
 '''
+
+# In run.py, for a module with a vector store: its embeddings come from the same server, with the same key.
+_RUN_PY_EMBEDDINGS = '''
+
+    from flow_modules.{namespace}.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
+
+    set_embeddings_factory(embeddings_with_api_infos(api_infos, model_name=os.environ.get("OPENAI_EMBEDDING_MODEL")))'''
 
 _CORE_RUN_PY = '''\
 """Run a small flow on CoreFlowModule's lean base: `python run.py` in this folder (no LLM needed)."""
@@ -633,6 +645,9 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
     header = f"# Run {spec['cls']} on its own: python run.py (in this folder). `flow:` is instantiated by hydra."
     if spec.get("llm"):
         header += "\n# The LLM: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (and OPENAI_MODEL)."
+        if "VectorStoreFlowModule" in dependency_closure([module]):
+            header += ("\n# Embeddings: the same server and key, text-embedding-3-small unless OPENAI_EMBEDDING_MODEL "
+                       "names another.")
     if spec.get("replay"):
         demo["replay"] = spec["replay"]
         header += (f"\n# Without them (or with --replay), run.py replays the recorded run {spec['replay']},\n# "
@@ -642,7 +657,9 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
                 else "no LLM needed; it needs the network" if spec.get("network") else "no LLM needed")
     if spec.get("replay"):
         llm_note += ", else the recorded demo is replayed"
-    run = _RUN_PY.format(cls=spec["cls"], module=module, namespace=namespace, llm_note=llm_note)
+    run = _RUN_PY.format(cls=spec["cls"], module=module, namespace=namespace, llm_note=llm_note,
+                         embeddings=_RUN_PY_EMBEDDINGS.format(namespace=namespace)
+                         if "VectorStoreFlowModule" in dependency_closure([module]) else "")
     return {"demo.yaml": text, "run.py": run}
 
 

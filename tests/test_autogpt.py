@@ -114,3 +114,18 @@ def test_the_prompt_at_round_30_is_no_larger_than_at_round_5_plus_a_bound(autogp
     bound = 200  # the memories and observations differ a little in length (numbers, feedback)
     assert sizes[29] <= sizes[4] + bound, f"prompt sizes by round: {sizes}"
     assert all(len(messages) <= 4 for messages in controller_calls(loopback_llm)), "system + window of 3"
+
+
+def test_the_skeleton_that_quick_load_fills_gives_the_embeddings_their_key_too():
+    """The modules' READMEs build a configuration with chat_backends_skeleton and fill it with quick_load: the vector
+    store's `embedding.api_infos: ???` is in the skeleton, so the memory gets the key as the controller does."""
+    from aiflows.utils.general_helpers import quick_load
+
+    from aiflows_jarvis.CoreFlowModule.config_tree import chat_backends_skeleton
+
+    config = chat_backends_skeleton("aiflows_jarvis.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config")
+    assert config["subflows_config"]["Memory"] == {"embedding": {"api_infos": "???"}}
+    config.pop("_target_")
+    quick_load(config, [ApiInfo(backend_used="openai", api_key="sk-test")])
+    flow = AutoGPTFlow.instantiate_from_default_config(**config)
+    assert flow.subflows["Memory"].embeddings.api_info["api_key"] == "sk-test"

@@ -158,13 +158,14 @@ def test_a_replay_must_start_from_the_library_it_was_recorded_with(tmp_path):
     assert "--resume" not in second.stdout.split("left the recording")[-1], "a replay is not resumed"
 
 
-def run_until(server, requests, tmp_path, *args):
-    """Start run_jarvis.py on the loopback server (network guarded, see subprocess_guard); return the process once
-    the server has seen ``requests``, and the guard's log of network attempts."""
+def run_until(server, requests, tmp_path, *args, script=RUN_JARVIS):
+    """Start run_jarvis.py (or ``script``, which takes the same options) on the loopback server (network guarded,
+    see subprocess_guard); return the process once the server has seen ``requests``, and the guard's log of network
+    attempts."""
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     env["NO_COLOR"] = "1"
     env, attempts = guarded_environment(str(tmp_path / "guard"), env)
-    process = subprocess.Popen([sys.executable, RUN_JARVIS, "--api-base", server.url, "--yes", *args], cwd=tmp_path,
+    process = subprocess.Popen([sys.executable, script, "--api-base", server.url, "--yes", *args], cwd=tmp_path,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 120

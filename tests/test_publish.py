@@ -208,16 +208,59 @@ print(json.dumps({"provenance": _provenance(InterpreterAtomicFlow)}))
     assert_staged_code_ran(out, staged, "InterpreterFlowModule")
 
 
+def run_staged_demo(staged, tmp_path, module, *args, flow=None, **env):
+    """A copy of a staged module (and of its dependencies) runs its own demo (`python run.py ARGS` in its folder, as another project with no
+    network but loopback), ``flow`` merged into its demo.yaml's flow overrides; returns (the folder, the process)."""
+    for needed in publish.dependency_closure([module]):  # its dependencies are found beside it, as in the staging
+        # copied, not linked: a dependency synced through a link and again through its real path (by another
+        # dependency) would make FlowVerse ask whether to overwrite it
+        shutil.copytree(staged / needed, tmp_path / needed, symlinks=True)
+    folder = tmp_path / module
+    if flow:
+        import yaml
+        from aiflows.utils.general_helpers import recursive_dictionary_update
+
+        demo = yaml.safe_load((folder / "demo.yaml").read_text())
+        demo["flow"] = recursive_dictionary_update(demo.get("flow") or {}, flow)
+        (folder / "demo.yaml").write_text(yaml.safe_dump(demo))
+    runner = publish.project_python("import runpy\nrunpy.run_path('run.py', run_name='__main__')") + list(args)
+    done = subprocess.run(runner, cwd=folder, env={**publish.project_env(), **env}, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return folder, done
+
+
 def test_a_staged_module_runs_on_its_own_with_its_run_py(staged, tmp_path):
-    folder = tmp_path / "InterpreterFlowModule"
-    shutil.copytree(staged / "InterpreterFlowModule", folder, symlinks=True)
-    # its dependencies are found beside it, as in the staged folder
-    os.symlink(staged / "CoreFlowModule", tmp_path / "CoreFlowModule")
-    runner = publish.project_python("import runpy\nrunpy.run_path('run.py', run_name='__main__')")
-    done = subprocess.run(runner, cwd=folder, env=publish.project_env(), capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr[-3000:]
+    _, done = run_staged_demo(staged, tmp_path, "InterpreterFlowModule")
     assert "'interpreter_output': 'Python" in done.stdout and "says 42" in done.stdout
+
+
+def test_every_staged_module_has_a_readme_a_demo_and_its_requirements(staged):
+    for module in publish.module_names():
+        files = set(os.listdir(staged / module))
+        assert {"README.md", "demo.yaml", "run.py", "pip_requirements.txt", "__init__.py"} <= files, module
+
+
+def test_the_staged_vector_store_runs_its_demo_offline(staged, tmp_path):
+    folder, done = run_staged_demo(staged, tmp_path, "VectorStoreFlowModule")
+    assert "{'retrieved': ''}" in done.stdout, "two memories written"
+    assert any((folder / "memory").rglob("*.faiss")), "into the demo's FAISS store, in its memory folder"
+
+
+def test_the_staged_autogpt_runs_its_demo_with_an_llm_server(staged, tmp_path, loopback):
+    """AutoGPT's demo with OPENAI_API_BASE: the server answers the controller and the embeddings (the same key), and
+    stands in for Wikipedia (the one change to demo.yaml)."""
+    loopback.wiki_pages["Eiffel Tower"] = "The Eiffel Tower was finished in 1889."
+    loopback.add(command("wiki_search", search_term="Eiffel Tower"), command("finish", answer="In 1889."))
+    _, done = run_staged_demo(staged, tmp_path, "AutoGPTFlowModule", "--yes",
+                              flow={"subflows_config": {"Executor": {"subflows_config": {
+                                  "wiki_search": {"api_url": loopback.wiki_url}}}}},
+                              OPENAI_API_KEY="sk-test", OPENAI_API_BASE=loopback.url)
+    assert "{'answer': 'In 1889.', 'status': 'finished'}" in done.stdout
+    assert loopback.embedding_requests, "the memory embedded through the server"
+    assert {r["headers"]["authorization"] for r in loopback.embedding_requests} == {"Bearer sk-test"}
+    second_prompt = loopback.requests[1]["messages"][0]["content"]
+    assert "finished in 1889" in second_prompt, "the memory written after the search is read back"
 
 
 @pytest.mark.parametrize("option, value, message", [

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any, Dict, List
 
@@ -8,6 +9,24 @@ from aiflows.base_flows import CircularFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.CoreFlowModule import get_console
 from aiflows_jarvis.CoreFlowModule.memory import shorten
+
+
+# Commands a switch of the same name turns on (`run_code: true`); off, the command and its branch are dropped.
+OPTIONAL_COMMANDS = ("run_code",)
+
+
+def without_disabled_commands(config: Dict[str, Any]) -> Dict[str, Any]:
+    """A copy of an AutoGPTFlow configuration without the optional commands it does not turn on: the controller's
+    command and the executor's branch go together, so the controller never offers a command nobody runs."""
+    config = copy.deepcopy(config)
+    subflows = config.get("subflows_config") or {}
+    commands = (subflows.get("Controller") or {}).get("commands") or {}
+    branches = (subflows.get("Executor") or {}).get("subflows_config") or {}
+    for name in OPTIONAL_COMMANDS:
+        if not config.get(name):
+            commands.pop(name, None)
+            branches.pop(name, None)
+    return config
 
 
 def format_memories(retrieved: Any, max_chars: int) -> str:
@@ -32,7 +51,11 @@ class AutoGPTFlow(ControllerExecutorFlow):
       retrieved memories (not the history), and its chat keeps a sliding window of the last exchange, so its
       prompt stays the same size however long the run.
     - `Executor` branches on the command: `wiki_search` (WikiSearchAtomicFlow), `ddg_search` (LCToolFlow with
-      LangChain's DuckDuckGoSearchRun), optionally `run_code` (the Interpreter).
+      LangChain's DuckDuckGoSearchRun) and, with `run_code: true`, `run_code` (InterpreterAtomicFlow: Python in a
+      persistent Jupyter kernel, or bash, in the current folder; the code runs as the controller wrote it, and the
+      user's feedback comes after). A branch's observation is its output's `output_interface` keys (the
+      interpreter's: `interpreter_output`). The kernel belongs to the flow: whoever runs the flow shuts it down
+      (`close()` on the interpreter; run_autogpt.py does it however the run ends), else it ends with the process.
     - `HumanFeedback` shows the result and asks for feedback, which is appended to the observation.
 
     The loop is bounded by `max_rounds`, and inherits ControllerExecutorFlow's stuck-loop guard and Ctrl+C handling.
@@ -41,6 +64,8 @@ class AutoGPTFlow(ControllerExecutorFlow):
     - `max_rounds` (int), `max_repeats` (int), `max_result_chars` (int): as in ControllerExecutorFlow.
     - `max_memory_chars` (int): what the controller reads of the retrieved memories, at most.
     - `max_query_chars` (int): the size of the memory query (the goal and the last observation).
+    - `run_code` (bool): whether the controller may run code (default false: the `run_code` command and branch of
+      the YAML are dropped when the flow is built).
     - `subflows_config`: `Memory`, `Controller` (its commands = the executor's branches + `finish(answer)`),
       `Executor`, `HumanFeedback`.
 
@@ -52,8 +77,13 @@ class AutoGPTFlow(ControllerExecutorFlow):
     - `status` (str): `finished`, or `stopped: <why>` (the user stopped it, max_rounds, ...).
     """
 
+    @classmethod
+    def instantiate_from_config(cls, config: Dict[str, Any]):
+        return super().instantiate_from_config(without_disabled_commands(config))
+
     # ~~~ The controller's view of a branch's output and of finish ~~~
     def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
+        output = self._declared_output(branch, output)
         update = super().on_branch_output(branch, output)
         if len(output) == 1:  # one observation (observation, wiki_content, ...): the text itself, not "key: text"
             value = next(iter(output.values()))
@@ -61,6 +91,14 @@ class AutoGPTFlow(ControllerExecutorFlow):
                                        int(self.flow_config.get("max_result_chars", 3000)))
         update["observation"] = update["result"]
         return update
+
+    def _declared_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
+        """The keys of ``output`` that the branch's `output_interface` lists (the whole output when it lists none
+        of them)."""
+        flow = getattr(self.subflows.get("Executor"), "subflows", {}).get(branch)
+        declared = flow.flow_config.get("output_interface") if flow is not None else None
+        kept = {key: output[key] for key in declared or [] if key in output}
+        return kept or output
 
     def on_finish(self, command_args: Dict[str, Any]) -> Dict[str, Any]:
         return {"answer": str(command_args.get("answer", "")), "status": "finished"}

@@ -3,10 +3,11 @@ dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},
     {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
+    {"url": "aiflows/InterpreterFlowModule", "revision": "main"},
     {"url": "aiflows/VectorStoreFlowModule", "revision": "main"},
     {"url": "aiflows/LCToolFlowModule", "revision": "main"},
     {"url": "aiflows/WikiSearchFlowModule", "revision": "main"},
 ]
 
 from .HumanFeedbackFlow import HumanFeedbackFlow  # noqa: E402
-from .AutoGPTFlow import AutoGPTFlow, format_memories  # noqa: E402
+from .AutoGPTFlow import AutoGPTFlow, format_memories, without_disabled_commands  # noqa: E402

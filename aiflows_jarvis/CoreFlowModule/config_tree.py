@@ -85,20 +85,21 @@ def root_of(config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def chat_backends_skeleton(target: str, name: Optional[str] = None, model_name: Any = None) -> Dict[str, Any]:
-    """A configuration for the flow ``target`` names with ``backend: {api_infos: ???}`` at every LLM chat in its tree.
+    """A configuration for the flow ``target`` names with ``backend: {api_infos: ???}`` at every LLM chat in its tree,
+    and ``<key>: {api_infos: ???}`` wherever else a flow's default has one (a vector store's ``embedding``).
 
-    That is the shape of the original Jarvis configurations: ``quick_load(cfg, api_infos)`` then fills every chat.
-    ``model_name`` (optional) is set next to each ``api_infos``.
+    That is the shape of the original Jarvis configurations: ``quick_load(cfg, api_infos)`` then fills every chat
+    (and embedding model). ``model_name`` (optional) is set next to each chat's ``api_infos``.
     """
     config: Dict[str, Any] = {"_target_": target}
     if name:
         config["name"] = name
     for _, node, effective in list(walk_config(config, create=True)):
-        backend = effective.get("backend")
-        if isinstance(backend, dict) and backend.get("api_infos") == "???":
-            node["backend"] = {"api_infos": "???"}
-            if model_name is not None:
-                node["backend"]["model_name"] = copy.deepcopy(model_name)
+        for key, value in effective.items():
+            if key != "subflows_config" and isinstance(value, dict) and value.get("api_infos") == "???":
+                node[key] = {"api_infos": "???"}
+                if key == "backend" and model_name is not None:
+                    node[key]["model_name"] = copy.deepcopy(model_name)
     _prune(config)
     return config
 

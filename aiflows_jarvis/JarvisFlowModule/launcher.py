@@ -181,11 +181,17 @@ def prestart_interpreters(flow: Any) -> int:
     return len(started)
 
 
+def interpreters(flow: Any) -> Iterator[tuple]:
+    """``(path, flow)`` of each interpreter in a flow tree: a flow with a ``workspace`` and a ``close()``."""
+    for path, node in walk(flow):
+        if callable(getattr(node, "close", None)) and "workspace" in node.flow_config:
+            yield path, node
+
+
 def close_interpreters(flow: Any) -> None:
-    for _, node in walk(flow):
-        close = getattr(node, "close", None)
-        if callable(close) and "workspace" in node.flow_config:
-            close()
+    """Shut down the kernel of every interpreter in a flow tree (with the processes its code started)."""
+    for _, node in interpreters(flow):
+        node.close()
 
 
 class MemoryLayout(dict):
