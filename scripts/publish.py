@@ -472,7 +472,8 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
     parts += ["```python"] + how_to_use(module, namespace, sync) + ["```", ""]
     parts += [
         "Import a module of this namespace before `aiflows.backends` or `litellm`: it points litellm at the tokenizer "
-        "the CoreFlowModule carries, so nothing is downloaded.",
+        "the CoreFlowModule carries, so nothing is downloaded. (Once a module has been imported on a machine, the "
+        "other order works offline too: the tokenizer is copied into tiktoken's default cache.)",
         "",
     ]
     if main_class and "ChatFlowModule" in dependency_closure([module]):

@@ -1,6 +1,7 @@
 """The package works with no network and no tokenizer cache anywhere but its own (checked in a fresh process)."""
 from __future__ import annotations
 
+import filecmp
 import os
 import subprocess
 import sys
@@ -65,7 +66,10 @@ def test_import_and_build_a_chat_flow_with_the_network_down(tmp_path, script):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("OK")
     check_guarded_run(attempts)
-    assert not (empty_tmp / "data-gym-cache").exists(), "tiktoken looked for (or downloaded) another cache"
+    # tiktoken's default cache holds the bundled file only (seeded for processes that import litellm first)
+    assert os.listdir(empty_tmp / "data-gym-cache") == [TOKENIZER_FILE], "tiktoken downloaded into its cache"
+    assert filecmp.cmp(empty_tmp / "data-gym-cache" / TOKENIZER_FILE, os.path.join(TOKENIZER_DIR, TOKENIZER_FILE),
+                       shallow=False)
     assert not (tmp_path / ".flow_cache").exists(), "no disk cache is opened by the package's flows"
 
 
@@ -76,3 +80,26 @@ def test_the_command_line_needs_no_network_to_start(tmp_path):
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 2 and "OPENAI_API_KEY" in done.stdout, done.stdout + done.stderr
     check_guarded_run(attempts)
+
+
+LITELLM_FIRST = '''
+from aiflows.backends.api_info import ApiInfo  # the aiflows authors' order: litellm is imported first
+import litellm
+assert litellm.utils.encoding.encode("hello world") == [15339, 1917]
+print("OK")
+'''
+
+
+def test_litellm_imported_before_the_package_finds_the_tokenizer_once_the_package_ran_here(tmp_path):
+    env, attempts, empty_tmp = offline_environment(tmp_path)
+    first = subprocess.run([sys.executable, "-c", "import aiflows_jarvis"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=180)
+    assert first.returncode == 0, first.stderr[-3000:]
+    check_guarded_run(attempts)
+    done = subprocess.run([sys.executable, "-c", LITELLM_FIRST], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0 and done.stdout.startswith("OK"), done.stderr[-3000:]
+    if os.path.exists(attempts):  # litellm's price list (it falls back to its own copy), never the tokenizer
+        with open(attempts) as f:
+            tried = f.read()
+        assert "openaipublic" not in tried and "blob.core.windows.net" not in tried, tried
