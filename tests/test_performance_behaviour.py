@@ -302,3 +302,33 @@ def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_rev
     finally:
         set_warm_up(None)
         launcher.close_interpreters(jarvis)
+
+
+def test_copy_config_copies_as_deepcopy_does_for_configurations_and_messages():
+    from dataclasses import dataclass
+
+    from aiflows_jarvis.CoreFlowModule.instantiate import copy_config
+
+    @dataclass
+    class Info:
+        keys: list
+
+    original = {"a": [1, {"b": "x", "c": None}], "d": 2.5, "e": True, "info": Info(["k"]), "t": (1, [2])}
+    copied = copy_config(original)
+    assert copied == original
+    copied["a"][1]["b"] = "changed"
+    copied["info"].keys.append("more")
+    copied["t"][1].append(3)
+    assert original == {"a": [1, {"b": "x", "c": None}], "d": 2.5, "e": True, "info": Info(["k"]), "t": (1, [2])}, \
+        "nothing of the original is shared but immutable values"
+
+
+def test_a_flow_state_does_not_share_what_it_was_given(scripted_llm):
+    from flows_for_tests import WordCountFlow
+
+    flow = WordCountFlow.instantiate_from_default_config()
+    given = {"text": "a b", "extra": {"nested": ["x"]}}
+    flow._state_update_dict(given)
+    given["extra"]["nested"].append("y")
+    assert flow.flow_state["extra"] == {"nested": ["x"]}
+    assert flow._state_update_dict({"text": "a b", "extra": None}) is None, "equal and None values are no update"

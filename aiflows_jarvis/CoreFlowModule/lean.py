@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from contextvars import ContextVar
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from aiflows.base_flows import AtomicFlow, BranchingFlow, CircularFlow, CompositeFlow, Flow, SequentialFlow
 from aiflows.base_flows.circular import TopologyNode
@@ -40,7 +40,7 @@ from aiflows.data_transformations import KeyMatchInput
 from aiflows.flow_cache import CACHING_PARAMETERS, FlowCache
 from aiflows.history import FlowHistory
 from aiflows.interfaces import KeyInterface
-from aiflows.messages import InputMessage, Message, OutputMessage
+from aiflows.messages import InputMessage, Message, OutputMessage, UpdateMessage_Generic
 from aiflows.utils import logging
 
 from . import config_cache
@@ -80,7 +80,7 @@ class BoundedHistory(FlowHistory):
 def _detached_copy(message: Message) -> Message:
     """A snapshot of a message without the nested history an OutputMessage of a non-lean flow may carry."""
     snapshot = copy.copy(message)
-    snapshot.data = copy.deepcopy(message.data)
+    snapshot.data = copy_config(message.data)
     if isinstance(snapshot, OutputMessage):
         snapshot.history = []
     return snapshot
@@ -185,12 +185,43 @@ class LeanFlowMixin(Flow):
             return self.history.add_message(message, private=private)
         return self.history.add_message(message)
 
+    # Messages and states hold configuration-like data (dicts, lists, strings, numbers): they are copied with
+    # copy_config, which is several times faster than deepcopy and falls back on it for other objects. The two
+    # methods below are aiflows' own with that one change; a round copies a dozen of them.
+    def _package_input_message(self, payload: Dict[str, Any], dst_flow: "Flow"):
+        private_keys = dst_flow.flow_config["private_keys"]
+        src_flow = self.flow_config["name"]
+        if isinstance(dst_flow, Flow):
+            dst_flow = dst_flow.flow_config["name"]
+        assert not {"src_flow", "dst_flow"} & set(payload.keys()), \
+            "The keys 'src_flow' and 'dst_flow' are special keys and cannot be used in the data dictionary"
+        return InputMessage(data_dict=copy_config(payload), private_keys=private_keys, src_flow=src_flow,
+                            dst_flow=dst_flow, created_by=self.name)
+
+    def _state_update_dict(self, update_data: Union[Dict[str, Any], Message]):
+        if isinstance(update_data, Message):
+            update_data = update_data.data["output_data"]
+        if len(update_data) == 0:
+            raise ValueError(
+                "The state_update_dict was called with an empty dictionary. If there is a justified "
+                "reason to allow this, please replace the ValueError with a log.warning, and make a PR"
+            )
+        updates = {}
+        for key, value in update_data.items():
+            if key in self.flow_state and (value is None or value == self.flow_state[key]):
+                continue
+            updates[key] = value
+            self.flow_state[key] = copy_config(value)
+        if updates:
+            return self._log_message(UpdateMessage_Generic(created_by=self.flow_config["name"],
+                                                           updated_flow=self.flow_config["name"], data=updates))
+
     def _package_output_message(self, input_message: InputMessage, response: Dict[str, Any], raw_response):
         message = OutputMessage(
             created_by=self.flow_config["name"],
             src_flow=self.flow_config["name"],
             dst_flow=input_message.src_flow,
-            output_data=copy.deepcopy(response),
+            output_data=copy_config(response),
             raw_response=raw_response,
             input_message_id=input_message.message_id,
             history=_EMPTY_HISTORY,
@@ -236,7 +267,7 @@ class LeanFlowMixin(Flow):
         payload = input_interface(goal=f"[Input] {goal}", data_dict=data, src_flow=self, dst_flow=flow)
         output_message = flow(self._package_input_message(payload=payload, dst_flow=flow))
         self._log_message(output_message)
-        output_data = copy.deepcopy(output_message.data["output_data"])
+        output_data = copy_config(output_message.data["output_data"])
         if output_interface is not None:
             output_data = output_interface(goal=f"[Output] {goal}", data_dict=output_data, src_flow=flow, dst_flow=self)
         return output_message, output_data
