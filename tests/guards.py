@@ -280,8 +280,35 @@ def _guard_llm_call(original: Callable, what: str) -> Callable:
     return guarded
 
 
+def _guard_direct_requests(monkeypatch, import_if_needed: bool) -> None:
+    """The requests the package's backend sends itself (``openai_http``, without litellm) refuse what is not
+    loopback, the same way."""
+    name = "aiflows_jarvis.ChatFlowModule.openai_http"
+    if import_if_needed and name not in sys.modules:
+        try:
+            import importlib
+
+            importlib.import_module(name)
+        except ImportError:  # the package is not importable here: the network guard still stops real calls
+            pass
+    module = sys.modules.get(name)
+    original = getattr(module, "_send", None)
+    if original is None or getattr(original, "_loopback_guard", False):
+        return
+
+    def guarded(request, *args, **kwargs):
+        if not is_loopback_url(request.url):
+            raise RealLLMBlockedError(REAL_LLM_MESSAGE.format(api_base=request.url.rsplit("/chat/completions", 1)[0]))
+        return original(request, *args, **kwargs)
+
+    guarded.__wrapped__ = original
+    guarded._loopback_guard = True
+    monkeypatch.setattr(module, "_send", guarded)
+
+
 def block_real_llm(monkeypatch, import_if_needed: bool = True) -> bool:
-    """Make litellm's completion/acompletion/embedding refuse any api_base that is not a loopback URL.
+    """Make litellm's completion/acompletion/embedding, and the chat completions the package's backend sends
+    without litellm (``openai_http``), refuse any api_base that is not a loopback URL.
 
     Patches ``litellm.<name>``, ``litellm.main.<name>`` (litellm's own internal calls, e.g. completion_with_retries)
     and every loaded module that imported the function by name (``aiflows.backends.llm_lite.completion``,
@@ -289,6 +316,7 @@ def block_real_llm(monkeypatch, import_if_needed: bool = True) -> bool:
     unless ``import_if_needed`` is False, in which case nothing is patched when it is not loaded yet (the network
     guard still stops real calls). Returns True if litellm was patched.
     """
+    _guard_direct_requests(monkeypatch, import_if_needed)
     if "litellm" not in sys.modules:
         if not import_if_needed:
             return False

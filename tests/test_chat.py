@@ -79,11 +79,21 @@ def test_errors_retrying_cannot_fix_stop_at_once(loopback_llm, status, says, kin
 
 
 def test_a_model_name_litellm_does_not_know_gets_a_hint(loopback_llm):
-    chat = make_chat(backend={"model_name": {"openai": "gpt-4o-mini"}})
+    # a bare name of no OpenAI family goes through litellm, which knows no provider for it
+    chat = make_chat(backend={"model_name": {"openai": "llama-3-8b-instruct"}})
     with pytest.raises(LLMCallError, match="'openai/<model>'"):
         chat.call({"query": "hi"})
+    assert not loopback_llm.requests
     loopback_llm.add("hello")
-    assert make_chat(backend={"model_name": {"openai": "openai/gpt-4o-mini"}}).call({"query": "hi"})["api_output"] == "hello"
+    assert make_chat(backend={"model_name": {"openai": "openai/llama-3-8b-instruct"}}).call(
+        {"query": "hi"})["api_output"] == "hello"
+    assert loopback_llm.requests[-1]["model"] == "llama-3-8b-instruct"
+
+
+def test_an_openai_model_litellm_1_0_does_not_know_is_sent_as_named(loopback_llm):
+    # litellm 1.0.0 knows only the models of 2023 by bare name; the backend sends OpenAI's chat models itself
+    loopback_llm.add("hello")
+    assert make_chat(backend={"model_name": {"openai": "gpt-4o-mini"}}).call({"query": "hi"})["api_output"] == "hello"
     assert loopback_llm.requests[-1]["model"] == "gpt-4o-mini"
 
 

@@ -506,7 +506,7 @@ def test_flow_verse_sync_guard(monkeypatch):
 def test_real_llm_guard(monkeypatch, server):
     import aiflows.backends.llm_lite as llm_lite
 
-    original = litellm.completion
+    original, original_llm_lite = litellm.completion, llm_lite.completion
     with pytest.MonkeyPatch.context() as mp:
         assert guards.block_real_llm(mp) is True
         for fn in (litellm.completion, llm_lite.completion, litellm.main.completion):
@@ -519,7 +519,7 @@ def test_real_llm_guard(monkeypatch, server):
         server.add("guarded but fine")
         response = llm_lite.completion(model="gpt-4", messages=MESSAGES, api_base=server.url, api_key="sk-test")
         assert response.choices[0].message.content == "guarded but fine"
-    assert litellm.completion is original and llm_lite.completion is original
+    assert litellm.completion is original and llm_lite.completion is original_llm_lite
 
 
 def test_is_loopback_helpers():

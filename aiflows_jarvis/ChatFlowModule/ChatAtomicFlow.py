@@ -52,7 +52,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
     *Configuration Parameters*:
     - `backend` (dict): the LLM backend, by default `aiflows.backends.llm_lite.LiteLLMBackend` with `api_infos: ???`
       (filled by `quick_load`), `model_name` (a string or `{openai: ..., azure: ...}`), `wait_time_per_key: 0` and
-      litellm parameters (`temperature`, `max_tokens`, `request_timeout`, ...).
+      litellm parameters (`temperature`, `max_tokens`, `request_timeout`, ...). Chat completions to OpenAI and to
+      OpenAI-compatible servers (`openai/<name>` models, bare OpenAI model names) are sent without litellm, which is
+      then never imported; Azure and other providers go through litellm; `transport: litellm` sends everything
+      through litellm.
     - `system_message_prompt_template`, `init_human_message_prompt_template`, `human_message_prompt_template` (dict):
       Jinja templates (`template`, `input_variables`, `partial_variables`), rendered strictly: an undefined variable
       raises.

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
+from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
 from aiflows_jarvis.CoreFlowModule.terminal import without_lone_surrogates
 
 LITELLM_BACKEND = "aiflows.backends.llm_lite.LiteLLMBackend"
@@ -206,32 +207,48 @@ _usage_backend_class = None
 
 
 def usage_litellm_backend_class():
-    """The class UsageLiteLLMBackend, built on first use: aiflows' llm_lite imports litellm, which must be imported
-    offline (``import_litellm``) and not when this module is."""
+    """The class UsageLiteLLMBackend, built on first use (aiflows' llm_lite must be imported after the package's
+    import hooks are in place: it then does not import litellm, see ``offline``)."""
     global _usage_backend_class
     if _usage_backend_class is not None:
         return _usage_backend_class
-    from aiflows_jarvis.CoreFlowModule.offline import import_litellm
+    from aiflows_jarvis.CoreFlowModule.offline import ensure_offline_tokenizer
 
-    import_litellm()
+    ensure_offline_tokenizer()
     from aiflows.backends import llm_lite
+
+    from . import openai_http
 
     class UsageLiteLLMBackend(llm_lite.LiteLLMBackend):
         """aiflows' LiteLLMBackend (same constructor, same return value) that records each completion's
-        :class:`ResponseInfo` (usage, finish_reason, model) for :func:`take_response_info`."""
+        :class:`ResponseInfo` (usage, finish_reason, model) for :func:`take_response_info`, and sends plain OpenAI
+        chat completions itself (``openai_http``: litellm is not even imported for them). ``transport: litellm``
+        sends every request through litellm."""
 
         def _call(self, **kwargs):
             merged_params = {**self.params, **kwargs}
             if self.embeddings_call:
                 return super()._call(**kwargs)
-            # through the module attribute, so whoever patches llm_lite.completion (the tests' guards) is obeyed
-            response = llm_lite.completion(**merged_params)
-            if merged_params.get("stream", None):
+            request = openai_http.plan_request(merged_params)
+            stream = bool(merged_params.get("stream", None))
+            if request is not None:
+                response = openai_http.stream(request) if stream else openai_http.complete(request)
+            else:
+                merged_params.pop("transport", None)
+                # through the module attribute, so whoever patches llm_lite.completion (the tests' guards) is obeyed
+                response = llm_lite.completion(**merged_params)
+            if stream:
                 watcher = _StreamWatcher(response)
-                messages = llm_lite.merge_streams(watcher, n_chat_completion_choices=kwargs.get("n", 1))
+                n = kwargs.get("n", 1)
+                messages = openai_http.merged_stream_messages(watcher, n) if request is not None \
+                    else llm_lite.merge_streams(watcher, n_chat_completion_choices=n)
                 info = watcher.info()
             else:
-                messages = [choice["message"] for choice in response["choices"]]
+                choices = response["choices"] if request is None else response.get("choices")
+                if request is not None and (not isinstance(choices, list) or not all(
+                        isinstance(choice, dict) and isinstance(choice.get("message"), dict) for choice in choices)):
+                    raise MalformedReply(f"the server's reply has no choices with a message: {str(response)[:300]}")
+                messages = [choice["message"] for choice in choices]
                 info = response_info_of(response)
             if info.model is None:
                 info.model = str(merged_params.get("model")) if merged_params.get("model") else None
@@ -271,7 +288,9 @@ def instantiate_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
             "aiflows_jarvis.CoreFlowModule.config_tree.chat_backends_skeleton first.)"
         )
     target = backend_config["_target_"]
-    if target.startswith("aiflows.backends") or target.startswith("litellm") or target == USAGE_BACKEND:
+    if target in (LITELLM_BACKEND, USAGE_BACKEND):
+        usage_litellm_backend_class()  # litellm itself is imported when a request needs it
+    elif target.startswith("aiflows.backends") or target.startswith("litellm"):
         from aiflows_jarvis.CoreFlowModule.offline import import_litellm
 
         import_litellm()

@@ -8,6 +8,11 @@ used: the cl100k tokenizer (42 MB, about 0.2 s; with servers that report ``usage
 litellm 1.0.0 imports and never calls) and the TLS certificates of the three HTTP clients it makes (one context,
 made at the first https request; a local server over http never needs it).
 
+aiflows' backends (``aiflows.backends.llm_lite``, imported with ``ApiInfo``) are loaded without litellm: their ``from
+litellm import completion, embedding`` gets stand-ins that import litellm at their first call. Chat completions to
+OpenAI-compatible servers are sent without litellm (``ChatFlowModule/openai_http.py``), so a run that makes only
+those never imports it.
+
 ``import aiflows`` imports its hub client (``aiflows.flow_verse``, and with it huggingface_hub: about 0.4 s) that a
 run never uses; it is loaded when first used (``flow_verse.sync_dependencies``, ``flow_verse.loading.X``). So are
 hydra (the lean flows build subflows without it, see ``instantiate``) and the rich console aiflows uses to print
@@ -371,6 +376,52 @@ class _DeferringImportHook(_FirstImportHook, importlib.abc.Loader):
         module.__class__ = _DeferredModule
 
 
+class _LiteLLMBackendImportHook(_DeferringImportHook):
+    """``aiflows.backends.llm_lite`` without importing litellm: the module's ``from litellm import completion,
+    embedding`` gets two functions that import litellm (offline, quietly) when first called. aiflows' backends (and
+    with them ``ApiInfo``) then cost nothing to import, and a run whose requests the backend sends itself
+    (``ChatFlowModule.openai_http``) never imports litellm. If litellm is imported already, or the module takes
+    more from litellm than those two, it is executed as it comes."""
+
+    def __init__(self):
+        super().__init__("aiflows.backends.llm_lite", functions=("completion", "embedding"))
+
+    def spec(self, fullname, path):
+        if "litellm" in sys.modules:
+            import importlib.machinery
+
+            return importlib.machinery.PathFinder.find_spec(fullname, path)
+        return super().spec(fullname, path)
+
+    def exec_module(self, module):
+        module.__spec__.loader = self._loader  # what importlib.resources and reloads expect
+        if "litellm" in sys.modules:
+            self._loader.exec_module(module)
+            return
+        stand_in = types.ModuleType("litellm", "litellm's functions, importing litellm when first called")
+        for function in self.functions:
+            setattr(stand_in, function, _litellm_function(function))
+        sys.modules["litellm"] = stand_in
+        try:
+            self._loader.exec_module(module)
+        except ImportError:  # it takes more from litellm: the real one
+            sys.modules.pop("litellm", None)
+            self._loader.exec_module(module)
+        finally:
+            if sys.modules.get("litellm") is stand_in:
+                del sys.modules["litellm"]
+
+
+def _litellm_function(function: str):
+    def call(*args, **kwargs):
+        return getattr(import_litellm(), function)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = function
+    call.__doc__ = f"litellm.{function}, litellm imported (offline, quietly) at the first call."
+    return call
+
+
+_llm_lite_hook = _LiteLLMBackendImportHook()
 _hook = _LitellmImportHook()
 _flow_verse_hook = _FlowVerseImportHook()
 # aiflows imports hydra (about 0.1 s) to build flows, which the lean flows do without it, and rich (about 0.1 s) for
@@ -395,6 +446,7 @@ def install_flow_verse_import_hook() -> None:
     """Make ``import aiflows`` leave its hub client unloaded until used (no-op once aiflows is imported), and the
     other imports above until they are used."""
     _flow_verse_hook.install()
+    _llm_lite_hook.install()
     for hook in _deferred_imports:
         hook.install()
 

@@ -70,6 +70,10 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
         return model
     if api_base:  # an OpenAI-compatible server: its names (e.g. meta-llama/Llama-3-8B) go through as they are
         return f"openai/{model}"
+    if "/" not in model:  # litellm's model map, read without importing litellm
+        from aiflows_jarvis.CoreFlowModule.offline import litellm_model_cost
+
+        return model if model in litellm_model_cost() else f"openai/{model}"
     from aiflows_jarvis.CoreFlowModule.offline import import_litellm
 
     litellm = import_litellm()

@@ -1,0 +1,326 @@
+"""Chat completions over HTTP with the standard library: the OpenAI protocol, spoken directly.
+
+litellm 1.0.0 takes about half a second of CPU to import (openai's pydantic models, httpx, its provider tables), which
+was most of a run's time to its first request, and it turns most HTTP errors into ``TypeError`` (see
+``llm_errors``). For a request that is a plain OpenAI chat completion, to OpenAI's API or to an OpenAI-compatible
+server (llama.cpp, vLLM, Ollama, LM Studio, a litellm proxy), the backend sends it itself: a JSON POST to
+``{api_base}/chat/completions`` over a kept-alive connection (one per thread and server), ``request_timeout`` for the
+connect and for each read, ``stream: true`` read as server-sent events. Errors carry what the server said, as the
+HTTP status (``status_code``), the headers (``response.headers``: Retry-After) and the body (``message``), with
+the class names ``llm_errors.classify`` knows (RateLimitError, AuthenticationError, APITimeoutError,
+APIConnectionError, APIStatusError).
+
+Everything else goes through litellm as before (:func:`plan_request` returns None): Azure (an ``api_version``),
+other providers (a model named ``<provider>/...`` other than ``openai/``, or a bare name that is not an OpenAI
+model's), parameters that only litellm understands, an HTTP proxy set in the environment, embeddings, and a
+backend configured with ``transport: litellm``.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+from urllib.parse import urlsplit
+
+from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
+
+DEFAULT_API_BASE = "https://api.openai.com/v1"
+DEFAULT_TIMEOUT = 600.0  # litellm 1.0.0's default request_timeout
+TRANSPORTS = ("auto", "litellm")
+
+# The chat completion body's fields this transport sends as given; None values are left out (as litellm does).
+BODY_PARAMS = frozenset({
+    "temperature", "top_p", "n", "stream", "stop", "max_tokens", "presence_penalty", "frequency_penalty",
+    "logit_bias", "user", "response_format", "seed", "tools", "tool_choice", "functions", "function_call",
+    "logprobs", "top_logprobs",
+})
+# What the backend passes besides the body (LiteLLMBackend's model and api dict, the timeouts).
+CALL_PARAMS = frozenset({"model", "messages", "api_base", "api_key", "api_version", "request_timeout", "timeout",
+                         "transport"})
+# Bare model names litellm 1.0.0 sends to OpenAI (its open_ai_chat_completion_models are all of these families).
+_OPENAI_MODEL_PREFIXES = ("gpt-3.5", "gpt-4", "gpt-5", "o1", "o3", "o4", "chatgpt-", "ft:gpt-")
+
+
+# ~~~ Errors (named as openai's, so that llm_errors.classify sorts them the same way) ~~~
+class OpenAIHTTPError(Exception):
+    """A chat completion sent by this transport failed."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class APIConnectionError(OpenAIHTTPError):
+    """The server could not be reached, or dropped the connection."""
+
+
+class APITimeoutError(OpenAIHTTPError):
+    """No answer within ``request_timeout`` (to connect, or between two reads)."""
+
+
+@dataclass
+class HTTPResponseInfo:
+    """What an error keeps of the server's answer (``llm_errors`` reads ``response.headers``)."""
+
+    status_code: int
+    headers: Any = field(default_factory=dict)
+    text: str = ""
+
+
+class APIStatusError(OpenAIHTTPError):
+    """The server answered with an HTTP error status; ``message`` is its body (JSON when the server sent JSON)."""
+
+    def __init__(self, message: str, status_code: int, response: HTTPResponseInfo):
+        super().__init__(message)
+        self.status_code = status_code
+        self.response = response
+
+
+class RateLimitError(APIStatusError):
+    pass
+
+
+class AuthenticationError(APIStatusError):
+    pass
+
+
+def status_error(status: int, headers: Any, body: str) -> APIStatusError:
+    kind = RateLimitError if status == 429 else AuthenticationError if status == 401 else APIStatusError
+    text = body.strip() or f"HTTP {status}"
+    return kind(text, status, HTTPResponseInfo(status, headers, body))
+
+
+# ~~~ Which requests go directly ~~~
+@dataclass
+class DirectRequest:
+    url: str
+    api_key: Optional[str]
+    body: Dict[str, Any]
+    timeout: float
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+
+def _proxied(url: str) -> bool:
+    """True if the environment sends requests to ``url`` through a proxy (then litellm's httpx does it)."""
+    import urllib.request
+
+    scheme = urlsplit(url).scheme
+    proxies = urllib.request.getproxies()
+    if not proxies.get(scheme) and not proxies.get("all"):
+        return False
+    host = urlsplit(url).hostname or ""
+    return not urllib.request.proxy_bypass(host)
+
+
+def openai_model(model: Any) -> Optional[str]:
+    """The name to send for ``model`` if litellm 1.0.0 would send it to an OpenAI(-compatible) API, else None:
+    ``openai/<name>`` -> ``<name>``; a bare OpenAI model name as it is."""
+    if not isinstance(model, str) or not model.strip():
+        return None
+    model = model.strip()
+    if model.startswith("openai/"):
+        return model[len("openai/"):] or None
+    if "/" not in model and model.startswith(_OPENAI_MODEL_PREFIXES):
+        return model
+    return None
+
+
+def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
+    """The request to send for a backend call's merged ``params``, or None when litellm must send it."""
+    if str(params.get("transport") or "auto") == "litellm" or params.get("api_version"):
+        return None
+    if any(key not in BODY_PARAMS and key not in CALL_PARAMS for key in params):
+        return None
+    model = openai_model(params.get("model"))
+    if model is None:
+        return None
+    api_base = params.get("api_base") or os.environ.get("OPENAI_API_BASE") or DEFAULT_API_BASE
+    api_base = str(api_base).rstrip("/")
+    if urlsplit(api_base).scheme not in ("http", "https") or not urlsplit(api_base).hostname:
+        return None  # not a URL this transport can reach: litellm says what is wrong with it
+    url = f"{api_base}/chat/completions"
+    if _proxied(url):
+        return None
+    body: Dict[str, Any] = {"model": model, "messages": params.get("messages")}
+    body.update({key: value for key, value in params.items() if key in BODY_PARAMS and value is not None})
+    timeout = params.get("request_timeout") or params.get("timeout") or DEFAULT_TIMEOUT
+    api_key = params.get("api_key") or os.environ.get("OPENAI_API_KEY")
+    return DirectRequest(url, str(api_key) if api_key else None, body, float(timeout))
+
+
+# ~~~ Connections ~~~
+_ssl_context = None
+_ssl_lock = threading.Lock()
+
+
+def _tls_context():
+    """One TLS context for the process, made at the first https request: certifi's certificates (as httpx uses)
+    unless SSL_CERT_FILE / SSL_CERT_DIR say otherwise."""
+    global _ssl_context
+    with _ssl_lock:
+        if _ssl_context is None:
+            import ssl
+
+            cafile = None
+            if not os.environ.get("SSL_CERT_FILE") and not os.environ.get("SSL_CERT_DIR"):
+                try:
+                    import certifi
+
+                    cafile = certifi.where()
+                except ImportError:  # pragma: no cover - certifi comes with requests and httpx
+                    cafile = None
+            _ssl_context = ssl.create_default_context(cafile=cafile)
+        return _ssl_context
+
+
+_connections = threading.local()
+
+
+def _connection(url: str, timeout: float) -> Tuple[http.client.HTTPConnection, bool]:
+    """This thread's connection to the server of ``url`` (made if needed), and whether it was used before."""
+    parts = urlsplit(url)
+    key = (parts.scheme, parts.hostname, parts.port)
+    pool: Dict[tuple, http.client.HTTPConnection] = getattr(_connections, "pool", None)
+    if pool is None:
+        pool = _connections.pool = {}
+    connection = pool.get(key)
+    reused = connection is not None and connection.sock is not None
+    if connection is None:
+        if parts.scheme == "https":
+            connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
+                                                     context=_tls_context())
+        else:
+            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        pool[key] = connection
+    connection.timeout = timeout
+    if connection.sock is not None:
+        connection.sock.settimeout(timeout)
+    return connection, reused
+
+
+def close_connections() -> None:
+    """Close this thread's kept-alive connections."""
+    for connection in (getattr(_connections, "pool", None) or {}).values():
+        connection.close()
+    _connections.pool = {}
+
+
+def _target(url: str) -> str:
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    """POST the request; returns the connection and the response (status 200), its body unread. A kept-alive connection the server
+    had closed meanwhile is opened again once; an error status raises APIStatusError with the body read."""
+    payload = json.dumps(request.body, ensure_ascii=False).encode("utf-8")  # lone surrogates: UnicodeEncodeError
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if request.stream
+               else "application/json", "User-Agent": "aiflows-jarvis"}
+    if request.api_key:
+        headers["Authorization"] = f"Bearer {request.api_key}"
+    for attempt in (1, 2):
+        connection, reused = _connection(request.url, request.timeout)
+        try:
+            connection.request("POST", _target(request.url), body=payload, headers=headers)
+            response = connection.getresponse()
+            break
+        except (http.client.RemoteDisconnected, http.client.ImproperConnectionState, ConnectionResetError,
+                BrokenPipeError) as error:
+            connection.close()
+            if reused and attempt == 1:  # the server closed an idle kept-alive connection: not an answer
+                continue
+            raise APIConnectionError(f"connection error: {error!r}") from error
+        except TimeoutError as error:  # socket.timeout
+            connection.close()
+            raise APITimeoutError(f"request timed out after {request.timeout:g} s") from error
+        except (OSError, http.client.HTTPException) as error:
+            connection.close()
+            raise APIConnectionError(f"connection error: {error!r}") from error
+        except BaseException:  # Ctrl+C while waiting: the connection is mid-request, never to be reused
+            connection.close()
+            raise
+    if response.status != 200:
+        try:
+            raw = _read(connection, response, request.timeout)
+        except (APITimeoutError, APIConnectionError):
+            raw = b""
+        connection.close()
+        raise status_error(response.status, response.headers, raw.decode("utf-8", "replace"))
+    return connection, response
+
+
+def _read(connection: http.client.HTTPConnection, response: http.client.HTTPResponse, timeout: float,
+          line: bool = False) -> bytes:
+    """The rest of the body (or its next line); on any failure, Ctrl+C included, the connection is closed (it is
+    mid-reply, never to be reused)."""
+    try:
+        return response.readline() if line else response.read()
+    except TimeoutError as error:
+        connection.close()
+        raise APITimeoutError(f"request timed out after {timeout:g} s (reading the reply)") from error
+    except (OSError, http.client.HTTPException) as error:
+        connection.close()
+        raise APIConnectionError(f"connection error while reading the reply: {error!r}") from error
+    except BaseException:
+        connection.close()
+        raise
+
+
+def complete(request: DirectRequest) -> Dict[str, Any]:
+    """A non-streamed chat completion: the server's JSON object. A body that is not UTF-8 raises
+    UnicodeDecodeError, one that is not JSON JSONDecodeError (both classified as malformed replies)."""
+    connection, response = _send(request)
+    raw = _read(connection, response, request.timeout)
+    reply = json.loads(raw.decode("utf-8"))
+    if not isinstance(reply, dict):
+        raise MalformedReply(f"the server's reply is not a JSON object: {raw[:200]!r}")
+    return reply
+
+
+def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
+    """A streamed chat completion: the chunks (JSON objects) the server sends as ``data:`` events, up to
+    ``data: [DONE]`` or the end of the body."""
+    connection, response = _send(request)
+    finished = False
+    try:
+        while True:
+            line = _read(connection, response, request.timeout, line=True)
+            if not line:
+                finished = True
+                return
+            text = line.decode("utf-8").strip()
+            if not text.startswith("data:"):
+                continue  # blank lines between events, comments (": ping"), "event:" lines
+            data = text[len("data:"):].strip()
+            if data == "[DONE]":
+                _read(connection, response, request.timeout)  # the end of the body (a chunked body's last chunk)
+                finished = True
+                return
+            chunk = json.loads(data)
+            if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
+                raise status_error(500, response.headers, data)  # an error sent inside the stream
+            yield chunk
+    finally:
+        if not finished:  # an error, or a consumer that stopped reading: the rest of the body is never read
+            connection.close()
+
+
+def merged_stream_messages(chunks: Iterator[Dict[str, Any]], n: int = 1) -> List[Dict[str, Any]]:
+    """The messages a stream spells out, one per choice: ``{"content": ...}``, as aiflows' ``merge_streams`` gives
+    them (which fails on a ``"content": null`` delta, which servers send with a role or a finish_reason)."""
+    parts: Dict[int, List[str]] = {index: [] for index in range(max(1, int(n or 1)))}
+    for chunk in chunks:
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") or {}
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str) and content:
+                parts.setdefault(int(choice.get("index") or 0), []).append(content)
+    return [{"content": "".join(parts[index])} for index in sorted(parts)]
