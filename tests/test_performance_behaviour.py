@@ -332,3 +332,64 @@ def test_a_flow_state_does_not_share_what_it_was_given(scripted_llm):
     given["extra"]["nested"].append("y")
     assert flow.flow_state["extra"] == {"nested": ["x"]}
     assert flow._state_update_dict({"text": "a b", "extra": None}) is None, "equal and None values are no update"
+
+
+def _word_count_rounds(rounds: int, tmp_path, scripted_llm, deepcopies: list) -> str:
+    """Run a Controller -> Executor -> memory loop of ``rounds`` rounds; ``deepcopies`` gets the type of what each
+    ``copy.deepcopy`` during the run copied."""
+    import copy
+
+    from fakes import finish
+    from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
+
+    for i in range(rounds):
+        scripted_llm.add(command("count_words", text=f"round {i} of a long task"))
+    scripted_llm.add(finish("done"))
+    flow = CtrlExMemFlow.instantiate_from_default_config(**{
+        "max_rounds": rounds + 1,
+        "subflows_config": {
+            "Controller": {"commands": {"count_words": {"description": "count words", "input_args": ["text"]}}},
+            "Executor": {"subflows_config": {"count_words": {
+                "_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}}}})
+    memory = {"plan": str(tmp_path / f"plan{rounds}.txt"), "logs": str(tmp_path / f"logs{rounds}.txt")}
+    (tmp_path / f"plan{rounds}.txt").write_text("1. count words\n" + "a long plan line\n" * 200)
+    real = copy.deepcopy
+
+    def counting(value, *args, **kwargs):
+        deepcopies.append(type(value).__name__ + (":" + ",".join(sorted(value))[:80] if isinstance(value, dict) else ""))
+        return real(value, *args, **kwargs)
+
+    copy.deepcopy = counting
+    try:
+        out = flow.call({"goal": "count words", "memory_files": memory, "plan": open(memory["plan"]).read(),
+                         "logs": ""})
+    finally:
+        copy.deepcopy = real
+    return out["status"]
+
+
+def test_a_round_deep_copies_nothing_the_state_and_the_replies_are_copied_as_plain_data(tmp_path, scripted_llm):
+    """aiflows' KeyInterface deep-copies the whole state (memory files' contents included) at every subflow call,
+    and CompositeFlow every subflow's output: the lean flows copy them as plain data (``copy_config``); what a round
+    deep-copies does not grow with the rounds."""
+    short, long = [], []
+    assert _word_count_rounds(3, tmp_path, scripted_llm, short) == _word_count_rounds(9, tmp_path, scripted_llm, long)
+    states = [copied for copied in long if "memory_files" in copied or "plan" in copied.split(":")[-1].split(",")]
+    assert not states, f"the state was deep-copied: {states}"
+    assert len(long) == len(short), (short, long)
+
+
+def test_the_lean_key_interface_gives_what_aiflows_gives_and_leaves_the_state_alone():
+    from aiflows.interfaces import KeyInterface
+
+    from aiflows_jarvis.CoreFlowModule.lean import LeanKeyInterface
+
+    options = dict(keys_to_rename={"a": "renamed"}, keys_to_set={"set": [1]},
+                   keys_to_select=["renamed", "b", "set", "nested"], keys_to_delete=["set"])
+    state = {"a": 1, "b": {"deep": ["x"]}, "nested": {"list": [1, 2]}, "unused": "big " * 1000}
+    expected = KeyInterface(**options)(goal="g", src_flow=None, dst_flow=None, data_dict=state)
+    got = LeanKeyInterface.of(KeyInterface(**options))(goal="g", src_flow=None, dst_flow=None, data_dict=state)
+    assert got == expected
+    got["nested"]["list"].append(3)
+    got["b"]["deep"].append("y")
+    assert state == {"a": 1, "b": {"deep": ["x"]}, "nested": {"list": [1, 2]}, "unused": "big " * 1000}

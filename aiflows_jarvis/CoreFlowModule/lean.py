@@ -326,6 +326,34 @@ def _instantiate_from_config(cls, config: Dict[str, Any]) -> Flow:
     return cls(**kwargs)
 
 
+class LeanKeyInterface(KeyInterface):
+    """aiflows' KeyInterface (same transformations, same result) that copies its input as plain data
+    (``copy_config``: dicts and lists rebuilt, strings shared) instead of ``copy.deepcopy``. A composite flow's state
+    holds the memory files' contents and is the input of an interface at every subflow call; the default interface
+    (the destination's input keys, ``KeyMatchInput``) copies only the keys it selects."""
+
+    @classmethod
+    def of(cls, interface: KeyInterface) -> "LeanKeyInterface":
+        lean = cls.__new__(cls)
+        lean.__dict__.update(interface.__dict__)
+        return lean
+
+    def __call__(self, goal, src_flow, dst_flow, data_dict: Dict[str, Any], **kwargs) -> Dict[str, Any]:
+        if len(self.transformations) == 1 and type(self.transformations[0]) is KeyMatchInput:
+            return {key: copy_config(data_dict[key]) for key in dst_flow.get_interface_description()["input"]}
+        data_dict = copy_config(data_dict)
+        kwargs.update(goal=goal, src_flow=src_flow, dst_flow=dst_flow)
+        for transformation in self.transformations:
+            data_dict = transformation(data_dict=data_dict, **kwargs)
+        return data_dict
+
+
+def _call_flow_from_state(self, goal: str, input_interface, flow, output_interface):
+    """CompositeFlow's ``_call_flow_from_state`` with the output copied as plain data (``copy_config``), not
+    deep-copied: ``call_subflow_with`` on the flow's state."""
+    return self.call_subflow_with(self.flow_state, goal, input_interface, flow, output_interface)
+
+
 def _set_up_topology(self) -> List[TopologyNode]:
     """``CircularFlow.__set_up_topology`` (same checks, same registries of interface functions) with the interfaces
     that are configurations built by ``instantiate``."""
@@ -340,20 +368,24 @@ def _set_up_topology(self) -> List[TopologyNode]:
             raise ValueError(f"flow {node['flow']} is not in subflow_configs")
         input_interface = node.get("input_interface")
         if input_interface is None:
-            input_interface = KeyInterface()
+            input_interface = LeanKeyInterface()
             input_interface.transformations.append(KeyMatchInput())
         else:
             target = input_interface["_target_"]
             key = f"{self.__class__.__name__}.{target}" if target.startswith(".") else target  # as aiflows keys it
-            input_interface = builders[key] if key in builders else instantiate(input_interface)
+            input_interface = builders[key] if key in builders else _lean_interface(instantiate(input_interface))
         output_interface = node.get("output_interface")
         if output_interface is not None:
             target = output_interface["_target_"]
             key = self.__class__.__name__ + target if target.startswith(".") else target
-            output_interface = processors[key] if key in processors else instantiate(output_interface)
+            output_interface = processors[key] if key in processors else _lean_interface(instantiate(output_interface))
         nodes.append(TopologyNode(goal=node["goal"], input_interface=input_interface, flow=self.subflows[node["flow"]],
                                   output_interface=output_interface, reset=node.get("reset", False)))
     return nodes
+
+
+def _lean_interface(interface: Any) -> Any:
+    return LeanKeyInterface.of(interface) if type(interface) is KeyInterface else interface
 
 
 class LeanSequentialFlow(SequentialFlow, LeanFlowMixin):
@@ -361,6 +393,7 @@ class LeanSequentialFlow(SequentialFlow, LeanFlowMixin):
 
     _set_up_subflows = classmethod(_set_up_subflows)
     instantiate_from_config = classmethod(_instantiate_from_config)
+    _call_flow_from_state = _call_flow_from_state
     _CircularFlow__set_up_topology = _set_up_topology
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
@@ -372,6 +405,7 @@ class LeanCircularFlow(CircularFlow, LeanFlowMixin):
 
     _set_up_subflows = classmethod(_set_up_subflows)
     instantiate_from_config = classmethod(_instantiate_from_config)
+    _call_flow_from_state = _call_flow_from_state
     _CircularFlow__set_up_topology = _set_up_topology
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
