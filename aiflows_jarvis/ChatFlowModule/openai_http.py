@@ -107,15 +107,18 @@ class DirectRequest:
 
 
 def _proxied(url: str) -> bool:
-    """True if the environment sends requests to ``url`` through a proxy (then litellm's httpx does it)."""
+    """True if the environment sends requests to ``url`` through a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``,
+    ``ALL_PROXY`` and ``NO_PROXY``, as httpx reads them): litellm's httpx then sends it."""
+    if not any(key.lower().endswith("_proxy") and key.lower() != "no_proxy" and value
+               for key, value in os.environ.items()):
+        return False  # the usual case, without importing urllib.request
     import urllib.request
 
-    scheme = urlsplit(url).scheme
-    proxies = urllib.request.getproxies()
-    if not proxies.get(scheme) and not proxies.get("all"):
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    if not proxies.get(parts.scheme) and not proxies.get("all"):
         return False
-    host = urlsplit(url).hostname or ""
-    return not urllib.request.proxy_bypass(host)
+    return not urllib.request.proxy_bypass_environment(parts.hostname or "", proxies)
 
 
 def openai_model(model: Any) -> Optional[str]:
