@@ -393,3 +393,30 @@ def test_the_lean_key_interface_gives_what_aiflows_gives_and_leaves_the_state_al
     got["nested"]["list"].append(3)
     got["b"]["deep"].append("y")
     assert state == {"a": 1, "b": {"deep": ["x"]}, "nested": {"list": [1, 2]}, "unused": "big " * 1000}
+
+
+def test_messages_get_aiflows_identifiers_and_time_stamps_made_quicker():
+    import re
+    import time
+    import uuid
+
+    from aiflows.messages import InputMessage
+    from aiflows.utils.general_helpers import get_current_datetime_ns
+
+    from aiflows_jarvis.CoreFlowModule.lean import datetime_ns, unique_id
+
+    ids = {unique_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for made in list(ids)[:50]:
+        parsed = uuid.UUID(made)
+        assert str(parsed) == made and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    taken = next(iter(ids))
+    assert unique_id(existing_ids={taken}) != taken
+    before, ours, after = get_current_datetime_ns(), datetime_ns(), get_current_datetime_ns()
+    stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{9}$")
+    assert stamp.match(ours) and before <= ours <= after, (before, ours, after)
+    message = InputMessage.build(data_dict={}, src_flow="a", dst_flow="b")
+    assert uuid.UUID(message.message_id).version == 4 and stamp.match(message.created_at)
+    import aiflows.messages.abstract as messages
+
+    assert messages.create_unique_id is unique_id and messages.get_current_datetime_ns is datetime_ns

@@ -16,6 +16,11 @@ change only how messages are kept:
 * errors are not logged as tracebacks at every level of nesting; they carry ``flow_path`` (where they happened);
 * the disk cache (``.flow_cache`` in the working directory) is only opened when caching is actually used.
 
+Every aiflows message gets a uuid4 identifier and a time stamp (``aiflows.messages.abstract``), about 10 µs a message
+and 16 messages a round: importing this module gives that module equivalents that make the same strings (a random
+uuid4 from ``os.urandom``, without building a ``uuid.UUID``; the time stamp's seconds formatted once per second), about
+a fifth of a round.
+
 They are also quicker to build: a class's default configuration comes from YAML files parsed once per process
 (``config_cache``; aiflows parses every file of the class chain at every ``get_config``), and subflows and
 topology interfaces are built by ``instantiate`` (no OmegaConf round trip of the subtree at every level).
@@ -47,6 +52,44 @@ from . import config_cache
 from .instantiate import copy_config, instantiate
 
 log = logging.get_logger(f"aiflows.{__name__}")
+
+
+def unique_id(existing_ids=None) -> str:
+    """aiflows' ``create_unique_id``: a random uuid4 as a string (``str(uuid.uuid4())``'s format, from
+    ``os.urandom``), not in ``existing_ids``; without building a ``uuid.UUID`` (a third of the time)."""
+    while True:
+        raw = bytearray(os.urandom(16))
+        raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+        raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+        text = raw.hex()
+        made = f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+        if not existing_ids or made not in existing_ids:
+            return made
+
+
+_formatted_second = (None, "")
+
+
+def datetime_ns() -> str:
+    """aiflows' ``get_current_datetime_ns``: ``"%Y-%m-%d %H:%M:%S.<nanoseconds, 9 digits>"`` in UTC, with the
+    seconds formatted once per second."""
+    global _formatted_second
+    now = time.time_ns()
+    second = now // 1_000_000_000
+    cached = _formatted_second
+    if cached[0] != second:
+        cached = _formatted_second = (second, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{now % 1_000_000_000:09d}"
+
+
+def _use_quick_message_stamps() -> None:
+    import aiflows.messages.abstract as messages
+
+    messages.create_unique_id = unique_id
+    messages.get_current_datetime_ns = datetime_ns
+
+
+_use_quick_message_stamps()
 
 DEFAULT_HISTORY_SIZE = 32
 
@@ -188,14 +231,15 @@ class LeanFlowMixin(Flow):
     # Messages and states hold configuration-like data (dicts, lists, strings, numbers): they are copied with
     # copy_config, which is several times faster than deepcopy and falls back on it for other objects. The two
     # methods below are aiflows' own with that one change; a round copies a dozen of them.
-    def _package_input_message(self, payload: Dict[str, Any], dst_flow: "Flow"):
+    def _package_input_message(self, payload: Dict[str, Any], dst_flow: "Flow", fresh: bool = False):
+        """``fresh``: ``payload`` is a copy no one else holds (a LeanKeyInterface made it): not copied again."""
         private_keys = dst_flow.flow_config["private_keys"]
         src_flow = self.flow_config["name"]
         if isinstance(dst_flow, Flow):
             dst_flow = dst_flow.flow_config["name"]
         assert not {"src_flow", "dst_flow"} & set(payload.keys()), \
             "The keys 'src_flow' and 'dst_flow' are special keys and cannot be used in the data dictionary"
-        return InputMessage(data_dict=copy_config(payload), private_keys=private_keys, src_flow=src_flow,
+        return InputMessage(data_dict=payload if fresh else copy_config(payload), private_keys=private_keys, src_flow=src_flow,
                             dst_flow=dst_flow, created_by=self.name)
 
     def _state_update_dict(self, update_data: Union[Dict[str, Any], Message]):
@@ -265,7 +309,8 @@ class LeanFlowMixin(Flow):
         """In a composite flow, what ``_call_flow_from_state`` does, with the input taken from ``data`` instead of
         the state (e.g. to ask a generator again with a rewrite instruction); returns ``(message, output)``."""
         payload = input_interface(goal=f"[Input] {goal}", data_dict=data, src_flow=self, dst_flow=flow)
-        output_message = flow(self._package_input_message(payload=payload, dst_flow=flow))
+        fresh = isinstance(input_interface, LeanKeyInterface)
+        output_message = flow(self._package_input_message(payload=payload, dst_flow=flow, fresh=fresh))
         self._log_message(output_message)
         output_data = copy_config(output_message.data["output_data"])
         if output_interface is not None:
