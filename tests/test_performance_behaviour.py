@@ -164,7 +164,8 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
         "import tiktoken.registry\n"
         "state = {'encodings': sorted(tiktoken.registry.ENCODINGS),\n"
         "         'hub_client': 'huggingface_hub' in sys.modules,\n"
-        "         'executed': sorted(m for m in ('hydra.utils', 'rich', 'click', 'aiohttp.client') if m in sys.modules)}\n"
+        "         'executed': sorted(m for m in ('hydra.utils', 'rich', 'click', 'aiohttp.client', 'omegaconf')\n"
+        "                            if m in sys.modules)}\n"
         "state['counts'] = len(litellm.utils.encoding.encode('hello world'))\n"
         "state['encodings_after_use'] = sorted(tiktoken.registry.ENCODINGS)\n"
         "from aiflows import flow_verse\n"
@@ -172,6 +173,9 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
         "state['hub_client_after_use'] = 'huggingface_hub' in sys.modules\n"
         "import hydra, aiohttp\n"
         "state['after_use'] = [hydra.utils.instantiate.__name__, aiohttp.ClientSession.__name__]\n"
+        "from aiflows.base_flows import abstract\n"
+        "state['omegaconf_when_used'] = abstract.OmegaConf.to_container(abstract.OmegaConf.create({'a': '${b}', 'b': 1}),\n"
+        "                                                              resolve=True)\n"
         "print(json.dumps(state))\n"
     )
     with network_guarded() as env:
@@ -183,6 +187,7 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
     assert state["counts"] == 2 and state["encodings_after_use"] == ["cl100k_base"], "loaded when used"
     assert state["sync"] == "aiflows.flow_verse.loading" and state["hub_client_after_use"], state
     assert state["after_use"] == ["instantiate", "ClientSession"], state
+    assert state["omegaconf_when_used"] == {"a": 1, "b": 1}, "aiflows' OmegaConf is imported when first used"
 
 
 def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scripted_llm):
@@ -420,3 +425,25 @@ def test_messages_get_aiflows_identifiers_and_time_stamps_made_quicker():
     import aiflows.messages.abstract as messages
 
     assert messages.create_unique_id is unique_id and messages.get_current_datetime_ns is datetime_ns
+
+
+def test_configurations_are_read_as_omegaconf_reads_them_without_importing_it():
+    import glob
+
+    import yaml
+    from omegaconf._utils import get_yaml_loader
+
+    from aiflows_jarvis.CoreFlowModule.yaml_loader import load_yaml_text
+
+    files = glob.glob(os.path.join(ROOT, "aiflows_jarvis", "**", "*.yaml"), recursive=True) + \
+        glob.glob(os.path.join(ROOT, "configs", "*.yaml"))
+    assert len(files) > 20
+    for path in files:
+        text = open(path, encoding="utf-8").read()
+        assert load_yaml_text(text) == yaml.load(text, Loader=get_yaml_loader()), path
+    tricky = ("a: 1e3\nb: 1_000\nc: 2001-12-14\nd: .inf\ne: 6.8523015e+5\nf: 190:20:30.15\ng: -.5\nh: 1.\n"
+              "i: !!python/object/apply:pathlib.Path [a, b]\nj: ${k}\n")
+    assert load_yaml_text(tricky) == yaml.load(tricky, Loader=get_yaml_loader())
+    assert load_yaml_text(tricky)["c"] == "2001-12-14" and load_yaml_text(tricky)["a"] == 1000.0
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key a"):
+        load_yaml_text("a: 1\na: 2\n")

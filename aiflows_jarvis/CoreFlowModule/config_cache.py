@@ -18,6 +18,8 @@ import threading
 from abc import ABC
 from typing import Any, Dict, Optional, Tuple
 
+from .yaml_loader import load_yaml_text
+
 from aiflows.base_flows import Flow
 from aiflows.utils.general_helpers import process_config_leafs, recursive_dictionary_update
 
@@ -41,43 +43,18 @@ def _stamp(path: str) -> Optional[Tuple[int, int]]:
     return status.st_mtime_ns, status.st_size
 
 
-_loader = None
-
-
-def _yaml_loader():
-    """OmegaConf's YAML loader (its float syntax, no timestamps, duplicate keys refused) on libyaml's C parser when
-    PyYAML has it: the same documents, read about ten times faster."""
-    global _loader
-    if _loader is None:
-        import yaml
-        from omegaconf._utils import get_yaml_loader
-
-        loader = get_yaml_loader()
-        if getattr(yaml, "__with_libyaml__", False):
-            class CLoader(yaml.cyaml.CParser, loader):  # the C parser first; OmegaConf's constructor and resolvers
-                def __init__(self, stream):
-                    yaml.cyaml.CParser.__init__(self, stream)
-                    yaml.constructor.SafeConstructor.__init__(self)
-                    yaml.resolver.Resolver.__init__(self)
-
-            loader = CLoader
-        _loader = loader
-    return _loader
-
-
 def _parse(path: str) -> Dict[str, Any]:
     """``OmegaConf.to_container(OmegaConf.load(path), resolve=True)``, as aiflows reads a flow's YAML; a document
     without interpolations skips the OmegaConf round trip, which would give it back unchanged."""
-    import yaml
-    from omegaconf import OmegaConf
-
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    data = yaml.load(text, Loader=_yaml_loader())
+    data = load_yaml_text(text)
     if data is None:
         return {}
     if isinstance(data, dict) and "${" not in text:
         return data
+    from omegaconf import OmegaConf
+
     return OmegaConf.to_container(OmegaConf.create(data), resolve=True)
 
 

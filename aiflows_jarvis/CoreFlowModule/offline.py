@@ -376,18 +376,19 @@ class _DeferringImportHook(_FirstImportHook, importlib.abc.Loader):
         module.__class__ = _DeferredModule
 
 
-class _LiteLLMBackendImportHook(_DeferringImportHook):
-    """``aiflows.backends.llm_lite`` without importing litellm: the module's ``from litellm import completion,
-    embedding`` gets two functions that import litellm (offline, quietly) when first called. aiflows' backends (and
-    with them ``ApiInfo``) then cost nothing to import, and a run whose requests the backend sends itself
-    (``ChatFlowModule.openai_http``) never imports litellm. If litellm is imported already, or the module takes
-    more from litellm than those two, it is executed as it comes."""
+class _StandInImportHook(_DeferringImportHook):
+    """Executes the module ``name`` with stand-ins for modules it takes names from (``from X import y``), so that X
+    is not imported with it: what a stand-in hands out imports the real X at its first use. ``stand_ins``:
+    ``{X: make()}``, ``make`` giving the stand-in module; ``after(module)`` runs once the module is executed. If X is
+    imported already, or the module takes from X what its stand-in lacks, the module is executed as it comes."""
 
-    def __init__(self):
-        super().__init__("aiflows.backends.llm_lite", functions=("completion", "embedding"))
+    def __init__(self, name: str, stand_ins, after=None):
+        super().__init__(name)
+        self.stand_ins = stand_ins
+        self.after = after
 
     def spec(self, fullname, path):
-        if "litellm" in sys.modules:
+        if any(name in sys.modules for name in self.stand_ins):
             import importlib.machinery
 
             return importlib.machinery.PathFinder.find_spec(fullname, path)
@@ -395,23 +396,44 @@ class _LiteLLMBackendImportHook(_DeferringImportHook):
 
     def exec_module(self, module):
         module.__spec__.loader = self._loader  # what importlib.resources and reloads expect
-        if "litellm" in sys.modules:
-            self._loader.exec_module(module)
-            return
-        stand_in = types.ModuleType("litellm", "litellm's functions, importing litellm when first called")
-        for function in self.functions:
-            setattr(stand_in, function, _litellm_function(function))
-        sys.modules["litellm"] = stand_in
+        placed = {name: make() for name, make in self.stand_ins.items() if name not in sys.modules}
+        sys.modules.update(placed)
         try:
-            self._loader.exec_module(module)
-        except ImportError:  # it takes more from litellm: the real one
-            sys.modules.pop("litellm", None)
-            self._loader.exec_module(module)
+            try:
+                self._loader.exec_module(module)
+            except ImportError:  # it takes more than the stand-ins have: the real modules
+                _remove_stand_ins(placed)
+                placed = {}
+                self._loader.exec_module(module)
+                return
         finally:
-            if sys.modules.get("litellm") is stand_in:
-                del sys.modules["litellm"]
+            _remove_stand_ins(placed)
+        if self.after is not None:
+            self.after(module)
 
 
+def _remove_stand_ins(placed) -> None:
+    for name, stand_in in placed.items():
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
+
+
+def _real_module(name: str) -> types.ModuleType:
+    """The module ``name`` itself, imported if needed (a stand-in left in ``sys.modules`` is removed first)."""
+    module = sys.modules.get(name)
+    if module is not None and getattr(module, "__stand_in__", False):
+        del sys.modules[name]
+    return importlib.import_module(name)
+
+
+def _stand_in(name: str, **attributes) -> types.ModuleType:
+    module = types.ModuleType(name, f"what is taken from {name} by name, importing {name} at its first use")
+    module.__stand_in__ = True
+    module.__dict__.update(attributes)
+    return module
+
+
+# ~~~ litellm: aiflows.backends.llm_lite's `from litellm import completion, embedding` ~~~
 def _litellm_function(function: str):
     def call(*args, **kwargs):
         return getattr(import_litellm(), function)(*args, **kwargs)
@@ -421,7 +443,63 @@ def _litellm_function(function: str):
     return call
 
 
-_llm_lite_hook = _LiteLLMBackendImportHook()
+def _litellm_stand_in() -> types.ModuleType:
+    return _stand_in("litellm", **{function: _litellm_function(function) for function in ("completion", "embedding")})
+
+
+# ~~~ omegaconf: aiflows' `from omegaconf import OmegaConf` (about 0.08 s to import) ~~~
+def _lazy_omegaconf() -> LazyObject:
+    return LazyObject(lambda: _real_module("omegaconf").OmegaConf, "omegaconf.OmegaConf")
+
+
+def _omegaconf_stand_in() -> types.ModuleType:
+    return _stand_in("omegaconf", OmegaConf=_lazy_omegaconf())
+
+
+class _PlainDocument(dict):
+    """A YAML document without interpolations, read by ``_LoggingOmegaConf.load``."""
+
+
+class _LoggingOmegaConf:
+    """What aiflows.utils.logging uses of OmegaConf when it is imported: its logger configuration (a YAML file
+    without interpolations) loaded and turned into a dict; anything else is OmegaConf's own."""
+
+    @staticmethod
+    def load(file):
+        text = file.read() if hasattr(file, "read") else open(file, encoding="utf-8").read()
+        if "${" in text:
+            import io
+
+            return _real_module("omegaconf").OmegaConf.load(io.StringIO(text))
+        from .yaml_loader import load_yaml_text
+
+        return _PlainDocument(load_yaml_text(text) or {})
+
+    @staticmethod
+    def to_container(config, *args, **kwargs):
+        if isinstance(config, _PlainDocument):
+            from .instantiate import copy_config
+
+            return copy_config(dict(config))
+        return _real_module("omegaconf").OmegaConf.to_container(config, *args, **kwargs)
+
+    def __getattr__(self, attribute):  # the rest of OmegaConf, should the module use more at its import
+        return getattr(_real_module("omegaconf").OmegaConf, attribute)
+
+
+def _after_logging(module) -> None:
+    module.OmegaConf = _lazy_omegaconf()
+
+
+# aiflows' backends (and ApiInfo with them) without litellm; aiflows itself without omegaconf (the lean flows read
+# YAML with config_cache, hydra is deferred).
+_stand_in_imports = (
+    _StandInImportHook("aiflows.backends.llm_lite", {"litellm": _litellm_stand_in}),
+    _StandInImportHook("aiflows.utils.logging", {"omegaconf": lambda: _stand_in("omegaconf", OmegaConf=_LoggingOmegaConf())},
+                       after=_after_logging),
+    _StandInImportHook("aiflows.utils.general_helpers", {"omegaconf": _omegaconf_stand_in}),
+    _StandInImportHook("aiflows.base_flows.abstract", {"omegaconf": _omegaconf_stand_in}),
+)
 _hook = _LitellmImportHook()
 _flow_verse_hook = _FlowVerseImportHook()
 # aiflows imports hydra (about 0.1 s) to build flows, which the lean flows do without it, and rich (about 0.1 s) for
@@ -446,7 +524,8 @@ def install_flow_verse_import_hook() -> None:
     """Make ``import aiflows`` leave its hub client unloaded until used (no-op once aiflows is imported), and the
     other imports above until they are used."""
     _flow_verse_hook.install()
-    _llm_lite_hook.install()
+    for hook in _stand_in_imports:
+        hook.install()
     for hook in _deferred_imports:
         hook.install()
 
