@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
 
+from aiflows_jarvis.CoreFlowModule import tokenizer_seed
 from aiflows_jarvis.CoreFlowModule.offline import TOKENIZER_DIR, TOKENIZER_FILE, bundled_tokenizer_ok
+from aiflows_jarvis.CoreFlowModule.tokenizer_seed import OPT_OUT, TOKENIZER_SHA256, TOKENIZER_SIZE
 from subprocess_guard import check_guarded_run, guarded_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,14 +52,27 @@ print("OK")
 '''
 
 
-def offline_environment(tmp_path):
-    """An environment whose Python records (and refuses) every connection but loopback, with no tokenizer cache."""
+def offline_environment(tmp_path, pythonpath=ROOT):
+    """An environment whose Python records (and refuses) every connection but loopback, with no tokenizer cache and
+    the start-up hook on; ``pythonpath``: this repository (its package ahead of any installed one), or None."""
     empty_tmp = tmp_path / "tmp"
-    empty_tmp.mkdir()
-    base = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "PYTHONPATH")}
-    base.update(PYTHONPATH=ROOT, TMPDIR=str(empty_tmp), HOME=str(tmp_path))
+    empty_tmp.mkdir(parents=True)
+    unset = ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "PYTHONPATH", "TEMP", "TMP", OPT_OUT)
+    base = {k: v for k, v in os.environ.items() if k not in unset}
+    base.update(TMPDIR=str(empty_tmp), HOME=str(tmp_path))
+    if pythonpath:
+        base.update(PYTHONPATH=pythonpath)
     env, attempts = guarded_environment(str(tmp_path / "guard"), base)
     return env, attempts, empty_tmp
+
+
+def tokenizer_downloads(attempts):
+    """The connections the guarded child tried to the host of the tokenizer files (tiktoken's download); litellm's
+    price list, which it falls back from to its own copy, may be among the other attempts."""
+    if not os.path.exists(attempts):
+        return []
+    with open(attempts) as f:
+        return [line for line in f.read().splitlines() if "openaipublic" in line or "blob.core.windows.net" in line]
 
 
 @pytest.mark.parametrize("script", [SCRIPT, USER_SCRIPT], ids=["every-module", "user-script"])
@@ -99,7 +116,85 @@ def test_litellm_imported_before_the_package_finds_the_tokenizer_once_the_packag
     done = subprocess.run([sys.executable, "-c", LITELLM_FIRST], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=180)
     assert done.returncode == 0 and done.stdout.startswith("OK"), done.stderr[-3000:]
-    if os.path.exists(attempts):  # litellm's price list (it falls back to its own copy), never the tokenizer
-        with open(attempts) as f:
-            tried = f.read()
-        assert "openaipublic" not in tried and "blob.core.windows.net" not in tried, tried
+    assert not tokenizer_downloads(attempts)
+
+
+# --- CoreFlowModule/tokenizer_seed.py ---
+
+TOKENIZER_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+
+
+@pytest.fixture
+def seed_environment(tmp_path, monkeypatch):
+    """This process with no tokenizer cache variable, no opt-out and TMPDIR an empty folder (tempfile's choice
+    forgotten); gives tiktoken's default cache folder there (not made yet). All put back afterwards."""
+    for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "TEMP", "TMP", OPT_OUT):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return tmp_path / "tmp" / "data-gym-cache"
+
+
+def tiktoken_reads_it_offline() -> bool:
+    """tiktoken's own cache lookup, in this process (network guarded), finds the tokenizer file."""
+    from tiktoken.load import read_file_cached
+
+    assert hashlib.sha1(TOKENIZER_URL.encode()).hexdigest() == TOKENIZER_FILE  # the name tiktoken gives the file
+    return len(read_file_cached(TOKENIZER_URL, TOKENIZER_SHA256)) == TOKENIZER_SIZE
+
+
+def test_the_seed_copies_the_tokenizer_where_tiktoken_looks_and_then_only_looks(seed_environment, monkeypatch):
+    folder = seed_environment
+    assert tokenizer_seed.tiktoken_cache_dir() == tokenizer_seed.tiktoken_cache_dir(guess_temporary_folder=True) \
+        == str(folder)
+    tokenizer_seed.seed_at_start()
+    assert os.listdir(folder) == [TOKENIZER_FILE], "the file, and no temporary copy left"
+    assert filecmp.cmp(folder / TOKENIZER_FILE, os.path.join(TOKENIZER_DIR, TOKENIZER_FILE), shallow=False)
+    assert tiktoken_reads_it_offline()
+    before = os.stat(folder / TOKENIZER_FILE)
+    copies = []
+    monkeypatch.setattr(tokenizer_seed, "seed_default_tokenizer_cache", lambda: copies.append(1))
+    tokenizer_seed.seed_at_start()  # the file is there: one stat, no copy
+    after = os.stat(folder / TOKENIZER_FILE)
+    assert not copies and (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_the_seed_replaces_a_truncated_copy(seed_environment):
+    folder = seed_environment
+    folder.mkdir()
+    (folder / TOKENIZER_FILE).write_bytes(b"half a file")
+    assert tokenizer_seed.seed_default_tokenizer_cache() == str(folder / TOKENIZER_FILE)
+    assert filecmp.cmp(folder / TOKENIZER_FILE, os.path.join(TOKENIZER_DIR, TOKENIZER_FILE), shallow=False)
+
+
+@pytest.mark.parametrize("variable", ["DATA_GYM_CACHE_DIR", "TIKTOKEN_CACHE_DIR"])
+def test_the_seed_follows_tiktokens_cache_variables(seed_environment, tmp_path, monkeypatch, variable):
+    monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path / "data-gym"))
+    if variable == "TIKTOKEN_CACHE_DIR":  # it comes first
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))
+    chosen = tmp_path / ("tiktoken" if variable == "TIKTOKEN_CACHE_DIR" else "data-gym")
+    tokenizer_seed.seed_at_start()
+    assert os.listdir(chosen) == [TOKENIZER_FILE] and tiktoken_reads_it_offline()
+    assert sorted(os.listdir(tmp_path)) == sorted(["tmp", chosen.name]), "only the folder tiktoken reads"
+    assert not seed_environment.exists()
+    monkeypatch.setenv(variable, "")  # tiktoken's cache off: it always downloads, nothing to seed
+    assert tokenizer_seed.tiktoken_cache_dir() is None and tokenizer_seed.seed_default_tokenizer_cache() is None
+
+
+def test_the_seed_can_be_turned_off_and_never_raises(seed_environment, tmp_path, monkeypatch):
+    monkeypatch.setenv(OPT_OUT, "1")
+    tokenizer_seed.seed_at_start()
+    assert tokenizer_seed.seed_default_tokenizer_cache() is None and not seed_environment.exists()
+    monkeypatch.setenv(OPT_OUT, "0")
+    assert tokenizer_seed.seed_default_tokenizer_cache() == str(seed_environment / TOKENIZER_FILE)
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path / "a-file" / "cache"))  # cannot be made
+    assert tokenizer_seed.seed_default_tokenizer_cache() is None
+    tokenizer_seed.seed_at_start()
+
+    def broken(**kwargs):
+        raise RuntimeError("anything at all")
+
+    monkeypatch.setattr(tokenizer_seed, "tiktoken_cache_dir", broken)
+    tokenizer_seed.seed_at_start()
