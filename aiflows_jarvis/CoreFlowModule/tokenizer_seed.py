@@ -6,9 +6,13 @@ aiflows authors' scripts import ``aiflows.backends.api_info`` first, which impor
 file: the same file tiktoken itself would download there, under the same name, written once (to a temporary name,
 then renamed).
 
-``offline.py`` calls it when the package is imported. It imports nothing but ``os``, which every interpreter has
-loaded at start, and its fast path (``seed_at_start``) is an environment lookup and one ``stat``: it is made to run
-at every interpreter start, without the package.
+Two callers. ``offline.py``, when the package is imported. And, at every start of a Python of an environment the
+package is installed in with pip (editable or not), ``seed_at_start``, through the package's start-up hook: a ``.pth``
+file at the root of site-packages whose line imports a top-level module of the package's distribution, which loads
+this file by its path (importing it by name would execute the package's ``__init__``, which is heavy; see setup.py in
+the source repository). So this file imports nothing but ``os``, which every interpreter has loaded at start, and its
+fast path is an environment lookup and one ``stat``. (A module synced from the hub has no start-up hook: there,
+importing it does the seeding.)
 
 Which folder: the one tiktoken reads in a process with this environment, whichever variable names it (tiktoken's
 ``read_file_cached``): ``TIKTOKEN_CACHE_DIR`` if set, else ``DATA_GYM_CACHE_DIR`` if set, else ``<temporary
