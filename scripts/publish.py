@@ -472,8 +472,13 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
     parts += ["```python"] + how_to_use(module, namespace, sync) + ["```", ""]
     parts += [
         "Import a module of this namespace before `aiflows.backends` or `litellm`: it points litellm at the tokenizer "
-        "the CoreFlowModule carries, so nothing is downloaded. (Once a module has been imported on a machine, the "
-        "other order works offline too: the tokenizer is copied into tiktoken's default cache.)",
+        "the CoreFlowModule carries, so nothing is downloaded, and litellm imports quietly, without its price-list "
+        "request. Once a module has been imported on a machine, the other order works offline too: the tokenizer is "
+        "copied where tiktoken looks for it (`TIKTOKEN_CACHE_DIR`, else `DATA_GYM_CACHE_DIR`, else "
+        "`<tmp>/data-gym-cache`; `AIFLOWS_JARVIS_NO_TOKENIZER_SEED=1` turns the copy off). The modules installed with "
+        "pip from their source repository (the `aiflows-jarvis` distribution) make that copy at every Python start "
+        "of the environment (a `.pth` start-up hook, about half a millisecond), so there any order works from the "
+        "first run.",
         "",
     ]
     if main_class and "ChatFlowModule" in dependency_closure([module]):

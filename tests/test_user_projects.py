@@ -7,7 +7,7 @@ built from the user's YAML runs. Each runs CoderFlow through the loopback LLM se
 The clean virtual environment is made once for the module: `venv --without-pip`, a .pth line that reaches this test
 environment's site-packages for aiflows and its pins (installing them again would need the package index and
 minutes), and this repository's package copied into its site-packages as a plain install leaves it (see
-clean_venv)."""
+clean_venv and tests/linked_venv.py)."""
 from __future__ import annotations
 
 import json
@@ -16,12 +16,12 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 
 import pytest
 
 from fakes import command, finish
+from linked_venv import copy_repository, linked_venv
 from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
 from test_publish import publish
@@ -128,23 +128,11 @@ def test_the_authors_chat_and_ours_side_by_side_in_either_order(tmp_path, order)
 def clean_venv(tmp_path_factory):
     """A virtual environment holding this repository's package as a plain (not editable) install leaves it: the
     package folder (its tracked files, data included) in the environment's site-packages. It is copied there, not
-    built by pip: building a wheel needs `wheel`, which is not among this project's dependencies, and the index.
+    built by pip, to keep the module's set-up short (tests/test_offline.py builds and installs the wheel).
     aiflows and its pins are reached through a .pth line to this test environment's site-packages."""
     folder = tmp_path_factory.mktemp("clean")
-    venv = folder / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "aiflows_jarvis"], cwd=ROOT,
-                            capture_output=True, text=True, check=True)
-    for rel in listed.stdout.split():
-        if os.path.isfile(os.path.join(ROOT, rel)):
-            os.makedirs(os.path.join(site, os.path.dirname(rel)), exist_ok=True)
-            shutil.copy2(os.path.join(ROOT, rel), os.path.join(site, rel))
-    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    with open(os.path.join(site, "test-environment.pth"), "w") as f:
-        f.write("".join(f"{p}\n" for p in sorted(ours)))
+    python, site = linked_venv(folder / "venv")
+    copy_repository(site, ["aiflows_jarvis"])
     yield python, site
     shutil.rmtree(folder, ignore_errors=True)
 

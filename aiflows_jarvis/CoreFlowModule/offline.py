@@ -18,7 +18,8 @@ run never uses; it is loaded when first used (``flow_verse.sync_dependencies``, 
 hydra (the lean flows build subflows without it, see ``instantiate``) and the rich console aiflows uses to print
 a configuration at debug level.
 
-Only the standard library is imported at module level: this file runs before anything else of the package.
+Only the standard library (and tokenizer_seed.py, which imports nothing else) is imported at module level: this file
+runs before anything else of the package.
 """
 from __future__ import annotations
 
@@ -30,53 +31,19 @@ import sys
 import threading
 import types
 import warnings
-from typing import Optional
 
-TOKENIZER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiktoken_cache")
-# tiktoken names a cached file sha1(url) and accepts it only if its sha256 matches.
-TOKENIZER_FILE = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
-TOKENIZER_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-
-
-def default_tokenizer_cache() -> str:
-    """The folder tiktoken reads when ``TIKTOKEN_CACHE_DIR`` is not set: ``DATA_GYM_CACHE_DIR``, else
-    ``<temporary folder>/data-gym-cache``."""
-    import tempfile
-
-    return os.environ.get("DATA_GYM_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "data-gym-cache")
-
-
-def seed_default_tokenizer_cache() -> Optional[str]:
-    """Copy the bundled cl100k file to tiktoken's default cache if it is not there: a later process on this machine
-    that imports litellm *before* this package (``from aiflows.backends.api_info import ApiInfo`` first, the aiflows
-    authors' usual order) then finds it there and downloads nothing. The same file tiktoken itself would download
-    there, written once (to a temporary name, then renamed); returns its path, or None if it could not be written."""
-    folder = default_tokenizer_cache()
-    target = os.path.join(folder, TOKENIZER_FILE)
-    if os.path.isfile(target):
-        return target
-    try:
-        os.makedirs(folder, exist_ok=True)
-        temporary = f"{target}.{os.getpid()}.tmp"
-        with open(os.path.join(TOKENIZER_DIR, TOKENIZER_FILE), "rb") as source, open(temporary, "wb") as copy:
-            copy.write(source.read())
-        os.replace(temporary, target)
-        return target
-    except OSError:  # a read-only or full temporary folder: this process is offline-safe anyway
-        try:
-            os.remove(temporary)
-        except (OSError, UnboundLocalError):
-            pass
-        return None
+# The bundled file, and its copy where tiktoken looks for it: tokenizer_seed.py, also run at interpreter start.
+from .tokenizer_seed import TOKENIZER_DIR, TOKENIZER_FILE, TOKENIZER_SHA256, seed_default_tokenizer_cache  # noqa: F401
 
 
 def ensure_offline_tokenizer() -> str:
-    """Point tiktoken at the bundled cl100k file unless the user chose a cache, seed tiktoken's default cache for
-    processes that import litellm first, and make litellm's first import offline and quiet; returns the tokenizer
-    cache directory used. Called when the package is imported."""
+    """Seed the folder tiktoken reads in a process of this environment (for processes that import litellm first: see
+    tokenizer_seed.py), point this process's tiktoken at the bundled cl100k file unless the user chose a cache, and
+    make litellm's first import offline and quiet; returns the tokenizer cache directory used. Called when the
+    package is imported."""
+    seed_default_tokenizer_cache()  # before TIKTOKEN_CACHE_DIR is set below: where the user's environment points
     if not os.environ.get("TIKTOKEN_CACHE_DIR"):
         os.environ["TIKTOKEN_CACHE_DIR"] = TOKENIZER_DIR
-    seed_default_tokenizer_cache()
     install_litellm_import_hook()
     install_flow_verse_import_hook()
     return os.environ["TIKTOKEN_CACHE_DIR"]
