@@ -224,6 +224,7 @@ class Console:
         self._width = width
         self.stream_replies = stream_replies  # --stream: long replies (plans, code) shown as they are written
         self._closed = False
+        self._tty = None  # (stream, whether it is a terminal)
         self._indent = ""  # the depth of the last step: what follows it is indented as deep
         self._status_width = 0
         self._folded_seen: Deque[str] = deque(maxlen=64)
@@ -245,10 +246,17 @@ class Console:
         return self._stream if self._stream is not None else sys.stdout
 
     def _isatty(self) -> bool:
+        """Whether the stream is a terminal; asked once per stream object (every line styled asks it)."""
+        stream = self.stream
+        cached = self._tty
+        if cached is not None and cached[0] is stream:
+            return cached[1]
         try:
-            return self.stream.isatty()
+            answer = bool(stream.isatty())
         except Exception:
-            return False
+            answer = False
+        self._tty = (stream, answer)
+        return answer
 
     @property
     def color(self) -> bool:
