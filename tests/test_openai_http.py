@@ -142,7 +142,29 @@ class _KeepAliveHandler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.bodies.append(body)
-        if body.get("stream"):
+        mode = self.server.stream_mode
+        if body.get("stream") and mode == "json":  # a server that ignores stream: true
+            data = json.dumps(completion_json("not streamed", prompt_tokens=3)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif body.get("stream") and mode in ("only_done", "open_after_done"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            events = ["data: [DONE]\n\n"] if mode == "only_done" else \
+                [f"data: {json.dumps(chunk_json({'content': 'kept'}, finish_reason='stop'))}\n\n", "data: [DONE]\n\n"]
+            for event in events:
+                data = event.encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+            if mode == "open_after_done":  # the body is not ended for a while (a proxy holding it)
+                self.server.released.wait(10)
+            self.wfile.write(b"0\r\n\r\n")
+        elif body.get("stream"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -171,9 +193,10 @@ class _KeepAliveHandler(http.server.BaseHTTPRequestHandler):
 class _KeepAliveServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, drop_after_each=False):
+    def __init__(self, drop_after_each=False, stream_mode="normal"):
         super().__init__(("127.0.0.1", 0), _KeepAliveHandler)
         self.bodies, self.connections, self.drop_after_each = [], 0, drop_after_each
+        self.stream_mode, self.released = stream_mode, threading.Event()
 
     def get_request(self):
         self.connections += 1
@@ -193,6 +216,7 @@ def keep_alive_server():
     yield start
     openai_http.close_connections()
     for server in servers:
+        server.released.set()
         server.shutdown()
         server.server_close()
 
@@ -238,6 +262,33 @@ def test_ctrl_c_while_a_reply_is_read_leaves_no_half_read_connection(keep_alive_
         openai_http.complete(request)
     assert openai_http.complete(request)["choices"][0]["message"]["content"] == "reply 2", "not the first's body"
     assert server.connections == 2
+
+
+def test_a_stream_with_no_chunk_is_no_reply_and_a_server_that_does_not_stream_is_understood(keep_alive_server):
+    from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
+
+    _, url = keep_alive_server(stream_mode="only_done")
+    with pytest.raises(MalformedReply):
+        list(openai_http.stream(plan_request(params(api_base=url, stream=True))))
+    assert openai_http.merged_stream_messages(iter([]), 2) == [{}, {}], "no text is no reply (retried), not ''"
+    _, url = keep_alive_server(stream_mode="json")
+    chunks = list(openai_http.stream(plan_request(params(api_base=url, stream=True))))
+    assert openai_http.merged_stream_messages(iter(chunks)) == [{"content": "not streamed"}]
+    assert chunks[0]["usage"]["prompt_tokens"] == 3 and chunks[0]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_body_held_open_after_done_keeps_the_reply(keep_alive_server):
+    server, url = keep_alive_server(stream_mode="open_after_done")
+    chunks = list(openai_http.stream(plan_request(params(api_base=url, stream=True, request_timeout=30))))
+    assert openai_http.merged_stream_messages(iter(chunks)) == [{"content": "kept"}], "not a timeout after [DONE]"
+    server.released.set()
+
+
+def test_litellms_defaults_are_not_sent_and_instruct_models_go_through_litellm():
+    request = plan_request(params(functions=[], function_call="", logit_bias={}, user="", stop=None, n=1))
+    assert request.body == {"model": "local-model", "messages": MESSAGES, "n": 1}
+    assert plan_request(params(model="gpt-3.5-turbo-instruct")) is None
+    assert plan_request(params(timeout=5)).timeout == openai_http.DEFAULT_TIMEOUT, "litellm 1.0.0 ignores timeout"
 
 
 # ~~~ A run that never imports litellm ~~~

@@ -447,3 +447,30 @@ def test_configurations_are_read_as_omegaconf_reads_them_without_importing_it():
     assert load_yaml_text(tricky)["c"] == "2001-12-14" and load_yaml_text(tricky)["a"] == 1000.0
     with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key a"):
         load_yaml_text("a: 1\na: 2\n")
+
+
+def test_an_interface_that_sets_values_hands_out_copies_of_them():
+    from aiflows.interfaces import KeyInterface
+
+    from aiflows_jarvis.CoreFlowModule.lean import LeanKeyInterface, LeanFlowMixin
+
+    interface = LeanKeyInterface.of(KeyInterface(keys_to_set={"items": []}, keys_to_select=["items"]))
+    assert not interface.copies_all
+    flow = type("Caller", (), {"flow_config": {"name": "caller"}, "name": "caller"})()
+    destination = type("Callee", (), {"flow_config": {"name": "callee", "private_keys": []}})()
+    first = interface(goal="g", src_flow=flow, dst_flow=destination, data_dict={})
+    message = LeanFlowMixin._package_input_message(flow, payload=first, dst_flow=destination,
+                                                   fresh=interface.copies_all)
+    message.data["items"].append("from call 1")
+    assert interface(goal="g", src_flow=flow, dst_flow=destination, data_dict={}) == {"items": []}
+
+
+def test_message_ids_do_not_follow_the_users_random_seed():
+    import random
+
+    from aiflows_jarvis.CoreFlowModule.lean import unique_id
+
+    random.seed(7)
+    first = unique_id()
+    random.seed(7)
+    assert unique_id() != first

@@ -129,8 +129,8 @@ def openai_model(model: Any) -> Optional[str]:
     model = model.strip()
     if model.startswith("openai/"):
         return model[len("openai/"):] or None
-    if "/" not in model and model.startswith(_OPENAI_MODEL_PREFIXES):
-        return model
+    if "/" not in model and model.startswith(_OPENAI_MODEL_PREFIXES) and "instruct" not in model:
+        return model  # (gpt-3.5-turbo-instruct is a text completion model: litellm sends it to /completions)
     return None
 
 
@@ -151,8 +151,10 @@ def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
     if _proxied(url):
         return None
     body: Dict[str, Any] = {"model": model, "messages": params.get("messages")}
-    body.update({key: value for key, value in params.items() if key in BODY_PARAMS and value is not None})
-    timeout = params.get("request_timeout") or params.get("timeout") or DEFAULT_TIMEOUT
+    # None and empty values are left out, as litellm 1.0.0 leaves out its defaults (functions=[], user="", ...)
+    body.update({key: value for key, value in params.items()
+                 if key in BODY_PARAMS and value is not None and not (isinstance(value, (str, list, dict)) and not value)})
+    timeout = params.get("request_timeout") or DEFAULT_TIMEOUT  # litellm 1.0.0 ignores `timeout` too
     api_key = params.get("api_key") or os.environ.get("OPENAI_API_KEY")
     return DirectRequest(url, str(api_key) if api_key else None, body, float(timeout))
 
@@ -233,17 +235,16 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
             connection.request("POST", _target(request.url), body=payload, headers=headers)
             response = connection.getresponse()
             break
-        except (http.client.RemoteDisconnected, http.client.ImproperConnectionState, ConnectionResetError,
-                BrokenPipeError) as error:
-            connection.close()
-            if reused and attempt == 1:  # the server closed an idle kept-alive connection: not an answer
-                continue
-            raise APIConnectionError(f"connection error: {error!r}") from error
         except TimeoutError as error:  # socket.timeout
             connection.close()
             raise APITimeoutError(f"request timed out after {request.timeout:g} s") from error
         except (OSError, http.client.HTTPException) as error:
             connection.close()
+            stale = isinstance(error, (http.client.RemoteDisconnected, http.client.ImproperConnectionState,
+                                       ConnectionResetError, ConnectionAbortedError, BrokenPipeError)) \
+                or type(error).__name__ == "SSLEOFError"
+            if stale and reused and attempt == 1:  # the server closed an idle kept-alive connection: not an answer
+                continue
             raise APIConnectionError(f"connection error: {error!r}") from error
         except BaseException:  # Ctrl+C while waiting: the connection is mid-request, never to be reused
             connection.close()
@@ -278,7 +279,11 @@ def _read(connection: http.client.HTTPConnection, response: http.client.HTTPResp
 def complete(request: DirectRequest) -> Dict[str, Any]:
     """A non-streamed chat completion: the server's JSON object. A body that is not UTF-8 raises
     UnicodeDecodeError, one that is not JSON JSONDecodeError (both classified as malformed replies)."""
-    connection, response = _send(request)
+    return complete_body(*_send(request), request)
+
+
+def complete_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
+                  request: DirectRequest) -> Dict[str, Any]:
     raw = _read(connection, response, request.timeout)
     reply = json.loads(raw.decode("utf-8"))
     if not isinstance(reply, dict):
@@ -290,21 +295,29 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
     """A streamed chat completion: the chunks (JSON objects) the server sends as ``data:`` events, up to
     ``data: [DONE]`` or the end of the body."""
     connection, response = _send(request)
-    finished = False
+    if (response.getheader("Content-Type") or "").split(";")[0].strip() == "application/json":
+        yield _as_chunk(complete_body(connection, response, request))  # a server that does not stream
+        return
+    finished, events = False, 0
     try:
         while True:
             line = _read(connection, response, request.timeout, line=True)
             if not line:
                 finished = True
+                if not events:
+                    raise MalformedReply("the server sent no event in its streamed reply")
                 return
             text = line.decode("utf-8").strip()
             if not text.startswith("data:"):
                 continue  # blank lines between events, comments (": ping"), "event:" lines
             data = text[len("data:"):].strip()
             if data == "[DONE]":
-                _read(connection, response, request.timeout)  # the end of the body (a chunked body's last chunk)
                 finished = True
+                if not events:
+                    raise MalformedReply("the server's streamed reply ended before any chunk")
+                _finish_body(connection, response)
                 return
+            events += 1
             chunk = json.loads(data)
             if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
                 raise status_error(500, response.headers, data)  # an error sent inside the stream
@@ -314,10 +327,34 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
             connection.close()
 
 
+def _as_chunk(reply: Dict[str, Any]) -> Dict[str, Any]:
+    """A whole completion as one stream chunk (for a server that answers ``stream: true`` without streaming)."""
+    choices = [{"index": choice.get("index", i), "finish_reason": choice.get("finish_reason"),
+                "delta": {"content": (choice.get("message") or {}).get("content")}}
+               for i, choice in enumerate(reply.get("choices") or []) if isinstance(choice, dict)]
+    return {**{k: v for k, v in reply.items() if k in ("id", "model", "usage")}, "choices": choices}
+
+
+def _finish_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
+    """After ``[DONE]``: read what is left of the body (a chunked body's last chunk) so that the connection can be
+    used again, waiting a second at most; a server that keeps the body open loses the connection, not the reply."""
+    if response.isclosed():
+        return
+    try:
+        if connection.sock is not None:
+            connection.sock.settimeout(min(1.0, connection.timeout or 1.0))
+        response.read()
+    except Exception:  # noqa: BLE001 - the reply is complete; only the connection cannot be used again
+        connection.close()
+    except BaseException:
+        connection.close()
+        raise
+
+
 def merged_stream_messages(chunks: Iterator[Dict[str, Any]], n: int = 1) -> List[Dict[str, Any]]:
     """The messages a stream spells out, one per choice: ``{"content": ...}``, as aiflows' ``merge_streams`` gives
     them (which fails on a ``"content": null`` delta, which servers send with a role or a finish_reason)."""
-    parts: Dict[int, List[str]] = {index: [] for index in range(max(1, int(n or 1)))}
+    parts: Dict[int, List[str]] = {}
     for chunk in chunks:
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict):
@@ -326,4 +363,6 @@ def merged_stream_messages(chunks: Iterator[Dict[str, Any]], n: int = 1) -> List
             content = delta.get("content") if isinstance(delta, dict) else None
             if isinstance(content, str) and content:
                 parts.setdefault(int(choice.get("index") or 0), []).append(content)
-    return [{"content": "".join(parts[index])} for index in sorted(parts)]
+    count = max([max(1, int(n or 1))] + [index + 1 for index in parts])
+    # a choice that got no text at all is {} (as merge_streams leaves it): no reply, not an empty one
+    return [{"content": "".join(parts[index])} if index in parts else {} for index in range(count)]

@@ -57,16 +57,20 @@ log = logging.get_logger(f"aiflows.{__name__}")
 
 def unique_id(existing_ids=None) -> str:
     """aiflows' ``create_unique_id``: a random uuid4 as a string (``str(uuid.uuid4())``'s format), not in
-    ``existing_ids``; its 122 random bits from ``random.getrandbits`` (seeded from ``os.urandom``, and again in a
-    forked child), without a system call and a ``uuid.UUID`` per message. Message ids need to be unique, not secret."""
+    ``existing_ids``; its 122 random bits from a ``random.Random`` of its own (seeded from ``os.urandom``, and again
+    in a forked child), without a system call and a ``uuid.UUID`` per message. Message ids need to be unique, not secret."""
     while True:
-        value = (random.getrandbits(128) & _UUID4_KEEP) | _UUID4_SET
+        value = (_ids_random.getrandbits(128) & _UUID4_KEEP) | _UUID4_SET
         text = "%032x" % value
         made = f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
         if not existing_ids or made not in existing_ids:
             return made
 
 
+# A generator of its own (a user's random.seed() does not make ids repeat), seeded from os.urandom, again in a child.
+_ids_random = random.Random(os.urandom(32))
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _ids_random.seed(os.urandom(32)))
 _UUID4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))  # the version and variant bits cleared...
 _UUID4_SET = (0x4000 << 64) | (0x8000 << 48)  # ...and set: version 4, RFC 4122 variant
 
@@ -324,7 +328,7 @@ class LeanFlowMixin(Flow):
         """In a composite flow, what ``_call_flow_from_state`` does, with the input taken from ``data`` instead of
         the state (e.g. to ask a generator again with a rewrite instruction); returns ``(message, output)``."""
         payload = input_interface(goal=f"[Input] {goal}", data_dict=data, src_flow=self, dst_flow=flow)
-        fresh = isinstance(input_interface, LeanKeyInterface)
+        fresh = isinstance(input_interface, LeanKeyInterface) and input_interface.copies_all
         output_message = flow(self._package_input_message(payload=payload, dst_flow=flow, fresh=fresh))
         self._log_message(output_message)
         output_data = copy_config(output_message.data["output_data"])
@@ -398,8 +402,14 @@ class LeanKeyInterface(KeyInterface):
         lean.__dict__.update(interface.__dict__)
         return lean
 
+    @property
+    def copies_all(self) -> bool:
+        """Whether all it returns is a fresh copy: only the destination's input keys, each copied. (Other
+        transformations may put in what they hold themselves, e.g. KeySet's values: the caller copies those.)"""
+        return len(self.transformations) == 1 and type(self.transformations[0]) is KeyMatchInput
+
     def __call__(self, goal, src_flow, dst_flow, data_dict: Dict[str, Any], **kwargs) -> Dict[str, Any]:
-        if len(self.transformations) == 1 and type(self.transformations[0]) is KeyMatchInput:
+        if self.copies_all:
             return {key: copy_config(data_dict[key]) for key in dst_flow.get_interface_description()["input"]}
         data_dict = copy_config(data_dict)
         kwargs.update(goal=goal, src_flow=src_flow, dst_flow=dst_flow)

@@ -368,9 +368,11 @@ class _StandInImportHook(_DeferringImportHook):
         try:
             try:
                 self._loader.exec_module(module)
-            except ImportError:  # it takes more than the stand-ins have: the real modules
+            except ImportError:  # it takes more than the stand-ins have: the real modules, on a clean namespace
                 _remove_stand_ins(placed)
                 placed = {}
+                for name in [name for name in module.__dict__ if not (name.startswith("__") and name.endswith("__"))]:
+                    del module.__dict__[name]
                 self._loader.exec_module(module)
                 return
         finally:
