@@ -53,6 +53,13 @@ def test_everything_else_goes_through_litellm(change):
     assert plan_request(params(**change)) is None
 
 
+def test_an_unknown_transport_is_a_configuration_error():
+    from aiflows_jarvis.CoreFlowModule import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="transport must be one of auto, litellm, not 'litelm'"):
+        plan_request(params(transport="litelm"))
+
+
 def test_a_proxy_in_the_environment_is_left_to_litellm(monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
     monkeypatch.delenv("NO_PROXY", raising=False)
@@ -101,14 +108,16 @@ def test_errors_carry_status_headers_and_the_servers_words():
 
 
 def test_malformed_bodies_are_malformed_replies():
-    with LoopbackLLMServer([Malformed(b"{not json"), Malformed(b"\xff\xfe{}"), Malformed(b"[1, 2]")]) as server:
+    replies = [Malformed(b"{not json"), Malformed(b"\xff\xfe{}"), Malformed(b"[1, 2]"),
+               Malformed(b'{"choices": [{"text": "a text completion"}]}')]
+    with LoopbackLLMServer(replies) as server:
         request = plan_request(params(api_base=server.url))
         kinds = []
-        for _ in range(3):
+        for _ in range(4):
             with pytest.raises(Exception) as caught:
                 openai_http.complete(request)
             kinds.append((classify(caught.value).kind, classify(caught.value).retryable))
-    assert kinds == [("malformed", True)] * 3
+    assert kinds == [("malformed", True)] * 4
 
 
 def test_a_slow_server_times_out_and_a_closed_port_is_a_connection_error():

@@ -20,7 +20,6 @@ from typing import Any, Callable, Dict, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
-from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
 from aiflows_jarvis.CoreFlowModule.terminal import without_lone_surrogates
 
 LITELLM_BACKEND = "aiflows.backends.llm_lite.LiteLLMBackend"
@@ -244,11 +243,7 @@ def usage_litellm_backend_class():
                     else llm_lite.merge_streams(watcher, n_chat_completion_choices=n)
                 info = watcher.info()
             else:
-                choices = response["choices"] if request is None else response.get("choices")
-                if request is not None and (not isinstance(choices, list) or not all(
-                        isinstance(choice, dict) and isinstance(choice.get("message"), dict) for choice in choices)):
-                    raise MalformedReply(f"the server's reply has no choices with a message: {str(response)[:300]}")
-                messages = [choice["message"] for choice in choices]
+                messages = [choice["message"] for choice in response["choices"]]
                 info = response_info_of(response)
             if info.model is None:
                 info.model = str(merged_params.get("model")) if merged_params.get("model") else None

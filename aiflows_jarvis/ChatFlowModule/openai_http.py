@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
+from aiflows_jarvis.CoreFlowModule.errors import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
@@ -136,7 +137,10 @@ def openai_model(model: Any) -> Optional[str]:
 
 def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
     """The request to send for a backend call's merged ``params``, or None when litellm must send it."""
-    if str(params.get("transport") or "auto") == "litellm" or params.get("api_version"):
+    transport = str(params.get("transport") or "auto")
+    if transport not in TRANSPORTS:
+        raise ConfigurationError(f"backend.transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
+    if transport == "litellm" or params.get("api_version"):
         return None
     if any(key not in BODY_PARAMS and key not in CALL_PARAMS for key in params):
         return None
@@ -286,8 +290,10 @@ def complete_body(connection: http.client.HTTPConnection, response: http.client.
                   request: DirectRequest) -> Dict[str, Any]:
     raw = _read(connection, response, request.timeout)
     reply = json.loads(raw.decode("utf-8"))
-    if not isinstance(reply, dict):
-        raise MalformedReply(f"the server's reply is not a JSON object: {raw[:200]!r}")
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not all(isinstance(choice, dict) and isinstance(choice.get("message"), dict)
+                                                for choice in choices):
+        raise MalformedReply(f"the server's reply is not a completion with choices and messages: {raw[:300]!r}")
     return reply
 
 

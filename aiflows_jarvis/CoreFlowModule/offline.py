@@ -435,7 +435,11 @@ class _LoggingOmegaConf:
 
     @staticmethod
     def load(file):
-        text = file.read() if hasattr(file, "read") else open(file, encoding="utf-8").read()
+        if hasattr(file, "read"):
+            text = file.read()
+        else:
+            with open(file, encoding="utf-8") as f:
+                text = f.read()
         if "${" in text:
             import io
 
@@ -446,10 +450,8 @@ class _LoggingOmegaConf:
 
     @staticmethod
     def to_container(config, *args, **kwargs):
-        if isinstance(config, _PlainDocument):
-            from .instantiate import copy_config
-
-            return copy_config(dict(config))
+        if isinstance(config, _PlainDocument):  # read for this call only: nothing else holds it
+            return dict(config)
         return _real_module("omegaconf").OmegaConf.to_container(config, *args, **kwargs)
 
     def __getattr__(self, attribute):  # the rest of OmegaConf, should the module use more at its import

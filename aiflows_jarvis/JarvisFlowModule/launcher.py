@@ -77,15 +77,14 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
     from aiflows_jarvis.CoreFlowModule.offline import import_litellm
 
     litellm = import_litellm()
-    provider = model.split("/", 1)[0] if "/" in model else ""
+    provider = model.split("/", 1)[0]
     if provider in set(getattr(litellm, "provider_list", [])) - {"openai", "custom_openai"}:
         # The key Jarvis found is OpenAI's (or Azure's): it must not be sent to another provider.
         raise BadInputError(
             f"--model {model}: Jarvis talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
             f"{provider}, run an OpenAI-compatible proxy in front of it (e.g. `litellm --model {model}`) and pass "
             "its address with --api-base.")
-    known = set(getattr(litellm, "open_ai_chat_completion_models", [])) | set(getattr(litellm, "model_cost", {}))
-    return model if model in known and "/" not in model else f"openai/{model}"
+    return f"openai/{model}"
 
 
 def load_config(path: str) -> Dict[str, Any]:
