@@ -754,3 +754,54 @@ def test_close_during_a_prestart_leaves_no_kernel(make_interpreter):
     interpreter.prestart()
     interpreter.close()
     assert not interpreter.kernel_running and interpreter._km is None
+
+
+# ~~~ Quick runs without lost output (issue 15: ipykernel's flush round trips and its sleep are gone) ~~~
+def test_output_written_to_the_file_descriptors_comes_whole_and_before_the_result_at_every_run(shared):
+    """What subprocesses and C code write to fd 1 and 2 is read by the kernel's own reader, which the end of a run
+    waits for: the flushes that no longer wait for the IOPub thread never leave it behind."""
+    for i in range(25):
+        result = shared.run(f"import os; os.write(1, b'out {i}\\n'); os.write(2, b'err {i}\\n'); {i}")
+        assert result.output.splitlines() == [f"out {i}", f"err {i}", str(i)], result.output
+    assert shared.run("import os; os.system('echo from a shell')").output == "from a shell\n0"
+    assert shared.run("import subprocess; subprocess.run(['echo', 'child']).returncode").output == "child\n0"
+
+
+def test_a_character_split_between_two_writes_to_a_descriptor_is_kept(shared):
+    code = "import os, time\nb = 'é€'.encode()\nos.write(1, b[:1]); time.sleep(0.05); os.write(1, b[1:4]); " \
+           "time.sleep(0.05); os.write(1, b[4:] + b'\\n'); None"
+    assert shared.run(code).output == "é€"
+
+
+def test_a_flush_with_nothing_written_does_not_wait_for_the_iopub_thread(shared):
+    """A flush hands work to ipykernel's IOPub thread only when there is something to send."""
+    code = textwrap.dedent("""
+        import sys
+        handed = []
+        thread = sys.stdout.pub_thread
+        real = thread.schedule
+        thread.schedule = lambda f: handed.append(f) or real(f)
+        try:
+            sys.stdout.flush(); sys.stderr.flush()
+            idle = len(handed)
+            sys.stdout.write("x"); sys.stdout.flush()
+            busy = len(handed)
+        finally:
+            del thread.schedule
+        print("", idle, busy > idle, get_ipython().kernel._execute_sleep, type(sys.stdout).__name__)
+    """)
+    assert shared.run(code).output.split() == ["x", "0", "True", "0.0", "QuickFlushStream"]
+
+
+def test_a_process_writing_without_pause_does_not_hold_the_runs(make_interpreter):
+    interpreter = make_interpreter(timeout=60)
+    started = interpreter.run("import subprocess\n"
+                              "writer = subprocess.Popen(['sh', '-c', 'while :; do echo tick; done'])")
+    assert not started.failed, started.output
+    try:
+        for _ in range(3):
+            result = interpreter.run("x = 1")
+            assert not result.timed_out and not result.failed and not result.restarted, result.output[-300:]
+            assert "tick" in result.output, "what it wrote during the run is the run's output"
+    finally:
+        interpreter.run("writer.kill(); writer.wait()")
