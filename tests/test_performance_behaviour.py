@@ -474,3 +474,48 @@ def test_message_ids_do_not_follow_the_users_random_seed():
     first = unique_id()
     random.seed(7)
     assert unique_id() != first
+
+
+def test_message_ids_of_a_forked_child_are_not_its_parents():
+    from aiflows_jarvis.CoreFlowModule.lean import unique_id
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, to the parent
+        try:
+            os.write(write, unique_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        child = os.read(read, 100).decode()
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    mine = unique_id()
+    assert len(child) == len(mine) == 36 and child[:24] != mine[:24], (child, mine)
+
+
+def test_a_line_that_fits_is_folded_as_textwrap_folds_it_without_calling_it():
+    import random
+    import textwrap
+
+    from aiflows_jarvis.CoreFlowModule import interaction
+
+    rng = random.Random(5)
+    alphabet = ["a", "b", " ", "  ", "\t", "\xa0", "\u2003", "é", "-", "\x1f", "word", "x" * 15]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        if not text.strip():
+            continue
+        width = rng.randint(5, 40)
+        expected = textwrap.wrap(text, max(10, width), break_long_words=True, break_on_hyphens=False) or [""]
+        assert interaction._wrap_words(text, width) == expected, (text, width)
+    calls = []
+    real = textwrap.wrap
+    textwrap.wrap = lambda *a, **k: calls.append(a) or real(*a, **k)
+    try:
+        assert interaction._wrap_words("count_words text: round 3", 100) == ["count_words text: round 3"]
+    finally:
+        textwrap.wrap = real
+    assert calls == []

@@ -175,9 +175,12 @@ def _wrap(line: str, width: Optional[int]) -> List[str]:
 
 def _wrap_words(text: str, width: int) -> List[str]:
     """``text`` cut at spaces into lines of at most ``width`` characters (a longer word is cut)."""
+    width = max(10, width)
+    if len(text) <= width and text.isprintable() and not text[-1:].isspace():
+        return [text]  # what textwrap gives a line that fits with no tab, no control character, no trailing space
     import textwrap
 
-    return textwrap.wrap(text, max(10, width), break_long_words=True, break_on_hyphens=False) or [""]
+    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
 class Status:

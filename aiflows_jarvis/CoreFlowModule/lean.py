@@ -17,9 +17,9 @@ change only how messages are kept:
 * the disk cache (``.flow_cache`` in the working directory) is only opened when caching is actually used.
 
 Every aiflows message gets a uuid4 identifier and a time stamp (``aiflows.messages.abstract``), about 10 µs a message
-and 16 messages a round: importing this module gives that module equivalents that make the same strings (a random
-uuid4 without a system call and a ``uuid.UUID`` per message; the time stamp's seconds formatted once per second), about
-a fifth of a round.
+and 16 messages a round: importing this module gives that module equivalents that make strings of the same formats (a
+uuid4 whose random part is drawn once per process and whose last group counts; the time stamp's seconds formatted once
+per second), about a fifth of a round.
 
 They are also quicker to build: a class's default configuration comes from YAML files parsed once per process
 (``config_cache``; aiflows parses every file of the class chain at every ``get_config``), and subflows and
@@ -31,9 +31,9 @@ Use them through the first base class, as aiflows' config loader follows only th
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
-import random
 import threading
 import time
 from collections import deque
@@ -56,23 +56,35 @@ log = logging.get_logger(f"aiflows.{__name__}")
 
 
 def unique_id(existing_ids=None) -> str:
-    """aiflows' ``create_unique_id``: a random uuid4 as a string (``str(uuid.uuid4())``'s format), not in
-    ``existing_ids``; its 122 random bits from a ``random.Random`` of its own (seeded from ``os.urandom``, and again
-    in a forked child), without a system call and a ``uuid.UUID`` per message. Message ids need to be unique, not secret."""
+    """aiflows' ``create_unique_id``: an id in ``str(uuid.uuid4())``'s format, not in ``existing_ids``. Its first
+    five groups (74 random bits, the version and variant set as a uuid4's) are drawn once per process (again in a
+    forked child) from ``os.urandom``; its last group counts the ids made. Message ids need to be unique, not secret:
+    a counter is unique within the process, the random part across processes, and neither needs a system call or a
+    ``uuid.UUID`` per message (nor follows the user's ``random.seed()``)."""
     while True:
-        value = (_ids_random.getrandbits(128) & _UUID4_KEEP) | _UUID4_SET
-        text = "%032x" % value
-        made = f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+        made = "%s%012x" % (_id_prefix, next(_id_counter))
         if not existing_ids or made not in existing_ids:
             return made
 
 
-# A generator of its own (a user's random.seed() does not make ids repeat), seeded from os.urandom, again in a child.
-_ids_random = random.Random(os.urandom(32))
+def _new_id_prefix() -> str:
+    bits = int.from_bytes(os.urandom(10), "big")  # 80 bits, 74 of them used
+    text = "%020x" % bits
+    variant = "89ab"[bits & 3]
+    return f"{text[:8]}-{text[8:12]}-4{text[13:16]}-{variant}{text[17:20]}-"
+
+
+_id_prefix = _new_id_prefix()
+_id_counter = itertools.count(1)
+
+
+def _reseed_ids_in_child() -> None:
+    global _id_prefix
+    _id_prefix = _new_id_prefix()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _ids_random.seed(os.urandom(32)))
-_UUID4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))  # the version and variant bits cleared...
-_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)  # ...and set: version 4, RFC 4122 variant
+    os.register_at_fork(after_in_child=_reseed_ids_in_child)
 
 
 _formatted_second = (None, "")

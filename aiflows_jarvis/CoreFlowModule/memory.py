@@ -62,8 +62,15 @@ def read_text(path: str) -> str:
     (MemoryFileError): what is read goes into prompts, and a link could bring any file of the user's into one."""
     try:
         fd = _open_no_link(path, os.O_RDONLY)
-        with os.fdopen(fd, "r", encoding="utf-8-sig") as f:
-            return f.read()
+        try:  # read raw: a text file object costs five more system calls, and a prompt reads memory every round
+            size = os.fstat(fd).st_size
+            chunks = [os.read(fd, size + 1)]
+            while chunks[-1]:  # the file grew since, or it reports no size (/proc)
+                chunks.append(os.read(fd, max(size, 1 << 16)))
+        finally:
+            os.close(fd)
+        text = b"".join(chunks).decode("utf-8-sig")
+        return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text  # as text mode reads
     except FileNotFoundError:
         return ""
     except (OSError, UnicodeDecodeError) as error:
@@ -115,9 +122,13 @@ def append_text(path: str, text: str) -> None:
     """Append ``text`` with one write on an O_APPEND descriptor: what was in the file is never touched. A symbolic
     link at ``path`` is refused (MemoryFileError): appending through it would write to a file outside the memory."""
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         data = text.encode("utf-8")
-        fd = _open_no_link(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            fd = _open_no_link(path, flags, 0o644)
+        except FileNotFoundError:  # its folder is not there (yet): made, then opened again
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            fd = _open_no_link(path, flags, 0o644)
         try:
             while data:
                 written = os.write(fd, data)
@@ -361,11 +372,18 @@ def _log_view(path: str, keep: Optional[int] = None, max_bytes: Optional[int] = 
                 view = _read_view(fd, size, keep, max_bytes)
             elif size > view.end:
                 added = os.pread(fd, size - view.end, view.end)
-                view.extend(added.decode("utf-8", errors="replace"))
-                if max_bytes and len(view.text) * 4 > max_bytes and len(view.text.encode()) > max_bytes:
-                    view = _read_view(fd, size, view.keep, max_bytes)  # bounded as a read from the end is
+                if len(added) == size - view.end:
+                    view.extend(added.decode("utf-8", errors="replace"))
+                    if max_bytes and len(view.text) * 4 > max_bytes and len(view.text.encode()) > max_bytes:
+                        view = _read_view(fd, size, view.keep, max_bytes)  # bounded as a read from the end is
+                    else:  # the file's last bytes are the ones just read, after those checked
+                        view.check = (view.check + added)[-_VIEW_CHECK_BYTES:]
+                        view.ident, view.end, view.mtime_ns = ident, size, info.st_mtime_ns
+                else:  # cut short since the fstat: read again
+                    view = _read_view(fd, size, view.keep, max_bytes)
+            if view.end != size or view.ident != ident:  # a view just read from the file
+                view.check = os.pread(fd, min(size, _VIEW_CHECK_BYTES), size - min(size, _VIEW_CHECK_BYTES))
             view.ident, view.end, view.mtime_ns = ident, size, info.st_mtime_ns
-            view.check = os.pread(fd, min(size, _VIEW_CHECK_BYTES), size - min(size, _VIEW_CHECK_BYTES))
         finally:
             os.close(fd)
         _log_views[key] = view
