@@ -338,15 +338,24 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
 
     class FdReader:
         """Reads what is written to a stream's file descriptor (a pipe, since ipykernel's start) into the stream,
-        as ipykernel's own reader did (which this one replaces), and knows when all written so far is passed on."""
+        as ipykernel's own reader did (which this one replaces), and says when what was written up to a moment is in
+        the stream: ``taken`` counts the bytes read from the pipe, ``passed`` those whose text is in the stream."""
 
         def __init__(self, stream):
             self.stream, self.fd = stream, stream._fid
-            self.reading = False  # True from before a read of the pipe until what it read is written to the stream
+            self.reading = False  # True from before a read of the pipe until what it read is in the stream
+            self.taken = self.passed = 0
+            self.lock = threading.Lock()  # the decoder, and the writes of what it decodes
             self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             self.thread = threading.Thread(target=self.run, name="jarvis-fd-" + stream.name, daemon=True)
 
         def run(self):
+            # ipykernel 6 sends what a thread writes as the output of the request that started it (here the setup,
+            # which the interpreter does not read): this thread's output is the current request's, as a thread's
+            # of ipykernel's own
+            for out in (sys.stdout, sys.stderr):
+                for table in ("_thread_to_parent_header", "_thread_to_parent"):
+                    getattr(out, table, {}).pop(threading.get_ident(), None)
             stream, poller = self.stream, select.poll()
             poller.register(self.fd, select.POLLIN | select.POLLHUP)
             while stream._should_watch:
@@ -354,11 +363,14 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
                     poller.poll()
                     self.reading = True
                     data = os.read(self.fd, 65536)
+                    self.taken += len(data)
                     if not data or not stream._should_watch:
                         return
-                    text = self.decoder.decode(data)
-                    if text:
-                        stream.write(text)
+                    with self.lock:
+                        text = self.decoder.decode(data)
+                        if text:
+                            stream.write(text)
+                    self.passed = self.taken
                     os.write(stream._original_stdstream_copy, data)  # the kernel's own stdout, as ipykernel does
                 except Exception:
                     stream._exc = sys.exc_info()
@@ -366,26 +378,46 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
                 finally:
                     self.reading = False
 
-        def pending(self):
-            """Whether something written to the descriptor is not yet in the stream. ``reading`` is read again after
-            the pipe: a read begun in between (it sets ``reading`` first) is seen, one done in between is done."""
-            if self.reading:
-                return True
-            try:
-                unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-            except OSError:  # the pipe is gone: nothing more will come through it
-                return False
-            return unread > 0 or self.reading
+        def written_so_far(self):
+            """What ``taken`` will be once all written to the descriptor until now is read; None while a read is
+            under way. ``reading`` and ``taken`` are looked at again after the pipe: a read begun in between (it
+            sets ``reading`` first) or done in between (it adds to ``taken``) is seen, and the look repeated."""
+            while True:
+                if self.reading:
+                    return None
+                taken = self.taken
+                try:
+                    unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+                except OSError:  # the pipe is gone: nothing more comes through it
+                    unread = 0
+                if self.reading:
+                    return None
+                if self.taken == taken:
+                    return taken + unread
 
         def drain(self, limit):
-            """Wait until all written to the descriptor so far is in the stream (at most ``limit`` seconds: a process
-            left writing without end does not hold the run)."""
+            """Wait until all written to the descriptor until now is in the stream (at most ``limit`` seconds). What
+            a process writes meanwhile is not waited for: one that writes without pause does not hold the run."""
             deadline = time.monotonic() + limit
-            while self.thread.is_alive() and self.pending() and time.monotonic() < deadline:
+            target = None
+            while self.thread.is_alive() and threading.current_thread() is not self.thread:
+                if target is None:
+                    target = self.written_so_far()
+                if (target is not None and self.passed >= target) or time.monotonic() >= deadline:
+                    return
                 time.sleep(0.00005)
 
+        def finish(self):
+            """At a run's end: bytes of a character not finished are said (U+FFFD), not carried into the next run."""
+            with self.lock:
+                text = self.decoder.decode(b"", final=True)
+                if text:
+                    self.stream.write(text)
+
     def read_fd_ourselves(stream):
-        """Replace ipykernel's reader of ``stream``'s descriptor by a FdReader; None if the stream has none."""
+        """Replace ipykernel's reader of ``stream``'s descriptor by a FdReader; None if the stream has none. Done as
+        the kernel starts, when nothing writes to the pipe: ipykernel's reader drops the chunk it reads once told
+        to stop, which is then the wake-up byte alone."""
         old = getattr(stream, "watch_fd_thread", None)
         if getattr(stream, "_fid", None) is None or old is None or not old.is_alive() or not stream._should_watch:
             return None
@@ -416,18 +448,21 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
                     self._jarvis_flushing -= 1
 
             def flush(self):
-                # what the descriptor got before goes first (a moment at most: it keeps the order of output), as
-                # the round trips did
-                if reader is not None and threading.current_thread() is not reader.thread:
-                    reader.drain(0.002)
-                # nothing written since the last _flush took it, and none under way (whose message could be sent
-                # after the caller's next one): nothing to wait for
-                if not self._buffers and not self._jarvis_flushing and self.echo is None:
+                # what the descriptor got until now goes first, so that the order of output is kept
+                if reader is not None:
+                    reader.drain(0.1)
+                # nothing written since the last _flush took it, none under way (whose message could be sent after
+                # the caller's next one), and no forked child in this run (its output comes to the IOPub thread
+                # through a socket of its own, which a round trip gives the time to be read): nothing to wait for
+                if not self._buffers and not self._jarvis_flushing and self.echo is None and not forked[0]:
                     return
                 base.flush(self)
 
         stream.__class__ = QuickFlushStream
 
+    forked = [False]  # a child was forked during the current run
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_parent=lambda: forked.__setitem__(0, True))
     fd_readers = []
     streams = [s for s in (sys.stdout, sys.stderr) if type(s).__name__ != "QuickFlushStream"]
     if streams and all(hasattr(s, "_buffers") for s in streams):
@@ -443,13 +478,15 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
             ip.kernel._execute_sleep = 0.0
 
     def drain_fds():
-        """At the end of a run: all the descriptors got is in the streams before their last flushes. At most half a
-        second: only a process that writes without pause, or a machine overloaded, takes that long."""
+        """At the end of a run: all the descriptors got is in the streams before their last flushes (at most a second
+        each: only an overloaded machine takes that long)."""
         for reader in fd_readers:
-            reader.drain(0.5)
+            reader.drain(1.0)
+            reader.finish()
 
     # ~~~ Hooks ~~~
     def before_run(*args):
+        forked[0] = False
         bound.reset()
         for stream in (sys.stdout, sys.stderr):
             bound_writes(stream)
