@@ -365,25 +365,26 @@ def _log_view(path: str, keep: Optional[int] = None, max_bytes: Optional[int] = 
             ident, size = (info.st_dev, info.st_ino), info.st_size
             if view is not None and not _view_holds(view, fd, ident, size, info.st_mtime_ns):
                 view = None
+            check = None  # the file's last bytes, when what was just read gives them
             if view is None:
                 if keep is None:
                     _log_views.pop(key, None)
                     return None
                 view = _read_view(fd, size, keep, max_bytes)
-            elif size > view.end:
+            elif size == view.end:
+                check = view.check
+            else:
                 added = os.pread(fd, size - view.end, view.end)
-                if len(added) == size - view.end:
+                if len(added) == size - view.end:  # the bytes checked, then these: the file's end
+                    check = (view.check + added)[-_VIEW_CHECK_BYTES:]
                     view.extend(added.decode("utf-8", errors="replace"))
                     if max_bytes and len(view.text) * 4 > max_bytes and len(view.text.encode()) > max_bytes:
                         view = _read_view(fd, size, view.keep, max_bytes)  # bounded as a read from the end is
-                    else:  # the file's last bytes are the ones just read, after those checked
-                        view.check = (view.check + added)[-_VIEW_CHECK_BYTES:]
-                        view.ident, view.end, view.mtime_ns = ident, size, info.st_mtime_ns
                 else:  # cut short since the fstat: read again
                     view = _read_view(fd, size, view.keep, max_bytes)
-            if view.end != size or view.ident != ident:  # a view just read from the file
-                view.check = os.pread(fd, min(size, _VIEW_CHECK_BYTES), size - min(size, _VIEW_CHECK_BYTES))
             view.ident, view.end, view.mtime_ns = ident, size, info.st_mtime_ns
+            view.check = check if check is not None else \
+                os.pread(fd, min(size, _VIEW_CHECK_BYTES), size - min(size, _VIEW_CHECK_BYTES))
         finally:
             os.close(fd)
         _log_views[key] = view

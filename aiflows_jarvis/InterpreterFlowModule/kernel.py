@@ -263,7 +263,7 @@ class CodeInterpreter:
 
     def _start_in_background(self) -> None:
         with self._lock:
-            if self._km is not None and self._km.is_alive():
+            if self._km is not None and kernel_alive(self._km):
                 return
             try:
                 os.makedirs(self.workspace, exist_ok=True)
@@ -273,7 +273,7 @@ class CodeInterpreter:
 
     @property
     def kernel_running(self) -> bool:
-        return self._km is not None and self._km.is_alive()
+        return self._km is not None and kernel_alive(self._km)
 
     def close(self) -> None:
         """Shut the kernel down, end every process the code started, remove the private temporary folder."""
@@ -469,15 +469,15 @@ class CodeInterpreter:
             # everything below the launcher, which is a subreaper: what the code started, in sessions of its own
             # (setsid) or orphaned (double fork) too; found now, while the launcher is alive, and killed with it
             with contextlib.suppress(Exception):
-                if km.is_alive() and km.provisioner is not None and km.provisioner.pid:
+                if kernel_alive(km) and km.provisioner is not None and km.provisioner.pid:
                     strays = [(pid, start) for pid, _group, start in descendants(km.provisioner.pid)]
             try:
-                if graceful and km.is_alive():
+                if graceful and kernel_alive(km):
                     # A shutdown request lets the kernel run its exit handlers and flush open files; the exit
                     # handler kernel_setup installed then ends it at once.
                     km.request_shutdown()
                     end = time.monotonic() + _SHUTDOWN_GRACE
-                    while time.monotonic() < end and km.is_alive():
+                    while time.monotonic() < end and kernel_alive(km):
                         time.sleep(0.005)
                 km.shutdown_kernel(now=True)
             except Exception as error:  # pragma: no cover - best effort

@@ -464,18 +464,18 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_parent=lambda: forked.__setitem__(0, True))
     fd_readers = []
-    streams = [s for s in (sys.stdout, sys.stderr) if type(s).__name__ != "QuickFlushStream"]
-    if streams and all(hasattr(s, "_buffers") for s in streams):
-        for stream in streams:
-            reader = read_fd_ourselves(stream)
-            if reader is not None:
-                fd_readers.append(reader)
-            # a stream whose descriptor ipykernel's reader still reads keeps its flushes (they give it time)
-            if reader is not None or getattr(stream, "_fid", None) is None:
-                quicken(stream, reader)
-        if all(type(s).__name__ == "QuickFlushStream" for s in (sys.stdout, sys.stderr)) and \
-                isinstance(getattr(ip.kernel, "_execute_sleep", None), float):
-            ip.kernel._execute_sleep = 0.0
+    for stream in (sys.stdout, sys.stderr):
+        if type(stream).__name__ == "QuickFlushStream":
+            continue
+        reader = read_fd_ourselves(stream)
+        if reader is not None:
+            fd_readers.append(reader)
+        # a stream whose descriptor ipykernel's reader still reads keeps its flushes (they give it time)
+        if reader is not None or getattr(stream, "_fid", None) is None:
+            quicken(stream, reader)
+    if all(type(s).__name__ == "QuickFlushStream" for s in (sys.stdout, sys.stderr)) and \
+            isinstance(getattr(ip.kernel, "_execute_sleep", None), float):
+        ip.kernel._execute_sleep = 0.0
 
     def drain_fds():
         """At the end of a run: all the descriptors got is in the streams before their last flushes (at most a second
