@@ -103,6 +103,29 @@ def test_clean_text_is_linear_on_5_mb_of_escape_heavy_text(shape):
     print(f"{took:.2f}s for 5 MB (linear: under 1 s measured)")  # a figure, not an assertion
 
 
+@pytest.mark.parametrize("shape", [f"{ESC}[1;2", f"{ESC}]0;title", f"{ESC}Ppayload", f"{ESC}[?25 "])
+def test_unterminated_sequences_take_time_linear_in_their_number(shape):
+    """100,000 unterminated sequences: a pattern that backtracks into earlier attempts would take 64 times as long as
+    for 12,500 (quadratic); a linear one 8 times. The best of five runs of each size, interleaved, keeps the ratio
+    steady on a busy machine; the bound sits halfway (in log scale) between the two."""
+    small, large = shape * 12_500, shape * 100_000
+
+    def best(text: str) -> float:
+        started = time.perf_counter()
+        cleaned = clean_text(text)
+        took = time.perf_counter() - started
+        assert not controls_in(cleaned)
+        return took
+
+    times = {12_500: [], 100_000: []}
+    for _ in range(5):
+        times[12_500].append(best(small))
+        times[100_000].append(best(large))
+    ratio = min(times[100_000]) / max(min(times[12_500]), 1e-6)
+    print(f"{ratio:.1f}x the time for 8x the sequences")
+    assert ratio < 24, f"cleaning {shape!r} x 100,000 took {ratio:.0f}x the time of x 12,500: not linear"
+
+
 # ~~~ the Console ~~~
 def without_own_colours(text: str) -> str:
     for code in sorted(set(_STYLES.values()) | {colorama.Style.RESET_ALL}, key=len, reverse=True):

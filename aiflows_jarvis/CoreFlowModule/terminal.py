@@ -17,15 +17,17 @@ import re
 from typing import Any
 
 # Well-formed sequences, removed whole. Each starts at an ESC and no run inside one may hold an ESC, so a match attempt
-# stops at the next ESC: a text full of unterminated sequences is still cleaned in linear time (the possessive `*+`
-# spares the backtracking within an attempt). The 8-bit forms (U+009B CSI, U+009D OSC, ...) are C1 controls, removed
-# one character at a time below: they only come in hostile or mis-decoded text, where what follows them is better
-# left visible than guessed at.
+# stops at the next ESC. Within an attempt, each repeated class is disjoint from everything that may follow it
+# (parameters 0x30-0x3F, intermediates 0x20-0x2F, final 0x40-0x7E; an OSC body excludes its terminators), so giving a
+# character back can never let the rest match: backtracking costs one failed step per character, and a text full of
+# unterminated sequences is cleaned in linear time on every supported Python (possessive quantifiers, which say the
+# same thing, need 3.11). The 8-bit forms (U+009B CSI, U+009D OSC, ...) are C1 controls, removed one character at a
+# time below: they only come in hostile or mis-decoded text, where what follows them is better left visible.
 _SEQUENCE = re.compile(
-    r"\x1b\[[0-?]*+[ -/]*+[@-~]"  # CSI: colours, cursor moves, erasing lines
-    r"|\x1b\][^\x07\x1b\x9c]*+(?:\x07|\x1b\\|\x9c)"  # OSC: titles, links, the clipboard; ended by BEL or ST
-    r"|\x1b[PX^_][^\x1b\x9c]*+(?:\x1b\\|\x9c)"  # DCS, SOS, PM, APC: up to ST
-    r"|\x1b[ -/]*+[0-~]"  # any other escape: intermediate bytes, then a final byte (ESC c resets the terminal)
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erasing lines
+    r"|\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC: titles, links, the clipboard; ended by BEL or ST
+    r"|\x1b[PX^_][^\x1b\x9c]*(?:\x1b\\|\x9c)"  # DCS, SOS, PM, APC: up to ST
+    r"|\x1b[ -/]*[0-~]"  # any other escape: intermediate bytes, then a final byte (ESC c resets the terminal)
 )
 # What is left after the sequences: C0 controls but tab, line feed and carriage return (dealt with apart), a lone or
 # unterminated ESC, DEL and the C1 controls. Their removal alone makes a text safe; the sequences are removed first
