@@ -28,7 +28,7 @@ from loopback_llm import LoopbackLLMServer  # noqa: E402
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens  # noqa: E402
 
-DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 CORRECTION = "Your reply could not be used"
 
 

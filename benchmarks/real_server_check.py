@@ -28,7 +28,7 @@ from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos  #
 from aiflows_jarvis.ChatFlowModule.servers import server_settings  # noqa: E402
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError  # noqa: E402
-from aiflows_jarvis.JarvisFlowModule import launcher  # noqa: E402
+from aiflows_jarvis.app import launcher  # noqa: E402
 
 GOAL = "Compute the first 20 prime numbers and save them to primes.txt, one per line."
 PLAN = ("1. Write a function first_primes(n) that returns the first n prime numbers.\n"

@@ -40,10 +40,10 @@ def main() -> int:
     from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
     from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
     from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_replay
-    from aiflows_jarvis.JarvisFlowModule import launcher
+    from aiflows_jarvis.app import launcher
     from aiflows_jarvis.VectorStoreFlowModule import hash_embeddings_factory, set_embeddings_factory
 
-    out = os.path.join(ROOT, "aiflows_jarvis", "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
+    out = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
     replies = [json.dumps(r) for r in REPLIES]
 
     class Scripted:

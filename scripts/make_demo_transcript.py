@@ -20,7 +20,7 @@ from collections import deque
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-OUT = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+OUT = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 GOAL = ("Here are a shop's monthly sales: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. Work out the "
         "month-over-month growth in percent with a reusable function, tell me which month grew the most, and draw "
@@ -266,7 +266,7 @@ def main() -> None:
         set_backend_factory,
     )
     from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-    from aiflows_jarvis.JarvisFlowModule import launcher
+    from aiflows_jarvis.app import launcher
 
     logging.set_verbosity_error()
     llm = HandWrittenLLM(REPLIES)

@@ -76,7 +76,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES_DIR = os.path.join(ROOT, "aiflows_jarvis")
+MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows_jarvis")
 SOURCE_PACKAGE = "aiflows_jarvis"  # this repository's package: staged code imports flow_modules.NAME instead
 SOURCE_NAMESPACE = "aiflows"  # the namespace of the source modules' `dependencies` urls
 # Every staged module with dependencies gets a copy of this file, which its __init__.py syncs them with
@@ -475,10 +475,7 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
         "the CoreFlowModule carries, so nothing is downloaded, and litellm imports quietly, without its price-list "
         "request. Once a module has been imported on a machine, the other order works offline too: the tokenizer is "
         "copied where tiktoken looks for it (`TIKTOKEN_CACHE_DIR`, else `DATA_GYM_CACHE_DIR`, else "
-        "`<tmp>/data-gym-cache`; `AIFLOWS_JARVIS_NO_TOKENIZER_SEED=1` turns the copy off). The modules installed with "
-        "pip from their source repository (the `aiflows-jarvis` distribution) make that copy at every Python start "
-        "of the environment (a `.pth` start-up hook, about half a millisecond), so there any order works from the "
-        "first run.",
+        "`<tmp>/data-gym-cache`; `AIFLOWS_JARVIS_NO_TOKENIZER_SEED=1` turns the copy off).",
         "",
     ]
     if main_class and "ChatFlowModule" in dependency_closure([module]):

@@ -31,12 +31,13 @@ def linked_venv(folder) -> Tuple[str, str]:
     return python, site
 
 
-def copy_repository(destination, paths: Iterable[str] = ()) -> None:
+def copy_repository(destination, paths: Iterable[str] = (), strip: str = "") -> None:
     """Copy this repository's files under ``paths`` (all of them by default) to ``destination``, in the same
-    layout."""
+    layout less the leading ``strip`` (``"flow_modules/"``: the package as an install lays it out)."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", *paths], cwd=ROOT, capture_output=True,
                             text=True, check=True)
     for rel in listed.stdout.splitlines():
         if os.path.isfile(os.path.join(ROOT, rel)):
-            os.makedirs(os.path.join(str(destination), os.path.dirname(rel)), exist_ok=True)
-            shutil.copy2(os.path.join(ROOT, rel), os.path.join(str(destination), rel))
+            target = os.path.join(str(destination), rel[len(strip):] if strip and rel.startswith(strip) else rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(os.path.join(ROOT, rel), target)

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-import run_autogpt
+from aiflows_jarvis.app import autogpt as run_autogpt
 from fakes import Sink, command, last_user_message
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from test_cli import kernels_in, run_until
@@ -147,7 +147,7 @@ def test_a_signal_during_a_run_of_the_command_line_ends_the_kernel(tmp_path, sig
     work.mkdir()
     replies = [command("run_code", language="python", code=FIRST), Slow(60, command("finish", answer="-"))]
     with LoopbackLLMServer(replies=replies) as server:
-        process, attempts = run_until(server, 2, work, "--run-code", GOAL, script=run_autogpt.__file__)
+        process, attempts = run_until(server, 2, work, "--run-code", GOAL, script=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_autogpt.py"))
         assert kernels_in(work), "the kernel runs, in the folder the command was run from"
         process.send_signal(signal_number)
         out, err = process.communicate(timeout=60)

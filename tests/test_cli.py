@@ -17,7 +17,7 @@ from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
-DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 MEMORY_FILES = ["plan_jarvis.txt", "logs_jarvis.txt", "plan_coder.txt", "logs_coder.txt", "plan_extlib.txt",
                 "logs_extlib.txt", "library.py"]
 KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
@@ -302,7 +302,7 @@ def test_help_lists_the_options(tmp_path):
 
 
 def test_a_new_run_archives_plans_and_logs_and_keeps_the_library(tmp_path, scripted_llm):
-    from aiflows_jarvis.JarvisFlowModule import launcher
+    from aiflows_jarvis.app import launcher
 
     memory = tmp_path / "memory"
     memory.mkdir()
@@ -328,13 +328,13 @@ def test_a_new_run_archives_plans_and_logs_and_keeps_the_library(tmp_path, scrip
     ("my-gpt4-deployment", "azure", None, "azure/my-gpt4-deployment"),
 ])
 def test_model_names_are_made_acceptable_to_litellm(model, backend, api_base, expected):
-    from aiflows_jarvis.JarvisFlowModule.launcher import litellm_model_name
+    from aiflows_jarvis.app.launcher import litellm_model_name
 
     assert litellm_model_name(model, backend, api_base) == expected
 
 
 def test_another_providers_model_without_a_server_is_refused_not_sent_the_openai_key():
-    from aiflows_jarvis.JarvisFlowModule.launcher import ConfigurationError, litellm_model_name
+    from aiflows_jarvis.app.launcher import ConfigurationError, litellm_model_name
 
     with pytest.raises(ConfigurationError, match="OpenAI-compatible proxy"):
         litellm_model_name("anthropic/claude-3-opus", "openai", None)
@@ -352,7 +352,7 @@ def test_options_that_do_not_go_together_are_refused(tmp_path, args, says):
 
 
 def test_credentials_come_from_the_usual_variables():
-    from aiflows_jarvis.JarvisFlowModule.launcher import MissingCredentials, api_infos_from_environment
+    from aiflows_jarvis.app.launcher import MissingCredentials, api_infos_from_environment
 
     (info,) = api_infos_from_environment(None, {"OPENAI_API_KEY": "sk-1"})
     assert (info.backend_used, info.api_key) == ("openai", "sk-1")
@@ -368,7 +368,7 @@ def test_credentials_come_from_the_usual_variables():
 
 
 def test_main_gives_back_the_callers_sigterm_handler(tmp_path, capsys):
-    import run_jarvis
+    from aiflows_jarvis.app import jarvis as run_jarvis
 
     mine = lambda *_: None  # noqa: E731
     previous = signal.signal(signal.SIGTERM, mine)
@@ -446,7 +446,7 @@ def test_the_readmes_run_commands_work_as_written_in_a_fresh_clone(tmp_path):
     pip install), its commands run as written: the demo to its end, the others' options are all valid."""
     import shlex
 
-    import run_jarvis as cli
+    from aiflows_jarvis.app import jarvis as cli
 
     commands = readme_run_commands()
     assert any("--demo" in c for c in commands) and len(commands) >= 5, commands

@@ -10,10 +10,11 @@ from aiflows.backends.llm_lite import LiteLLMBackend
 from loopback_llm import LoopbackLLMServer
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, Transcript
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.JarvisFlowModule import JarvisFlow, launcher
+from aiflows_jarvis.JarvisFlowModule import JarvisFlow
+from aiflows_jarvis.app import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 
 def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_console):

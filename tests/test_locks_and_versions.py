@@ -32,7 +32,7 @@ from aiflows_jarvis.RunCodeFlowModule import RunCodeFlow
 from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 
 def python_child(script: str, *args: str) -> subprocess.Popen:

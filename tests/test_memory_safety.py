@@ -288,7 +288,7 @@ def test_a_run_file_that_cannot_be_written_leaves_the_previous_run_whole(tmp_pat
     """A full disk when the run starts: the run file is replaced atomically, before the previous plans are archived,
     so the previous run is still there, whole, for the --resume the error suggests."""
     monkeypatch.syspath_prepend(ROOT)
-    import run_jarvis as cli
+    from aiflows_jarvis.app import jarvis as cli
     from aiflows_jarvis.CoreFlowModule import memory as memory_module
 
     memory = tmp_path / "memory"

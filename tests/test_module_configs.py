@@ -18,7 +18,7 @@ from aiflows_jarvis.CoreFlowModule import ConfigurationError, StrictJinjaPrompt
 from aiflows_jarvis.HumanStandardInputFlowModule import HumanStandardInputFlow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES_DIR = os.path.join(ROOT, "aiflows_jarvis")
+MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows_jarvis")
 MODULES = sorted(d for d in os.listdir(MODULES_DIR) if d.endswith("Module") and os.path.isdir(os.path.join(MODULES_DIR, d)))
 YAMLS = sorted(glob.glob(os.path.join(MODULES_DIR, "*", "*.yaml")))
 REGISTRIES = (CircularFlow._CircularFlow__input_msg_payload_builder_registry,

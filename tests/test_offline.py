@@ -56,7 +56,7 @@ print("OK")
 '''
 
 
-def offline_environment(tmp_path, pythonpath=ROOT):
+def offline_environment(tmp_path, pythonpath=os.path.join(ROOT, "flow_modules")):
     """An environment whose Python records (and refuses) every connection but loopback, with no tokenizer cache and
     the start-up hook on; ``pythonpath``: this repository (its package ahead of any installed one), or None."""
     empty_tmp = tmp_path / "tmp"
@@ -123,9 +123,8 @@ def test_litellm_imported_before_the_package_finds_the_tokenizer_once_the_packag
     assert not tokenizer_downloads(attempts)
 
 
-# --- The start-up hook: aiflows_jarvis_tokenizer_seed.pth, its module, and CoreFlowModule/tokenizer_seed.py ---
+# --- The seed: CoreFlowModule/tokenizer_seed.py ---
 
-HOOK = "aiflows_jarvis_tokenizer_seed"  # the .pth at the root of site-packages, and the module its line imports
 TOKENIZER_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 
 
@@ -151,18 +150,15 @@ def tiktoken_reads_it_offline() -> bool:
 
 def test_the_seed_copies_the_tokenizer_where_tiktoken_looks_and_then_only_looks(seed_environment, monkeypatch):
     folder = seed_environment
-    assert tokenizer_seed.tiktoken_cache_dir() == tokenizer_seed.tiktoken_cache_dir(guess_temporary_folder=True) \
-        == str(folder)
-    tokenizer_seed.seed_at_start()
+    assert tokenizer_seed.tiktoken_cache_dir() == str(folder)
+    tokenizer_seed.seed_default_tokenizer_cache()
     assert os.listdir(folder) == [TOKENIZER_FILE], "the file, and no temporary copy left"
     assert filecmp.cmp(folder / TOKENIZER_FILE, os.path.join(TOKENIZER_DIR, TOKENIZER_FILE), shallow=False)
     assert tiktoken_reads_it_offline()
     before = os.stat(folder / TOKENIZER_FILE)
-    copies = []
-    monkeypatch.setattr(tokenizer_seed, "seed_default_tokenizer_cache", lambda: copies.append(1))
-    tokenizer_seed.seed_at_start()  # the file is there: one stat, no copy
+    tokenizer_seed.seed_default_tokenizer_cache()  # the file is there: one stat, no copy
     after = os.stat(folder / TOKENIZER_FILE)
-    assert not copies and (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
 def test_the_seed_replaces_a_truncated_copy(seed_environment):
@@ -179,7 +175,7 @@ def test_the_seed_follows_tiktokens_cache_variables(seed_environment, tmp_path, 
     if variable == "TIKTOKEN_CACHE_DIR":  # it comes first
         monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))
     chosen = tmp_path / ("tiktoken" if variable == "TIKTOKEN_CACHE_DIR" else "data-gym")
-    tokenizer_seed.seed_at_start()
+    tokenizer_seed.seed_default_tokenizer_cache()
     assert os.listdir(chosen) == [TOKENIZER_FILE] and tiktoken_reads_it_offline()
     assert sorted(os.listdir(tmp_path)) == sorted(["tmp", chosen.name]), "only the folder tiktoken reads"
     assert not seed_environment.exists()
@@ -187,98 +183,15 @@ def test_the_seed_follows_tiktokens_cache_variables(seed_environment, tmp_path, 
     assert tokenizer_seed.tiktoken_cache_dir() is None and tokenizer_seed.seed_default_tokenizer_cache() is None
 
 
-def test_the_seed_can_be_turned_off_and_never_raises(seed_environment, tmp_path, monkeypatch):
+def test_the_seed_can_be_turned_off_and_a_folder_it_cannot_write_is_left_alone(seed_environment, tmp_path,
+                                                                                 monkeypatch):
     monkeypatch.setenv(OPT_OUT, "1")
-    tokenizer_seed.seed_at_start()
     assert tokenizer_seed.seed_default_tokenizer_cache() is None and not seed_environment.exists()
     monkeypatch.setenv(OPT_OUT, "0")
     assert tokenizer_seed.seed_default_tokenizer_cache() == str(seed_environment / TOKENIZER_FILE)
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path / "a-file" / "cache"))  # cannot be made
     assert tokenizer_seed.seed_default_tokenizer_cache() is None
-    tokenizer_seed.seed_at_start()
-
-    def broken(**kwargs):
-        raise RuntimeError("anything at all")
-
-    monkeypatch.setattr(tokenizer_seed, "tiktoken_cache_dir", broken)
-    tokenizer_seed.seed_at_start()
-
-
-NEW_MODULES = '''
-import os, sys
-sys.path.insert(0, sys.argv[1])
-before = set(sys.modules)
-import aiflows_jarvis_tokenizer_seed
-print(" ".join(sorted(set(sys.modules) - before)))
-'''
-
-
-def test_the_start_up_hook_loads_tempfile_only_to_copy_and_never_the_package(tmp_path):
-    """Run as the .pth runs it (without site: this environment's own .pth has run the hook already)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", OPT_OUT)}
-    env["TMPDIR"] = str(tmp_path)
-    loaded = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-S", "-c", NEW_MODULES, ROOT], env=env, capture_output=True, text=True,
-                              timeout=60)
-        assert done.returncode == 0 and not done.stderr, done.stderr
-        loaded.append(done.stdout.split())
-    assert "tempfile" in loaded[0], "the file was missing: tempfile's exact folder, then the copy"
-    assert loaded[1] == [HOOK], "the file is there: nothing else is loaded"
-    assert not any(name.startswith("aiflows_jarvis.") or name == "aiflows_jarvis" for name in loaded[0])
-    assert os.listdir(tmp_path / "data-gym-cache") == [TOKENIZER_FILE]
-
-
-def test_the_start_up_hook_is_silent_when_its_files_are_gone(tmp_path):
-    """A site folder with the .pth alone (its module removed), then with the module but no package next to it."""
-    site_dir = tmp_path / "site"
-    site_dir.mkdir()
-    shutil.copy(os.path.join(ROOT, f"{HOOK}.pth"), site_dir)
-    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
-    env.pop("TIKTOKEN_CACHE_DIR", None)
-    env.pop("DATA_GYM_CACHE_DIR", None)
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-S", "-c", f"import site; site.addsitedir({str(site_dir)!r})"],
-                              env=env, capture_output=True, text=True, timeout=60)
-        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-        shutil.copy(os.path.join(ROOT, f"{HOOK}.py"), site_dir)
-    assert not (tmp_path / "tmp").exists()
-
-
-LITELLM_FIRST_INSTALLED = '''
-import sys
-from aiflows.backends.api_info import ApiInfo  # imports litellm; the package is never imported
-import litellm
-assert "aiflows_jarvis" not in sys.modules
-assert litellm.utils.encoding.encode("hello world") == [15339, 1917]
-print(sys.modules["aiflows_jarvis_tokenizer_seed"].__file__)
-'''
-
-
-def run_litellm_first(python, folder, opt_out=False):
-    """Run LITELLM_FIRST_INSTALLED with ``python`` in ``folder``, offline, with an empty temporary folder and no
-    tokenizer cache variable (and the start-up hook turned off with ``opt_out``); returns the process, the
-    attempts to download a tokenizer and the temporary folder."""
-    env, attempts, empty_tmp = offline_environment(folder, pythonpath=None)
-    if opt_out:
-        env[OPT_OUT] = "1"
-    done = subprocess.run([python, "-c", LITELLM_FIRST_INSTALLED], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert os.path.exists(attempts + ".armed"), "the network guard did not load in the child process"
-    return done, tokenizer_downloads(attempts), empty_tmp
-
-
-def check_offline_whatever_the_import_order(python, folder, hook_folder):
-    """With the hook, litellm imported first finds the tokenizer offline (the hook's module from ``hook_folder``);
-    turned off, tiktoken's download fails: litellm's own error."""
-    done, downloads, empty_tmp = run_litellm_first(python, folder / "hook")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert os.path.dirname(done.stdout.strip()) == str(hook_folder), done.stdout
-    assert not downloads and os.listdir(empty_tmp / "data-gym-cache") == [TOKENIZER_FILE]
-    done, downloads, empty_tmp = run_litellm_first(python, folder / "opted-out", opt_out=True)
-    assert done.returncode != 0 and "openaipublic.blob.core.windows.net" in done.stderr, done.stderr[-3000:]
-    assert downloads and not os.listdir(empty_tmp)
 
 
 def pip(python, *args):
@@ -290,12 +203,6 @@ def pip(python, *args):
     return done.stdout
 
 
-def installed_record(site):
-    [record] = glob.glob(os.path.join(site, "aiflows_jarvis-*.dist-info", "RECORD"))
-    with open(record) as f:
-        return {line.split(",")[0] for line in f}
-
-
 @pytest.fixture(scope="module")
 def project_copy(tmp_path_factory):
     """This repository's files, to build from without writing into the checkout."""
@@ -305,28 +212,53 @@ def project_copy(tmp_path_factory):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_wheel_carries_the_start_up_hook_and_pip_uninstall_removes_it(tmp_path, project_copy):
+LITELLM_FIRST_INSTALLED = '''
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import aiflows_jarvis"], check=True)  # the package ran once on this machine
+from aiflows.backends.api_info import ApiInfo  # then a script that imports litellm first
+import litellm
+assert "aiflows_jarvis" not in sys.modules
+assert litellm.utils.encoding.encode("hello world") == [15339, 1917]
+import aiflows_jarvis
+print(aiflows_jarvis.__file__)
+'''
+
+
+def check_installed_package_runs_offline(python, folder, package_folder):
+    """In ``folder``, offline with an empty temporary folder: the package imports from ``package_folder``, and once
+    it ran, a script importing litellm first finds the tokenizer."""
+    env, attempts, empty_tmp = offline_environment(folder, pythonpath=None)
+    done = subprocess.run([python, "-c", LITELLM_FIRST_INSTALLED], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert os.path.dirname(done.stdout.strip()) == str(package_folder), done.stdout
+    assert not tokenizer_downloads(attempts) and os.listdir(empty_tmp / "data-gym-cache") == [TOKENIZER_FILE]
+
+
+def test_a_wheel_holds_the_package_alone_and_runs_offline(tmp_path, project_copy):
     python, site = linked_venv(tmp_path / "venv")
     pip(python, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(project_copy))
     [wheel] = glob.glob(str(tmp_path / "dist" / "aiflows_jarvis-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-        [record] = [name for name in names if name.endswith(".dist-info/RECORD")]
-        recorded = {line.split(",")[0] for line in archive.read(record).decode().splitlines()}
-    assert {f"{HOOK}.pth", f"{HOOK}.py"} <= set(names) & recorded, "at the wheel's root, in its RECORD"
+        tops = {name.split("/")[0] for name in archive.namelist()}
+        entry_points = archive.read("aiflows_jarvis-0.1.0.dist-info/entry_points.txt").decode()
+    assert tops == {"aiflows_jarvis", "aiflows_jarvis-0.1.0.dist-info"}, tops
+    assert "jarvis = aiflows_jarvis.app.jarvis:main" in entry_points, entry_points
     pip(python, "install", "--no-deps", "--ignore-installed", wheel)
-    assert os.path.isfile(os.path.join(site, f"{HOOK}.pth")) and f"{HOOK}.pth" in installed_record(site)
-    check_offline_whatever_the_import_order(python, tmp_path, site)
+    (tmp_path / "run").mkdir()
+    check_installed_package_runs_offline(python, tmp_path / "run", os.path.join(site, "aiflows_jarvis"))
+    for command in ("jarvis", "autogpt"):
+        done = subprocess.run([os.path.join(os.path.dirname(python), command), "--help"], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0 and f"usage: {command}" in done.stdout, done.stdout + done.stderr
     pip(python, "uninstall", "-y", "aiflows-jarvis")
-    assert not glob.glob(os.path.join(site, f"{HOOK}*")) and not os.path.exists(os.path.join(site, "aiflows_jarvis"))
-    assert os.path.isfile(os.path.join(ROOT, f"{HOOK}.pth")), "the checkout is untouched"
+    assert not os.path.exists(os.path.join(site, "aiflows_jarvis"))
 
 
-def test_an_editable_install_carries_the_start_up_hook_and_pip_uninstall_removes_it(tmp_path, project_copy):
+def test_an_editable_install_imports_the_checkouts_sources(tmp_path, project_copy):
     python, site = linked_venv(tmp_path / "venv")
     pip(python, "install", "--no-deps", "--no-build-isolation", "--ignore-installed", "-e", str(project_copy))
-    assert os.path.isfile(os.path.join(site, f"{HOOK}.pth")) and f"{HOOK}.pth" in installed_record(site)
-    assert not os.path.exists(os.path.join(site, f"{HOOK}.py")), "the module is the checkout's (editable)"
-    check_offline_whatever_the_import_order(python, tmp_path, project_copy)
+    (tmp_path / "run").mkdir()
+    check_installed_package_runs_offline(python, tmp_path / "run",
+                                         os.path.join(str(project_copy), "flow_modules", "aiflows_jarvis"))
     pip(python, "uninstall", "-y", "aiflows-jarvis")
-    assert not glob.glob(os.path.join(site, f"{HOOK}*"))

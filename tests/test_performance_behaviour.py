@@ -22,7 +22,7 @@ from loopback_llm import completion_json
 from subprocess_guard import network_guarded
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory
 from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, config_cache, prompts, usage
-from aiflows_jarvis.JarvisFlowModule import launcher
+from aiflows_jarvis.app import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -156,7 +156,7 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
         "import aiflows_jarvis.CoreFlowModule\n"
         "from aiflows_jarvis.CoreFlowModule.offline import import_litellm\n"
         "from aiflows_jarvis.ChatFlowModule import set_backend_factory\n"
-        "from aiflows_jarvis.JarvisFlowModule import launcher\n"
+        "from aiflows_jarvis.app import launcher\n"
         "litellm = import_litellm()\n"
         "set_backend_factory(lambda config, name: object())\n"
         "config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
@@ -435,7 +435,7 @@ def test_configurations_are_read_as_omegaconf_reads_them_without_importing_it():
 
     from aiflows_jarvis.CoreFlowModule.yaml_loader import load_yaml_text
 
-    files = glob.glob(os.path.join(ROOT, "aiflows_jarvis", "**", "*.yaml"), recursive=True) + \
+    files = glob.glob(os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "**", "*.yaml"), recursive=True) + \
         glob.glob(os.path.join(ROOT, "configs", "*.yaml"))
     assert len(files) > 20
     for path in files:

@@ -206,7 +206,7 @@ def test_push_in_dependency_order_pins_each_dependency_at_its_new_commit(tmp_pat
         assert pinned(init) == expected, f"{module} pins its dependencies at their pushed commits"
         assert re.search(rf"pushed +bob/{module} at commit {hub.head(repo_id)}\n", printed), module
     jarvis_pins = pinned((tmp_path / "bob" / "JarvisFlowModule" / "__init__.py").read_text())
-    assert jarvis_pins["CoreFlowModule"] == hub.head("bob/CoreFlowModule")
+    assert jarvis_pins["CoderFlowModule"] == hub.head("bob/CoderFlowModule")
     from aiflows.flow_verse import loading
 
     for dependency, revision in jarvis_pins.items():  # aiflows 0.1.7 takes a commit hash as a remote revision

@@ -39,7 +39,8 @@ SAMPLE_VALUES = {"language": "python", "code": "import pandas as pd\nprint(pd.re
 @pytest.fixture(scope="module")
 def controllers() -> Dict[str, ControllerAtomicFlow]:
     """Every controller of Jarvis's tree, built from its real configuration, answering from the scripted LLM."""
-    from aiflows_jarvis.JarvisFlowModule import JarvisFlow, launcher
+    from aiflows_jarvis.JarvisFlowModule import JarvisFlow
+    from aiflows_jarvis.app import launcher
 
     set_backend_factory(scripted_factory)
     try:

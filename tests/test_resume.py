@@ -22,7 +22,7 @@ from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded
 from aiflows_jarvis.CoreFlowModule.memory import defined_names, read_text, split_log_entries
 from aiflows_jarvis.ExtendLibraryFlowModule.ExtendLibraryFlow import steps_done_by_saving
 from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
-from aiflows_jarvis.JarvisFlowModule import launcher
+from aiflows_jarvis.app import launcher
 
 SESSION_NOTE = "The Python session is new"
 UNSAVED_NOTE = "Code written with write_code and not saved is gone"

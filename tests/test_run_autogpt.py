@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import run_autogpt
+from aiflows_jarvis.app import autogpt as run_autogpt
 from fakes import Sink
 from subprocess_guard import check_guarded_run, guarded_environment
 
@@ -81,5 +81,5 @@ def test_the_readme_command_runs_the_demo_offline_from_a_fresh_clone(tmp_path):
     assert "AutoGPT finished. Answer:" in done.stdout and "330 m" in done.stdout
     check_guarded_run(attempts)
     assert (clone / "memory" / "autogpt_demo_store").is_dir()
-    assert (clone / "aiflows_jarvis" / "AutoGPTFlowModule" / "__pycache__").is_dir(), \
+    assert (clone / "flow_modules" / "aiflows_jarvis" / "AutoGPTFlowModule" / "__pycache__").is_dir(), \
         "the clone's modules ran (its folder comes before the editable install on sys.path)"

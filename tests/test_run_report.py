@@ -175,7 +175,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_the_exit_code_stays(tmp
 
 
 def test_an_unexpected_failure_of_the_report_is_one_line(monkeypatch, tmp_path):
-    import run_jarvis as launcher_script
+    from aiflows_jarvis.app import jarvis as launcher_script
 
     def broken(*args, **kwargs):
         raise RuntimeError("something unexpected")

@@ -341,7 +341,7 @@ def test_through_http_a_reply_cut_by_max_tokens_is_sent_back(loopback_llm, user,
 
 def test_every_plan_generator_of_jarvis_keeps_its_max_tokens_with_the_shipped_config(tmp_path):
     from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
-    from aiflows_jarvis.JarvisFlowModule import launcher
+    from aiflows_jarvis.app import launcher
 
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     flow = launcher.instantiate(config, [ApiInfo(backend_used="openai", api_key="sk-test")], str(tmp_path))

@@ -23,7 +23,7 @@ from aiflows_jarvis.CoreFlowModule.terminal import clean_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
-DEMO = os.path.join(ROOT, "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
 
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
@@ -215,7 +215,7 @@ def test_input_that_cannot_write_its_prompt_ends_like_a_closed_output(monkeypatc
 
 # ~~~ the end-of-run report ~~~
 def test_new_files_skips_what_it_cannot_look_at(tmp_path):
-    from aiflows_jarvis.JarvisFlowModule.launcher import new_files
+    from aiflows_jarvis.app.launcher import new_files
 
     (tmp_path / "chart.png").write_bytes(b"png")
     os.symlink(tmp_path / "gone.png", tmp_path / "dangling.png")
@@ -223,8 +223,8 @@ def test_new_files_skips_what_it_cannot_look_at(tmp_path):
 
 
 def test_a_failing_report_is_one_line_and_the_usage_still_shows(monkeypatch):
-    import run_jarvis
-    from aiflows_jarvis.JarvisFlowModule import launcher
+    from aiflows_jarvis.app import jarvis as run_jarvis
+    from aiflows_jarvis.app import launcher
 
     def broken(folder, since, **kwargs):
         raise PermissionError(13, "Permission denied", folder)
@@ -324,8 +324,8 @@ def test_a_server_error_message_with_escapes_is_shown_cleaned(tmp_path):
 
 def test_verbose_shows_the_traceback_cleaned(monkeypatch, tmp_path, capsys):
     """--verbose used to re-raise: Python printed the server's text raw (and colorama choked on its OSC)."""
-    import run_jarvis
-    from aiflows_jarvis.JarvisFlowModule import launcher
+    from aiflows_jarvis.app import jarvis as run_jarvis
+    from aiflows_jarvis.app import launcher
 
     def broken(*args, **kwargs):
         raise RuntimeError(f"the server said {ESC}]0;pwned{BEL}{ESC}[2Kno")

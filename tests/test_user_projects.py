@@ -132,7 +132,7 @@ def clean_venv(tmp_path_factory):
     aiflows and its pins are reached through a .pth line to this test environment's site-packages."""
     folder = tmp_path_factory.mktemp("clean")
     python, site = linked_venv(folder / "venv")
-    copy_repository(site, ["aiflows_jarvis"])
+    copy_repository(site, ["flow_modules/aiflows_jarvis"], strip="flow_modules/")
     yield python, site
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -1,0 +1,19 @@
+"""JarvisFlowModule: Jarvis, the top boss (Coder, ask_user, re_plan, update_plan, intermediate_answer, final_answer),
+and the classes the original documents, each configuration over the generic flows."""
+dependencies = [
+    {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
+    {"url": "aiflows/CoderFlowModule", "revision": "main"},
+    {"url": "aiflows/ControllerFlowModule", "revision": "main"},
+    {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
+    {"url": "aiflows/PlanWriterFlowModule", "revision": "main"},
+    {"url": "aiflows/ReplanningFlowModule", "revision": "main"},
+    {"url": "aiflows/UpdatePlanFlowModule", "revision": "main"},
+]
+
+from .Controller_JarvisFlow import Controller_JarvisFlow  # noqa: E402
+from .UpdatePlanAtomicFlow import UpdatePlanAtomicFlow  # noqa: E402
+from .Planner_JarvisFlow import Planner_JarvisFlow  # noqa: E402
+from .CtrlExMem_JarvisFlow import CtrlExMem_JarvisFlow  # noqa: E402
+from .IntermediateAns_Jarvis import IntermediateAns_Jarvis  # noqa: E402
+from .FinalAns_Jarvis import FinalAns_Jarvis  # noqa: E402
+from .JarvisFlow import JarvisFlow  # noqa: E402
