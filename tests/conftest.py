@@ -30,6 +30,16 @@ from aiflows_jarvis.CoreFlowModule import (
 
 logging.set_verbosity_warning()
 
+# The slow half of the suite (three fifths of its time): kernels, command lines run whole, the fault suite, staging.
+# CI runs it on the default Python only; the other Pythons of the supported range run the rest (`-m "not slow"`).
+SLOW_FILES = {"test_interpreter.py", "test_kernel_security.py", "test_cli.py", "test_faults_fast.py", "test_publish.py"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def _guards(monkeypatch):
