@@ -8,7 +8,7 @@ Each of the 10 controllers (Jarvis, Coder, ExtendLibrary, the code writer, the t
 replanners) is called ``--rounds`` times with a goal, a plan, logs and a last result like a run's. Prints, per
 controller and in total: calls, replies valid the first time, repaired (accepted after lenient reading), corrected,
 given up, prompt overflows, the response_format level the server was found to accept, and seconds per call. Not a
-test (it needs a server and a model); see README "Replies that parse".
+test (it needs a server and a model); see docs/architecture.md, "Real models".
 """
 from __future__ import annotations
 

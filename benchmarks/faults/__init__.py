@@ -1,4 +1,4 @@
-"""The fault suite of issue 11: Jarvis tried as a hostile user and a careless one would.
+"""The fault suite: Jarvis tried as a hostile user and a careless one would.
 
     python -m benchmarks.faults            every case (the slow part too: kill trials, disk full, concurrency,
                                             signals at each stage, big files, kernel limits), under 10 minutes

@@ -436,7 +436,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     from . import cases  # noqa: F401  (registers every case)
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.faults",
-                                     description="The fault suite of issue 11 (see benchmarks/faults/__init__.py).")
+                                     description="Jarvis tried as a careless or hostile user would: per class of "
+                                                 "fault, the cases tried, handled and with data lost "
+                                                 "(see benchmarks/faults/__init__.py).")
     parser.add_argument("--fast", action="store_true", help="only the fast part (what CI runs)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("-k", dest="only", action="append", metavar="NAME",

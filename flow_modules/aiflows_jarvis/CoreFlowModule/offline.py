@@ -32,7 +32,7 @@ import threading
 import types
 import warnings
 
-# The bundled file, and its copy where tiktoken looks for it: tokenizer_seed.py, also run at interpreter start.
+# The bundled file, and its copy where tiktoken looks for it (tokenizer_seed.py).
 from .tokenizer_seed import TOKENIZER_DIR, TOKENIZER_FILE, TOKENIZER_SHA256, seed_default_tokenizer_cache  # noqa: F401
 
 
