@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable
 
 from aiflows.utils.general_helpers import recursive_dictionary_update
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, config_cache
 from aiflows_jarvis.CoreFlowModule.config_tree import flow_class
 from aiflows_jarvis.CoreFlowModule.instantiate import copy_config
 
@@ -27,7 +27,7 @@ _MISSING = object()
 def _class_commands(controller: Dict[str, Any]) -> Dict[str, Any]:
     """The commands the controller's class declares in its own YAML (``finish``, for ControllerAtomicFlow)."""
     cls = flow_class(controller.get("_target_"))
-    commands = cls.get_config().get("commands") if cls is not None else None
+    commands = config_cache.default_value(cls, "commands") if cls is not None else None
     return commands if isinstance(commands, dict) else {}
 
 
@@ -97,8 +97,9 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
                 raise ConfigurationError(f"{key}.flow: must be a flow's configuration (a mapping with a "
                                          f"`_target_`), not {type(flow).__name__}")
             continue
-        branch = recursive_dictionary_update(copy_config(flow) if isinstance(flow, dict) else {},
-                                             copy_config(override) if isinstance(override, dict) else {})
+        branch = flow if isinstance(flow, dict) else {}
+        if isinstance(override, dict):  # merged into a copy of the flow; the override's leaves are shared
+            branch = recursive_dictionary_update(copy_config(branch), override)
         if "_target_" not in branch:
             if check:
                 raise ConfigurationError(

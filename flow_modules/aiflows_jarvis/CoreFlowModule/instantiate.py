@@ -16,7 +16,8 @@ import importlib
 import types
 from typing import Any, Dict
 
-from .errors import JarvisError
+from .errors import JarvisError, root_cause
+
 _HYDRA_KEYS = ("_args_", "_partial_", "_convert_", "_recursive_")
 
 
@@ -126,7 +127,13 @@ def instantiate(config: Dict[str, Any], recursive: bool = False) -> Any:
     if not is_plain(config, recursive):
         import hydra
 
-        return hydra.utils.instantiate(config, _recursive_=recursive, _convert_="partial")
+        try:
+            return hydra.utils.instantiate(config, _recursive_=recursive, _convert_="partial")
+        except Exception as error:
+            cause = root_cause(error)
+            if cause is error or not isinstance(cause, JarvisError):
+                raise
+            raise cause from error
     target = _target(config["_target_"])
     kwargs = {key: copy_config(value) for key, value in config.items() if key != "_target_"}
     try:
