@@ -59,7 +59,9 @@ def walk_config(node: Dict[str, Any], path: str = "", parent_default: Optional[D
 
     ``node`` is the (mutable) part of the given configuration for that flow; ``effective`` is what the flow's config
     will be before ``node`` is applied (its class defaults merged with its parent's defaults for it). With
-    ``create``, nodes missing from the configuration are created (empty), so the whole tree is visited.
+    ``create``, nodes missing from the configuration are created (empty), so the whole tree is visited. A loop whose
+    executor's branches come from its ``commands`` (a class with ``derived_config``) has them derived here as when it
+    is built, and a command the node gives a flow is visited at its branch's override point (created empty).
     """
     parent_default = parent_default or {}
     cls = flow_class(node.get("_target_") or parent_default.get("_target_"))
