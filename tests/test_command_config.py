@@ -12,7 +12,7 @@ from fakes import command, finish
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.command_config import derive_commands
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, ConfigurationError, set_input_source
+from aiflows_jarvis.CoreFlowModule import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.config_tree import walk_config
 from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
 from aiflows_jarvis.JarvisFlowModule import JarvisFlow
