@@ -114,12 +114,10 @@ DEMOS: Dict[str, dict] = {
         "memory_files": _MEMORY}),
     "AbstractBossFlowModule": dict(cls="AbstractBossFlow", llm=True, memory=True, overrides={
         "memory_file_names": {"plan": "plan_boss.txt", "logs": "logs_boss.txt"},
-        "subflows_config": {"CtrlExMem": {"subflows_config": {
-            "Controller": {"commands": {"ask_user": {"description": "Ask the user a question.",
-                                                     "input_args": ["question"]}}},
-            "Executor": {"subflows_config": {"ask_user": {
-                "_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
-                            ".instantiate_from_default_config"}}}}}}},
+        "subflows_config": {"CtrlExMem": {"commands": {"ask_user": {
+            "description": "Ask the user a question.", "input_args": ["question"],
+            "flow": {"_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
+                                 ".instantiate_from_default_config"}}}}}},
         input={"goal": "Find out the user's favourite colour."}),
     "InterpreterFlowModule": dict(cls="InterpreterAtomicFlow", overrides={"workspace": "memory"}, input={
         "code": "import sys\nprint('Python', sys.version.split()[0], 'says', 6 * 7)", "language": "python"}),

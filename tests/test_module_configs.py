@@ -1,6 +1,7 @@
 """Static checks of every module: every `_target_` imports, every flow class instantiates from its default config,
-every prompt template renders with its declared variables (and fails on an undefined one), every controller's
-commands equal its executor's branches plus `finish`, and no module syncs dependencies at import."""
+every prompt template renders with its declared variables (and fails on an undefined one), every loop's controller
+commands and executor branches are derived from its one declaration of each command, and no module syncs
+dependencies at import."""
 from __future__ import annotations
 
 import glob
@@ -110,12 +111,44 @@ def test_every_flow_instantiates_from_its_default_config_and_its_templates_rende
 
 
 @pytest.mark.parametrize("cls", flow_classes())
-def test_every_controller_commands_equal_its_executor_branches_plus_finish(cls, scripted_llm):
+def test_every_loop_derives_its_controller_commands_and_its_branches_from_its_commands(cls, scripted_llm):
     for sub in walk(cls.instantiate_from_default_config()):
         if isinstance(sub, ControllerExecutorFlow):
-            commands = {c.name for c in sub.subflows["Controller"].commands}
+            where = f"{cls.__name__}/{sub.flow_config['name']}"
+            declared = sub.flow_config["commands"]
+            assert all("flow" not in spec for spec in declared.values()), f"{where}: the flows are the branches now"
+            controller = {c.name: c for c in sub.subflows["Controller"].commands}
+            assert set(controller) == set(declared) | {"finish"}, where
+            for name, spec in declared.items():
+                assert controller[name].description == " ".join(str(spec["description"]).split()), (where, name)
+                assert controller[name].input_args == list(spec.get("input_args") or []), (where, name)
             branches = set(sub.subflows["Executor"].subflows)
-            assert commands == branches | {"finish"}, f"{cls.__name__}/{sub.flow_config['name']}"
+            assert branches == set(controller) - set(sub.LOOP_COMMANDS), where
+            assert branches == set(sub.flow_config["subflows_config"]["Executor"]["subflows_config"]), where
+
+
+def yaml_nodes(node, path=()):
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from yaml_nodes(value, path + (key,))
+
+
+@pytest.mark.parametrize("path", YAMLS, ids=lambda p: os.path.relpath(p, MODULES_DIR))
+def test_no_module_yaml_declares_a_command_in_two_places(path):
+    """A command is declared once, in a loop's `commands` with its flow: no YAML gives a controller commands of its
+    own (but ControllerAtomicFlow's default `finish`) or an executor a branch's flow (a `_target_`); overriding a
+    command's flow there (the original configuration's override points) is fine."""
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    for keys, node in yaml_nodes(config):
+        if keys[-2:] == ("Executor", "subflows_config"):
+            assert not any("_target_" in (branch or {}) for branch in node.values()), keys
+        if keys[-1:] == ("Controller",):
+            assert "commands" not in node, keys
+        if keys[-1:] == ("commands",) and not path.endswith("ControllerAtomicFlow.yaml"):
+            for name, spec in node.items():
+                assert name == "finish" or "flow" in spec, f"{keys}: {name} names no flow"
 
 
 def test_a_strict_template_fails_on_an_undefined_variable():

@@ -21,7 +21,7 @@ from fakes import command, scripted_factory
 from loopback_llm import completion_json
 from subprocess_guard import network_guarded
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory
-from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, config_cache, prompts, usage
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, StrictJinjaPrompt, config_cache, prompts, usage
 from aiflows_jarvis.app import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -191,7 +191,8 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
 
 
 def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scripted_llm):
-    """Subflows are built by calling their target directly; hydra's errors are kept for a failing target."""
+    """Subflows are built by calling their target directly; hydra's errors are kept for a failing target, but a
+    ConfigurationError (which names the key and what to do) comes as it is, whichever way the flow is built."""
     import hydra
     from hydra.errors import InstantiationException
 
@@ -204,8 +205,14 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
     chat = instantiate({"_target_": target, "name": "Direct", "backend": {"api_infos": [ApiInfo(backend_used="openai", api_key="k")]}})
     assert isinstance(chat, ChatAtomicFlow) and chat.flow_config["name"] == "Direct" and not calls
     assert not is_plain({"_target_": target, "name": "${other}"}), "an interpolation goes through hydra"
-    with pytest.raises(InstantiationException, match="Error in call to target"):
-        instantiate({"_target_": target, "system_message_prompt_template": 1})
+    with pytest.raises(InstantiationException, match="Error in call to target 'posixpath.join'"):
+        instantiate({"_target_": "os.path.join", "a": 1})
+    for through_hydra in (False, True):
+        bad = {"_target_": target, "system_message_prompt_template": 1, **({"_convert_": "all"} if through_hydra
+                                                                            else {})}
+        with pytest.raises(ConfigurationError, match="A prompt template must be a JinjaPrompt"):
+            instantiate(bad)
+    assert len(calls) == 1, "only the configuration with a hydra key went through hydra"
     scripted_llm.add(command("noop"))
     assert chat.call({"query": "hi"}) == {"api_output": command("noop")}
 

@@ -15,8 +15,11 @@ class CtrlExMemFlow(ControllerExecutorFlow):
 
     *Configuration Parameters*:
     - `max_rounds` (int): the most rounds before the loop stops with a status saying so.
-    - `subflows_config`: `Controller` (its `commands` = the executor's branches + `finish`), `Executor` (a branching
-      flow), `MemoryWriting`, `MemoryReading` (its `output_interface` = the memories the controller sees).
+    - `commands` (dict): each command once, with the flow that runs it (see ControllerExecutorFlow); the
+      controller's commands and the executor's branches are derived from it.
+    - `subflows_config`: `Controller`, `Executor` (a branching flow, one branch per command with a flow; its
+      `subflows_config.<command>` overrides that flow), `MemoryWriting`, `MemoryReading` (its `output_interface` =
+      the memories the controller sees).
 
     *Input Interface*:
     - `goal` (str), `memory_files` (dict), `plan` (str), `logs` (str), and any other memory (`code_library`).

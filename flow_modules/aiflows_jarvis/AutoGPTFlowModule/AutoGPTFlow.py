@@ -16,16 +16,18 @@ OPTIONAL_COMMANDS = ("run_code",)
 
 
 def without_disabled_commands(config: Dict[str, Any]) -> Dict[str, Any]:
-    """A copy of an AutoGPTFlow configuration without the optional commands it does not turn on: the controller's
-    command and the executor's branch go together, so the controller never offers a command nobody runs."""
+    """A copy of an AutoGPTFlow configuration without the optional commands it does not turn on: the command goes
+    with its flow (and with what the override points say of either), so the controller never offers a command
+    nobody runs."""
     config = copy.deepcopy(config)
     subflows = config.get("subflows_config") or {}
-    commands = (subflows.get("Controller") or {}).get("commands") or {}
-    branches = (subflows.get("Executor") or {}).get("subflows_config") or {}
+    places = (config.get("commands"), (subflows.get("Controller") or {}).get("commands"),
+              (subflows.get("Executor") or {}).get("subflows_config"))
     for name in OPTIONAL_COMMANDS:
         if not config.get(name):
-            commands.pop(name, None)
-            branches.pop(name, None)
+            for place in places:
+                if isinstance(place, dict):
+                    place.pop(name, None)
     return config
 
 
@@ -64,10 +66,11 @@ class AutoGPTFlow(ControllerExecutorFlow):
     - `max_rounds` (int), `max_repeats` (int), `max_result_chars` (int): as in ControllerExecutorFlow.
     - `max_memory_chars` (int): what the controller reads of the retrieved memories, at most.
     - `max_query_chars` (int): the size of the memory query (the goal and the last observation).
-    - `run_code` (bool): whether the controller may run code (default false: the `run_code` command and branch of
-      the YAML are dropped when the flow is built).
-    - `subflows_config`: `Memory`, `Controller` (its commands = the executor's branches + `finish(answer)`),
-      `Executor`, `HumanFeedback`.
+    - `commands`: `wiki_search`, `ddg_search`, `run_code` and `finish(answer)`, each with the flow that runs it (see
+      ControllerExecutorFlow); the executor's branches are derived from them.
+    - `run_code` (bool): whether the controller may run code (default false: the `run_code` command of the YAML is
+      dropped when the flow is built).
+    - `subflows_config`: `Memory`, `Controller`, `Executor`, `HumanFeedback`.
 
     *Input Interface*:
     - `goal` (str): what AutoGPT should find out or do.

@@ -16,9 +16,9 @@ class CodeWriterFlow(ControllerExecutorFlow):
 
     *Configuration Parameters*:
     - `memory_files` (dict, optional): used when the input has none; `code_library` is the library file.
-    - `subflows_config.Controller`: commands `write_code`, `test`, `ask_user`, `finish`.
-    - `subflows_config.Executor`: `write_code` (InteractiveCodeGenFlow, its `CodeGenerator` is the code LLM), `test`
-      (TestCodeFlow), `ask_user` (HumanStandardInputFlow).
+    - `commands`: `write_code` (flow: an InteractiveCodeGenFlow, its `CodeGenerator` is the code LLM), `test`
+      (TestCodeFlow), `ask_user` (HumanStandardInputFlow) and `finish`; the executor's branches are derived from
+      them, and `subflows_config.Executor.subflows_config.<command>` overrides a command's flow.
     - `max_rounds` (int): the most controller rounds.
 
     *Input Interface*:

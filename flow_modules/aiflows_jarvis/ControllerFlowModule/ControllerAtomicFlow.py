@@ -48,8 +48,8 @@ class ControllerAtomicFlow(ChatAtomicFlow):
 
     *Configuration Parameters*:
     - `commands` (dict): `name: {description, input_args, optional_args, arg_types}`; `arg_types` maps an argument
-      to its JSON-Schema type (string, integer, number, boolean, array, object; string when not declared). The
-      boss's executor has one branch per command, plus `finish`.
+      to its JSON-Schema type (string, integer, number, boolean, array, object; string when not declared). In a
+      ControllerExecutorFlow they come from the loop's `commands`, which also name each command's flow.
     - `max_corrections` (int): how many invalid replies are corrected before giving up.
     - `correction_message_prompt_template` (dict): the correction sent after an invalid reply (variables:
       `problem`, `commands`, `example`).

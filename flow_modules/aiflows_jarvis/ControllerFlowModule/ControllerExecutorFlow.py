@@ -14,7 +14,10 @@ from aiflows_jarvis.CoreFlowModule import (
     get_input_source,
 )
 from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb
+from aiflows_jarvis.CoreFlowModule.lean import config_key_path
 from aiflows_jarvis.CoreFlowModule.memory import shorten
+
+from .command_config import derive_commands
 
 # Keys of a branch's output shown first when it is turned into the controller's `result`.
 _RESULT_ORDER = ("summary", "result", "status", "human_input", "feedback")
@@ -77,12 +80,21 @@ class ControllerExecutorFlow(LeanCircularFlow):
     (`--yes`), the loop ends with the status `stopped: stuck: <command> issued N times in a row with the same
     arguments`.
 
+    Each command is declared once, under `commands`: what the controller is told of it and the flow that runs it.
+    When the loop is built, the controller gets the commands and the executor one branch per flow (see
+    `command_config`); a command without a flow, or a branch without a command, is a ConfigurationError naming the
+    key. `finish` is run by the loop itself: it has no flow.
+
     *Configuration Parameters*:
+    - `commands` (dict): `name: {description, input_args, optional_args, arg_types, flow}`; `flow` is the
+      configuration of the subflow that runs the command (`_target_` and its overrides); `finish` has none (its
+      default declaration is the controller's). `subflows_config.Executor.subflows_config.<name>` is merged over the
+      flow of `<name>`, and `subflows_config.Controller.commands.<name>` over its declaration.
     - `max_rounds` (int): the most Controller -> Executor rounds before stopping.
     - `max_repeats` (int): the same command with the same arguments this many times in a row is a stuck loop
       (default 3; 0 or null: not checked).
-    - `subflows_config`: `Controller` (a ControllerAtomicFlow) and `Executor` (a branching flow whose branch names
-      are the controller's commands, without `finish`).
+    - `subflows_config`: `Controller` (a ControllerAtomicFlow) and `Executor` (a branching flow whose branches are
+      derived from `commands`).
     - `topology`: the nodes of the loop (see the YAML).
     - `reset_before_run` (bool): start every run from a clean state (chat histories included).
     - `max_result_chars` (int): what the controller reads of a command's output, at most (head and tail kept).
@@ -100,6 +112,20 @@ class ControllerExecutorFlow(LeanCircularFlow):
     - `result` (str): the result of the last command executed.
     - `status` (str): `finished`, or `stopped: <why>`.
     """
+
+    # The commands the loop runs itself, without a flow.
+    LOOP_COMMANDS = ("finish",)
+
+    @classmethod
+    def derived_config(cls, config: Dict[str, Any], where: Optional[str] = None, check: bool = True) -> Dict[str, Any]:
+        """``config`` with the controller's commands and the executor's branches derived from ``commands`` (see
+        ``command_config.derive_commands``); ``where`` is its key path in messages (default: where it is being
+        built)."""
+        return derive_commands(config, where or config_key_path(config), cls.LOOP_COMMANDS, check)
+
+    @classmethod
+    def instantiate_from_config(cls, config: Dict[str, Any]):
+        return super().instantiate_from_config(cls.derived_config(config))
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         for key in (_REPEAT_SIGNATURE, _REPEAT_COUNT, _NOT_EXECUTED_NOTE):

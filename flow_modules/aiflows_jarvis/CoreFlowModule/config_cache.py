@@ -127,17 +127,31 @@ def _merged_default(chain: list) -> Dict[str, Any]:
     return config
 
 
+def _cached_default(cls: type) -> Dict[str, Any]:
+    """``cls``'s merged default, as kept (not a copy: callers copy what they hand out); call it holding _lock."""
+    chain = _chain(cls)
+    signature = _signature(chain)
+    cached = _classes.get(cls)
+    if cached is None or cached[0] != signature or chain[-1] not in (Flow, ABC, object):
+        cached = (signature, _merged_default(chain))
+        _classes[cls] = cached
+    return cached[1]
+
+
 def default_config(cls: type) -> Dict[str, Any]:
     """What ``Flow.get_config()`` of aiflows 0.1.7 returns for ``cls`` (no overrides), from the files read once; the
     caller gets its own copy."""
-    chain = _chain(cls)
-    signature = _signature(chain)
     with _lock:
-        cached = _classes.get(cls)
-        if cached is None or cached[0] != signature or chain[-1] not in (Flow, ABC, object):
-            cached = (signature, _merged_default(chain))
-            _classes[cls] = cached
-        return copy_config(cached[1])
+        return copy_config(_cached_default(cls))
+
+
+def default_value(cls: type, key: str, missing: Any = None) -> Any:
+    """A copy of one key of ``cls``'s default configuration (``missing`` if it has none), without copying the rest:
+    for a check made every time a flow is built (a controller's default ``commands``)."""
+    if not _uses_default_get_config(cls):  # a class with a get_config of its own is asked for the whole default
+        return cls.get_config().get(key, missing)
+    with _lock:
+        return copy_config(_cached_default(cls).get(key, missing))
 
 
 def get_config(cls: type, **overrides: Any) -> Dict[str, Any]:

@@ -59,13 +59,18 @@ def walk_config(node: Dict[str, Any], path: str = "", parent_default: Optional[D
 
     ``node`` is the (mutable) part of the given configuration for that flow; ``effective`` is what the flow's config
     will be before ``node`` is applied (its class defaults merged with its parent's defaults for it). With
-    ``create``, nodes missing from the configuration are created (empty), so the whole tree is visited.
+    ``create``, nodes missing from the configuration are created (empty), so the whole tree is visited. A loop whose
+    executor's branches come from its ``commands`` (a class with ``derived_config``) has them derived here as when it
+    is built, and a command the node gives a flow is visited at its branch's override point (created empty).
     """
     parent_default = parent_default or {}
     cls = flow_class(node.get("_target_") or parent_default.get("_target_"))
     effective = cls.get_config() if cls is not None else {}
     effective = recursive_dictionary_update(effective, {k: v for k, v in parent_default.items() if k != "_target_"})
     path = path or node.get("name") or effective.get("name") or "flow"
+    derive = getattr(cls, "derived_config", None)
+    if derive is not None:  # a loop whose executor's branches come from its `commands` (ControllerExecutorFlow)
+        effective = _derived(node, effective, path, derive)
     yield path, node, effective
     default_subflows = effective.get("subflows_config") or {}
     names = list(node.get("subflows_config") or {})
@@ -77,6 +82,24 @@ def walk_config(node: Dict[str, Any], path: str = "", parent_default: Optional[D
         sub = (node.get("subflows_config") or {}).get(name)
         if isinstance(sub, dict):
             yield from walk_config(sub, f"{path}/{name}", copy_config(default_subflows.get(name) or {}), create)
+
+
+def _derived(node: Dict[str, Any], effective: Dict[str, Any], path: str, derive: Callable) -> Dict[str, Any]:
+    """The effective configuration of a loop node with its executor's branches derived from the commands (the
+    defaults' and the node's). A command the node gives a flow gets an (empty) node at its branch's override point,
+    ``subflows_config.Executor.subflows_config.<name>``, so that the walk visits it: what is set there is merged over
+    the command's flow when the loop is built."""
+    given = node.get("commands")
+    if isinstance(given, dict) and given:
+        effective = recursive_dictionary_update(effective, {"commands": copy_config(given)})
+        for name, spec in given.items():
+            if isinstance(spec, dict) and isinstance(spec.get("flow"), dict):
+                executor = node.setdefault("subflows_config", {}).setdefault("Executor", {})
+                if isinstance(executor, dict):
+                    branches = executor.setdefault("subflows_config", {})
+                    if isinstance(branches, dict):
+                        branches.setdefault(name, {})
+    return derive(effective, where=path.replace("/", ".subflows_config."), check=False)
 
 
 def root_of(config: Dict[str, Any]) -> Dict[str, Any]:

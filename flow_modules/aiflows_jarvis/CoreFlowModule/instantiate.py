@@ -5,7 +5,9 @@ configuration below that point into OmegaConf objects, resolves it and turns it 
 converts its subtree again at every level, so building Jarvis spent about a second there. A configuration made of
 plain values (dicts, lists, strings, numbers, booleans, None, and objects such as ``ApiInfo`` passed through) with no
 ``${...}`` interpolation and none of hydra's special keys gets the same call directly: the target with the other keys
-as keyword arguments (copies), and hydra's errors. Anything else goes through hydra as before.
+as keyword arguments (copies), and hydra's errors, except that a ``JarvisError`` (a ConfigurationError that names
+the key and what to do) is raised as it is, not wrapped once per level of nesting. Anything else goes through hydra
+as before.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import copy
 import importlib
 import types
 from typing import Any, Dict
+
+from .errors import JarvisError, root_cause
 
 _HYDRA_KEYS = ("_args_", "_partial_", "_convert_", "_recursive_")
 
@@ -123,11 +127,19 @@ def instantiate(config: Dict[str, Any], recursive: bool = False) -> Any:
     if not is_plain(config, recursive):
         import hydra
 
-        return hydra.utils.instantiate(config, _recursive_=recursive, _convert_="partial")
+        try:
+            return hydra.utils.instantiate(config, _recursive_=recursive, _convert_="partial")
+        except Exception as error:
+            cause = root_cause(error)
+            if cause is error or not isinstance(cause, JarvisError):
+                raise
+            raise cause from error
     target = _target(config["_target_"])
     kwargs = {key: copy_config(value) for key, value in config.items() if key != "_target_"}
     try:
         return target(**kwargs)
+    except JarvisError:
+        raise  # it says what is wrong and where; hydra's wrapper would only bury it
     except Exception as error:  # as hydra words it, so callers see the same errors either way
         raise _instantiation_error(f"Error in call to target '{target.__module__}.{target.__qualname__}':\n"
                                    f"{error!r}") from error

@@ -121,6 +121,17 @@ def current_flow_path() -> str:
     return "/".join(_CALL_STACK.get())
 
 
+# The subflow names of the flows being built, outermost first (the root's name, then the subflows_config keys).
+_BUILD_STACK: ContextVar[tuple] = ContextVar("jarvis_flow_build_stack", default=())
+
+
+def config_key_path(config: Dict[str, Any]) -> str:
+    """Where the flow being built sits in the configuration it is built from, as a key path for messages
+    (``Jarvis.subflows_config.CtrlExMem``); outside a build, the flow's own name."""
+    names = _BUILD_STACK.get() or (str(config.get("name") or "flow"),)
+    return ".subflows_config.".join(names)
+
+
 class BoundedHistory(FlowHistory):
     """A FlowHistory that keeps the last ``limit`` messages; ``total`` counts every message ever added."""
 
@@ -384,10 +395,15 @@ def _set_up_subflows(cls, config: Dict[str, Any]) -> Dict[str, Flow]:
         return CompositeFlow._set_up_subflows.__func__(cls, config)  # aiflows' own checks and errors
     subflows = {}
     parent_module = ".".join(cls.__module__.split(".")[:-1])
+    outer = _BUILD_STACK.get() or (str(config.get("name") or cls.__name__),)
     for name, sub in subflows_config.items():
         if sub["_target_"].startswith("."):
             sub["_target_"] = parent_module + sub["_target_"]
-        flow = instantiate(sub)
+        token = _BUILD_STACK.set(outer + (name,))
+        try:
+            flow = instantiate(sub)
+        finally:
+            _BUILD_STACK.reset(token)
         flow.flow_config["name"] = name
         subflows[name] = flow
     return subflows

@@ -9,7 +9,8 @@ class Controller_JarvisFlow(ControllerAtomicFlow):
 
     *Configuration Parameters*:
     - `commands` (dict): the commands it can call (name, description, input arguments), injected into the system
-      prompt: `Coder`, `ask_user`, `re_plan`, `update_plan`, `intermediate_answer`, `final_answer`, `finish`.
+      prompt: `Coder`, `ask_user`, `re_plan`, `update_plan`, `intermediate_answer`, `final_answer`, `finish`. They
+      are declared once, with their flows, in CtrlExMem_JarvisFlow's `commands`, which gives them to it.
     - `system_message_prompt_template` (dict): injected with the commands, the plan, the plan file's location, the
       logs and the goal; refreshed on every call.
     - `previous_messages` (dict): the sliding window (`last_k: 2`: its last command and the new result).

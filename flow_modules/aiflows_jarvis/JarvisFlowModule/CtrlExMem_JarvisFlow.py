@@ -11,8 +11,9 @@ class CtrlExMem_JarvisFlow(CtrlExMemFlow):
     2. After every command the logs file of Jarvis is appended to and read again, so the next system prompt has it.
     3. When the controller sees that a step is done it calls `update_plan`, and the next system prompt has the plan
        with that step marked done.
-    The executors are `Coder`, `ask_user`, `re_plan`, `update_plan`, `intermediate_answer` and `final_answer`; the
-    answer of the last `final_answer` is kept as `answer`.
+    Its `commands` declare each command once, with the flow that runs it: `Coder`, `ask_user`, `re_plan`,
+    `update_plan`, `intermediate_answer`, `final_answer` (and `finish`, run by the loop); the answer of the last
+    `final_answer` is kept as `answer`.
 
     *Input Interface*: `goal`, `memory_files`, `plan`, `logs`.
 

@@ -19,9 +19,10 @@ class PlanWriterFlow(ControllerExecutorFlow):
 
     *Configuration Parameters*:
     - `finish_on_approval` (bool): finish as soon as the user approves a draft.
-    - `subflows_config.Controller`: the controller (commands `write_plan`, `ask_user`, `finish`).
-    - `subflows_config.Executor.write_plan`: an InteractivePlanGenFlow (its `PlanGenerator` is the plan LLM).
-    - `subflows_config.Executor.ask_user`: a HumanStandardInputFlow.
+    - `commands`: `write_plan` (flow: an InteractivePlanGenFlow, its `PlanGenerator` is the plan LLM), `ask_user`
+      (a HumanStandardInputFlow) and `finish`; the executor's branches are derived from them, and
+      `subflows_config.Executor.subflows_config.write_plan` overrides the flow of `write_plan`.
+    - `subflows_config.Controller`: the controller.
     - `max_rounds` (int): the most controller rounds.
 
     *Input Interface*:

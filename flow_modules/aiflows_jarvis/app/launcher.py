@@ -105,7 +105,9 @@ def load_config(path: str) -> Dict[str, Any]:
 def instantiate(config: Dict[str, Any], api_infos: List[Any], memory_dir: str, source: str = "The configuration"):
     """Build the configuration's flow: ``quick_load`` fills every ``api_infos: ???`` with ``api_infos``, and
     ``set_memory_files`` every ``memory_files: ???`` with files in ``memory_dir``. A ``_target_`` that does not build
-    a flow is refused first (``check_flow_targets``; ``source`` names the configuration in the message)."""
+    a flow is refused first (``check_flow_targets``; ``source`` names the configuration in the message), and a
+    ConfigurationError while building (a command without a flow, ...) is bad input too: BadInputError, with
+    ``source`` named."""
     check_flow_targets(config, source)
     from aiflows.utils.general_helpers import quick_load
 
@@ -114,7 +116,12 @@ def instantiate(config: Dict[str, Any], api_infos: List[Any], memory_dir: str, s
     config = copy.deepcopy(config)
     quick_load(config, api_infos)
     set_memory_files(config, memory_dir)
-    return build(config["flow"])
+    try:
+        return build(config["flow"])
+    except BadInputError:
+        raise
+    except ConfigurationError as error:
+        raise BadInputError(f"{source}: {error}") from error
 
 
 def check_flow_targets(config: Dict[str, Any], source: str = "The configuration") -> None:

@@ -1,0 +1,126 @@
+"""A loop's commands declared once: ``commands: {name: {description, input_args, ..., flow: {...}}}``.
+
+A controller-executor loop names each command once, with what its controller is told of it (description,
+arguments) and the flow that runs it. When the loop is built, the declaration is split: the controller gets the
+commands without their flows (``subflows_config.Controller.commands``) and the executor one branch per flow
+(``subflows_config.Executor.subflows_config``). The split is done once per instantiation, never per round.
+
+The override points of the original Jarvis configuration stay: ``subflows_config.Executor.subflows_config.<name>``
+is merged over the flow of command ``<name>``, and ``subflows_config.Controller.commands.<name>`` over what the
+controller is told of it. A configuration that declares the two halves there (with no ``flow``) still works. What
+does not pair up is refused with the key's path: a command without a flow, or a branch without a command. The
+commands the loop runs itself (``finish``) have no flow.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable
+
+from aiflows.utils.general_helpers import recursive_dictionary_update
+
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, config_cache
+from aiflows_jarvis.CoreFlowModule.config_tree import flow_class
+from aiflows_jarvis.CoreFlowModule.instantiate import copy_config
+
+_MISSING = object()
+
+
+def _class_commands(controller: Dict[str, Any]) -> Dict[str, Any]:
+    """The commands the controller's class declares in its own YAML (``finish``, for ControllerAtomicFlow)."""
+    cls = flow_class(controller.get("_target_"))
+    commands = config_cache.default_value(cls, "commands") if cls is not None else None
+    return commands if isinstance(commands, dict) else {}
+
+
+def _mapping(value: Any, key: str, what: str, check: bool) -> Dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    if check:
+        raise ConfigurationError(f"{key}: must be a mapping {what}, not {type(value).__name__}")
+    return {}
+
+
+def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[str] = ("finish",),
+                    check: bool = True) -> Dict[str, Any]:
+    """``config`` with the controller's commands and the executor's branches derived from its ``commands``.
+
+    The result shares what it does not change with ``config`` (which is not modified); its ``commands`` keep the
+    declarations without their flows, which are now the executor's branches.
+
+    :param config: a ControllerExecutorFlow configuration (merged defaults and overrides).
+    :param where: the key path of that configuration, for messages (``Jarvis.subflows_config.CtrlExMem``).
+    :param loop_commands: the commands the loop runs itself: they have no flow.
+    :param check: raise ConfigurationError for a command without a flow or a branch without a command (a walk over
+        a configuration that is not built yet derives what it can, without checking).
+    """
+    loop_commands = tuple(loop_commands)
+    given = _mapping(config.get("commands"), f"{where}.commands", "name -> {description, input_args, flow}", check)
+    subflows = dict(_mapping(config.get("subflows_config"), f"{where}.subflows_config", "name -> flow", check))
+    controller = dict(_mapping(subflows.get("Controller"), f"{where}.subflows_config.Controller", "", check))
+    executor = dict(_mapping(subflows.get("Executor"), f"{where}.subflows_config.Executor", "", check))
+    branch_key = f"{where}.subflows_config.Executor.subflows_config"
+    overrides = _mapping(executor.get("subflows_config"), branch_key, "name -> flow", check)
+    told_key = f"{where}.subflows_config.Controller.commands"
+    told = _mapping(controller.get("commands"), told_key, "name -> {description, input_args}", check)
+
+    declared: Dict[str, Dict[str, Any]] = {}
+    flows: Dict[str, Any] = {}
+    origin: Dict[str, str] = {}
+    for name, spec in given.items():
+        if not isinstance(spec, dict):
+            if check:
+                raise ConfigurationError(f"{where}.commands.{name}: must be a mapping {{description, input_args, "
+                                         f"flow}}, not {type(spec).__name__}")
+            continue
+        spec = dict(spec)
+        flows[name] = spec.pop("flow", _MISSING)
+        declared[name] = spec
+        origin[name] = f"{where}.commands.{name}"
+    for name, spec in told.items():
+        if isinstance(spec, dict):
+            declared[name] = recursive_dictionary_update(copy_config(declared.get(name) or {}), copy_config(spec))
+        origin.setdefault(name, f"{told_key}.{name}")
+    named = dict.fromkeys(list(declared) + (list(_class_commands(controller)) if check else []))
+
+    branches: Dict[str, Dict[str, Any]] = {}
+    for name in named:
+        flow, override = flows.get(name, _MISSING), overrides.get(name)
+        key = origin.get(name, f"{told_key}.{name} (in the controller's class YAML)")
+        if name in loop_commands:
+            if check and (isinstance(flow, dict) or override is not None):
+                raise ConfigurationError(f"{key}: `{name}` is run by the loop itself and takes no flow; remove "
+                                         f"its flow (and any branch {branch_key}.{name}).")
+            continue
+        if flow is not _MISSING and flow is not None and not isinstance(flow, dict):
+            if check:
+                raise ConfigurationError(f"{key}.flow: must be a flow's configuration (a mapping with a "
+                                         f"`_target_`), not {type(flow).__name__}")
+            continue
+        branch = flow if isinstance(flow, dict) else {}
+        if isinstance(override, dict):  # merged into a copy of the flow; the override's leaves are shared
+            branch = recursive_dictionary_update(copy_config(branch), override)
+        if "_target_" not in branch:
+            if check:
+                raise ConfigurationError(
+                    f"{key}: no flow. Give the command the flow that runs it, `flow: {{_target_: "
+                    f"package.Class.instantiate_from_default_config, ...}}`, or remove the command.")
+            continue
+        branches[name] = branch
+    for name in overrides:
+        if name not in named and check:
+            raise ConfigurationError(
+                f"{branch_key}.{name}: no command. A branch runs a command: declare it under {where}.commands."
+                f"{name} with its description, input_args and flow (or remove the branch).")
+    if check and "finish" in loop_commands and "finish" not in named:
+        raise ConfigurationError(f"{where}.commands: no `finish`; the loop ends when the controller calls it. "
+                                 "Declare it: `finish: {description: ..., input_args: [summary]}`.")
+
+    derived = dict(config)
+    derived["commands"] = declared
+    controller["commands"] = declared
+    executor["subflows_config"] = branches
+    subflows.update(Controller=controller, Executor=executor)
+    derived["subflows_config"] = subflows
+    return derived
+
