@@ -822,3 +822,35 @@ def test_a_process_writing_without_pause_does_not_hold_the_runs(make_interpreter
             assert "tick" in result.output, "what it wrote during the run is the run's output"
     finally:
         interpreter.run("writer.kill(); writer.wait()")
+
+
+# ~~~ The engines behind one interface ~~~
+def test_each_language_is_run_by_exactly_one_engine_behind_the_executor_interface(tmp_path):
+    from aiflows_jarvis.InterpreterFlowModule.executor import SUPPORTED_LANGUAGES, Executor
+
+    interpreter = CodeInterpreter(str(tmp_path))
+    try:
+        assert interpreter.executors and all(isinstance(e, Executor) for e in interpreter.executors)
+        languages = [language for executor in interpreter.executors for language in executor.languages]
+        assert sorted(languages) == sorted(SUPPORTED_LANGUAGES), "no language without an engine, none with two"
+        assert interpreter.executor_for("ruby") is None
+    finally:
+        interpreter.close()
+
+
+def test_the_interpreter_engine_imports_nothing_from_aiflows():
+    """The engine runs, is tested and benchmarked without the framework: only InterpreterAtomicFlow imports it."""
+    import ast
+
+    folder = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "InterpreterFlowModule")
+    offending = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py") or name in ("InterpreterAtomicFlow.py", "__init__.py"):
+            continue
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offending += [f"{name}: {m}" for m in modules if m.split(".")[0] == "aiflows"]
+    assert offending == []
