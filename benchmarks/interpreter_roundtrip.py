@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow  # noqa: E402
-from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter  # noqa: E402
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter  # noqa: E402
 
 
 def timed_run(interpreter: CodeInterpreter, code: str, language: str = "python") -> float:

@@ -112,7 +112,7 @@ def child_interpreter(files: int, runs: int) -> Dict[str, Any]:
     benchmarks/interpreter_roundtrip.py does: the load of a shared machine falls on both alike)."""
     from interpreter_roundtrip import fill, timed_run
 
-    from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
+    from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 
     with tempfile.TemporaryDirectory(prefix="jarvis-bench-") as empty, \
             tempfile.TemporaryDirectory(prefix="jarvis-bench-") as full:

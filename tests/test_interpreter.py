@@ -25,8 +25,9 @@ from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
 from aiflows_jarvis.InterpreterFlowModule import kernel as kernel_module
 from aiflows_jarvis.InterpreterFlowModule import output as output_module
 from aiflows_jarvis.InterpreterFlowModule import workspace as workspace_module
-from aiflows_jarvis.InterpreterFlowModule.kernel import (BoundedText, CodeInterpreter, RunResult,
-                                                               scrubbed_environment)
+from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
+from aiflows_jarvis.InterpreterFlowModule.output import BoundedText, RunResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,7 +123,7 @@ def test_the_leftover_kernel_sweep_sees_a_kernel_this_process_started(shared, no
     """The sweep above is not vacuous: a running kernel of this file is found (by its parent and its folder)."""
     pid = int(shared.run("import os; print(os.getpid())").output)
     assert pid in kernel_processes(no_kernel_left_behind)
-    assert shared._scratch.startswith(no_kernel_left_behind + os.sep)
+    assert shared.context.scratch.startswith(no_kernel_left_behind + os.sep)
 
 
 @pytest.fixture(scope="module")
@@ -517,7 +518,7 @@ def test_close_leaves_no_kernel_process_and_is_idempotent(make_interpreter):
     interpreter = make_interpreter()
     ids = interpreter.run("import os, subprocess\nchild = subprocess.Popen(['sleep', '300'])\nprint(os.getpid(), child.pid)")
     kernel_pid, child_pid = map(int, ids.output.split())
-    scratch = interpreter._scratch
+    scratch = interpreter.context.scratch
     assert scratch and os.path.isdir(scratch)
     interpreter.close()
     interpreter.close()
@@ -543,10 +544,10 @@ def test_processes_the_kernel_started_in_sessions_of_their_own_are_gone_after_cl
 
 def test_kernels_are_shut_down_at_process_exit(tmp_path):
     script = textwrap.dedent(f"""
-        from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
+        from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path)!r})
         code = "import os, subprocess\\nchild = subprocess.Popen(['sleep', '1000'])\\nprint(os.getpid(), child.pid)"
-        print(interpreter.run(code).output, interpreter._scratch, flush=True)
+        print(interpreter.run(code).output, interpreter.context.scratch, flush=True)
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
@@ -560,17 +561,17 @@ def test_kernels_are_shut_down_at_process_exit(tmp_path):
 # ~~~ Transport ~~~
 def test_the_kernel_talks_over_ipc_sockets_in_its_private_folder(shared):
     pid = int(shared.run("import os; print(os.getpid())").output)
-    km = shared._km
+    km = shared.kernel._km
     info = km.get_connection_info()
     assert km.transport == "ipc" and info["transport"] == "ipc"
-    assert info["ip"].startswith(shared._scratch + os.sep)
+    assert info["ip"].startswith(shared.context.scratch + os.sep)
     assert glob.glob(info["ip"] + "-*"), "no IPC socket files"
     # the kernel was started with that connection file, which is gone now that the kernel has read it
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         args = f.read().decode().split("\0")
     assert args[args.index("-f") + 1] == km.connection_file
-    assert os.path.dirname(km.connection_file) == shared._scratch and not os.path.exists(km.connection_file)
-    assert oct(os.stat(shared._scratch).st_mode & 0o777) == oct(0o700)
+    assert os.path.dirname(km.connection_file) == shared.context.scratch and not os.path.exists(km.connection_file)
+    assert oct(os.stat(shared.context.scratch).st_mode & 0o777) == oct(0o700)
 
 
 # ~~~ The flow ~~~
@@ -704,7 +705,7 @@ def test_close_lets_the_kernel_end_by_itself_after_its_exit_handlers_ran(make_in
     interpreter = make_interpreter()
     interpreter.run("import atexit\nlog = open('unclosed.txt', 'w')\nlog.write('buffered, never flushed')\n"
                     "atexit.register(lambda: open('atexit.txt', 'w').write('ran'))")
-    status = interpreter._status_path(interpreter._starts)
+    status = interpreter.kernel._status_path(interpreter.kernel._starts)
     interpreter.close()
     with open(os.path.join(interpreter.workspace, "unclosed.txt")) as f:
         assert f.read() == "buffered, never flushed", "open files are flushed"
@@ -717,12 +718,12 @@ def test_the_kernel_exits_by_itself_on_a_shutdown_request(make_interpreter):
     """Not killed after a grace period: the launcher says how it ended."""
     interpreter = make_interpreter()
     interpreter.run("x = 1")
-    km = interpreter._km
+    km = interpreter.kernel._km
     km.request_shutdown()
     end = time.monotonic() + 30
     while km.is_alive() and time.monotonic() < end:
         time.sleep(0.01)
-    with open(interpreter._status_path(interpreter._starts)) as f:
+    with open(interpreter.kernel._status_path(interpreter.kernel._starts)) as f:
         assert f.read() == "exit 0"
 
 
@@ -744,7 +745,7 @@ def test_prestart_starts_the_kernel_in_the_background_and_the_first_run_uses_it(
         assert flow.engine.kernel_running, "started before any run"
         out = flow.run({"code": "import os; print(os.getcwd())"})
         assert out["interpreter_output"] == str(tmp_path) and not out["restarted"]
-        assert flow.engine._starts == 1, "the first run used the kernel started in the background"
+        assert flow.engine.kernel._starts == 1, "the first run used the kernel started in the background"
     finally:
         flow.close()
 
@@ -753,7 +754,7 @@ def test_close_during_a_prestart_leaves_no_kernel(make_interpreter):
     interpreter = make_interpreter()
     interpreter.prestart()
     interpreter.close()
-    assert not interpreter.kernel_running and interpreter._km is None
+    assert not interpreter.kernel_running and interpreter.kernel._km is None
 
 
 # ~~~ Quick runs without lost output (issue 15: ipykernel's flush round trips and its sleep are gone) ~~~
@@ -821,3 +822,35 @@ def test_a_process_writing_without_pause_does_not_hold_the_runs(make_interpreter
             assert "tick" in result.output, "what it wrote during the run is the run's output"
     finally:
         interpreter.run("writer.kill(); writer.wait()")
+
+
+# ~~~ The engines behind one interface ~~~
+def test_each_language_is_run_by_exactly_one_engine_behind_the_executor_interface(tmp_path):
+    from aiflows_jarvis.InterpreterFlowModule.executor import SUPPORTED_LANGUAGES, Executor
+
+    interpreter = CodeInterpreter(str(tmp_path))
+    try:
+        assert interpreter.executors and all(isinstance(e, Executor) for e in interpreter.executors)
+        languages = [language for executor in interpreter.executors for language in executor.languages]
+        assert sorted(languages) == sorted(SUPPORTED_LANGUAGES), "no language without an engine, none with two"
+        assert interpreter.executor_for("ruby") is None
+    finally:
+        interpreter.close()
+
+
+def test_the_interpreter_engine_imports_nothing_from_aiflows():
+    """The engine runs, is tested and benchmarked without the framework: only InterpreterAtomicFlow imports it."""
+    import ast
+
+    folder = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "InterpreterFlowModule")
+    offending = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py") or name in ("InterpreterAtomicFlow.py", "__init__.py"):
+            continue
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offending += [f"{name}: {m}" for m in modules if m.split(".")[0] == "aiflows"]
+    assert offending == []

@@ -20,8 +20,9 @@ import pytest
 
 from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
 from aiflows_jarvis.InterpreterFlowModule import sandbox as sandbox_module
-from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter, SandboxUnavailable, scrubbed_environment
-from aiflows_jarvis.InterpreterFlowModule.sandbox import bwrap_command
+from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
+from aiflows_jarvis.InterpreterFlowModule.sandbox import SandboxUnavailable, bwrap_command
 from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,7 +131,7 @@ def test_the_kernels_parent_does_not_hold_the_api_key(tmp_path):
     """The interpreter's process was started with an API key (as Jarvis is); code in the kernel reads its parent's
     initial environment in /proc and finds no key: the parent is the launcher, started with the scrubbed one."""
     script = textwrap.dedent(f"""
-        from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
+        from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
         try:
             code = ("import os\\n"
@@ -158,7 +159,7 @@ def test_no_ancestor_of_the_kernel_shows_a_secret_and_the_host_still_has_its_var
     own child processes still see them (only /proc's copy is blanked)."""
     script = textwrap.dedent(f"""
         import ctypes, os, subprocess
-        from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
+        from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
         try:
             code = ("import os\\n"
@@ -223,7 +224,7 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
     the shell commands' too."""
     script = textwrap.dedent(f"""
         import sys
-        from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
+        from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
         interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
         print(interpreter.run({python_spawns(tag)!r}).output,
               interpreter.run("import os; print(os.getpid())").output,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import memory
+from aiflows_jarvis.CoreFlowModule import code_library
 from aiflows_jarvis.CoreFlowModule.memory import defined_names, library_summary, split_future_imports
 from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
 
@@ -13,13 +13,13 @@ from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
 def parses(monkeypatch):
     """The sources parsed, in order (memory's one parse function, counted)."""
     seen = []
-    real = memory._parse
+    real = code_library._parse
 
     def counting(source):
         seen.append(source)
         return real(source)
 
-    monkeypatch.setattr(memory, "_parse", counting)
+    monkeypatch.setattr(code_library, "_parse", counting)
     return seen
 
 
@@ -68,7 +68,7 @@ def test_a_library_parsed_for_its_names_has_its_summary_ready(parses):
 def test_the_cached_answers_are_the_ones_a_parse_gives(parses):
     source = a_library("same")
     cached = [library_summary(source, limit) for limit in (None, 6000, 200)]
-    memory._views.clear()
+    code_library._views.clear()
     assert [library_summary(source, limit) for limit in (None, 6000, 200)] == cached
     broken = source + "def broken(:\n"
     for _ in range(2):
@@ -79,14 +79,14 @@ def test_the_cached_answers_are_the_ones_a_parse_gives(parses):
 
 
 def test_only_a_few_versions_are_kept_and_small_code_is_not(parses):
-    for n in range(memory._VIEWS_KEPT + 3):
+    for n in range(code_library._VIEWS_KEPT + 3):
         library_summary(a_library(f"v{n}"), 6000)
-    assert len(memory._views) == memory._VIEWS_KEPT, "older versions are dropped"
+    assert len(code_library._views) == code_library._VIEWS_KEPT, "older versions are dropped"
     small = "def f():\n    return 1\n"
     defined_names(small)
     defined_names(small)
     assert parses.count(small) == 2, "code of one save_code is parsed each time, and does not push a library out"
-    assert len(memory._views) == memory._VIEWS_KEPT
+    assert len(code_library._views) == code_library._VIEWS_KEPT
 
 
 def test_a_save_into_a_large_library_parses_it_once_and_compiles_it_never(tmp_path, parses, monkeypatch):

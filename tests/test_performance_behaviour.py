@@ -219,33 +219,33 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
 
 @pytest.fixture
 def tail_reads(monkeypatch):
-    """How many times a log was read from its end (``memory._read_tail_of``), and the log views cleared first."""
-    from aiflows_jarvis.CoreFlowModule import memory
+    """How many times a log was read from its end (``memory_log._read_tail_of``), and the log views cleared first."""
+    from aiflows_jarvis.CoreFlowModule import memory_log
 
-    memory._log_views.clear()
+    memory_log._log_views.clear()
     calls = []
-    real = memory._read_tail_of
+    real = memory_log._read_tail_of
 
     def counting(*args, **kwargs):
         calls.append(args[1:])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(memory, "_read_tail_of", counting)
+    monkeypatch.setattr(memory_log, "_read_tail_of", counting)
     yield calls
-    memory._log_views.clear()
+    memory_log._log_views.clear()
 
 
 def _fresh_tail(path, entries, chars):
     """``read_log_tail`` as a first reader of the file gets it (no view kept)."""
-    from aiflows_jarvis.CoreFlowModule import memory
+    from aiflows_jarvis.CoreFlowModule import memory, memory_log
 
-    kept = dict(memory._log_views)
-    memory._log_views.clear()
+    kept = dict(memory_log._log_views)
+    memory_log._log_views.clear()
     try:
         return memory.read_log_tail(path, entries, chars)
     finally:
-        memory._log_views.clear()
-        memory._log_views.update(kept)
+        memory_log._log_views.clear()
+        memory_log._log_views.update(kept)
 
 
 def test_a_log_is_read_from_its_end_once_then_only_what_was_appended(tail_reads, tmp_path):

@@ -323,7 +323,7 @@ def test_without_push_nothing_leaves_the_machine(tmp_path, monkeypatch, capsys):
 def test_the_check_runs_without_this_repository_and_fails_on_unrewritten_code(tmp_path, monkeypatch, capsys):
     """The check's process cannot fall back on this repository's aiflows_jarvis: staged code that still
     imports it (the namespace rewrite sabotaged) fails the check, and nothing is written."""
-    monkeypatch.setattr(publish, "rewrite", lambda text, namespace: text)
+    monkeypatch.setattr(publish.staging, "rewrite", lambda text, namespace: text)  # the staged code's rewrite
     out = tmp_path / "out"
     assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "InterpreterFlowModule"]) == 2
     error = capsys.readouterr().err
@@ -335,7 +335,7 @@ def test_each_module_is_checked_in_its_own_process(tmp_path, monkeypatch, capsys
     """A module that fails to sync a dependency fails its check even when the dependency is checked too (in one
     process, the dependency loaded first would hide the omission)."""
     real = publish.direct_dependencies
-    monkeypatch.setattr(publish, "direct_dependencies",
+    monkeypatch.setattr(publish.staging, "direct_dependencies",  # what the staged __init__.py syncs
                         lambda module: set() if module == "InterpreterFlowModule" else real(module))
     out = tmp_path / "out"
     assert publish.main(["--namespace", "bob", "--out", str(out), "--modules",
@@ -359,14 +359,14 @@ def test_verify_venv_checks_a_local_staging_and_writes_the_requested_one(tmp_pat
         return sys.executable
 
     demos = []
-    real_run_demo = publish._run_demo
+    real_run_demo = publish.checks.run_demo
 
     def recorded_run_demo(python, module_dir):
         demos.append((os.path.basename(module_dir), real_run_demo(python, module_dir)))
         return demos[-1][1]
 
-    monkeypatch.setattr(publish, "fresh_venv", fake_fresh_venv)
-    monkeypatch.setattr(publish, "_run_demo", recorded_run_demo)
+    monkeypatch.setattr(publish.checks, "fresh_venv", fake_fresh_venv)
+    monkeypatch.setattr(publish.checks, "run_demo", recorded_run_demo)
     out = tmp_path / "out"
     assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "MemoryReadingFlowModule",
                          "--verify-venv"]) == 0
@@ -422,7 +422,7 @@ def test_staged_init_files_parse_and_keep_the_docstring(staged):
         with open(os.path.join(publish.MODULES_DIR, module, "__init__.py"), encoding="utf-8") as f:
             assert ast.get_docstring(tree) == (ast.get_docstring(ast.parse(f.read())) or module), module
     for tricky in ('ends with a "quote"', 'a """ inside', "back\\slash \\n", '"', "x\\"):
-        assert ast.literal_eval(publish._docstring_literal(tricky)) == tricky
+        assert ast.literal_eval(publish.docstring_literal(tricky)) == tricky
 
 
 def test_no_staged_file_refers_to_the_source_namespace(staged):

@@ -13,7 +13,7 @@ from ..support import (
     read,
 )
 
-from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter  # noqa: E402
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter  # noqa: E402
 
 SECRETS = {
     "DB_PASS": "faults-pass-1",
@@ -63,7 +63,7 @@ def secrets_by_pattern(ctx):
 PARENT_HOST = """
 import json, sys
 sys.path.insert(0, sys.argv[2])
-from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 with CodeInterpreter(sys.argv[1]) as interpreter:
     print(json.dumps({"python": interpreter.run(sys.argv[3]).output,
                       "shell": interpreter.run("cat /proc/$PPID/environ | tr '\\\\0' '\\\\n'", "bash").output}))

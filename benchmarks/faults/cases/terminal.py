@@ -143,7 +143,7 @@ def closed_stdin_at_a_review(ctx):
       "52, CSI, 8-bit CSI, NUL and invalid UTF-8 comes back without any control character, its text kept",
       lost="none (the run writes nothing of the user's)")
 def interpreter_output_with_escapes(ctx):
-    from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
+    from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 
     from ..support import raw_controls
 

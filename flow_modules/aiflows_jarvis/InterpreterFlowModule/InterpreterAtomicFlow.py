@@ -6,7 +6,9 @@ from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow
 
-from .kernel import CodeInterpreter, RunResult, positive_or_none
+from .executor import positive_or_none
+from .interpreter import CodeInterpreter
+from .output import RunResult
 from .sandbox import sandbox_program
 
 

@@ -1,5 +1,5 @@
 """What the kernel runs once, silently, after it starts: this file's text is sent to it, then a call of
-``__jarvis_install`` (see ``CodeInterpreter._start_kernel``). Not imported by the package.
+``__jarvis_install`` (see ``KernelExecutor._start_kernel`` in ``kernel.py``). Not imported by the package.
 
 It must run in any IPython kernel: no ``from __future__`` (it would change how every later cell compiles), no
 module-level import, nothing left in the user's namespace but what the install function registers.

@@ -100,3 +100,30 @@ def bwrap_command(program: str, workspace: str, writable: Iterable[str] = (), ne
         command += ["--setenv", name, str(value)]
     command += ["--chdir", workspace, "--"]
     return command
+
+
+class Sandbox:
+    """Where the interpreter's engines run their processes: as they are (``name`` None), or in bubblewrap.
+
+    :param name: ``bwrap``, or None for no sandbox (a ``SettingError`` or ``SandboxUnavailable`` at once otherwise).
+    :param network: whether sandboxed code may use the network.
+    """
+
+    def __init__(self, name: Optional[str], network: bool = False):
+        self.name = str(name).strip().lower() if name else None
+        self.program = sandbox_program(self.name)
+        self.network = bool(network)
+
+    @property
+    def active(self) -> bool:
+        return self.program is not None
+
+    def wrap(self, command: List[str], workspace: str, writable: Iterable[str] = (), kernel: bool = False) -> List[str]:
+        """``command`` run in the sandbox (unchanged without one). ``kernel``: it is the kernel's launcher, a single
+        thread whose end may end the sandbox (see ``bwrap_command``)."""
+        if self.program is None:
+            return command
+        # ipykernel ends itself when its parent changes; in the sandbox its parent is the sandbox's init, pid 1
+        env = {"JPY_PARENT_PID": "1"} if kernel else {}
+        return bwrap_command(self.program, workspace, writable, network=self.network, die_with_parent=kernel,
+                             env=env) + command

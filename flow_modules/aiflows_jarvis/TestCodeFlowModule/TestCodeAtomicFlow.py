@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, get_console
 from aiflows_jarvis.CoreFlowModule.memory import memory_path, split_future_imports
-from aiflows_jarvis.InterpreterFlowModule.kernel import CodeInterpreter
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 
 PASSED_MARK = "__JARVIS_TESTS_PASSED__"
 IMPORTS_MARK = "__JARVIS_IMPORTS_NOT_FOUND__"

@@ -1,0 +1,162 @@
+"""Memory files on disk: read whole, replaced atomically, appended with one write, never through a symbolic link;
+the temporary files a killed write leaves, swept; a file's previous text archived.
+
+* Plans and the library are replaced atomically (a temporary file in the same folder, then a rename), so a crash never
+  leaves half a file and never loses what was there.
+* Symbolic links are never followed: a memory folder may come from elsewhere (a cloned repository), and a link named
+  like a memory file must not make Jarvis overwrite, append to or read (into a prompt) a file outside it. A file
+  replaced atomically replaces the link itself; reading or appending to a link is refused with a MemoryFileError.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from typing import List, Tuple
+
+from .errors import MemoryFileError
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# `atomic_write`'s temporary files: `.<name>.<12 hex digits>.tmp` beside the file they replace.
+_TEMPORARY = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$")
+
+
+def open_no_link(path: str, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` that refuses a symbolic link as the last part of ``path`` (MemoryFileError saying what to do)."""
+    try:
+        return os.open(path, flags | _NOFOLLOW | _CLOEXEC, mode)
+    except OSError as error:
+        if os.path.islink(path):
+            raise MemoryFileError(
+                f"{path} is a symbolic link (to {os.readlink(path)}). Jarvis does not follow links in its memory "
+                "folder, so that a folder from elsewhere cannot make it read or overwrite other files: replace the "
+                "link with a copy of the file (cp --remove-destination \"$(readlink -f LINK)\" LINK) or remove it."
+            ) from error
+        raise
+
+
+def read_text(path: str) -> str:
+    """The file's text, or '' if it does not exist. A UTF-8 byte-order mark at its start is dropped (Python and
+    editors read the file the same without it; a file written back is written without it). A symbolic link is refused
+    (MemoryFileError): what is read goes into prompts, and a link could bring any file of the user's into one."""
+    try:
+        fd = open_no_link(path, os.O_RDONLY)
+        try:  # read raw: a text file object costs five more system calls, and a prompt reads memory every round
+            size = os.fstat(fd).st_size
+            chunks = [os.read(fd, size + 1)]
+            while chunks[-1]:  # the file grew since, or it reports no size (/proc)
+                chunks.append(os.read(fd, max(size, 1 << 16)))
+        finally:
+            os.close(fd)
+        text = b"".join(chunks).decode("utf-8-sig")
+        return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text  # as text mode reads
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as error:
+        raise MemoryFileError(f"Cannot read memory file {path}: {error}") from error
+
+
+def _create_exclusive(prefix: str, suffix: str) -> Tuple[int, str]:
+    """A new file ``<prefix><random><suffix>`` opened for writing, mode 0666 minus the umask."""
+    while True:
+        path = f"{prefix}{os.urandom(6).hex()}{suffix}"
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), path
+        except FileExistsError:
+            continue
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically (temporary file in the same folder, fsync, rename).
+
+    A symbolic link at ``path`` is replaced by the file (the rename replaces the link itself): what it pointed to is
+    never written. A regular file replaced keeps its mode; a new file gets 0666 minus the umask.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        # Created 0666 minus the umask, as any new file of the user's (mkstemp would make it 0600).
+        fd, tmp = _create_exclusive(os.path.join(folder, f".{os.path.basename(path)}."), ".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                existing = os.lstat(path)
+            except FileNotFoundError:
+                existing = None
+            if existing is not None and stat.S_ISREG(existing.st_mode):  # not a link's target's mode
+                os.chmod(tmp, existing.st_mode & 0o777)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as error:
+        raise MemoryFileError(f"Cannot write memory file {path}: {error}") from error
+
+
+def append_text(path: str, text: str) -> None:
+    """Append ``text`` with one write on an O_APPEND descriptor: what was in the file is never touched. A symbolic
+    link at ``path`` is refused (MemoryFileError): appending through it would write to a file outside the memory."""
+    try:
+        data = text.encode("utf-8")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            fd = open_no_link(path, flags, 0o644)
+        except FileNotFoundError:  # its folder is not there (yet): made, then opened again
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            fd = open_no_link(path, flags, 0o644)
+        try:
+            while data:
+                written = os.write(fd, data)
+                data = data[written:]
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise MemoryFileError(f"Cannot append to memory file {path}: {error}") from error
+
+
+def sweep_temporary_files(folder: str, older_than: float = 600.0) -> List[str]:
+    """Remove the temporary files ``atomic_write`` left in ``folder`` (and its ``archive/``) when it was killed.
+
+    Only files named as it names them (``.<name>.<12 hex digits>.tmp``), only regular files (never what a link points
+    to), and only those not modified for ``older_than`` seconds: a write takes milliseconds, so a younger one may be
+    another live process's write in progress. Returns the paths removed; what cannot be removed is left.
+    """
+    removed = []
+    now = time.time()
+    for where in (folder, os.path.join(folder, "archive")):
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        for name in names:
+            if not _TEMPORARY.match(name):
+                continue
+            path = os.path.join(where, name)
+            try:
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode) and now - info.st_mtime > older_than:
+                    os.unlink(path)
+                    removed.append(path)
+            except OSError:
+                continue
+    return removed
+
+
+def archive_copy(path: str, text: str) -> str:
+    """Keep ``text`` (what ``path`` held) in ``<folder of path>/archive/<name>-<time>-<n>``; returns the copy's path."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), "archive")
+    os.makedirs(folder, exist_ok=True)
+    stem, suffix = os.path.splitext(os.path.basename(path))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    number = 1
+    while os.path.exists(os.path.join(folder, f"{stem}-{stamp}-{number}{suffix}")):
+        number += 1
+    copy_path = os.path.join(folder, f"{stem}-{stamp}-{number}{suffix}")
+    atomic_write(copy_path, text)
+    return copy_path

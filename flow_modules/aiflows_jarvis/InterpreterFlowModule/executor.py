@@ -1,0 +1,143 @@
+"""The interface every engine of the interpreter has, and what the engines of one interpreter share.
+
+An engine (``Executor``) runs code of its languages in the workspace and returns a ``RunResult``: the Jupyter kernel
+for Python (``kernel.KernelExecutor``), ``bash`` for shell code (``shell.ShellExecutor``). Where their processes run
+(as they are, or in bubblewrap) is the ``Sandbox`` they are given. ``CodeInterpreter`` (``interpreter``) holds one of
+each, picks the engine by language, and adds what every run gets (the files it changed, the figures it saved).
+
+No aiflows import here, nor in the engines: they can be used, tested and benchmarked on their own.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+import tempfile
+import uuid
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .environment import DEFAULT_ENV_SCRUB, code_environment
+from .output import BoundedText, RunResult
+from .processes import Cgroup, group_alive
+from .sandbox import Sandbox, SettingError
+from .workspace import FIGURE_DIR
+
+PYTHON_LANGUAGES = ("python", "py", "python3")
+SHELL_LANGUAGES = ("shell", "bash", "sh")
+SUPPORTED_LANGUAGES = PYTHON_LANGUAGES + SHELL_LANGUAGES
+
+
+def positive_or_none(name: str, value: Any) -> Optional[float]:
+    """``value`` as a positive number, None for null; a clear error otherwise."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = 0.0
+    if not number > 0 or isinstance(value, bool):
+        raise SettingError(f"{name}: {value!r} is not a positive number: give one, or null for no limit.")
+    return number
+
+
+class Executor(abc.ABC):
+    """An engine that runs code of ``languages`` in the workspace.
+
+    ``run`` never raises for a problem of the code: a failed ``RunResult`` says it. A KeyboardInterrupt during a run
+    stops what the run started and is re-raised. Runs come one at a time (the interpreter holds a lock).
+    """
+
+    languages: Tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def run(self, code: str, timeout: float) -> RunResult:
+        """Run ``code``, stopping it after ``timeout`` seconds."""
+
+    def prestart(self) -> None:
+        """Get ready for the first run ahead of it (raises what went wrong; the first run tries again)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """End everything this engine started (idempotent). A later run starts again."""
+
+
+class EngineContext:
+    """What the engines of one interpreter share: the workspace and its settings, a private temporary folder, the
+    environment the code gets, the mark its processes carry, their cgroups, and the sandbox.
+
+    ``resources`` holds what must not outlive the interpreter (process groups, the folder, cgroups), where a finalizer
+    can reach it without the interpreter object.
+
+    :param workspace: the folder the code runs in.
+    :param library_dir: a folder put on the kernel's path after the workspace (the code library's), or None.
+    :param max_output_chars: the bound of a run's output.
+    :param env_scrub: name patterns of the variables kept from the code (see ``environment``).
+    :param memory_limit_mb: see ``CodeInterpreter``.
+    :param cpu_time_s: see ``CodeInterpreter``.
+    :param sandbox: where the engines' processes run.
+    """
+
+    def __init__(self, workspace: str, library_dir: Optional[str] = None, max_output_chars: int = 20000,
+                 env_scrub: Iterable[str] = DEFAULT_ENV_SCRUB, memory_limit_mb: Optional[float] = None,
+                 cpu_time_s: Optional[float] = None, sandbox: Optional[Sandbox] = None):
+        self.workspace = os.path.abspath(os.path.expanduser(str(workspace)))
+        self.library_dir = os.path.abspath(os.path.expanduser(str(library_dir))) if library_dir else None
+        self.figure_dir = os.path.join(self.workspace, FIGURE_DIR)  # where the PNG files of figures are saved
+        self.max_output_chars = int(max_output_chars)
+        self.env_scrub = tuple(env_scrub)
+        self.memory_limit_mb = positive_or_none("memory_limit_mb", memory_limit_mb)
+        self.cpu_time_s = positive_or_none("cpu_time_s", cpu_time_s)
+        self.sandbox = sandbox if sandbox is not None else Sandbox(None)
+        self.id = uuid.uuid4().hex[:16]
+        self.resources: Dict[str, Any] = {"kernel_pgid": None, "scratch": None, "shell_groups": [],
+                                          "marker": f"{self.id}/", "cgroups": [], "tracker": None}
+
+    @property
+    def scratch(self) -> Optional[str]:
+        """The private temporary folder, if one was made (``scratch_dir`` makes it)."""
+        return self.resources["scratch"]
+
+    def scratch_dir(self) -> str:
+        if self.scratch is None or not os.path.isdir(self.scratch):
+            base = tempfile.gettempdir()
+            if len(base) > 60:  # IPC socket paths must stay short (108 bytes)
+                base = "/tmp"
+            self.resources["scratch"] = tempfile.mkdtemp(prefix="jarvis-interp-", dir=base)
+        return self.resources["scratch"]
+
+    def environment(self) -> Dict[str, str]:
+        return code_environment(self.workspace, self.env_scrub)
+
+    def marker(self, kind: str) -> str:
+        """The value of ``MARKER_VARIABLE`` for the processes of ``kind`` (``kernel<n>`` or ``shell``)."""
+        return f"{self.id}/{kind}/"
+
+    def cgroup(self, kind: str) -> Optional[Cgroup]:
+        cgroup = Cgroup.create(f"{os.getpid()}-{self.id}-{kind}")
+        if cgroup is not None:
+            self.resources["cgroups"].append(cgroup)
+        return cgroup
+
+    def drop_cgroup(self, cgroup: Optional[Cgroup]) -> None:
+        if cgroup is None:
+            return
+        cgroup.kill()
+        cgroup.remove()
+        with contextlib.suppress(ValueError):
+            self.resources["cgroups"].remove(cgroup)
+
+    def keep_group(self, pgid: int) -> None:
+        """Remember a shell command's process group that outlived the command, to kill it at close()."""
+        self.resources["shell_groups"] = [g for g in self.resources["shell_groups"] if group_alive(g)] + [pgid]
+
+    def sandboxed(self, command: List[str], kernel: bool) -> List[str]:
+        """``command`` run in the sandbox, which writes only the workspace and the private folder."""
+        if not self.sandbox.active:
+            return command
+        return self.sandbox.wrap(command, self.workspace, [self.scratch_dir()], kernel=kernel)
+
+    def limit_notes(self, out: BoundedText, text: str) -> None:
+        """Say the memory limit when ``text`` (an error's name, a command's output) shows the code reached it."""
+        if self.memory_limit_mb and "MemoryError" in text:
+            out.note(f"[The code reached the memory limit of {self.memory_limit_mb:g} MB (memory_limit_mb): use less "
+                     "memory (smaller pieces, generators), or raise the limit in the configuration.]")
