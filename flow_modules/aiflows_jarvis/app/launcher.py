@@ -1,7 +1,7 @@
-"""What a launcher of Jarvis needs: credentials from the environment, model names litellm 1.0.0 accepts, the
+"""What a launcher needs: credentials from the environment, model names litellm 1.0.0 accepts, the
 configuration, the memory folder (a new run or a resumed one), and the clean-up of interpreters.
 
-Jarvis's command line (`jarvis`) is built on these; they are importable for other launchers.
+Both command lines (``jarvis``, ``autogpt``) are built on these; they are importable for other launchers.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import shutil
 import time
 from typing import Any, Dict, Iterator, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError  # noqa: F401  (tests import it here)
 from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 from aiflows_jarvis.CoreFlowModule.memory import set_memory_files, shorten, sweep_temporary_files
 
@@ -20,22 +20,31 @@ DEFAULT_FLOW_CONFIG = {"flow": {
     "_target_": "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config", "name": "Jarvis"}}
 NO_KEY_PLACEHOLDER = "sk-no-key-needed"
 
-NO_CREDENTIALS_HELP = """\
-Jarvis needs an LLM, and none is configured. Either set an API key:
+
+def no_credentials_help(app: str = "Jarvis", command: str = "jarvis", server_note: str = "") -> str:
+    """What to do when no LLM is configured, naming the command as the user started it (``command``: ``jarvis`` or
+    ``python run_jarvis.py``); ``server_note`` says what else a server must serve (AutoGPT: embeddings)."""
+    return f"""\
+{app} needs an LLM, and none is configured. Either set an API key:
   export OPENAI_API_KEY=sk-...            (OpenAI; --model picks the model, gpt-4 by default)
   export AZURE_API_KEY=... AZURE_API_BASE=https://<resource>.openai.azure.com AZURE_API_VERSION=2023-07-01-preview
                                           (Azure OpenAI; --model is your deployment name)
-or point Jarvis at an OpenAI-compatible server (vLLM, llama.cpp, Ollama, ...):
-  jarvis --api-base http://localhost:8000/v1 --model <model name> "<goal>"
-To see Jarvis work without any LLM, replay the recorded demo: jarvis --demo"""
+or point {app} at an OpenAI-compatible server{server_note} (vLLM, llama.cpp, Ollama, ...):
+  {command} --api-base http://localhost:8000/v1 --model <model name> "<goal>"
+To see {app} work without any LLM, replay the recorded demo: {command} --demo"""
+
+
+NO_CREDENTIALS_HELP = no_credentials_help()
 
 
 class MissingCredentials(JarvisError):
     """No API key and no --api-base."""
 
 
-def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None) -> List[Any]:
-    """The ApiInfo to use, from ``--api-base`` and the usual environment variables; MissingCredentials if none."""
+def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None,
+                               help_text: str = NO_CREDENTIALS_HELP) -> List[Any]:
+    """The ApiInfo to use, from ``--api-base`` and the usual environment variables; MissingCredentials (saying
+    ``help_text``) if none."""
     from aiflows.backends.api_info import ApiInfo
 
     env = os.environ if environ is None else environ
@@ -53,7 +62,7 @@ def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional
                                      "endpoint, e.g. https://<resource>.openai.azure.com")
         return [ApiInfo(backend_used="azure", api_key=azure_key, api_base=base,
                         api_version=env.get("AZURE_API_VERSION") or "2023-07-01-preview")]
-    raise MissingCredentials(NO_CREDENTIALS_HELP)
+    raise MissingCredentials(help_text)
 
 
 def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = None) -> str:
