@@ -145,3 +145,19 @@ def test_the_apps_share_one_exit_code_table():
 
     for app in (JARVIS, AUTOGPT):
         assert "exit codes: 0 finished" in app.epilog, f"{app.name}'s --help lists the exit codes"
+
+
+@apps
+def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(app, tmp_path):
+    """``python run_autogpt.py --demo | head -1``: the run stops at its next print, exit 141, one line said."""
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    env["NO_COLOR"] = "1"
+    with network_guarded(env) as guarded:
+        child = subprocess.Popen([sys.executable, os.path.join(ROOT, APPS[app][0]), "--demo"], cwd=tmp_path,
+                                 env=guarded, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = child.stdout.readline()
+        child.stdout.close()
+        _, stderr = child.communicate(timeout=240)
+    assert first.strip(), "the run printed its first line"
+    assert child.returncode == 141, stderr.decode()[-3000:]
+    assert stderr.decode().strip() == "Stopped: the output was closed.", "no traceback, no 'Exception ignored'"

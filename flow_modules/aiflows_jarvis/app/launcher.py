@@ -15,7 +15,8 @@ from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError  # noq
 from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 from aiflows_jarvis.CoreFlowModule.memory import set_memory_files, shorten, sweep_temporary_files
 
-# When no configuration file is at hand (e.g. an install without the repository's configuration folder): Jarvis's own defaults.
+# When no configuration file is at hand (an install without the repository's configuration folder): Jarvis's
+# own defaults.
 DEFAULT_FLOW_CONFIG = {"flow": {
     "_target_": "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config", "name": "Jarvis"}}
 NO_KEY_PLACEHOLDER = "sk-no-key-needed"
@@ -90,7 +91,7 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
     if provider in set(getattr(litellm, "provider_list", [])) - {"openai", "custom_openai"}:
         # The key Jarvis found is OpenAI's (or Azure's): it must not be sent to another provider.
         raise BadInputError(
-            f"--model {model}: Jarvis talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
+            f"--model {model}: the command line talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
             f"{provider}, run an OpenAI-compatible proxy in front of it (e.g. `litellm --model {model}`) and pass "
             "its address with --api-base.")
     return f"openai/{model}"
@@ -286,7 +287,7 @@ def check_run_paths(memory_dir: str, trace: Optional[str] = None, trace_option: 
                 "away.")
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is read-only" if existing == memory_dir else f"cannot be made in {existing}, which is read-only"
-        return (f"The memory folder {memory_dir} {what}: Jarvis writes its plans, logs and library there. Give a "
+        return (f"The memory folder {memory_dir} {what}: the run keeps its memory there. Give a "
                 "folder you can write to with --memory-dir.")
     return output_file_problem(trace, trace_option, memory_dir, "trace.jsonl") if trace else None
 
@@ -306,7 +307,7 @@ def output_file_problem(path: str, option: str, memory_dir: str, example: str) -
     folder, memory = os.path.realpath(os.path.dirname(path)), os.path.realpath(os.path.abspath(memory_dir))
     inside = folder == memory or folder.startswith(memory + os.sep)
     if inside and os.path.islink(path):
-        return (f"{option} {path} is a symbolic link in the memory folder; Jarvis does not follow links there. "
+        return (f"{option} {path} is a symbolic link in the memory folder; a run does not follow links there. "
                 "Remove it, or give another file.")
     return None
 

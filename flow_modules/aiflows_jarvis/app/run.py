@@ -136,6 +136,7 @@ class Session:
     memory: Any = None
     goal: str = ""
     budget: Any = None
+    run_lock: Any = None
 
     @property
     def command(self) -> str:
@@ -179,12 +180,12 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
         set_console(Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream))
     session = Session(app, args, get_console(), os.path.abspath(args.memory_dir), time.time())
     console = session.console
-    output = run_lock = None
+    output = None
     hint = set_closed_input_hint(app.words.closed_input)
     bad_input = (launcher.MissingCredentials, MemoryInUseError, BadInputError)
     try:
         with interrupts_deferred():  # until the app starts working
-            run_lock, code = _start(session)
+            code = _start(session)
             if code is not None:
                 return code
         budget = session.budget
@@ -244,21 +245,22 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
             ending.show_usage(console, unless_unused=True)
             if session.memory is not None:  # the run got as far as its memory folder (its lock is held till after)
                 ending.write_run_report(session, None)
-            if run_lock is not None:
-                run_lock.release()
+            if session.run_lock is not None:
+                session.run_lock.release()
 
     console.set_depth(0)
     try:
         ending.show_answer(session, output)
         ending.write_run_report(session, output)
     finally:  # the report reads the memory folder: another run may start there only after it
-        run_lock.release()
+        session.run_lock.release()
     return FINISHED if output.get("status") == "finished" else FAILED
 
 
-def _start(session: Session):
-    """Everything before the flow is called: ``(the memory folder's lock, None)``, or ``(None, exit code)`` when a
-    file the run would write is refused (before anything in the memory folder is touched)."""
+def _start(session: Session) -> Optional[int]:
+    """Everything before the flow is called; an exit code when a file the run would write is refused (before
+    anything in the memory folder is touched). The memory folder's lock is ``session.run_lock``: the caller
+    releases it after the end of the run (the report reads the folder)."""
     from aiflows_jarvis.CoreFlowModule import set_trace_file
     from aiflows_jarvis.CoreFlowModule.locks import RunLock
 
@@ -279,21 +281,19 @@ def _start(session: Session):
             problem = f"{trace_option} {trace} cannot be written: {error.strerror or error}."
     if problem:
         console.line("error", f"\n{problem}")
-        return None, BAD_INPUT
+        return BAD_INPUT
 
     # ~~~ One run at a time in a memory folder: locked before anything in it is read, moved or written ~~~
-    run_lock = RunLock(memory_dir).acquire()
-    if run_lock.taken_over:
-        console.line("info", run_lock.taken_over)
-    try:
-        _prepare(session, run_file)
-    except BaseException:
-        run_lock.release()
-        raise
-    return run_lock, None
+    session.run_lock = RunLock(memory_dir).acquire()
+    if session.run_lock.taken_over:
+        console.line("info", session.run_lock.taken_over)
+    _prepare(session, run_file)
+    return None
 
 
 def _prepare(session: Session, run_file: str) -> None:
+    """From --resume to the flow, built, with its memory prepared: each step fills ``session`` for the next and for
+    the app's hooks."""
     from aiflows_jarvis.ChatFlowModule import (
         Transcript,
         TranscriptRecorder,
