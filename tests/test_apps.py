@@ -161,3 +161,18 @@ def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(app, tmp_path):
     assert first.strip(), "the run printed its first line"
     assert child.returncode == 141, stderr.decode()[-3000:]
     assert stderr.decode().strip() == "Stopped: the output was closed.", "no traceback, no 'Exception ignored'"
+
+
+@pytest.mark.skipif(not AUTOGPT_EXTRA, reason='needs pip install -e ".[autogpt]"')
+def test_autogpts_report_shows_its_commands_from_the_trace(tmp_path):
+    """AutoGPT keeps no log: with --trace, its report lists each command with its arguments and result whole."""
+    done = run("autogpt", tmp_path, "--demo", "--trace", "trace.jsonl", "--report", "run.html")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Run report: run.html" in done.stdout
+    page = (tmp_path / "run.html").read_text(encoding="utf-8")
+    assert re.findall(r'class="cmd">(\w+)', page) == ["wiki_search", "ddg_search"], "the demo's two commands"
+    assert "2 commands of AutoGPT" in page and "Eiffel Tower" in page.split('id="run"')[1], "with their results"
+    plain = run("autogpt", tmp_path / "memory", "--demo", "--memory-dir", ".")
+    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
+    assert 'id="run"' not in (tmp_path / "memory" / "report.html").read_text(encoding="utf-8"), \
+        "without a trace there are no steps to show"

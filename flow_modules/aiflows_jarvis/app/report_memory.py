@@ -240,12 +240,15 @@ def _steps_of(tree: List[Node], boss_path: str) -> List[Node]:
 
 
 # ~~~ The trace: arguments and results whole ~~~
-def trace_steps(trace: str, boss_paths: Iterable[str]) -> Tuple[Dict[str, List[dict]], Dict[str, List[str]]]:
+def trace_steps(trace: str, boss_paths: Iterable[str],
+                loops: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, List[dict]], Dict[str, List[str]]]:
     """From a run's trace (JSON lines, see ``set_trace_file``): per boss, its commands in order (``command``,
-    ``args`` and the branch's ``output``, whole) and the plans approved for its tasks. A trace that cannot be read
-    gives nothing; a line that does not parse is skipped."""
+    ``args`` and the branch's ``output``, whole, with the user's ``feedback`` when a HumanFeedback flow asked for
+    it) and the plans approved for its tasks. ``loops``: ``{the controller-executor loop's path: boss path}``
+    (default: each boss's ``<path>/CtrlExMem``; AutoGPT's loop is its top flow). A trace that cannot be read gives
+    nothing; a line that does not parse is skipped."""
     paths = list(boss_paths)
-    loops = {f"{p}/CtrlExMem": p for p in paths}
+    loops = loops if loops is not None else {f"{p}/CtrlExMem": p for p in paths}
     steps: Dict[str, List[dict]] = {p: [] for p in paths}
     plans: Dict[str, List[str]] = {p: [] for p in paths}
     try:
@@ -271,6 +274,8 @@ def trace_steps(trace: str, boss_paths: Iterable[str]) -> Tuple[Dict[str, List[d
                                  "output": None})
                 elif source == "Executor" and boss and boss[-1]["output"] is None:
                     boss[-1]["output"] = data.get("branch_output_data")
+                elif source == "HumanFeedback" and boss and isinstance(boss[-1]["output"], dict):
+                    boss[-1]["output"] = {**boss[-1]["output"], "feedback": data.get("human_feedback")}
             elif flow in plans and source == "Planner" and str(data.get("plan") or "").strip():
                 plans[flow].append(str(data["plan"]))
     return steps, plans
@@ -403,3 +408,20 @@ def _optional_text(path: str) -> str:
         return read_text(path)
     except MemoryFileError:
         return ""
+
+
+def loop_steps(trace: Optional[str], top: str) -> List[Node]:
+    """The steps of a run whose top flow is itself the controller-executor loop (AutoGPT: no boss, no log), from
+    its trace: one node per command, with its arguments and result whole; none without a trace."""
+    if not trace:
+        return []
+    steps, _ = trace_steps(trace, [top], loops={top: top})
+    nodes = []
+    for number, step in enumerate(steps[top], 1):
+        args = step["args"] if isinstance(step["args"], dict) else {}
+        output = step["output"]
+        entry = Entry(top, number, None, str(step["command"]), summarize_arguments(args).strip(),
+                      json.dumps(output, ensure_ascii=False, default=str) if output is not None else "",
+                      full_arguments=args, output=output)
+        nodes.append(Node(entry, top))
+    return nodes

@@ -56,6 +56,7 @@ from .report_memory import (  # noqa: F401  (the report's reading, importable fr
     build_tree,
     files_noted,
     image_data_uri,
+    loop_steps,
     plan_revisions,
     read_log,
     read_run_file,
@@ -149,15 +150,16 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
     ``resumed``); ``usage``: a ``UsageMeter``; ``trace``: the run's trace file, if any; ``figures``: image files the
     caller found made by the run; ``folders``: where code ran (relative names in code runs' notes are looked up
     there; ``memory_dir`` is always looked in); ``app``: the command's name (the title); ``run_file``: the name of
-    its run file in ``memory_dir``. A run without bosses (no plan and log in ``layout``) has no steps, plans or
-    library sections.
+    its run file in ``memory_dir``. A run without bosses (no plan and log in ``layout``) has no plans or library
+    sections, and its steps come from ``trace`` (its top flow, named ``app``, is the controller-executor loop).
     """
     r = _gather(os.path.abspath(memory_dir), layout, dict(outcome or {}), status, mode, trace, figures, folders,
-                ended, run_file)
+                ended, run_file, app)
     sections = [("run", "The run"), ("figures", "Figures"), ("plans", "Plans"), ("library", "Library"),
                 ("usage", "LLM usage"), ("files", "Files")]
-    if not r.bosses:
-        sections = [(key, name) for key, name in sections if key not in ("run", "plans", "library")]
+    if not r.bosses:  # a run without bosses: its steps come from its trace, if it has one
+        sections = [(key, name) for key, name in sections if key in ("figures", "usage", "files")
+                    or (key == "run" and r.tree)]
     goal = str(r.run.get("goal") or "")
     answer = (f"<div class=\"answer text\">{esc(r.answer)}</div>" if r.answer else
               f"<p>No final answer: the run {esc(r.status)}.</p>")
@@ -171,7 +173,7 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
         f"<section id=\"goal\"><h2>Goal</h2><div class=\"goal text\">{esc(goal) or '(no goal recorded)'}</div>"
         "</section>",
         f"<section id=\"answer\"><h2>Final answer</h2>{answer}</section>",
-        *([_run_html(r)] if r.bosses else []), _figures_html(r),
+        *([_run_html(r, app)] if r.tree or r.bosses else []), _figures_html(r),
         *([_plans_html(r), _library_html(r)] if r.bosses else []),
         f"<section id=\"usage\"><h2>LLM usage</h2>{_usage_html(usage)}</section>",
         _files_html(r),
@@ -182,14 +184,14 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
 
 def _gather(memory_dir: str, layout, outcome: Dict[str, Any], status: Optional[str], mode: str,
             trace: Optional[str], figures: Iterable[str], folders: Iterable[str], ended: Optional[float],
-            run_file: str) -> _Run:
+            run_file: str, app: str) -> _Run:
     run = read_run_file(memory_dir, run_file)
     started = run.get("task_started") or run.get("started")
     folders = list(dict.fromkeys([os.path.abspath(f) for f in folders if f] + [memory_dir]))
     bosses = bosses_of(layout)
     steps, approved = trace_steps(trace, [b.path for b in bosses]) if trace else ({}, {})
     tree = build_tree(bosses, float(started) if isinstance(started, (int, float)) else None, steps,
-                      stopped=not outcome)
+                      stopped=not outcome) if bosses else loop_steps(trace, app)
     entries = list(_walk(tree))
     # Figures: those the caller found, and those code runs said they saved
     paths = list(dict.fromkeys([os.path.abspath(p) for p in figures] +
@@ -221,12 +223,12 @@ def _meta_html(r: _Run) -> str:
     return "".join(f"<span>{m}</span>" for m in meta)
 
 
-def _run_html(r: _Run) -> str:
+def _run_html(r: _Run, app: str) -> str:
     steps = sum(1 for e in r.entries if e.command not in _MARKERS)
-    top = r.bosses[0].name
+    about = (f"{steps} steps of {esc(r.bosses[0].name)} and the bosses under it, each with the time it started and "
+             "how long it took." if r.bosses else f"{steps} commands of {esc(app)}, from the run's trace.")
     tree = _Renderer(r.bosses, r.folders, r.figure_ids).nodes(r.tree) if r.tree else "<p>(no step was logged)</p>"
-    return (f"<section id=\"run\"><h2>The run, step by step</h2><p class=\"meta\">{steps} steps of {esc(top)} and "
-            "the bosses under it, each with the time it started and how long it took.</p>"
+    return (f"<section id=\"run\"><h2>The run, step by step</h2><p class=\"meta\">{about}</p>"
             "<button type=\"button\" data-open=\"yes\">Expand all</button>"
             f"<button type=\"button\" data-open=\"no\">Collapse all</button>{tree}</section>")
 
