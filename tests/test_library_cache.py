@@ -96,7 +96,7 @@ def test_a_save_into_a_large_library_parses_it_once_and_compiles_it_never(tmp_pa
     import ast
     import builtins
 
-    from aiflows_jarvis.CoreFlowModule.run_report import Entry, added_functions
+    from aiflows_jarvis.app.run_report import Entry, added_functions
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
     from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
 

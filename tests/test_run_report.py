@@ -1,4 +1,4 @@
-"""The run report (CoreFlowModule/run_report.py, written by run_jarvis.py): what it holds, that it is self-contained,
+"""The run report (app/run_report.py, written by run_jarvis.py): what it holds, that it is self-contained,
 that hostile text is shown as text, --report FILE, a report that cannot be written, a stopped and a resumed run; and
 the demo's report opened in a real headless Chromium (skipped when none is installed).
 
@@ -30,7 +30,7 @@ from test_terminal_safety import transcript_answering  # noqa: E402
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import Console  # noqa: E402
 from aiflows_jarvis.CoreFlowModule.memory import format_log_entry  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import run_report  # noqa: E402
+from aiflows_jarvis.app import run_report  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTILE_ANSWER = "April grew the most. <script>window.pwned = 1; alert('answer')</script> <img src=x onerror=alert(2)>"
@@ -175,7 +175,9 @@ def test_a_report_that_cannot_be_written_is_one_line_and_the_exit_code_stays(tmp
 
 
 def test_an_unexpected_failure_of_the_report_is_one_line(monkeypatch, tmp_path):
-    from aiflows_jarvis.app import jarvis as launcher_script
+    from aiflows_jarvis.app import ending
+    from aiflows_jarvis.app.jarvis import JARVIS
+    from aiflows_jarvis.app.run import Session
 
     def broken(*args, **kwargs):
         raise RuntimeError("something unexpected")
@@ -183,8 +185,8 @@ def test_an_unexpected_failure_of_the_report_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(run_report, "build_report", broken)
     sink = Sink()
     args = SimpleNamespace(demo=False, replay=None, resume=False, report=None)
-    launcher_script._write_run_report(Console(stream=sink, color=False), args, {}, str(tmp_path), None, None, None,
-                                      0.0)
+    ending.write_run_report(Session(JARVIS, args, Console(stream=sink, color=False), str(tmp_path), 0.0, memory={}),
+                            None)
     assert sink.text.strip() == "(The run report could not be written: RuntimeError: something unexpected)"
 
 

@@ -224,16 +224,17 @@ def test_new_files_skips_what_it_cannot_look_at(tmp_path):
 
 
 def test_a_failing_report_is_one_line_and_the_usage_still_shows(monkeypatch):
-    from aiflows_jarvis.app import jarvis as run_jarvis
-    from aiflows_jarvis.app import launcher
+    from aiflows_jarvis.app import ending, launcher
+    from aiflows_jarvis.app.jarvis import JARVIS
+    from aiflows_jarvis.app.run import Session
 
     def broken(folder, since, **kwargs):
         raise PermissionError(13, "Permission denied", folder)
 
     monkeypatch.setattr(launcher, "new_files", broken)
     sink = Sink()
-    run_jarvis._report(Console(stream=sink, color=False), {"status": "finished", "answer": "42"}, {}, "memory",
-                      "memory", 0)
+    session = Session(JARVIS, None, Console(stream=sink, color=False), "memory", 0, workdir="memory", memory={})
+    ending.show_answer(session, {"status": "finished", "answer": "42"})
     assert "Final answer:\n    42\n" in sink.text
     assert "(The end-of-run report is incomplete: PermissionError" in sink.text
     assert "LLM calls" in sink.text, "the usage report comes after"

@@ -165,7 +165,7 @@ class RunLock:
             os.close(fd)
             stop = f"stop it (kill {holder['pid']})" if holder else "stop it"
             raise MemoryInUseError(
-                f"Another Jarvis run, {_describe_holder(holder)}, is using the memory folder {self.memory_dir} (it "
+                f"Another run, {_describe_holder(holder)}, is using the memory folder {self.memory_dir} (it "
                 f"holds {RUN_LOCK_NAME} there). Two runs on one folder would archive and mix each other's plans and "
                 f"logs. Wait for that run to end, or {stop} and run again, or give this run its own folder with "
                 "--memory-dir.", holder_pid=holder["pid"] if holder else None) from None

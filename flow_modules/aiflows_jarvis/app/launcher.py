@@ -1,7 +1,7 @@
-"""What a launcher of Jarvis needs: credentials from the environment, model names litellm 1.0.0 accepts, the
+"""What a launcher needs: credentials from the environment, model names litellm 1.0.0 accepts, the
 configuration, the memory folder (a new run or a resumed one), and the clean-up of interpreters.
 
-Jarvis's command line (`jarvis`) is built on these; they are importable for other launchers.
+Both command lines (``jarvis``, ``autogpt``) are built on these; they are importable for other launchers.
 """
 from __future__ import annotations
 
@@ -11,31 +11,41 @@ import shutil
 import time
 from typing import Any, Dict, Iterator, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError  # noqa: F401  (tests import it here)
 from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 from aiflows_jarvis.CoreFlowModule.memory import set_memory_files, shorten, sweep_temporary_files
 
-# When no configuration file is at hand (e.g. an install without the repository's configuration folder): Jarvis's own defaults.
+# When no configuration file is at hand (an install without the repository's configuration folder): Jarvis's
+# own defaults.
 DEFAULT_FLOW_CONFIG = {"flow": {
     "_target_": "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config", "name": "Jarvis"}}
 NO_KEY_PLACEHOLDER = "sk-no-key-needed"
 
-NO_CREDENTIALS_HELP = """\
-Jarvis needs an LLM, and none is configured. Either set an API key:
+
+def no_credentials_help(app: str = "Jarvis", command: str = "jarvis", server_note: str = "") -> str:
+    """What to do when no LLM is configured, naming the command as the user started it (``command``: ``jarvis`` or
+    ``python run_jarvis.py``); ``server_note`` says what else a server must serve (AutoGPT: embeddings)."""
+    return f"""\
+{app} needs an LLM, and none is configured. Either set an API key:
   export OPENAI_API_KEY=sk-...            (OpenAI; --model picks the model, gpt-4 by default)
   export AZURE_API_KEY=... AZURE_API_BASE=https://<resource>.openai.azure.com AZURE_API_VERSION=2023-07-01-preview
                                           (Azure OpenAI; --model is your deployment name)
-or point Jarvis at an OpenAI-compatible server (vLLM, llama.cpp, Ollama, ...):
-  jarvis --api-base http://localhost:8000/v1 --model <model name> "<goal>"
-To see Jarvis work without any LLM, replay the recorded demo: jarvis --demo"""
+or point {app} at an OpenAI-compatible server{server_note} (vLLM, llama.cpp, Ollama, ...):
+  {command} --api-base http://localhost:8000/v1 --model <model name> "<goal>"
+To see {app} work without any LLM, replay the recorded demo: {command} --demo"""
+
+
+NO_CREDENTIALS_HELP = no_credentials_help()
 
 
 class MissingCredentials(JarvisError):
     """No API key and no --api-base."""
 
 
-def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None) -> List[Any]:
-    """The ApiInfo to use, from ``--api-base`` and the usual environment variables; MissingCredentials if none."""
+def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None,
+                               help_text: str = NO_CREDENTIALS_HELP) -> List[Any]:
+    """The ApiInfo to use, from ``--api-base`` and the usual environment variables; MissingCredentials (saying
+    ``help_text``) if none."""
     from aiflows.backends.api_info import ApiInfo
 
     env = os.environ if environ is None else environ
@@ -53,7 +63,7 @@ def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional
                                      "endpoint, e.g. https://<resource>.openai.azure.com")
         return [ApiInfo(backend_used="azure", api_key=azure_key, api_base=base,
                         api_version=env.get("AZURE_API_VERSION") or "2023-07-01-preview")]
-    raise MissingCredentials(NO_CREDENTIALS_HELP)
+    raise MissingCredentials(help_text)
 
 
 def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = None) -> str:
@@ -81,7 +91,7 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
     if provider in set(getattr(litellm, "provider_list", [])) - {"openai", "custom_openai"}:
         # The key Jarvis found is OpenAI's (or Azure's): it must not be sent to another provider.
         raise BadInputError(
-            f"--model {model}: Jarvis talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
+            f"--model {model}: the command line talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
             f"{provider}, run an OpenAI-compatible proxy in front of it (e.g. `litellm --model {model}`) and pass "
             "its address with --api-base.")
     return f"openai/{model}"
@@ -284,7 +294,7 @@ def check_run_paths(memory_dir: str, trace: Optional[str] = None, trace_option: 
                 "away.")
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is read-only" if existing == memory_dir else f"cannot be made in {existing}, which is read-only"
-        return (f"The memory folder {memory_dir} {what}: Jarvis writes its plans, logs and library there. Give a "
+        return (f"The memory folder {memory_dir} {what}: the run keeps its memory there. Give a "
                 "folder you can write to with --memory-dir.")
     return output_file_problem(trace, trace_option, memory_dir, "trace.jsonl") if trace else None
 
@@ -304,7 +314,7 @@ def output_file_problem(path: str, option: str, memory_dir: str, example: str) -
     folder, memory = os.path.realpath(os.path.dirname(path)), os.path.realpath(os.path.abspath(memory_dir))
     inside = folder == memory or folder.startswith(memory + os.sep)
     if inside and os.path.islink(path):
-        return (f"{option} {path} is a symbolic link in the memory folder; Jarvis does not follow links there. "
+        return (f"{option} {path} is a symbolic link in the memory folder; a run does not follow links there. "
                 "Remove it, or give another file.")
     return None
 

@@ -1,0 +1,107 @@
+"""The end of a run, on screen and in the run report: the answer, the memory files, the files the run made, the
+usage table. The run is over by then: a failure here is said in one line and leaves the run's exit code as it is."""
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional
+
+from . import launcher
+
+
+def shown(path: str) -> str:
+    """A path as the user reads it best: relative inside the current folder, absolute outside it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
+
+
+def show_answer(session: Any, output: dict) -> None:
+    """The final answer (unless the run showed it already), the memory folder's lines, the files the run made or
+    changed in the working folder, what the run cost."""
+    from aiflows_jarvis.CoreFlowModule.errors import describe
+
+    console, app = session.console, session.app
+    try:
+        answer = str(output.get("answer") or output.get("summary") or "(no answer)")
+        status = output.get("status", "")
+        if console.was_shown(answer) and not app.repeat_answer:
+            console.line("answer", f"\n{app.name} {status}: the {app.words.answer.lower()} is above.")
+        else:
+            console.show("answer", f"\n{app.name} {status}. {app.words.answer}:", answer)
+        lines = app.hooks.memory_lines(session) if app.hooks.memory_lines else memory_lines(session.memory)
+        console.show("info", "Memory files:", "\n".join(lines) or "(none)")
+        made = made_files(session)
+        if made:
+            where = shown(session.workdir) if session.workdir != os.getcwd() else "this folder"
+            console.show("info", f"Files made or changed in {where}:", "\n".join(shown(p) for p in made))
+    except Exception as error:  # noqa: BLE001 - the report must not fail a finished run
+        console.line("warning", f"(The end-of-run report is incomplete: {describe(error)})")
+    show_usage(console)
+
+
+def memory_lines(memory: Any) -> List[str]:
+    """``Jarvis: memory/plan_jarvis.txt, memory/logs_jarvis.txt`` per boss, named as the steps on screen name it
+    (``ExtendLibrary``), with only the files that exist (a boss that never ran, or whose files were archived, has
+    none), then the code library."""
+    from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb_parts
+
+    lines, library = [], set()
+    for boss, files in (memory or {}).items():
+        library.update(p for k, p in files.items() if k == "code_library")
+        existing = [p for k, p in files.items() if k != "code_library" and os.path.isfile(p)]
+        if "plan" in files and existing:  # the bosses' files; the code writers only point at the library
+            lines.append(f"{breadcrumb_parts(boss, boss=True)[-1]}: " + ", ".join(shown(p) for p in existing))
+    lines += [f"code library: {shown(p)}" for p in sorted(library) if os.path.isfile(p)]
+    return lines
+
+
+def made_files(session: Any) -> List[str]:
+    """The files the run made or changed in the working folder (figures, CSVs, pages, ...), without the memory
+    files, the run file and the run report; the memory folder's other files too when the code runs there."""
+    from .run_report import REPORT_NAME
+
+    memory, memory_dir, workdir = session.memory, session.memory_dir, session.workdir
+    if not workdir:
+        return []
+    own = {p for files in memory.values() for p in files.values()} if memory else set()
+    own |= {os.path.join(memory_dir, name) for name in (REPORT_NAME, session.app.run_file)}
+    skip = tuple(own) + (() if os.path.abspath(workdir) == memory_dir else (memory_dir,))
+    return launcher.new_files(workdir, session.started, suffixes=None, skip=skip)
+
+
+def show_usage(console: Any, unless_unused: bool = False) -> None:
+    """The run's LLM usage and cost, per chat (``unless_unused``: nothing when no LLM was called); a failure is one
+    line, never the run's outcome."""
+    from aiflows_jarvis.CoreFlowModule import USAGE
+    from aiflows_jarvis.CoreFlowModule.errors import describe
+
+    try:
+        if not unless_unused or USAGE.total().calls:
+            console.show("info", USAGE.summary(), USAGE.report())
+    except Exception as error:  # noqa: BLE001
+        console.line("warning", f"(The usage report failed: {describe(error)})")
+
+
+def write_run_report(session: Any, output: Optional[dict]) -> None:
+    """The run report (HTML): report.html in the memory folder, or ``--report FILE``; where it is, in one line."""
+    from aiflows_jarvis.CoreFlowModule.errors import describe
+
+    console, args = session.console, session.args
+    try:
+        from aiflows_jarvis.CoreFlowModule import USAGE
+
+        from . import run_report
+
+        memory_dir, workdir = session.memory_dir, session.workdir
+        folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
+        mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
+                else "resumed" if args.resume else "")
+        path = run_report.write_report(
+            args.report or os.path.join(memory_dir, run_report.REPORT_NAME), memory_dir, session.memory or {},
+            outcome=output, status="stopped before the end", mode=mode, usage=USAGE, trace=session.trace,
+            folders=folders, figures=[p for p in made_files(session) if p.lower().endswith(launcher.FIGURE_SUFFIXES)],
+            app=session.app.name, run_file=session.app.run_file)
+        console.line("info", f"Run report: {shown(path)}")
+    except Exception as error:  # noqa: BLE001 - the report must not fail the run
+        console.line("warning", f"(The run report could not be written: {describe(error)})")
+    except KeyboardInterrupt:  # Ctrl+C while it is written: the run ends as it was going to, without it
+        console.line("warning", "(The run report was not written: Ctrl+C.)")

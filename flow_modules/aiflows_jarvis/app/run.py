@@ -1,0 +1,386 @@
+"""A run of a command line, the same for every app: signals and exit codes, the start (where the run writes, the
+memory folder's lock, --resume, the working folder, where LLM replies come from, the goal, --record, the
+configuration and budget, the flow and its memory), the run, and its end (the answer, the usage table, the report).
+
+An app (``spec.App``) declares what differs; its hooks get the ``Session``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from . import ending, launcher, resume
+from .names import command_line
+from .options import parse_args
+from .spec import App
+
+# The exit codes, one table for every command line.
+FINISHED, FAILED, BAD_INPUT, BUDGET_REACHED = 0, 1, 2, 3
+INTERRUPTED, HANGUP, OUTPUT_CLOSED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGHUP, 141, 128 + signal.SIGTERM
+EXIT_CODES = {
+    FINISHED: "finished",
+    FAILED: "failed or gave up",
+    BAD_INPUT: "bad input, missing credentials, or a memory folder in use by another run",
+    BUDGET_REACHED: "budget reached (--resume goes on)",
+    INTERRUPTED: "Ctrl+C",
+    TERMINATED: "SIGTERM",
+    HANGUP: "SIGHUP (the terminal closed)",
+    OUTPUT_CLOSED: "the output was closed by its reader (`| head -1`: as SIGPIPE would, so `set -o pipefail` sees "
+                   "a cut run)",
+}
+
+
+class Terminated(SystemExit):
+    """SIGTERM, or SIGHUP (the terminal closed): unwinds like an exit, so interpreters are shut down (with what their
+    code started) and files closed; not a KeyboardInterrupt, which would ask the user what to do instead. Its code is
+    128 + the signal."""
+
+
+def _on_signal(signum, frame):
+    raise Terminated(128 + signum)
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Ctrl+C during start-up (imports, configuration, memory folder) takes effect when start-up is done: an
+    interrupt inside hydra or OmegaConf leaves them half-way and surfaces as a wall of nested errors. A second Ctrl+C
+    quits at once (nothing has run yet, so nothing is lost)."""
+    pressed = []
+
+    def handler(signum, frame):
+        if pressed:
+            print("\nStopped.", file=sys.stderr, flush=True)
+            os._exit(INTERRUPTED)
+        pressed.append(signum)
+        print("\nStopping when start-up is done (Ctrl+C again to quit now)...", file=sys.stderr, flush=True)
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: signals go to the main thread's handlers anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
+
+
+def note(text: str) -> None:
+    """A fixed line on stderr, which may be closed too (``2>&1 | head -1``)."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def exit_codes_help() -> str:
+    """The exit codes, for an app's --help."""
+    import textwrap
+
+    codes = ", ".join(f"{code} {what.split(' (')[0]}" for code, what in EXIT_CODES.items())
+    return textwrap.fill(f"exit codes: {codes}", 110, subsequent_indent="  ")
+
+
+def main(app: App, argv: Optional[List[str]] = None) -> int:
+    """Runs ``app``; returns its exit code (``EXIT_CODES``). SIGTERM and SIGHUP end the run as an exit does; a
+    program that calls main() gets its own handlers back."""
+    try:
+        previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    except ValueError:  # not the main thread (e.g. called from another program's worker): keep its handlers
+        previous = {}
+    try:
+        return _run(app, argv)
+    except KeyboardInterrupt:  # before the app started (imports, configuration): nothing to keep
+        note("\nStopped.")
+        return INTERRUPTED
+    except Terminated as stop:
+        note("\nTerminated.")
+        return stop.code
+    except SystemExit as stop:
+        # The Console's OutputClosed, looked up only once imported (importing it here would import aiflows before
+        # --help, and outside the deferred Ctrl+C). The Console pointed stdout at the null device: nothing is left
+        # to fail at exit.
+        interaction = sys.modules.get("aiflows_jarvis.CoreFlowModule.interaction")
+        if interaction is None or not isinstance(stop, interaction.OutputClosed):
+            raise
+        note("Stopped: the output was closed.")
+        return stop.code
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@dataclass
+class Session:
+    """One run of an app: what its steps and the app's hooks share."""
+
+    app: App
+    args: Any
+    console: Any
+    memory_dir: str
+    started: float
+    workdir: Optional[str] = None
+    trace: Optional[str] = None
+    transcript: Any = None
+    recorder: Any = None
+    api_infos: Any = None
+    config: Optional[Dict[str, Any]] = None
+    flow: Any = None
+    memory: Any = None
+    goal: str = ""
+    budget: Any = None
+    run_lock: Any = None
+
+    @property
+    def command(self) -> str:
+        """The command as the user started it (``jarvis``, ``python run_jarvis.py``), for hints."""
+        return command_line(self.app.entry_point, self.app.script)
+
+    def where_things_are(self) -> str:
+        """Where the run's files are, and how to go on (a replay is not resumed: it would start its recording
+        over)."""
+        if self.flow is None:
+            return ""
+        hint = "" if self.transcript is not None else f"; run again with --resume to {self.app.words.resume_does}"
+        return f"{self.app.words.kept} are in {self.memory_dir}{hint}."
+
+
+def _run(app: App, argv: Optional[List[str]]) -> int:
+    args = parse_args(app, argv)
+    with interrupts_deferred():
+        import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
+        from aiflows.utils import logging
+
+        from aiflows_jarvis.ChatFlowModule import remove_backend_wrapper
+        from aiflows_jarvis.CoreFlowModule import (
+            Console,
+            JarvisError,
+            TranscriptError,
+            get_console,
+            set_closed_input_hint,
+            set_console,
+            set_trace_file,
+        )
+        from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, set_run_budget
+        from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe, root_cause
+        from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
+
+    if args.verbose:
+        logging.set_verbosity_info()
+    else:
+        logging.set_verbosity_error()
+    if args.plain or args.stream:
+        set_console(Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream))
+    session = Session(app, args, get_console(), os.path.abspath(args.memory_dir), time.time())
+    console = session.console
+    output = None
+    hint = set_closed_input_hint(app.words.closed_input)
+    bad_input = (launcher.MissingCredentials, MemoryInUseError, BadInputError)
+    try:
+        with interrupts_deferred():  # until the app starts working
+            code = _start(session)
+            if code is not None:
+                return code
+        budget = session.budget
+        budget.started = time.monotonic()
+        set_run_budget(budget)
+        # the Python kernel starts while the user reads the first plan (not when the first run_code needs it)
+        set_warm_up(lambda: launcher.prestart_interpreters(session.flow))
+        result = session.flow.call({"goal": session.goal})
+        transcript = session.transcript
+        if transcript is not None and transcript.unused():
+            raise TranscriptError(f"The run finished with {transcript.unused()} recorded replies unused: it left the "
+                                  f"recording {transcript.path}, so its answer is not the recorded run's.")
+        output = result
+    except BudgetExceeded as error:
+        console.line("warning", f"\n{error}")
+        return BUDGET_REACHED
+    except KeyboardInterrupt:
+        console.line("warning", f"\nStopped. {session.where_things_are()}".rstrip())
+        return INTERRUPTED
+    except Terminated as stop:
+        console.line("warning", f"\nTerminated. {session.where_things_are()}".rstrip())
+        return stop.code
+    except JarvisError as error:
+        console.line("error", f"\n{describe(error)}")
+        if isinstance(error, bad_input):
+            return BAD_INPUT
+        if session.flow is not None:
+            console.line("info", session.where_things_are())
+        return FAILED
+    except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
+        if isinstance(root_cause(error), JarvisError):
+            console.line("error", f"\n{describe(error)}")
+            return BAD_INPUT if isinstance(root_cause(error), (launcher.MissingCredentials, BadInputError)) \
+                else FAILED
+        if args.verbose:  # the traceback, cleaned as everything shown is (a server's message can hold escapes)
+            import traceback
+
+            Console(stream=sys.stderr).show("error", "Unexpected error:", traceback.format_exc())
+            return FAILED
+        console.line("error", f"\nUnexpected error: {describe(error)}\n(--verbose shows the traceback.) "
+                              f"{session.where_things_are()}")
+        return FAILED
+    finally:
+        if session.recorder is not None:
+            remove_backend_wrapper(session.recorder.wrap)
+            session.recorder.close()
+        if app.hooks.cleanup:
+            app.hooks.cleanup(session)
+        if session.flow is not None:
+            launcher.close_interpreters(session.flow)
+        set_trace_file(None)
+        set_run_budget(None)
+        set_warm_up(None)
+        set_closed_input_hint(hint)
+        console.set_depth(0)
+        if output is None:  # what a run that did not end cost (an ended one: in the report below)
+            ending.show_usage(console, unless_unused=True)
+            if session.memory is not None:  # the run got as far as its memory folder (its lock is held till after)
+                ending.write_run_report(session, None)
+            if session.run_lock is not None:
+                session.run_lock.release()
+
+    console.set_depth(0)
+    try:
+        ending.show_answer(session, output)
+        ending.write_run_report(session, output)
+    finally:  # the report reads the memory folder: another run may start there only after it
+        session.run_lock.release()
+    return FINISHED if output.get("status") == "finished" else FAILED
+
+
+def _start(session: Session) -> Optional[int]:
+    """Everything before the flow is called; an exit code when a file the run would write is refused (before
+    anything in the memory folder is touched). The memory folder's lock is ``session.run_lock``: the caller
+    releases it after the end of the run (the report reads the folder)."""
+    from aiflows_jarvis.CoreFlowModule import set_trace_file
+    from aiflows_jarvis.CoreFlowModule.locks import RunLock
+
+    app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
+    run_file = os.path.join(memory_dir, app.run_file)
+
+    # ~~~ Where the run writes: checked first, before anything in the memory folder is moved ~~~
+    # (the trace file of --trace, else of the JARVIS_TRACE variable, which the flows would open on their own)
+    trace, trace_option = ((args.trace, "--trace") if args.trace
+                           else (os.environ.get("JARVIS_TRACE"), "The JARVIS_TRACE file"))
+    problem = launcher.check_run_paths(memory_dir, trace, trace_option) or (
+        args.report and launcher.output_file_problem(args.report, "--report", memory_dir, "report.html"))
+    if not problem and trace:
+        try:
+            set_trace_file(trace)
+            session.trace = trace
+        except OSError as error:
+            problem = f"{trace_option} {trace} cannot be written: {error.strerror or error}."
+    if problem:
+        console.line("error", f"\n{problem}")
+        return BAD_INPUT
+
+    # ~~~ One run at a time in a memory folder: locked before anything in it is read, moved or written ~~~
+    session.run_lock = RunLock(memory_dir).acquire()
+    if session.run_lock.taken_over:
+        console.line("info", session.run_lock.taken_over)
+    _prepare(session, run_file)
+    return None
+
+
+def _prepare(session: Session, run_file: str) -> None:
+    """From --resume to the flow, built, with its memory prepared: each step fills ``session`` for the next and for
+    the app's hooks."""
+    from aiflows_jarvis.ChatFlowModule import (
+        Transcript,
+        TranscriptRecorder,
+        add_backend_wrapper,
+        replay_factory,
+        set_backend_factory,
+        with_api_infos,
+    )
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule import memory as memory_module
+    from aiflows_jarvis.CoreFlowModule.budget import RunBudget
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+
+    app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
+    # ~~~ A resumed run continues with the goal and settings of the run it resumes, unless given again ~~~
+    previous = None
+    if args.resume:
+        previous = resume.previous_run(run_file, memory_dir)
+        resume.apply_previous(app, args, previous, memory_dir)
+
+    # ~~~ Where code runs: the folder the app is started in, unless told (a demo: its memory folder, where its
+    # recording says its files are) ~~~
+    session.workdir = os.path.abspath(args.workdir) if args.workdir else memory_dir if args.demo else os.getcwd()
+    if not os.path.isdir(session.workdir):
+        raise BadInputError(f"--workdir {args.workdir}: no such folder. Give a folder that exists (the code runs "
+                            "there and reads your files from there).")
+
+    # ~~~ Where the LLM replies come from ~~~
+    if args.demo or args.replay:
+        session.transcript = Transcript.load(app.demo if args.demo else args.replay)
+        set_backend_factory(replay_factory(session.transcript))
+        session.api_infos = [{"backend_used": "openai", "api_key": "replay"}]
+    else:
+        help_text = launcher.no_credentials_help(app.name, session.command, app.words.server_note)
+        session.api_infos = launcher.api_infos_from_environment(args.api_base, help_text=help_text)
+        overrides = {}
+        if args.model:
+            backend_used = session.api_infos[0].backend_used
+            overrides["model_name"] = {backend_used: launcher.litellm_model_name(args.model, backend_used,
+                                                                                  args.api_base)}
+        set_backend_factory(with_api_infos(session.api_infos, only_missing=True, **overrides))
+    if app.hooks.sources:
+        app.hooks.sources(session)
+
+    # ~~~ The goal ~~~
+    goal, source = args.goal, "The goal"
+    if session.transcript is not None and not goal:
+        goal, source = session.transcript.header.get("goal") or "", f"The goal in {session.transcript.path}"
+    if args.resume:
+        source = f"The goal in {run_file} (the run --resume continues)"
+    for what, text in ((source, goal), ("--model", args.model), ("--api-base", args.api_base)):
+        problem = launcher.check_text(what, text) if text is not None else None
+        if problem:
+            raise BadInputError(problem)
+    session.goal = goal
+    if args.demo:
+        console.show("flow", f"{app.name} demo", app.words.demo_intro.format(memory_dir=memory_dir))
+
+    # ~~~ The configuration, the budget, the flow ~~~
+    config_path = args.config or app.config
+    config = launcher.load_config(config_path) if (args.config or os.path.exists(app.config)) \
+        else app.default_config
+    if app.hooks.configure:
+        config = app.hooks.configure(session, config)
+    session.config = config
+    if args.record:
+        header = app.hooks.recorder_header(session) if app.hooks.recorder_header else {}
+        session.recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured", **header)
+        add_backend_wrapper(session.recorder.wrap)
+    session.budget = RunBudget.from_config(config.get("budget"), max_calls=args.max_calls,
+                                           max_tokens=args.max_tokens, max_cost=args.max_cost,
+                                           max_time=args.max_time)
+    launcher.reset_server_settings()
+    session.flow = flow = launcher.instantiate(config, session.api_infos, memory_dir, source=config_path)
+    launcher.set_chat_settings(flow, context_window=args.context_window,
+                               structured_output=args.structured_output, stream=args.stream or None)
+    # The run file before the previous plans are archived, replaced atomically: when it cannot be written (a full
+    # disk), the previous run is left whole, its run file included, for --resume.
+    memory_module.atomic_write(run_file, resume.run_record(app, args, goal, session.started, session.workdir,
+                                                           previous))
+    # A demo starts from an empty library, as it was recorded; other runs keep what was learned.
+    session.memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo,
+                                             workdir=session.workdir)
+    if session.memory.archive:
+        what = "plans, logs and code library" if args.demo else "plans and logs"
+        console.line("info", f"The previous {what} are kept in {ending.shown(session.memory.archive)}.")
+    if app.hooks.prepare:
+        app.hooks.prepare(session)
+    if args.yes or args.demo:
+        set_input_source(AutoApproveInput())

@@ -1,0 +1,300 @@
+"""The run report: one self-contained HTML page that shows what a run did, to look at after the run.
+
+The page is built from what the run leaves in its memory folder, so that a replayed or resumed run gets one as well as
+a live one: the run file (the goal, the model, when the task started), each boss's plan and log, the copies of
+replaced plans in ``archive/``, the code library and ``code_runs/`` (``report_memory`` reads them); and from what the
+command line still holds at the end: the outcome (final answer, status), the LLM usage meter, and the run's
+``--trace`` file when it has one (arguments and results whole, and each plan approved).
+
+* The run is a tree of ``<details>`` elements (``report_html``): each boss's log entries in order, a sub-boss's
+  entries inside the command of its parent that ran it, with the arguments, the result, what the user said, when it
+  started and how long it took. A run without bosses (AutoGPT) shows its goal, answer, usage and files.
+* Everything the LLM, the user or a program wrote is HTML-escaped (control characters removed first): the page shows
+  it, never obeys it. A Content-Security-Policy lets the page load nothing (``default-src 'none'``) but ``data:``
+  images, and run no script but its own (by hash).
+* Figures (PNG, JPEG, GIF, WebP, SVG) are inlined as ``data:`` URIs, checked by their first bytes; links are not
+  followed. Building the page reads files only; ``write_report`` writes it atomically. A caller at the end of a run
+  should catch what they raise: a run is not failed by its report.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
+
+from .report_html import (  # noqa: F401
+    _SCRIPT,
+    _STYLE,
+    _csp,
+    _pre,
+    _Renderer,
+    _short,
+    _texts,
+    _when,
+    duration_text,
+    esc,
+    user_said,
+)
+from .report_memory import (  # noqa: F401  (the report's reading, importable from here)
+    _DONE,
+    _IMAGE_TYPES,
+    _MARKERS,
+    _STEP,
+    MAX_FIGURE_BYTES,
+    MAX_FIGURES,
+    REPORT_NAME,
+    RUN_FILE,
+    Boss,
+    Entry,
+    Node,
+    added_functions,
+    boss_name,
+    bosses_of,
+    build_tree,
+    files_noted,
+    image_data_uri,
+    loop_steps,
+    plan_revisions,
+    read_log,
+    read_run_file,
+    trace_steps,
+)
+
+
+def _plan_html(text: str) -> str:
+    lines = []
+    for line in text.rstrip("\n").split("\n"):
+        done = bool(_DONE.search(line))
+        shown = esc(_DONE.sub("", line).rstrip()) + (" <span class=\"mark\">\u2713 done</span>" if done else "")
+        lines.append(f"<div class=\"{'done' if done else ''}\">{shown or '&nbsp;'}</div>")
+    return f"<div class=\"plan\">{''.join(lines)}</div>"
+
+
+def _without_marks(plan: str) -> str:
+    return " ".join(_DONE.sub(" ", plan).split())
+
+
+def _plan_progress(text: str) -> str:
+    steps = [line for line in text.split("\n") if _STEP.match(line)]
+    done = sum(1 for line in text.split("\n") if _DONE.search(line))
+    return f"{min(done, len(steps))} of {len(steps)} steps done" if steps else ""
+
+
+def _usage_html(usage: Any) -> str:
+    if usage is None:
+        return "<p>No usage was recorded.</p>"
+    from aiflows_jarvis.CoreFlowModule.usage import _row, _short_paths
+
+    total = usage.total()
+    summary = f"<p>{esc(usage.summary())}</p>"
+    if not total.calls and not total.repairs:
+        return summary
+    rows = list(usage.per_flow.items())
+    names = _short_paths([flow for flow, _ in rows])
+    header = ("chat", "calls", "prompt tokens", "completion tokens", "cost", "repaired", "corrected")
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _row(name, used)) + "</tr>"
+                   for (_, used), name in zip(rows, names))
+    body += "<tr class=\"total\">" + "".join(f"<td>{esc(c)}</td>" for c in _row("total", total)) + "</tr>"
+    head = "<tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr>"
+    note = ("<p class=\"meta\">~: estimated with the cl100k tokenizer (the server reported no usage); -: no known "
+            "price.</p>")
+    return f"{summary}<table>{head}{body}</table>{note}"
+
+
+def _status_badge(status: str) -> str:
+    kind = "ok" if status == "finished" else "warn" if status.startswith("stopped") or "budget" in status else "bad"
+    return f"<span class=\"badge {kind}\">{esc(status or 'unknown')}</span>"
+
+
+def _shown(path: str, memory_dir: str) -> str:
+    relative = os.path.relpath(path, memory_dir)
+    return path if relative.startswith(os.pardir) else relative
+
+
+@dataclass
+class _Run:
+    """What the page shows, gathered before it is written."""
+
+    memory_dir: str
+    run: Dict[str, Any]
+    started: Optional[float]
+    ended: float
+    status: str
+    answer: str
+    mode: str
+    bosses: List[Boss]
+    tree: List[Node]
+    entries: List[Entry]
+    approved: Dict[str, List[str]]
+    images: List[Tuple[str, Optional[str]]]
+    other_files: List[str]
+    figure_ids: Dict[str, Tuple[str, str]]
+    library: Optional[str]
+    folders: List[str]
+    trace: Optional[str]
+
+
+def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
+                 outcome: Optional[Mapping[str, Any]] = None, status: Optional[str] = None, mode: str = "",
+                 usage: Any = None, trace: Optional[str] = None, figures: Iterable[str] = (),
+                 folders: Iterable[str] = (), ended: Optional[float] = None, app: str = "Jarvis",
+                 run_file: str = RUN_FILE) -> str:
+    """The report of the run whose memory is in ``memory_dir``, as one HTML page.
+
+    ``layout``: ``{flow path: memory_files}`` (what ``set_memory_files`` / the launcher's ``prepare_memory``
+    return); ``outcome``: the top flow's output (``answer``, ``summary``, ``status``), None when the run did not end;
+    ``status``: what to say when it did not (e.g. ``stopped``); ``mode``: how the LLM replies came (``replay of ...``,
+    ``resumed``); ``usage``: a ``UsageMeter``; ``trace``: the run's trace file, if any; ``figures``: image files the
+    caller found made by the run; ``folders``: where code ran (relative names in code runs' notes are looked up
+    there; ``memory_dir`` is always looked in); ``app``: the command's name (the title); ``run_file``: the name of
+    its run file in ``memory_dir``. A run without bosses (no plan and log in ``layout``) has no plans or library
+    sections, and its steps come from ``trace`` (its top flow, named ``app``, is the controller-executor loop).
+    """
+    r = _gather(os.path.abspath(memory_dir), layout, dict(outcome or {}), status, mode, trace, figures, folders,
+                ended, run_file, app)
+    sections = [("run", "The run"), ("figures", "Figures"), ("plans", "Plans"), ("library", "Library"),
+                ("usage", "LLM usage"), ("files", "Files")]
+    if not r.bosses:  # a run without bosses: its steps come from its trace, if it has one
+        sections = [(key, name) for key, name in sections if key in ("figures", "usage", "files")
+                    or (key == "run" and r.tree)]
+    goal = str(r.run.get("goal") or "")
+    answer = (f"<div class=\"answer text\">{esc(r.answer)}</div>" if r.answer else
+              f"<p>No final answer: the run {esc(r.status)}.</p>")
+    return "".join([
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_csp()}\">",
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+        f"<title>{esc(app)} run report: {esc(_short(goal, 80))}</title><style>{_STYLE}</style></head><body>",
+        f"<header><h1>{esc(app)} run report</h1><p class=\"meta\">{_meta_html(r)}</p></header>",
+        "<nav>" + "".join(f"<a href=\"#{key}\">{name}</a>" for key, name in sections) + "</nav>",
+        f"<section id=\"goal\"><h2>Goal</h2><div class=\"goal text\">{esc(goal) or '(no goal recorded)'}</div>"
+        "</section>",
+        f"<section id=\"answer\"><h2>Final answer</h2>{answer}</section>",
+        *([_run_html(r, app)] if r.tree or r.bosses else []), _figures_html(r),
+        *([_plans_html(r), _library_html(r)] if r.bosses else []),
+        f"<section id=\"usage\"><h2>LLM usage</h2>{_usage_html(usage)}</section>",
+        _files_html(r),
+        f"<footer>Written by {esc(app)} at {esc(time.strftime('%Y-%m-%d %H:%M:%S'))}. This page loads nothing "
+        f"from the network: figures are inside it.</footer><script>{_SCRIPT}</script></body></html>\n",
+    ])
+
+
+def _gather(memory_dir: str, layout, outcome: Dict[str, Any], status: Optional[str], mode: str,
+            trace: Optional[str], figures: Iterable[str], folders: Iterable[str], ended: Optional[float],
+            run_file: str, app: str) -> _Run:
+    run = read_run_file(memory_dir, run_file)
+    started = run.get("task_started") or run.get("started")
+    folders = list(dict.fromkeys([os.path.abspath(f) for f in folders if f] + [memory_dir]))
+    bosses = bosses_of(layout)
+    steps, approved = trace_steps(trace, [b.path for b in bosses]) if trace else ({}, {})
+    tree = build_tree(bosses, float(started) if isinstance(started, (int, float)) else None, steps,
+                      stopped=not outcome) if bosses else loop_steps(trace, app)
+    entries = list(_walk(tree))
+    # Figures: those the caller found, and those code runs said they saved
+    paths = list(dict.fromkeys([os.path.abspath(p) for p in figures] +
+                               files_noted([t for e in entries for t in _texts(e)], folders)))
+    images = [p for p in paths if p.lower().endswith(tuple(_IMAGE_TYPES))]
+    library = next((files.get("code_library") for _, files in sorted(layout.items())
+                    if isinstance(files, Mapping) and files.get("code_library")), None)
+    return _Run(
+        memory_dir=memory_dir, run=run, started=float(started) if isinstance(started, (int, float)) else None,
+        ended=ended if ended is not None else time.time(),
+        status=str(outcome.get("status") or status or "did not finish"),
+        answer=str(outcome.get("answer") or outcome.get("summary") or ""), mode=mode, bosses=bosses, tree=tree,
+        entries=entries, approved=approved,
+        images=[(p, image_data_uri(p) if i < MAX_FIGURES else None) for i, p in enumerate(images)],
+        other_files=[p for p in paths if p not in images],
+        figure_ids={p: (f"figure-{i + 1}", os.path.basename(p)) for i, p in enumerate(images)},
+        library=library, folders=folders, trace=trace)
+
+
+def _meta_html(r: _Run) -> str:
+    meta = [_status_badge(r.status)]
+    if r.started is not None:
+        meta.append(f"started {esc(time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r.started)))}")
+        meta.append(f"took {esc(duration_text(r.ended - r.started))}")
+    if r.mode:
+        meta.append(esc(r.mode))
+    model = esc(r.run.get("model") or "the configured model")
+    meta.append(f"model: {model}{' at ' + esc(r.run['api_base']) if r.run.get('api_base') else ''}")
+    return "".join(f"<span>{m}</span>" for m in meta)
+
+
+def _run_html(r: _Run, app: str) -> str:
+    steps = sum(1 for e in r.entries if e.command not in _MARKERS)
+    about = (f"{steps} steps of {esc(r.bosses[0].name)} and the bosses under it, each with the time it started and "
+             "how long it took." if r.bosses else f"{steps} commands of {esc(app)}, from the run's trace.")
+    tree = _Renderer(r.bosses, r.folders, r.figure_ids).nodes(r.tree) if r.tree else "<p>(no step was logged)</p>"
+    return (f"<section id=\"run\"><h2>The run, step by step</h2><p class=\"meta\">{about}</p>"
+            "<button type=\"button\" data-open=\"yes\">Expand all</button>"
+            f"<button type=\"button\" data-open=\"no\">Collapse all</button>{tree}</section>")
+
+
+def _figures_html(r: _Run) -> str:
+    if not r.images:
+        return "<section id=\"figures\"><h2>Figures</h2><p>The run made no figure.</p></section>"
+    shown = []
+    for path, uri in r.images:
+        fid, name = r.figure_ids[path]
+        caption = esc(_shown(path, r.memory_dir))
+        shown.append(f"<figure id=\"{fid}\"><img src=\"{uri}\" alt=\"{esc(name)}\"><figcaption>{caption}"
+                     "</figcaption></figure>" if uri else
+                     f"<figure id=\"{fid}\"><figcaption>{caption} (not shown: not a readable image, a link, or "
+                     f"larger than {MAX_FIGURE_BYTES >> 20} MB)</figcaption></figure>")
+    return f"<section id=\"figures\"><h2>Figures</h2><div class=\"figures\">{''.join(shown)}</div></section>"
+
+
+def _plans_html(r: _Run) -> str:
+    parts = []
+    for boss in r.bosses:
+        plan = read_text(boss.files["plan"])
+        revisions = plan_revisions(boss.files["plan"], r.started)
+        inner = _plan_html(plan) if plan.strip() else "<p>(no plan)</p>"
+        for i, (when, text) in enumerate(revisions):
+            inner += (f"<details><summary>Earlier version {i + 1}, replaced at {_when(when)}</summary>"
+                      f"{_plan_html(text)}</details>")
+        tasks = r.approved.get(boss.path) or []
+        if len(tasks) > 1 or (tasks and _without_marks(tasks[-1]) != _without_marks(plan)):
+            for i, text in enumerate(tasks):
+                inner += f"<details><summary>Plan approved for task {i + 1}</summary>{_plan_html(text)}</details>"
+        earlier = f", {len(revisions)} earlier version{'s' if len(revisions) > 1 else ''}" if revisions else ""
+        parts.append(f"<details open><summary><b>{esc(boss.name)}</b> <span class=\"meta\">"
+                     f"{esc(_plan_progress(plan))}{earlier}</span></summary>{inner}</details>")
+    return f"<section id=\"plans\"><h2>Plans</h2>{''.join(parts)}</section>"
+
+
+def _library_html(r: _Run) -> str:
+    functions = added_functions(r.entries, r.library)
+    shown = "".join(f"<h3 class=\"mono\">{esc(name)}</h3>" +
+                    (_pre(source) if source is not None else "<p>(no longer in the library)</p>")
+                    for name, source in functions)
+    return (f"<section id=\"library\"><h2>Library functions added</h2>"
+            f"{shown or '<p>The run added nothing to the code library.</p>'}</section>")
+
+
+def _files_html(r: _Run) -> str:
+    groups = [(b.name, [b.files["plan"], b.files["logs"]]) for b in r.bosses]
+    groups += [("code library", [r.library])] if r.library else []
+    groups += [("made by the run", r.other_files)] if r.other_files else []
+    groups += [("trace", [r.trace])] if r.trace else []
+    items = "".join(f"<li>{esc(name)}: " + ", ".join(f"<span class=\"mono\">{esc(_shown(p, r.memory_dir))}</span>"
+                                                    for p in paths if os.path.lexists(p)) + "</li>"
+                    for name, paths in groups)
+    return f"<section id=\"files\"><h2>Files</h2><p>In {esc(r.memory_dir)}:</p><ul>{items}</ul></section>"
+
+
+def _walk(nodes: List[Node]):
+    for node in nodes:
+        if node.entry is not None:
+            yield node.entry
+        yield from _walk(node.children)
+
+
+def write_report(path: str, memory_dir: str, layout: Mapping[str, Mapping[str, str]], **options: Any) -> str:
+    """Build the report (see ``build_report``) and write it to ``path`` atomically; returns ``path``."""
+    page = build_report(memory_dir, layout, **options)
+    atomic_write(path, page)
+    return path

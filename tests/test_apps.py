@@ -1,0 +1,178 @@
+"""Both command lines, Jarvis and AutoGPT, on the one application layer: each one's demo writes a report and says
+where, a start without an LLM is exit 2 with the explanation, a budget reached is exit 3, and every ``--option``
+a command prints is one of its own options (``--help``)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from subprocess_guard import network_guarded
+from aiflows_jarvis.ChatFlowModule import Transcript
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(ROOT, "flow_modules", "aiflows_jarvis")
+KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
+APPS = {
+    "jarvis": ("run_jarvis.py", os.path.join(PACKAGE, "JarvisFlowModule", "demo", "demo_transcript.jsonl"),
+               "Jarvis", "a goal"),
+    "autogpt": ("run_autogpt.py", os.path.join(PACKAGE, "AutoGPTFlowModule", "demo", "demo_transcript.jsonl"),
+                "AutoGPT", "When was the Eiffel Tower finished?"),
+}
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
+AUTOGPT_EXTRA = bool(importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community"))
+apps = pytest.mark.parametrize("app", [
+    "jarvis",
+    pytest.param("autogpt", marks=pytest.mark.skipif(not AUTOGPT_EXTRA, reason='needs pip install -e ".[autogpt]"')),
+])
+
+
+def run(app, cwd, *args, timeout=300):
+    """The app's script in a child process, as a README user starts it: no API keys, no colours, stdin closed, the
+    network guarded."""
+    env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("FAKE_EDITOR")}
+    env["NO_COLOR"] = "1"
+    with network_guarded(env) as guarded:
+        return subprocess.run([sys.executable, os.path.join(ROOT, APPS[app][0]), *args], cwd=cwd, env=guarded,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def help_options():
+    """Each command's options, as its --help lists them."""
+    found = {}
+    for app in APPS:
+        done = run(app, ROOT, "--help")
+        assert done.returncode == 0, done.stderr
+        found[app] = set(OPTION.findall(done.stdout))
+    return found
+
+
+def options_said(done) -> set:
+    return set(OPTION.findall(done.stdout + done.stderr))
+
+
+def check_options_are_its_own(app, done, help_options):
+    unknown = options_said(done) - help_options[app]
+    assert not unknown, f"{APPS[app][0]} names options it does not have: {sorted(unknown)}\n{done.stdout[-3000:]}"
+
+
+@apps
+def test_the_demo_writes_a_report_and_says_where(app, tmp_path, help_options):
+    done = run(app, tmp_path, "--demo")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "This is a REPLAY" in done.stdout
+    assert "Run report: memory/report.html" in done.stdout, done.stdout[-2000:]
+    page = (tmp_path / "memory" / "report.html").read_text(encoding="utf-8")
+    assert f"<h1>{APPS[app][2]} run report</h1>" in page, "the report names the app that ran"
+    assert f"{APPS[app][2]}'s goal:" in done.stdout, "the goal is on screen at the start"
+    check_options_are_its_own(app, done, help_options)
+
+
+@apps
+def test_no_llm_is_exit_2_with_the_explanation_naming_the_command_as_started(app, tmp_path, help_options):
+    done = run(app, tmp_path, APPS[app][3])
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{APPS[app][2]} needs an LLM" in done.stdout and "OPENAI_API_KEY" in done.stdout
+    assert f"python {APPS[app][0]} --demo" in done.stdout, "the hint is the command the user ran, with --demo"
+    assert f"python {APPS[app][0]} --api-base" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    check_options_are_its_own(app, done, help_options)
+
+
+@apps
+def test_a_budget_reached_is_exit_3_and_the_run_file_is_kept_for_resume(app, tmp_path, help_options):
+    done = run(app, tmp_path, "--replay", APPS[app][1], "--yes", "--max-calls", "1")
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "reached its budget" in done.stdout and "--max-calls" in done.stdout and "--resume" in done.stdout
+    assert "Run report: memory/report.html" in done.stdout, "a stopped run has a report too"
+    assert "Traceback" not in done.stdout + done.stderr
+    check_options_are_its_own(app, done, help_options)
+    goal = json.loads((tmp_path / "memory" / f"{app}_run.json").read_text())["goal"]
+    assert goal == Transcript.load(APPS[app][1]).header["goal"], "the run file keeps the goal for --resume"
+    again = run(app, tmp_path, "--resume")  # the run to resume is found; then no LLM is configured
+    assert again.returncode == 2 and "needs an LLM" in again.stdout and "Nothing to resume" not in again.stdout, \
+        again.stdout[-3000:]
+    check_options_are_its_own(app, again, help_options)
+
+
+@apps
+def test_a_closed_terminal_names_the_commands_own_option(app, tmp_path, help_options):
+    """No --yes and stdin closed: the first question ends the run, saying what to pass."""
+    done = run(app, tmp_path, "--replay", APPS[app][1])
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "terminal input is closed" in done.stdout and "pass --yes" in done.stdout, done.stdout[-2000:]
+    line = next(line for line in done.stdout.splitlines() if "terminal input is closed" in line)
+    assert line.startswith(APPS[app][2]), f"the app that asks is the one named: {line}"
+    check_options_are_its_own(app, done, help_options)
+
+
+@apps
+def test_resume_without_a_previous_run_is_exit_2(app, tmp_path, help_options):
+    done = run(app, tmp_path, "--resume", "--api-base", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2 and "Nothing to resume" in done.stdout, done.stdout[-2000:]
+    check_options_are_its_own(app, done, help_options)
+
+
+@pytest.mark.parametrize("argv0, expected, not_expected", [("/usr/local/bin/jarvis", "  jarvis --api-base", "run_"),
+                                                           ("run_jarvis.py", "python run_jarvis.py --demo", None)])
+def test_the_hint_names_the_installed_command_when_that_was_typed(monkeypatch, tmp_path, capsys, argv0, expected,
+                                                                  not_expected):
+    from aiflows_jarvis.app import jarvis
+
+    for name in KEYS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert jarvis.main(["--memory-dir", str(tmp_path / "memory"), "a goal"]) == 2
+    out = capsys.readouterr().out
+    assert expected in out, out
+    assert not_expected is None or not_expected not in out.split("needs an LLM")[1], out
+
+
+def test_the_apps_share_one_exit_code_table():
+    from aiflows_jarvis.app import run
+
+    assert {code: what.split(" (")[0].split(",")[0] for code, what in run.EXIT_CODES.items()} == {
+        0: "finished", 1: "failed or gave up", 2: "bad input", 3: "budget reached", 130: "Ctrl+C", 143: "SIGTERM",
+        129: "SIGHUP", 141: "the output was closed by its reader"}
+    from aiflows_jarvis.app.autogpt import AUTOGPT
+    from aiflows_jarvis.app.jarvis import JARVIS
+
+    for app in (JARVIS, AUTOGPT):
+        assert "exit codes: 0 finished" in app.epilog, f"{app.name}'s --help lists the exit codes"
+
+
+@apps
+def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(app, tmp_path):
+    """``python run_autogpt.py --demo | head -1``: the run stops at its next print, exit 141, one line said."""
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    env["NO_COLOR"] = "1"
+    with network_guarded(env) as guarded:
+        child = subprocess.Popen([sys.executable, os.path.join(ROOT, APPS[app][0]), "--demo"], cwd=tmp_path,
+                                 env=guarded, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = child.stdout.readline()
+        child.stdout.close()
+        _, stderr = child.communicate(timeout=240)
+    assert first.strip(), "the run printed its first line"
+    assert child.returncode == 141, stderr.decode()[-3000:]
+    assert stderr.decode().strip() == "Stopped: the output was closed.", "no traceback, no 'Exception ignored'"
+
+
+@pytest.mark.skipif(not AUTOGPT_EXTRA, reason='needs pip install -e ".[autogpt]"')
+def test_autogpts_report_shows_its_commands_from_the_trace(tmp_path):
+    """AutoGPT keeps no log: with --trace, its report lists each command with its arguments and result whole."""
+    done = run("autogpt", tmp_path, "--demo", "--trace", "trace.jsonl", "--report", "run.html")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Run report: run.html" in done.stdout
+    page = (tmp_path / "run.html").read_text(encoding="utf-8")
+    assert re.findall(r'class="cmd">(\w+)', page) == ["wiki_search", "ddg_search"], "the demo's two commands"
+    assert "2 commands of AutoGPT" in page and "Eiffel Tower" in page.split('id="run"')[1], "with their results"
+    plain = run("autogpt", tmp_path / "memory", "--demo", "--memory-dir", ".")
+    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
+    assert 'id="run"' not in (tmp_path / "memory" / "report.html").read_text(encoding="utf-8"), \
+        "without a trace there are no steps to show"
