@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import read_task_record
 from aiflows_jarvis.CoreFlowModule.errors import MemoryFileError
 from aiflows_jarvis.CoreFlowModule.memory import definition_spans, read_text, split_log_entries, summarize_arguments
 
@@ -192,23 +193,13 @@ def build_tree(bosses: List[Boss], started: Optional[float] = None,
     # Tasks no entry closes: the run stopped inside them (a boss keeps a task record while a task is under way, so
     # a task stopped before its first entry is one too). Each goes after the last steps of its parent.
     for boss in bosses[1:]:
-        record = _task_record(boss.files["logs"]) if stopped else {}
+        record = read_task_record(boss.files["logs"]) if stopped else {}
         tasks = queues[boss.path] or ([(None, [])] if record else [])
         for task in tasks:
             node = _unfinished(boss, task, None, nodes_of)
             node.goal = str(record.get("goal") or "") if task is tasks[-1] else ""
             _steps_of(tree, boss.parent.path).append(node)
     return tree
-
-
-def _task_record(logs: str) -> Dict[str, Any]:
-    """The record a boss keeps beside its log while a task is under way (``.<log name>.task.json``), or {}."""
-    folder, name = os.path.split(logs)
-    try:
-        record = json.loads(_optional_text(os.path.join(folder, f".{os.path.splitext(name)[0]}.task.json")) or "{}")
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
 
 
 def _ends_by(task: List[Entry], when: Optional[float]) -> bool:
