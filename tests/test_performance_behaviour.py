@@ -408,7 +408,7 @@ def test_messages_get_aiflows_identifiers_and_time_stamps_made_quicker():
     from aiflows.messages import InputMessage
     from aiflows.utils.general_helpers import get_current_datetime_ns
 
-    from aiflows_jarvis.CoreFlowModule.lean import datetime_ns, unique_id
+    from aiflows_jarvis.CoreFlowModule.message_stamps import datetime_ns, unique_id
 
     ids = {unique_id() for _ in range(2000)}
     assert len(ids) == 2000
@@ -468,7 +468,7 @@ def test_an_interface_that_sets_values_hands_out_copies_of_them():
 def test_message_ids_do_not_follow_the_users_random_seed():
     import random
 
-    from aiflows_jarvis.CoreFlowModule.lean import unique_id
+    from aiflows_jarvis.CoreFlowModule.message_stamps import unique_id
 
     random.seed(7)
     first = unique_id()
@@ -477,7 +477,7 @@ def test_message_ids_do_not_follow_the_users_random_seed():
 
 
 def test_message_ids_of_a_forked_child_are_not_its_parents():
-    from aiflows_jarvis.CoreFlowModule.lean import unique_id
+    from aiflows_jarvis.CoreFlowModule.message_stamps import unique_id
 
     read, write = os.pipe()
     pid = os.fork()
