@@ -57,8 +57,8 @@ print("OK")
 
 
 def offline_environment(tmp_path, pythonpath=os.path.join(ROOT, "flow_modules")):
-    """An environment whose Python records (and refuses) every connection but loopback, with no tokenizer cache and
-    the start-up hook on; ``pythonpath``: this repository (its package ahead of any installed one), or None."""
+    """An environment whose Python records (and refuses) every connection but loopback, with no tokenizer cache;
+    ``pythonpath``: this repository (its package ahead of any installed one), or None."""
     empty_tmp = tmp_path / "tmp"
     empty_tmp.mkdir(parents=True)
     unset = ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "PYTHONPATH", "TEMP", "TMP", OPT_OUT)

@@ -148,31 +148,31 @@ def test_the_byte_bound_is_never_below_the_token_count():
 
 
 def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_need():
-    """In a fresh process, up to a built Jarvis: litellm 1.0.0 loads cl100k at import, aiflows imports
-    huggingface_hub, hydra and rich, httpx and litellm their command lines; all of it waits until something uses it
-    (and then works)."""
+    """In a fresh process, up to a built Jarvis with aiflows' backends imported: litellm (and with it the cl100k
+    tokenizer), aiflows' hub client (huggingface_hub), omegaconf, hydra and rich all wait until something uses them
+    (and then work; litellm offline and quiet)."""
     script = (
         "import json, os, sys, tempfile\n"
         "import aiflows_jarvis.CoreFlowModule\n"
-        "from aiflows_jarvis.CoreFlowModule.offline import import_litellm\n"
+        "from aiflows.backends.api_info import ApiInfo\n"
+        "from aiflows.backends.llm_lite import LiteLLMBackend\n"
         "from aiflows_jarvis.ChatFlowModule import set_backend_factory\n"
         "from aiflows_jarvis.app import launcher\n"
-        "litellm = import_litellm()\n"
         "set_backend_factory(lambda config, name: object())\n"
         "config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
         "flow = launcher.instantiate(config, [{'backend_used': 'openai', 'api_key': 'k'}], tempfile.mkdtemp())\n"
-        "import tiktoken.registry\n"
-        "state = {'encodings': sorted(tiktoken.registry.ENCODINGS),\n"
-        "         'hub_client': 'huggingface_hub' in sys.modules,\n"
-        "         'executed': sorted(m for m in ('hydra.utils', 'rich', 'click', 'aiohttp.client', 'omegaconf')\n"
+        "state = {'executed': sorted(m for m in ('litellm', 'huggingface_hub', 'hydra.utils', 'rich', 'omegaconf')\n"
         "                            if m in sys.modules)}\n"
-        "state['counts'] = len(litellm.utils.encoding.encode('hello world'))\n"
-        "state['encodings_after_use'] = sorted(tiktoken.registry.ENCODINGS)\n"
         "from aiflows import flow_verse\n"
         "state['sync'] = flow_verse.sync_dependencies.__module__\n"
         "state['hub_client_after_use'] = 'huggingface_hub' in sys.modules\n"
-        "import hydra, aiohttp\n"
-        "state['after_use'] = [hydra.utils.instantiate.__name__, aiohttp.ClientSession.__name__]\n"
+        "import hydra\n"
+        "from aiflows.utils import rich_utils\n"
+        "state['after_use'] = [hydra.utils.instantiate.__name__, rich_utils.rich.tree.Tree.__name__]\n"
+        "from aiflows_jarvis.CoreFlowModule.offline import import_litellm\n"
+        "litellm = import_litellm()\n"
+        "state['litellm'] = [litellm.telemetry, litellm.suppress_debug_info,\n"
+        "                    len(litellm.utils.encoding.encode('hello world'))]\n"
         "from aiflows.base_flows import abstract\n"
         "state['omegaconf_when_used'] = abstract.OmegaConf.to_container(abstract.OmegaConf.create({'a': '${b}', 'b': 1}),\n"
         "                                                              resolve=True)\n"
@@ -183,10 +183,10 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
                               timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     state = json.loads(done.stdout.strip().splitlines()[-1])
-    assert state["encodings"] == [] and not state["hub_client"] and state["executed"] == [], state
-    assert state["counts"] == 2 and state["encodings_after_use"] == ["cl100k_base"], "loaded when used"
+    assert state["executed"] == [], state
     assert state["sync"] == "aiflows.flow_verse.loading" and state["hub_client_after_use"], state
-    assert state["after_use"] == ["instantiate", "ClientSession"], state
+    assert state["after_use"] == ["instantiate", "Tree"], state
+    assert state["litellm"] == [False, True, 2], "litellm, imported when used: offline and quiet"
     assert state["omegaconf_when_used"] == {"a": 1, "b": 1}, "aiflows' OmegaConf is imported when first used"
 
 
@@ -415,7 +415,7 @@ def test_messages_get_aiflows_identifiers_and_time_stamps_made_quicker():
     from aiflows.messages import InputMessage
     from aiflows.utils.general_helpers import get_current_datetime_ns
 
-    from aiflows_jarvis.CoreFlowModule.lean import datetime_ns, unique_id
+    from aiflows_jarvis.CoreFlowModule.message_stamps import datetime_ns, unique_id
 
     ids = {unique_id() for _ in range(2000)}
     assert len(ids) == 2000
@@ -475,7 +475,7 @@ def test_an_interface_that_sets_values_hands_out_copies_of_them():
 def test_message_ids_do_not_follow_the_users_random_seed():
     import random
 
-    from aiflows_jarvis.CoreFlowModule.lean import unique_id
+    from aiflows_jarvis.CoreFlowModule.message_stamps import unique_id
 
     random.seed(7)
     first = unique_id()
@@ -484,7 +484,7 @@ def test_message_ids_do_not_follow_the_users_random_seed():
 
 
 def test_message_ids_of_a_forked_child_are_not_its_parents():
-    from aiflows_jarvis.CoreFlowModule.lean import unique_id
+    from aiflows_jarvis.CoreFlowModule.message_stamps import unique_id
 
     read, write = os.pipe()
     pid = os.fork()

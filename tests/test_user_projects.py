@@ -10,6 +10,7 @@ minutes), and this repository's package copied into its site-packages as a plain
 clean_venv and tests/linked_venv.py)."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from fakes import command, finish
 from linked_venv import copy_repository, linked_venv
 from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
+from test_offline import pip, project_copy  # noqa: F401  (project_copy: a fixture)
 from test_publish import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -176,3 +178,90 @@ def test_a_project_with_its_own_flow_modules_and_a_plain_install(tmp_path, clean
     assert os.path.realpath(out["ours"]).startswith(os.path.realpath(site) + os.sep), "the installed copy ran"
     assert os.path.realpath(out["mine"]) == os.path.realpath(project / "flow_modules" / "mytools" / "__init__.py")
     assert (project / "memory" / "logs_coder.txt").exists()
+
+
+# --- The install layout next to a FlowVerse project: a wheel, and the README's editable install ---
+
+USER = "alice"  # the user's own hub namespace
+SYNC = '''
+import sys
+from aiflows import flow_verse
+flow_verse.sync_dependencies([{"url": "%s/GreeterFlowModule", "revision": sys.argv[1]}])
+''' % USER
+
+
+def flowverse_project(folder, python):
+    """A project whose flow_modules/ aiflows' FlowVerse wrote, run by ``python``: ``flow_verse.sync_dependencies``
+    syncs a module of the user's own (a local revision), which writes flow_modules/__init__.py, .gitignore, flow.mod
+    and flow_modules/USER/GreeterFlowModule (a link to its source folder). Returns the project folder."""
+    source = folder / "src" / "GreeterFlowModule"
+    source.mkdir(parents=True)
+    (source / "__init__.py").write_text('GREETING = "hello from the project"\n')
+    project = folder / "project"
+    project.mkdir()
+    with network_guarded(publish.project_env(), keep_pythonpath=False) as env:
+        done = subprocess.run([python, "-c", SYNC, str(source)], cwd=project, env=dict(env, HOME=str(folder)),
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    synced = project / "flow_modules" / USER / "GreeterFlowModule"
+    assert (project / "flow_modules" / "__init__.py").is_file() and (project / "flow_modules" / "flow.mod").is_file()
+    assert os.path.realpath(synced) == os.path.realpath(source), "FlowVerse links a local module into the project"
+    return project
+
+
+WHERE = '''
+import json, sys
+import aiflows_jarvis
+import flow_modules
+from aiflows_jarvis.CoderFlowModule import CoderFlow
+from flow_modules.%s.GreeterFlowModule import GREETING
+mine = sys.modules["flow_modules.%s.GreeterFlowModule"]
+print(json.dumps({"ours": aiflows_jarvis.__file__, "coder": sys.modules[CoderFlow.__module__].__file__,
+                  "flow_modules": flow_modules.__file__, "mine": mine.__file__, "greeting": GREETING}))
+''' % (USER, USER)
+
+
+def check_where_each_came_from(out, project, package_folder):
+    """``out``: what WHERE printed. aiflows_jarvis (and its modules) from ``package_folder``; flow_modules and the
+    user's module from the project."""
+    ours, coder = os.path.realpath(out["ours"]), os.path.realpath(out["coder"])
+    package_folder = os.path.realpath(package_folder)
+    assert ours == os.path.join(package_folder, "__init__.py"), (ours, package_folder)
+    assert coder == os.path.join(package_folder, "CoderFlowModule", "CoderFlow.py"), coder
+    assert out["flow_modules"] == str(project / "flow_modules" / "__init__.py"), out["flow_modules"]
+    assert out["mine"] == str(project / "flow_modules" / USER / "GreeterFlowModule" / "__init__.py"), out["mine"]
+    assert out["greeting"] == "hello from the project"
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory, project_copy):
+    """A clean virtual environment with the wheel built from this repository installed by pip (offline)."""
+    folder = tmp_path_factory.mktemp("wheel")
+    python, site = linked_venv(folder / "venv")
+    pip(python, "wheel", "--no-deps", "--no-build-isolation", "-w", str(folder / "dist"), str(project_copy))
+    [wheel] = glob.glob(str(folder / "dist" / "aiflows_jarvis-*.whl"))
+    pip(python, "install", "--no-deps", "--ignore-installed", wheel)
+    yield python, site
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_wheel_next_to_a_flowverse_project_imports_the_package_and_the_projects_module(tmp_path, wheel_venv):
+    python, site = wheel_venv
+    project = flowverse_project(tmp_path, python)
+    with LoopbackLLMServer() as server:
+        out = json.loads(run_project(python, project, WHERE, server).strip().splitlines()[-1])
+    check_where_each_came_from(out, project, os.path.join(site, "aiflows_jarvis"))
+
+
+def test_the_readme_recipe_with_an_editable_install_in_a_flowverse_project(tmp_path, project_copy):
+    """The README's recipe: `pip install -e <this repository>` into a clean environment, then a script in a
+    FlowVerse project that runs the recipe and imports the project's own module too."""
+    python, _ = linked_venv(tmp_path / "venv")
+    pip(python, "install", "--no-deps", "--no-build-isolation", "--ignore-installed", "-e", str(project_copy))
+    project = flowverse_project(tmp_path, python)
+    with LoopbackLLMServer(replies=list(REPLIES)) as server:
+        out = run_project(python, project, readme_recipe() + WHERE, server)
+        assert len(server.requests) == 3 and not server.errors
+    assert "'status': 'finished'" in out and (project / "memory" / "logs_coder.txt").exists()
+    check_where_each_came_from(json.loads(out.strip().splitlines()[-1]), project,
+                               project_copy / "flow_modules" / "aiflows_jarvis")

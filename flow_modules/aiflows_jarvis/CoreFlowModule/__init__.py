@@ -46,5 +46,6 @@ from .lean import (  # noqa: E402
     current_flow_path,
     set_trace_file,
 )
+from . import message_stamps  # noqa: E402,F401  (aiflows' message ids and time stamps, made quicker)
 from .prompts import StrictJinjaPrompt  # noqa: E402
 from .usage import USAGE  # noqa: E402

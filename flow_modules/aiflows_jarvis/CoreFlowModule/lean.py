@@ -16,11 +16,6 @@ change only how messages are kept:
 * errors are not logged as tracebacks at every level of nesting; they carry ``flow_path`` (where they happened);
 * the disk cache (``.flow_cache`` in the working directory) is only opened when caching is actually used.
 
-Every aiflows message gets a uuid4 identifier and a time stamp (``aiflows.messages.abstract``), about 10 µs a message
-and 16 messages a round: importing this module gives that module equivalents that make strings of the same formats (a
-uuid4 whose random part is drawn once per process and whose last group counts; the time stamp's seconds formatted once
-per second), about a fifth of a round.
-
 They are also quicker to build: a class's default configuration comes from YAML files parsed once per process
 (``config_cache``; aiflows parses every file of the class chain at every ``get_config``), and subflows and
 topology interfaces are built by ``instantiate`` (no OmegaConf round trip of the subtree at every level).
@@ -31,7 +26,6 @@ Use them through the first base class, as aiflows' config loader follows only th
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import os
 import threading
@@ -54,62 +48,6 @@ from .instantiate import copy_config, instantiate
 
 log = logging.get_logger(f"aiflows.{__name__}")
 
-
-def unique_id(existing_ids=None) -> str:
-    """aiflows' ``create_unique_id``: an id in ``str(uuid.uuid4())``'s format, not in ``existing_ids``. Its first
-    five groups (74 random bits, the version and variant set as a uuid4's) are drawn once per process (again in a
-    forked child) from ``os.urandom``; its last group counts the ids made. Message ids need to be unique, not secret:
-    a counter is unique within the process, the random part across processes, and neither needs a system call or a
-    ``uuid.UUID`` per message (nor follows the user's ``random.seed()``)."""
-    while True:
-        made = "%s%012x" % (_id_prefix, next(_id_counter))
-        if not existing_ids or made not in existing_ids:
-            return made
-
-
-def _new_id_prefix() -> str:
-    bits = int.from_bytes(os.urandom(10), "big")  # 80 bits, 74 of them used
-    text = "%020x" % bits
-    variant = "89ab"[bits & 3]
-    return f"{text[:8]}-{text[8:12]}-4{text[13:16]}-{variant}{text[17:20]}-"
-
-
-_id_prefix = _new_id_prefix()
-_id_counter = itertools.count(1)
-
-
-def _reseed_ids_in_child() -> None:
-    global _id_prefix
-    _id_prefix = _new_id_prefix()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reseed_ids_in_child)
-
-
-_formatted_second = (None, "")
-
-
-def datetime_ns() -> str:
-    """aiflows' ``get_current_datetime_ns``: ``"%Y-%m-%d %H:%M:%S.<nanoseconds, 9 digits>"`` in UTC, with the
-    seconds formatted once per second."""
-    global _formatted_second
-    now = time.time_ns()
-    second = now // 1_000_000_000
-    cached = _formatted_second
-    if cached[0] != second:
-        cached = _formatted_second = (second, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second)))
-    return f"{cached[1]}.{now % 1_000_000_000:09d}"
-
-
-def _use_quick_message_stamps() -> None:
-    import aiflows.messages.abstract as messages
-
-    messages.create_unique_id = unique_id
-    messages.get_current_datetime_ns = datetime_ns
-
-
-_use_quick_message_stamps()
 
 DEFAULT_HISTORY_SIZE = 32
 

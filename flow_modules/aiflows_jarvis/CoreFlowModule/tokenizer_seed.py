@@ -7,7 +7,9 @@ file: the same file tiktoken itself would download there, under the same name, w
 then renamed).
 
 Its caller is ``offline.py``, when the package is imported: from then on, on this machine, a process that imports
-litellm before the package finds the file too (until the temporary folder is emptied).
+litellm before the package finds the file too. Its one limit: a process that imports litellm before the package, on
+a machine where the package never ran or after the temporary folder was emptied, needs the network or
+``TIKTOKEN_CACHE_DIR`` pointing at a folder that holds the file (``CoreFlowModule/tiktoken_cache`` does).
 
 Which folder: the one tiktoken reads in a process with this environment, whichever variable names it (tiktoken's
 ``read_file_cached``): ``TIKTOKEN_CACHE_DIR`` if set, else ``DATA_GYM_CACHE_DIR`` if set, else ``<temporary
