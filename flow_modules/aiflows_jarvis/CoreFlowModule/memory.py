@@ -25,6 +25,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .errors import ConfigurationError, MemoryFileError
+from .run_context import current_run
 
 # An entry header on its own line; or glued after the text of an entry cut by a kill (a log written before cut
 # entries were repaired): then only in the exact form `format_log_entry` writes, with its time stamp. Headers are
@@ -721,8 +722,10 @@ def with_memory_files(flow: Any, input_data: Dict[str, Any]) -> Dict[str, Any]:
     return input_data
 
 
-def set_memory_files(flow: Any, memory_dir: str, workdir: Optional[str] = None) -> Dict[str, Dict[str, str]]:
-    """Give every flow of a tree that declares ``memory_file_names`` its ``memory_files`` in ``memory_dir``.
+def set_memory_files(flow: Any, memory_dir: Optional[str] = None,
+                     workdir: Optional[str] = None) -> Dict[str, Dict[str, str]]:
+    """Give every flow of a tree that declares ``memory_file_names`` its ``memory_files`` in ``memory_dir`` (default:
+    the current run's, ``RunContext(memory_dir=...)``).
 
     One call configures a whole hierarchy (Jarvis -> Coder -> ExtendLibrary, ...): each boss names its own files
     (``plan_coder.txt``, ...) in its YAML, and code runners without a ``workspace`` get ``workdir`` (default
@@ -731,6 +734,10 @@ def set_memory_files(flow: Any, memory_dir: str, workdir: Optional[str] = None) 
     ``memory_files: ???`` is filled (hydra refuses to build a config that still has one). Returns
     ``{path: memory_files}`` for what was set.
     """
+    memory_dir = memory_dir or current_run().memory_dir
+    if not memory_dir:
+        raise ConfigurationError("set_memory_files: no memory folder: pass one (set_memory_files(flow, \"memory\")) "
+                                 "or call it inside `with RunContext(memory_dir=...)`")
     memory_dir = os.path.abspath(memory_dir)
     os.makedirs(memory_dir, exist_ok=True)
     if isinstance(flow, dict):
