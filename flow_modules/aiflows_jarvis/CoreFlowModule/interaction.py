@@ -488,7 +488,9 @@ class Console:
 
 def get_console() -> Console:
     """The console of the current run (``current_run().console``)."""
-    return current_run().console
+    run = current_run()
+    console = run._console  # the slot first: a step prints through here every round
+    return console if console is not None else run.console
 
 
 def set_console(console: Optional[Console]) -> Optional[Console]:
@@ -640,7 +642,9 @@ class ScriptedInput(InputSource):
 
 def get_input_source() -> InputSource:
     """Where the current run's answers come from (``current_run().input_source``)."""
-    return current_run().input_source
+    run = current_run()
+    source = run._input_source
+    return source if source is not None else run.input_source
 
 
 def set_input_source(source: Optional[InputSource]) -> Optional[InputSource]:

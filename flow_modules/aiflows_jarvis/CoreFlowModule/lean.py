@@ -64,7 +64,7 @@ def unique_id(existing_ids=None) -> str:
     a counter is unique within the process, the random part across processes, and neither needs a system call or a
     ``uuid.UUID`` per message (nor follows the user's ``random.seed()``)."""
     while True:
-        made = "%s%012x" % (_Ids.prefix, next(_Ids.counter))
+        made = "%s%012x" % (_id_prefix[0], next(_id_counter))
         if not existing_ids or made not in existing_ids:
             return made
 
@@ -76,15 +76,12 @@ def _new_id_prefix() -> str:
     return f"{text[:8]}-{text[8:12]}-4{text[13:16]}-{variant}{text[17:20]}-"
 
 
-class _Ids:
-    """The process's message ids: a random prefix (drawn again in a forked child) and a counter."""
-
-    prefix = _new_id_prefix()
-    counter = itertools.count(1)
+_id_prefix = [_new_id_prefix()]  # one entry, replaced in place in a forked child
+_id_counter = itertools.count(1)
 
 
 def _reseed_ids_in_child() -> None:
-    _Ids.prefix = _new_id_prefix()
+    _id_prefix[0] = _new_id_prefix()
 
 
 if hasattr(os, "register_at_fork"):
