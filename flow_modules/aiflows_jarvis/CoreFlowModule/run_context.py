@@ -31,6 +31,30 @@ if TYPE_CHECKING:  # pragma: no cover
     from .usage import UsageMeter
 
 
+class _MadeAtFirstUse:
+    """A setting whose default (``module.name()``) is made when it is first read; None puts the default back."""
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.slot = getattr(owner, "_" + attribute)  # the slot's own descriptor: "_console" holds the console
+
+    def __get__(self, run: Optional["RunContext"], owner: type) -> Any:
+        if run is None:
+            return self
+        value = self.slot.__get__(run, owner)
+        if value is None:
+            import importlib
+
+            value = getattr(importlib.import_module(f"{__package__}.{self.module}"), self.name)()
+            self.slot.__set__(run, value)
+        return value
+
+    def __set__(self, run: "RunContext", value: Any) -> None:
+        self.slot.__set__(run, value)
+
+
 class RunContext:
     """The collaborators and the running state of one run; every parameter may be left out (its default).
 
@@ -93,45 +117,10 @@ class RunContext:
         self.servers: Dict[Any, Any] = {}         # what the run learned of each LLM server (ChatFlowModule.servers)
         self.memory_dir = memory_dir
 
-    # ~~~ The defaults, made at first use ~~~
-    @property
-    def input_source(self) -> "InputSource":
-        source = self._input_source
-        if source is None:
-            from .interaction import TerminalInput
-
-            source = self._input_source = TerminalInput()
-        return source
-
-    @input_source.setter
-    def input_source(self, source: Optional["InputSource"]) -> None:
-        self._input_source = source
-
-    @property
-    def console(self) -> "Console":
-        console = self._console
-        if console is None:
-            from .interaction import Console
-
-            console = self._console = Console()
-        return console
-
-    @console.setter
-    def console(self, console: Optional["Console"]) -> None:
-        self._console = console
-
-    @property
-    def usage(self) -> "UsageMeter":
-        usage = self._usage
-        if usage is None:
-            from .usage import UsageMeter
-
-            usage = self._usage = UsageMeter()
-        return usage
-
-    @usage.setter
-    def usage(self, usage: Optional["UsageMeter"]) -> None:
-        self._usage = usage
+    # The defaults, made at first use: importing their modules here would be a cycle (they read current_run).
+    input_source = _MadeAtFirstUse("interaction", "TerminalInput")
+    console = _MadeAtFirstUse("interaction", "Console")
+    usage = _MadeAtFirstUse("usage", "UsageMeter")
 
     # ~~~ Entering and leaving ~~~
     def __enter__(self) -> "RunContext":
@@ -155,14 +144,11 @@ class RunContext:
         if trace is not None:
             trace.close()
 
-    @property
-    def entered(self) -> bool:
-        return self in _STACK[1:]
-
     def __repr__(self) -> str:
-        shown = {name: getattr(self, name) for name in ("_input_source", "_console", "backend_factory", "budget",
-                                                        "trace_file", "memory_dir") if getattr(self, name) is not None}
-        return f"RunContext({', '.join(f'{k.lstrip(chr(95))}={v!r}' for k, v in shown.items())})"
+        settings = {"input_source": self._input_source, "console": self._console,
+                    "backend_factory": self.backend_factory, "budget": self.budget, "trace_file": self.trace_file,
+                    "memory_dir": self.memory_dir}
+        return "RunContext(" + ", ".join(f"{k}={v!r}" for k, v in settings.items() if v is not None) + ")"
 
 
 def _check(name: str, value: Any, test: Callable[[Any], bool], expected: str) -> None:
