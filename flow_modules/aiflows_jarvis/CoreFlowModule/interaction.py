@@ -488,15 +488,14 @@ class Console:
 
 def get_console() -> Console:
     """The console of the current run (``current_run().console``)."""
-    run = current_run()
-    console = run._console  # the slot first: a step prints through here every round
-    return console if console is not None else run.console
+    return current_run().console
 
 
-def set_console(console: Optional[Console]) -> Optional[Console]:
-    """Make ``console`` the one every flow of the current run prints to (None: stdout's); returns the previous one."""
+def set_console(console: Optional[Console]) -> Console:
+    """Make ``console`` the one every flow of the current run prints to (None: a new one on stdout); returns the
+    previous one."""
     run = current_run()
-    previous, run.console = run._console, console
+    previous, run.console = run.console, console if console is not None else Console()
     return previous
 
 
@@ -642,16 +641,14 @@ class ScriptedInput(InputSource):
 
 def get_input_source() -> InputSource:
     """Where the current run's answers come from (``current_run().input_source``)."""
-    run = current_run()
-    source = run._input_source
-    return source if source is not None else run.input_source
+    return current_run().input_source
 
 
-def set_input_source(source: Optional[InputSource]) -> Optional[InputSource]:
+def set_input_source(source: Optional[InputSource]) -> InputSource:
     """Make ``source`` the one every flow of the current run asks; returns the previous one (``None`` restores the
     terminal)."""
     run = current_run()
-    previous, run.input_source = run._input_source, source
+    previous, run.input_source = run.input_source, source if source is not None else TerminalInput()
     return previous
 
 

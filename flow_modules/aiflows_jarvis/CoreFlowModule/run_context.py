@@ -22,6 +22,7 @@ this module imports none of them.
 """
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,30 +30,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .interaction import Console, InputSource
     from .lean import RunTrace
     from .usage import UsageMeter
-
-
-class _MadeAtFirstUse:
-    """A setting whose default (``module.name()``) is made when it is first read; None puts the default back."""
-
-    def __init__(self, module: str, name: str):
-        self.module, self.name = module, name
-
-    def __set_name__(self, owner: type, attribute: str) -> None:
-        self.slot = getattr(owner, "_" + attribute)  # the slot's own descriptor: "_console" holds the console
-
-    def __get__(self, run: Optional["RunContext"], owner: type) -> Any:
-        if run is None:
-            return self
-        value = self.slot.__get__(run, owner)
-        if value is None:
-            import importlib
-
-            value = getattr(importlib.import_module(f"{__package__}.{self.module}"), self.name)()
-            self.slot.__set__(run, value)
-        return value
-
-    def __set__(self, run: "RunContext", value: Any) -> None:
-        self.slot.__set__(run, value)
 
 
 class RunContext:
@@ -73,8 +50,8 @@ class RunContext:
     - ``memory_dir``: the run's memory folder (``set_memory_files`` uses it when given no folder).
     """
 
-    __slots__ = ("_input_source", "_console", "closed_input_hint", "backend_factory", "backend_wrappers",
-                 "embeddings_factory", "_usage", "budget", "trace_file", "trace", "trace_checked", "warm_up",
+    __slots__ = ("input_source", "console", "closed_input_hint", "backend_factory", "backend_wrappers",
+                 "embeddings_factory", "usage", "budget", "trace_file", "trace", "trace_checked", "warm_up",
                  "tool_recorder", "tool_replay", "servers", "memory_dir")
 
     def __init__(self, *, input_source: Optional["InputSource"] = None, console: Optional["Console"] = None,
@@ -100,13 +77,16 @@ class RunContext:
                "a RunBudget (RunBudget(max_calls=..., max_time=...))")
         _check("trace_file", trace_file, lambda v: isinstance(v, str) and v, "a file path")
         _check("memory_dir", memory_dir, lambda v: isinstance(v, str) and v, "a folder path")
-        self._input_source = input_source
-        self._console = console
+        from .interaction import Console, TerminalInput  # here: those modules import this one
+        from .usage import UsageMeter
+
+        self.input_source: "InputSource" = input_source if input_source is not None else TerminalInput()
+        self.console: "Console" = console if console is not None else Console()
         self.closed_input_hint = closed_input_hint
         self.backend_factory = backend_factory
         self.backend_wrappers: List[Callable] = wrappers
         self.embeddings_factory = embeddings_factory
-        self._usage = usage
+        self.usage: "UsageMeter" = usage if usage is not None else UsageMeter()
         self.budget = budget
         self.trace_file = trace_file
         self.trace: Optional["RunTrace"] = None   # opened at the first message (see lean._active_trace)
@@ -117,17 +97,14 @@ class RunContext:
         self.servers: Dict[Any, Any] = {}         # what the run learned of each LLM server (ChatFlowModule.servers)
         self.memory_dir = memory_dir
 
-    # The defaults, made at first use: importing their modules here would be a cycle (they read current_run).
-    input_source = _MadeAtFirstUse("interaction", "TerminalInput")
-    console = _MadeAtFirstUse("interaction", "Console")
-    usage = _MadeAtFirstUse("usage", "UsageMeter")
-
     # ~~~ Entering and leaving ~~~
     def __enter__(self) -> "RunContext":
+        if not _STACK:
+            _default()
         _STACK.append(self)
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: Any) -> None:  # the process's default (index 0) is never left
         for i in range(len(_STACK) - 1, 0, -1):  # the last entry of this context (it may be entered twice)
             if _STACK[i] is self:
                 del _STACK[i]
@@ -145,10 +122,10 @@ class RunContext:
             trace.close()
 
     def __repr__(self) -> str:
-        settings = {"input_source": self._input_source, "console": self._console,
-                    "backend_factory": self.backend_factory, "budget": self.budget, "trace_file": self.trace_file,
+        settings = {"backend_factory": self.backend_factory, "budget": self.budget, "trace_file": self.trace_file,
                     "memory_dir": self.memory_dir}
-        return "RunContext(" + ", ".join(f"{k}={v!r}" for k, v in settings.items() if v is not None) + ")"
+        shown = [f"{k}={v!r}" for k, v in settings.items() if v is not None]
+        return f"RunContext({', '.join([type(self.input_source).__name__] + shown)})"
 
 
 def _check(name: str, value: Any, test: Callable[[Any], bool], expected: str) -> None:
@@ -156,15 +133,27 @@ def _check(name: str, value: Any, test: Callable[[Any], bool], expected: str) ->
         raise TypeError(f"RunContext({name}=...) must be {expected}, not {value!r}")
 
 
-# The process's default context, under every context entered. A list changed in place: no `global` needed.
-_STACK: List[RunContext] = [RunContext()]
+# The contexts entered, innermost last, over the process's default one (made at first use). A list changed in
+# place: no `global` needed.
+_STACK: List[RunContext] = []
+_DEFAULT_LOCK = threading.Lock()
 
 
 def current_run() -> RunContext:
     """The innermost ``RunContext`` entered, else the process's default one."""
-    return _STACK[-1]
+    try:
+        return _STACK[-1]
+    except IndexError:
+        return _default()
 
 
 def default_run() -> RunContext:
     """The process's default context: what ``current_run()`` is when no context is entered."""
+    return _STACK[0] if _STACK else _default()
+
+
+def _default() -> RunContext:
+    with _DEFAULT_LOCK:
+        if not _STACK:
+            _STACK.append(RunContext())
     return _STACK[0]
