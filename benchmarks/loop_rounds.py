@@ -28,8 +28,7 @@ from aiflows.base_flows import Flow  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 
 from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow  # noqa: E402
-from aiflows_jarvis.ChatFlowModule import set_backend_factory  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import Console, RunContext, ScriptedInput  # noqa: E402
 from aiflows_jarvis.CoreFlowModule.lean import LeanFlowMixin  # noqa: E402
 
 
@@ -49,10 +48,10 @@ def reporting_factory(backend_config, flow_name):
     return ReportingBackend(**{k: v for k, v in backend_config.items() if k != "_target_"})
 
 
-def build(memory_dir: str, rounds: int, usage: bool = True):
-    from fakes import SCRIPT, command, finish, scripted_factory
+def build(memory_dir: str, rounds: int):
+    """The loop's flow (its chats get their backend from the current run) and its memory files."""
+    from fakes import SCRIPT, command, finish
 
-    set_backend_factory(reporting_factory if usage else scripted_factory)
     SCRIPT.replies.clear()
     SCRIPT.calls.clear()
     for i in range(rounds):
@@ -80,12 +79,12 @@ def run(rounds: int, stock: bool, usage: bool = True) -> dict:
         # aiflows' copies every message it keeps (the lean flows' ``private`` hint does not apply)
         LeanFlowMixin._log_message = lambda self, message, private=False: Flow._log_message(self, message)
     logging.set_verbosity_warning()
-    set_console(Console(stream=open(os.devnull, "w")))
-    set_input_source(ScriptedInput())
-    from fakes import SCRIPT, carried_size
+    from fakes import SCRIPT, carried_size, scripted_factory
 
-    with tempfile.TemporaryDirectory() as memory_dir:
-        flow, memory_files = build(memory_dir, rounds, usage)
+    run_context = RunContext(console=Console(stream=open(os.devnull, "w")), input_source=ScriptedInput(),
+                             backend_factory=reporting_factory if usage else scripted_factory)
+    with run_context, tempfile.TemporaryDirectory() as memory_dir:
+        flow, memory_files = build(memory_dir, rounds)
         stamps, sizes = [], {}
         original = SCRIPT.__class__.__call__
 

@@ -1,8 +1,8 @@
 """Guards and fixtures shared by every test.
 
 Autouse guards make a test fail if it reaches the network (anything but loopback and AF_UNIX), a real LLM, stdin, or
-``flow_verse.sync_dependencies``. Process-wide settings the flows read (input source, console, backend factory,
-scripted LLM, usage meter, trace) are put back after each test.
+``flow_verse.sync_dependencies``. Each test runs in a fresh ``RunContext`` (the ``run_context`` fixture): the input
+source, console, backend factory, usage meter, budget, trace... it sets are its own and gone after it.
 """
 from __future__ import annotations
 
@@ -20,12 +20,11 @@ from loopback_llm import LoopbackLLMServer
 
 from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
 from aiflows_jarvis.CoreFlowModule import (
-    USAGE,
     Console,
+    RunContext,
     ScriptedInput,
     set_console,
     set_input_source,
-    set_trace_file,
 )
 
 logging.set_verbosity_warning()
@@ -61,15 +60,13 @@ def _no_real_editor(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def _restore_process_settings():
-    yield
-    set_input_source(None)
-    set_console(None)
-    set_backend_factory(None)
-    set_trace_file(None)
+def run_context():
+    """The test's own RunContext, entered for the whole test: what the test (or a fixture) sets through
+    ``set_input_source``, ``set_backend_factory``... lives in it and leaves with it (its trace file is closed)."""
+    with RunContext() as context:
+        yield context
     SCRIPT.replies.clear()
     SCRIPT.calls.clear()
-    USAGE.reset()
 
 
 @pytest.fixture

@@ -109,7 +109,9 @@ def test_a_yaml_file_that_changes_is_read_again(tmp_path):
 def fresh_tokenizer_state(monkeypatch):
     """No cl100k encoding loaded yet in this process, as far as tiktoken and the usage meter know."""
     monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
-    monkeypatch.setattr(usage, "_encoding", None)
+    usage._cl100k.cache_clear()
+    yield
+    usage._cl100k.cache_clear()
 
 
 def test_the_tokenizer_is_not_loaded_when_the_api_reports_usage(fresh_tokenizer_state, loopback_llm):

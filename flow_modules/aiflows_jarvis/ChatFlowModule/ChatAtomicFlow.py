@@ -21,7 +21,8 @@ from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
 from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
 from aiflows_jarvis.CoreFlowModule.memory import shorten
 from aiflows_jarvis.CoreFlowModule.models import model_info
-from aiflows_jarvis.CoreFlowModule.usage import USAGE, count_message_tokens, count_tokens
+from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_tokens
 
 from .backends import build_backend, listening_to_streams, reply_content, take_response_info, unwrap_backend
 from .context import fit_to_context
@@ -300,8 +301,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
             prompt_tokens, completion_tokens, reported = info.prompt_tokens, info.completion_tokens, True
         else:
             prompt_tokens, completion_tokens, reported = count_message_tokens(messages), count_tokens(reply), False
-        USAGE.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
-                     model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
+        current_run().usage.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
+                                   model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
         if self.flow_config.get("show_replies"):
             get_console().show("llm", f"{where} replied:", reply)
         return reply

@@ -1,9 +1,10 @@
 """The backend seam: how a chat flow gets its LLM backend.
 
 By default a ChatAtomicFlow builds the backend its config names (``backend._target_``, normally aiflows'
-LiteLLMBackend). A process-wide *factory* can replace that for every chat flow at once, without touching configs:
-tests install a scripted backend, ``--replay`` a transcript player, and ``with_api_infos`` builds the configured
-backend with given ``api_infos``. *Wrappers* (e.g. the ``--record`` recorder) wrap whatever backend was built.
+LiteLLMBackend). The run's *factory* (``RunContext(backend_factory=...)``, or ``set_backend_factory``) can replace that
+for every chat flow at once, without touching configs: tests install a scripted backend, ``--replay`` a transcript
+player, and ``with_api_infos`` builds the configured backend with given ``api_infos``. The run's *wrappers* (e.g. the
+``--record`` recorder) wrap whatever backend was built.
 
 aiflows' LiteLLMBackend returns only the messages: the API's ``usage``, ``finish_reason`` and model are lost. A config
 naming it gets :class:`UsageLiteLLMBackend` instead (same constructor, same return value), which also records a
@@ -13,6 +14,7 @@ naming it gets :class:`UsageLiteLLMBackend` instead (same constructor, same retu
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
+from aiflows_jarvis.CoreFlowModule.run_context import current_run
 from aiflows_jarvis.CoreFlowModule.terminal import without_lone_surrogates
 
 LITELLM_BACKEND = "aiflows.backends.llm_lite.LiteLLMBackend"
@@ -28,25 +31,23 @@ USAGE_BACKEND = f"{__name__}.UsageLiteLLMBackend"
 BackendFactory = Callable[[Dict[str, Any], str], Any]
 BackendWrapper = Callable[[Any, str], Any]
 
-_factory: Optional[BackendFactory] = None
-_wrappers: List[BackendWrapper] = []
-
-
 def set_backend_factory(factory: Optional[BackendFactory]) -> Optional[BackendFactory]:
-    """Make every chat flow built from now on get its backend from ``factory(backend_config, flow_name)``."""
-    global _factory
-    previous, _factory = _factory, factory
+    """Make every chat flow built from now on in the current run get its backend from
+    ``factory(backend_config, flow_name)`` (None: the backend its config names); returns the previous factory."""
+    run = current_run()
+    previous, run.backend_factory = run.backend_factory, factory
     return previous
 
 
 def add_backend_wrapper(wrapper: BackendWrapper) -> None:
-    """Wrap every backend built from now on: ``wrapper(backend, flow_name) -> backend``."""
-    _wrappers.append(wrapper)
+    """Wrap every backend built from now on in the current run: ``wrapper(backend, flow_name) -> backend``."""
+    current_run().backend_wrappers.append(wrapper)
 
 
 def remove_backend_wrapper(wrapper: BackendWrapper) -> None:
-    if wrapper in _wrappers:
-        _wrappers.remove(wrapper)
+    wrappers = current_run().backend_wrappers
+    if wrapper in wrappers:
+        wrappers.remove(wrapper)
 
 
 @contextmanager
@@ -202,15 +203,10 @@ class _StreamWatcher:
         return ResponseInfo(self.prompt_tokens, self.completion_tokens, self.finish_reason, self.model)
 
 
-_usage_backend_class = None
-
-
+@functools.lru_cache(maxsize=None)
 def usage_litellm_backend_class():
     """The class UsageLiteLLMBackend, built on first use (aiflows' llm_lite must be imported after the package's
     import hooks are in place: it then does not import litellm, see ``offline``)."""
-    global _usage_backend_class
-    if _usage_backend_class is not None:
-        return _usage_backend_class
     from aiflows_jarvis.CoreFlowModule.offline import ensure_offline_tokenizer
 
     ensure_offline_tokenizer()
@@ -252,7 +248,6 @@ def usage_litellm_backend_class():
 
     UsageLiteLLMBackend.__module__ = __name__
     UsageLiteLLMBackend.__qualname__ = "UsageLiteLLMBackend"
-    _usage_backend_class = UsageLiteLLMBackend
     return UsageLiteLLMBackend
 
 
@@ -300,8 +295,13 @@ def instantiate_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
 
 
 def build_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
-    backend = _factory(backend_config, flow_name) if _factory is not None else instantiate_backend(backend_config, flow_name)
-    for wrapper in _wrappers:
+    """The backend of a chat: from the current run's factory if it has one, else as the config says; then wrapped by
+    the run's wrappers."""
+    run = current_run()
+    factory = run.backend_factory
+    backend = factory(backend_config, flow_name) if factory is not None else instantiate_backend(backend_config,
+                                                                                                 flow_name)
+    for wrapper in list(run.backend_wrappers):
         backend = wrapper(backend, flow_name)
     return backend
 

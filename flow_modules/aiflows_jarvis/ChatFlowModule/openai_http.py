@@ -17,6 +17,7 @@ backend configured with ``transport: litellm``.
 """
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -164,28 +165,29 @@ def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
 
 
 # ~~~ Connections ~~~
-_ssl_context = None
-_ssl_lock = threading.Lock()
+_ssl_lock = threading.Lock()  # two threads making the first https request at once make one context
 
 
 def _tls_context():
     """One TLS context for the process, made at the first https request: certifi's certificates (as httpx uses)
     unless SSL_CERT_FILE / SSL_CERT_DIR say otherwise."""
-    global _ssl_context
     with _ssl_lock:
-        if _ssl_context is None:
-            import ssl
+        return _new_tls_context()
 
+
+@functools.lru_cache(maxsize=None)
+def _new_tls_context():
+    import ssl
+
+    cafile = None
+    if not os.environ.get("SSL_CERT_FILE") and not os.environ.get("SSL_CERT_DIR"):
+        try:
+            import certifi
+
+            cafile = certifi.where()
+        except ImportError:  # pragma: no cover - certifi comes with requests and httpx
             cafile = None
-            if not os.environ.get("SSL_CERT_FILE") and not os.environ.get("SSL_CERT_DIR"):
-                try:
-                    import certifi
-
-                    cafile = certifi.where()
-                except ImportError:  # pragma: no cover - certifi comes with requests and httpx
-                    cafile = None
-            _ssl_context = ssl.create_default_context(cafile=cafile)
-        return _ssl_context
+    return ssl.create_default_context(cafile=cafile)
 
 
 _connections = threading.local()

@@ -2,7 +2,8 @@
 
 Seventeen chats talk to one server in a Jarvis run. When the server rejects a ``response_format`` (HTTP 400/422
 naming it), or says its context window is smaller than assumed, the first chat that finds out tells the others
-through the server's ``ServerSettings``, so the run pays for the discovery once, and says it on screen once.
+through the server's ``ServerSettings``, so the run pays for the discovery once, and says it on screen once. What a
+run learned is kept in its ``RunContext`` (``servers``): the next run asks again.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import get_console
 from aiflows_jarvis.CoreFlowModule.models import bare_name, openai_response_format_support
+from aiflows_jarvis.CoreFlowModule.run_context import current_run
 
 from .backends import unwrap_backend
 
@@ -64,13 +66,12 @@ class ServerSettings:
 
 
 _LOCK = threading.Lock()
-_SERVERS: Dict[Tuple[str, str, str], ServerSettings] = {}
 
 
 def reset_servers() -> None:
-    """Forget what was learned (tests; a new run in the same process)."""
+    """Forget what the current run learned (a new run in the same process without a RunContext of its own)."""
     with _LOCK:
-        _SERVERS.clear()
+        current_run().servers.clear()
 
 
 def backend_identity(backend: Any) -> Tuple[str, Optional[str], str]:
@@ -94,14 +95,15 @@ def server_settings(backend: Any) -> ServerSettings:
     """The shared settings of the server and model ``backend`` talks to."""
     model, api_base, backend_used = backend_identity(backend)
     key = (backend_used, api_base or "", model)
+    servers: Dict[Tuple[str, str, str], ServerSettings] = current_run().servers
     with _LOCK:
-        settings = _SERVERS.get(key)
+        settings = servers.get(key)
         if settings is None:
             settings = ServerSettings(model, api_base, backend_used)
             # OpenAI and Azure: what the model is known to take; any other server is asked, from the top down.
             settings.structured_output = openai_response_format_support(model) if settings.official \
                 else STRUCTURED_LEVELS[0]
-            _SERVERS[key] = settings
+            servers[key] = settings
     return settings
 
 

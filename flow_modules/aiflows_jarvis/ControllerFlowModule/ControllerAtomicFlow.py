@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, get_console
 from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.usage import USAGE
+from aiflows_jarvis.CoreFlowModule.run_context import current_run
 
 from .commands import InvalidReply, commands_from_config, example_reply, read_command, render_commands, reply_schema
 
@@ -38,7 +38,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     by prose, written as a Python dict (single quotes, True/False/None) or with trailing commas, an invalid escape
     in a string (a regex's backslash), `command_args` sent as JSON text, near-miss keys (`args`, `{"finish": {...}}`,
     arguments beside `command`), a number where a string is declared, null optional arguments: all are accepted,
-    and each repair is counted (`USAGE.record_repair`), not corrected. A reply that is ambiguous or wrong (no JSON,
+    and each repair is counted (the run's `usage`), not corrected. A reply that is ambiguous or wrong (no JSON,
     two objects or the same one twice, a cut-off object, an unknown command, a missing or extra argument, a value of
     the wrong type) is answered with a correction saying exactly what was wrong, and asked again, at most
     `max_corrections` times; then the flow returns `controller_error` and the boss stops with a clear status. A
@@ -127,7 +127,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
                 command, args, repairs = read_command(reply, self.commands)
             except InvalidReply as error:
                 problem = self._cut_off_problem() if self.last_finish_reason == "length" else str(error)
-                USAGE.record_correction(self._where())
+                current_run().usage.record_correction(self._where())
                 get_console().line("warning", f"{self._where()}: invalid reply ({problem})"
                                               + (" - asking again" if attempt < max_corrections else ""))
                 correction = self.correction_prompt.format(
@@ -138,7 +138,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
                           {"role": "user", "content": correction}]
                 continue
             for kind in repairs:
-                USAGE.record_repair(self._where(), kind)
+                current_run().usage.record_repair(self._where(), kind)
             # A repaired reply is kept as the protocol wants it: the model sees its last move in the right form.
             self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}) if repairs
                              else reply)

@@ -1,4 +1,5 @@
-"""Shared runtime of the Jarvis flow modules: lean flow bases, the user in the loop, memory files, LLM errors.
+"""Shared runtime of the Jarvis flow modules: lean flow bases, the run context, the user in the loop, memory files,
+LLM errors.
 
 Importing it first points tiktoken at the tokenizer this module carries, so litellm 1.0.0 imports offline.
 """
@@ -28,6 +29,7 @@ from .interaction import (  # noqa: E402
     InputSource,
     ScriptedInput,
     TerminalInput,
+    get_closed_input_hint,
     get_console,
     get_input_source,
     set_closed_input_hint,
@@ -48,4 +50,5 @@ from .lean import (  # noqa: E402
 )
 from . import message_stamps  # noqa: E402,F401  (aiflows' message ids and time stamps, made quicker)
 from .prompts import StrictJinjaPrompt  # noqa: E402
+from .run_context import RunContext, current_run  # noqa: E402
 from .usage import USAGE  # noqa: E402

@@ -4,7 +4,8 @@ Every chat checks the budget before it calls its LLM (``check_budget``). A run t
 Ctrl+C stops it: ``BudgetExceeded`` is a ``RunStopped``, which every level lets through without asking, so the
 memory files keep everything done so far and a resumed run (``--resume``) continues with a fresh budget.
 
-With no budget set (the default of a flow used outside Jarvis's command line), nothing is limited.
+The budget is the current run's (``RunContext(budget=...)``, or ``set_run_budget``); with none (the default of a flow
+used outside Jarvis's command line), nothing is limited.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from .errors import ConfigurationError, RunStopped
+from .run_context import current_run
 
 _LIMITS = ("max_calls", "max_tokens", "max_cost", "max_time")
 
@@ -88,18 +90,15 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-_budget: Optional[RunBudget] = None
-
-
 def set_run_budget(budget: Optional[RunBudget]) -> Optional[RunBudget]:
-    """Make ``budget`` the limits of the run in this process (None: no limits); returns the previous one."""
-    global _budget
-    previous, _budget = _budget, budget
+    """Make ``budget`` the limits of the current run (None: no limits); returns the previous one."""
+    run = current_run()
+    previous, run.budget = run.budget, budget
     return previous
 
 
 def get_run_budget() -> Optional[RunBudget]:
-    return _budget
+    return current_run().budget
 
 
 _FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-tokens", "max_cost": "--max-cost",
@@ -108,12 +107,11 @@ _FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-tokens", "max_cost": 
 
 def check_budget(where: str = "") -> None:
     """Raise BudgetExceeded if the run has used up one of its limits (checked before every LLM call)."""
-    budget = _budget
+    run = current_run()
+    budget = run.budget
     if budget is None:
         return
-    from .usage import USAGE
-
-    total = USAGE.total()
+    total = run.usage.total()
     reached = None
     if budget.max_calls is not None and total.calls >= budget.max_calls:
         reached = ("max_calls", f"{total.calls} LLM calls (the limit is {budget.max_calls})")

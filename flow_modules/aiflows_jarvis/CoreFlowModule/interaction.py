@@ -34,6 +34,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, NoReturn, Optiona
 import colorama
 
 from .errors import InputUnavailableError
+from .run_context import current_run
 from .terminal import clean_text
 
 APPROVAL = "approval"
@@ -485,20 +486,16 @@ class Console:
                 self._emit("\n")
 
 
-_console: Optional[Console] = None
-
-
 def get_console() -> Console:
-    global _console
-    if _console is None:
-        _console = Console()
-    return _console
+    """The console of the current run (``current_run().console``)."""
+    return current_run().console
 
 
-def set_console(console: Optional[Console]) -> Optional[Console]:
-    """Replace the console every flow prints to; returns the previous one."""
-    global _console
-    previous, _console = _console, console
+def set_console(console: Optional[Console]) -> Console:
+    """Make ``console`` the one every flow of the current run prints to (None: a new one on stdout); returns the
+    previous one."""
+    run = current_run()
+    previous, run.console = run.console, console if console is not None else Console()
     return previous
 
 
@@ -515,15 +512,21 @@ class InputSource:
 
 # What a closed terminal says. A library user has no command line: the call to make. Jarvis's command line replaces
 # it with its own option (set_closed_input_hint).
-closed_input_hint = ("The flow needs your answer but the terminal input is closed. Run it in a terminal, or call "
+CLOSED_INPUT_HINT = ("The flow needs your answer but the terminal input is closed. Run it in a terminal, or call "
                      "set_input_source(AutoApproveInput()) (both from aiflows_jarvis.CoreFlowModule) before calling "
                      "the flow, to approve plans and code automatically.")
 
 
-def set_closed_input_hint(text: str) -> str:
-    """Make ``text`` what a closed terminal says (a command line names its own option); returns the previous one."""
-    global closed_input_hint
-    previous, closed_input_hint = closed_input_hint, text
+def get_closed_input_hint() -> str:
+    """What a closed terminal says in the current run."""
+    return current_run().closed_input_hint or CLOSED_INPUT_HINT
+
+
+def set_closed_input_hint(text: Optional[str]) -> str:
+    """Make ``text`` what a closed terminal says in the current run (a command line names its own option; None: the
+    library's text); returns the previous one."""
+    run = current_run()
+    previous, run.closed_input_hint = get_closed_input_hint(), text
     return previous
 
 
@@ -581,7 +584,7 @@ class TerminalInput(InputSource):
                     return "\n".join(lines).strip()
                 lines.append(line)
         except EOFError:
-            raise InputUnavailableError(closed_input_hint) from None
+            raise InputUnavailableError(get_closed_input_hint()) from None
         except BrokenPipeError:  # `input` could not write its prompt: the output was closed
             console.output_closed(sys.stdout)
 
@@ -636,20 +639,16 @@ class ScriptedInput(InputSource):
         return answer
 
 
-_input_source: Optional[InputSource] = None
-
-
 def get_input_source() -> InputSource:
-    global _input_source
-    if _input_source is None:
-        _input_source = TerminalInput()
-    return _input_source
+    """Where the current run's answers come from (``current_run().input_source``)."""
+    return current_run().input_source
 
 
-def set_input_source(source: Optional[InputSource]) -> Optional[InputSource]:
-    """Make ``source`` the one every flow asks; returns the previous one (``None`` restores the terminal)."""
-    global _input_source
-    previous, _input_source = _input_source, source
+def set_input_source(source: Optional[InputSource]) -> InputSource:
+    """Make ``source`` the one every flow of the current run asks; returns the previous one (``None`` restores the
+    terminal)."""
+    run = current_run()
+    previous, run.input_source = run.input_source, source if source is not None else TerminalInput()
     return previous
 
 

@@ -11,8 +11,9 @@ change only how messages are kept:
 * ``history`` holds the last ``history_size`` messages of the flow (default 32), not all of them;
 * an OutputMessage carries no copy of the flow's history (its ``history`` is ``[]``);
 * a message is rendered for the debug log only when the debug log is on;
-* every message can instead be written once, as one JSON line, to a run trace (``set_trace_file`` or the environment
-  variable ``JARVIS_TRACE``): that is the full record of a run, at a constant cost per message;
+* every message can instead be written once, as one JSON line, to a run trace (``RunContext(trace_file=...)``,
+  ``set_trace_file`` or the environment variable ``JARVIS_TRACE``): the full record of a run, at a constant cost per
+  message;
 * errors are not logged as tracebacks at every level of nesting; they carry ``flow_path`` (where they happened);
 * the disk cache (``.flow_cache`` in the working directory) is only opened when caching is actually used.
 
@@ -45,6 +46,7 @@ from aiflows.utils import logging
 
 from . import config_cache
 from .instantiate import copy_config, instantiate
+from .run_context import current_run
 
 log = logging.get_logger(f"aiflows.{__name__}")
 
@@ -133,28 +135,28 @@ class RunTrace:
                 self._file.close()
 
 
-_trace: Optional[RunTrace] = None
-
-
 def set_trace_file(path: Optional[str]) -> Optional[RunTrace]:
-    """Start writing every flow message to ``path`` (JSON lines); ``None`` stops. Returns the active trace."""
-    global _trace
-    if _trace is not None:
-        _trace.close()
-    _trace = RunTrace(path) if path else None
-    return _trace
-
-
-_trace_variable_read = False  # JARVIS_TRACE is read once per outermost flow call, not for every message
+    """Start writing every flow message of the current run to ``path`` (JSON lines); ``None`` stops. Returns the
+    active trace."""
+    run = current_run()
+    run.close_trace()
+    run.trace_file = path or None
+    if path:
+        run.trace = RunTrace(path)
+    return run.trace
 
 
 def _active_trace() -> Optional[RunTrace]:
-    global _trace, _trace_variable_read
-    if _trace is None and not _trace_variable_read:
-        _trace_variable_read = True
-        if os.environ.get("JARVIS_TRACE"):
-            _trace = RunTrace(os.environ["JARVIS_TRACE"])
-    return _trace
+    """The current run's trace: its ``trace_file``, else ``$JARVIS_TRACE``, opened at the first message. With
+    neither, they are looked at again at the next outermost flow call, not for every message."""
+    run = current_run()
+    trace = run.trace
+    if trace is None and not run.trace_checked:
+        run.trace_checked = True
+        path = run.trace_file or os.environ.get("JARVIS_TRACE")
+        if path:
+            trace = run.trace = RunTrace(path)
+    return trace
 
 
 _EMPTY_HISTORY = FlowHistory()
@@ -254,10 +256,9 @@ class LeanFlowMixin(Flow):
         return None
 
     def __call__(self, input_message: InputMessage) -> OutputMessage:
-        global _trace_variable_read
         outer = _CALL_STACK.get()
         if not outer:
-            _trace_variable_read = False
+            current_run().trace_checked = False
         token = _CALL_STACK.set(outer + (self.flow_config.get("name", self.__class__.__name__),))
         try:
             self._log_message(input_message)

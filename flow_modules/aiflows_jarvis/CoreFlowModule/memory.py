@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional
 
 from .code_library import defined_names, definition_spans, library_summary, split_future_imports
 from .errors import ConfigurationError
+from .run_context import current_run
 from .file_io import append_text, archive_copy, atomic_write, read_text, sweep_temporary_files
 from .memory_log import (CUT_ENTRY_MARKER, append_log_entry, format_log_entry, last_log_number, read_log_tail, shorten,
                          split_log_entries, summarize_arguments)
@@ -52,8 +53,10 @@ def with_memory_files(flow: Any, input_data: Dict[str, Any]) -> Dict[str, Any]:
     return input_data
 
 
-def set_memory_files(flow: Any, memory_dir: str, workdir: Optional[str] = None) -> Dict[str, Dict[str, str]]:
-    """Give every flow of a tree that declares ``memory_file_names`` its ``memory_files`` in ``memory_dir``.
+def set_memory_files(flow: Any, memory_dir: Optional[str] = None,
+                     workdir: Optional[str] = None) -> Dict[str, Dict[str, str]]:
+    """Give every flow of a tree that declares ``memory_file_names`` its ``memory_files`` in ``memory_dir`` (default:
+    the current run's, ``RunContext(memory_dir=...)``).
 
     One call configures a whole hierarchy (Jarvis -> Coder -> ExtendLibrary, ...): each boss names its own files
     (``plan_coder.txt``, ...) in its YAML, and code runners without a ``workspace`` get ``workdir`` (default
@@ -62,6 +65,10 @@ def set_memory_files(flow: Any, memory_dir: str, workdir: Optional[str] = None) 
     ``memory_files: ???`` is filled (hydra refuses to build a config that still has one). Returns
     ``{path: memory_files}`` for what was set.
     """
+    memory_dir = memory_dir or current_run().memory_dir
+    if not memory_dir:
+        raise ConfigurationError("set_memory_files: no memory folder: pass one (set_memory_files(flow, \"memory\")) "
+                                 "or call it inside `with RunContext(memory_dir=...)`")
     memory_dir = os.path.abspath(memory_dir)
     os.makedirs(memory_dir, exist_ok=True)
     if isinstance(flow, dict):

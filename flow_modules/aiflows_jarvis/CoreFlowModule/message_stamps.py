@@ -23,7 +23,7 @@ def unique_id(existing_ids=None) -> str:
     a counter is unique within the process, the random part across processes, and neither needs a system call or a
     ``uuid.UUID`` per message (nor follows the user's ``random.seed()``)."""
     while True:
-        made = "%s%012x" % (_id_prefix, next(_id_counter))
+        made = "%s%012x" % (_id_prefix[0], next(_id_counter))
         if not existing_ids or made not in existing_ids:
             return made
 
@@ -35,31 +35,29 @@ def _new_id_prefix() -> str:
     return f"{text[:8]}-{text[8:12]}-4{text[13:16]}-{variant}{text[17:20]}-"
 
 
-_id_prefix = _new_id_prefix()
+_id_prefix = [_new_id_prefix()]  # one entry, replaced in place in a forked child
 _id_counter = itertools.count(1)
 
 
 def _reseed_ids_in_child() -> None:
-    global _id_prefix
-    _id_prefix = _new_id_prefix()
+    _id_prefix[0] = _new_id_prefix()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reseed_ids_in_child)
 
 
-_formatted_second = (None, "")
+_formatted_second = [(None, "")]  # (the second, its text): one entry, replaced in place
 
 
 def datetime_ns() -> str:
     """aiflows' ``get_current_datetime_ns``: ``"%Y-%m-%d %H:%M:%S.<nanoseconds, 9 digits>"`` in UTC, with the
     seconds formatted once per second."""
-    global _formatted_second
     now = time.time_ns()
     second = now // 1_000_000_000
-    cached = _formatted_second
+    cached = _formatted_second[0]
     if cached[0] != second:
-        cached = _formatted_second = (second, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second)))
+        cached = _formatted_second[0] = (second, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second)))
     return f"{cached[1]}.{now % 1_000_000_000:09d}"
 
 

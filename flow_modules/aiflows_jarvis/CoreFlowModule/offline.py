@@ -16,11 +16,13 @@ file runs before anything else of the package.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
 import sys
 import warnings
+from typing import Optional
 
 from . import deferred_imports
 from .tokenizer_seed import TOKENIZER_DIR, TOKENIZER_FILE, TOKENIZER_SHA256, seed_default_tokenizer_cache  # noqa: F401
@@ -112,29 +114,32 @@ def uninstall_litellm_import_hook() -> None:
     _hook.uninstall()
 
 
-_bundled_model_cost = None
-
-
 def litellm_model_cost() -> dict:
     """litellm's model map (context windows, prices): litellm's own once it is imported, else the copy it bundles
-    (what it uses offline), read without importing litellm, which a run whose requests go through openai_http never
-    needs."""
-    global _bundled_model_cost
+    (what it uses offline), read without importing litellm (about 40 MB and half a second), which a run whose LLM is
+    scripted or replayed never needs."""
     litellm = sys.modules.get("litellm")
     if isinstance(getattr(litellm, "model_cost", None), dict):
         return litellm.model_cost
-    if _bundled_model_cost is None:
-        import importlib.machinery
-        import json
+    bundled = _bundled_model_cost()
+    if bundled is None:  # not litellm 1.0.0's layout: ask litellm itself
+        return getattr(import_litellm(), "model_cost", {}) or {}
+    return bundled
 
-        spec = importlib.machinery.PathFinder.find_spec("litellm")  # not through the import hooks: nothing imported
-        try:
-            path = os.path.join(os.path.dirname(spec.origin), "model_prices_and_context_window_backup.json")
-            with open(path, encoding="utf-8") as f:
-                _bundled_model_cost = json.load(f)
-        except (AttributeError, TypeError, OSError, ValueError):  # not litellm 1.0.0's layout: ask litellm itself
-            return getattr(import_litellm(), "model_cost", {}) or {}
-    return _bundled_model_cost
+
+@functools.lru_cache(maxsize=None)
+def _bundled_model_cost() -> Optional[dict]:
+    """The model map litellm 1.0.0 bundles, read once per process; None if it is not where 1.0.0 keeps it."""
+    import importlib.machinery
+    import json
+
+    spec = importlib.machinery.PathFinder.find_spec("litellm")  # not through the import hooks: nothing imported
+    try:
+        path = os.path.join(os.path.dirname(spec.origin), "model_prices_and_context_window_backup.json")
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (AttributeError, TypeError, OSError, ValueError):
+        return None
 
 
 def import_litellm():

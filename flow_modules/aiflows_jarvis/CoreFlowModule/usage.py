@@ -6,38 +6,43 @@ completion); a model it does not know (a local server's, most often) counts toke
 """
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Set, Tuple
 
 from .interaction import meaningful_parts
+from .run_context import current_run
 
-_encoding = None
 MAX_CALLS = 10_000
+
+
+@functools.lru_cache(maxsize=None)
+def _cl100k():
+    """The cl100k tokenizer (loaded once per process), or None if it cannot load."""
+    try:
+        from .offline import ensure_offline_tokenizer
+
+        ensure_offline_tokenizer()
+        import tiktoken
+
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:  # pragma: no cover - the tokenizer ships with the package
+        return None
 
 
 def count_tokens(text: str) -> int:
     """Tokens in ``text`` with the cl100k tokenizer (the package carries it); about len/4 if it cannot load."""
-    global _encoding
-    if _encoding is None:
-        try:
-            from .offline import ensure_offline_tokenizer
-
-            ensure_offline_tokenizer()
-            import tiktoken
-
-            _encoding = tiktoken.get_encoding("cl100k_base")
-        except Exception:  # pragma: no cover - the tokenizer ships with the package
-            _encoding = False
-    if _encoding is False:
+    encoding = _cl100k()
+    if encoding is None:
         return max(1, len(text) // 4)
-    return len(_encoding.encode(text, disallowed_special=()))
+    return len(encoding.encode(text, disallowed_special=()))
 
 
 def tokenizer_loaded() -> bool:
     """Whether ``count_tokens`` has loaded the cl100k tokenizer in this process."""
-    return bool(_encoding)
+    return _cl100k.cache_info().currsize > 0 and _cl100k() is not None
 
 
 def count_message_tokens(messages: List[dict]) -> int:
@@ -127,8 +132,8 @@ class CallUsage:
 
 @dataclass
 class UsageMeter:
-    """LLM use: every call (``calls``), totals per flow path (``per_flow``) and overall. ``USAGE`` is the
-    process-wide one."""
+    """LLM use: every call (``calls``), totals per flow path (``per_flow``) and overall. Each run has its own
+    (``current_run().usage``; ``USAGE`` stands for the current run's)."""
 
     per_flow: Dict[str, FlowUsage] = field(default_factory=dict)
     # the last calls, one record each (a long run keeps the latest MAX_CALLS; the totals count every call)
@@ -306,4 +311,17 @@ def _short_paths(paths: List[str], width: int = 52) -> List[str]:
     return out
 
 
-USAGE = UsageMeter()
+class CurrentUsage:
+    """The current run's ``UsageMeter`` under one name that modules can import once: every attribute is the meter's
+    of ``current_run()`` at the time it is read (``USAGE.summary()``, ``USAGE.total()``, ``USAGE.reset()``)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        return getattr(current_run().usage, name)
+
+    def __repr__(self) -> str:
+        return f"USAGE (the current run's): {current_run().usage.summary()}"
+
+
+USAGE = CurrentUsage()

@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, List, Optional
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.budget import check_budget
 from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
+from aiflows_jarvis.CoreFlowModule.run_context import current_run
 from aiflows_jarvis.CoreFlowModule.usage import USAGE, count_tokens
 
 Vector = List[float]
@@ -190,9 +191,7 @@ def _vectors_of(response: Any, expected: int) -> List[Vector]:
     return vectors
 
 
-# ~~~ The seam: how every VectorStoreFlow gets its embeddings ~~~
-_factory: Optional[EmbeddingsFactory] = None
-
+# ~~~ The seam: how every VectorStoreFlow gets its embeddings (the run's factory, else its own config) ~~~
 _TYPES = {"litellm": LiteLLMEmbeddings, "hash": HashEmbeddings}
 
 
@@ -209,16 +208,17 @@ def build_embeddings_from_config(config: Dict[str, Any], flow_name: str) -> Embe
 
 
 def set_embeddings_factory(factory: Optional[EmbeddingsFactory]) -> Optional[EmbeddingsFactory]:
-    """Make every VectorStoreFlow get its embeddings from ``factory(embedding_config, flow_name)``; None: from its
-    own config. Returns the previous factory."""
-    global _factory
-    previous, _factory = _factory, factory
+    """Make every VectorStoreFlow of the current run get its embeddings from ``factory(embedding_config,
+    flow_name)``; None: from its own config. Returns the previous factory."""
+    run = current_run()
+    previous, run.embeddings_factory = run.embeddings_factory, factory
     return previous
 
 
 def build_embeddings(config: Dict[str, Any], flow_name: str) -> Embeddings:
-    if _factory is not None:
-        return _factory(copy.deepcopy(config or {}), flow_name)
+    factory = current_run().embeddings_factory
+    if factory is not None:
+        return factory(copy.deepcopy(config or {}), flow_name)
     return build_embeddings_from_config(config, flow_name)
 
 
