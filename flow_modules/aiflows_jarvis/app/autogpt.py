@@ -116,15 +116,6 @@ def _memory_lines(session: Any) -> List[str]:
     return [f"memories: {ending.shown(store)}"] + ending.memory_lines(session.memory)
 
 
-def _cleanup(session: Any) -> None:
-    from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
-    from aiflows_jarvis.VectorStoreFlowModule import set_embeddings_factory
-
-    set_tool_recorder(None)
-    set_tool_replay(None)
-    set_embeddings_factory(None)
-
-
 AUTOGPT = App(
     name="AutoGPT", entry_point="autogpt", script="run_autogpt.py", config=CONFIG, default_config=DEFAULT_CONFIG,
     demo=DEMO_TRANSCRIPT, run_file=RUN_FILE, description=DESCRIPTION, epilog=EPILOG,
@@ -147,7 +138,7 @@ AUTOGPT = App(
         server_note=" that also serves /v1/embeddings",
     ),
     hooks=Hooks(sources=_sources, configure=_configure, recorder_header=_recorder_header, prepare=_prepare,
-                memory_lines=_memory_lines, cleanup=_cleanup),
+                memory_lines=_memory_lines),
 )
 
 

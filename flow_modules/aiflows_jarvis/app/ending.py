@@ -71,12 +71,13 @@ def made_files(session: Any) -> List[str]:
 def show_usage(console: Any, unless_unused: bool = False) -> None:
     """The run's LLM usage and cost, per chat (``unless_unused``: nothing when no LLM was called); a failure is one
     line, never the run's outcome."""
-    from aiflows_jarvis.CoreFlowModule import USAGE
+    from aiflows_jarvis.CoreFlowModule import current_run
     from aiflows_jarvis.CoreFlowModule.errors import describe
 
     try:
-        if not unless_unused or USAGE.total().calls:
-            console.show("info", USAGE.summary(), USAGE.report())
+        usage = current_run().usage
+        if not unless_unused or usage.total().calls:
+            console.show("info", usage.summary(), usage.report())
     except Exception as error:  # noqa: BLE001
         console.line("warning", f"(The usage report failed: {describe(error)})")
 
@@ -87,7 +88,7 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
 
     console, args = session.console, session.args
     try:
-        from aiflows_jarvis.CoreFlowModule import USAGE
+        from aiflows_jarvis.CoreFlowModule import current_run
 
         from . import run_report
 
@@ -97,7 +98,8 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
                 else "resumed" if args.resume else "")
         path = run_report.write_report(
             args.report or os.path.join(memory_dir, run_report.REPORT_NAME), memory_dir, session.memory or {},
-            outcome=output, status="stopped before the end", mode=mode, usage=USAGE, trace=session.trace,
+            outcome=output, status="stopped before the end", mode=mode, usage=current_run().usage,
+            trace=session.trace,
             folders=folders, figures=[p for p in made_files(session) if p.lower().endswith(launcher.FIGURE_SUFFIXES)],
             app=session.app.name, run_file=session.app.run_file)
         console.line("info", f"Run report: {shown(path)}")

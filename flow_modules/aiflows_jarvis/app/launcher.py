@@ -182,13 +182,6 @@ def set_chat_settings(flow: Any, **settings: Any) -> int:
     return count
 
 
-def reset_server_settings() -> None:
-    """Forget what an earlier run in this process learned about LLM servers (formats, context windows)."""
-    from aiflows_jarvis.ChatFlowModule.servers import reset_servers
-
-    reset_servers()
-
-
 def prestart_interpreters(flow: Any) -> int:
     """Start the Python kernels of a flow tree in the background (each flow's ``prestart``: RunCodeFlow starts its
     interpreter in the folder a run would use); returns how many were started. Returns at once."""

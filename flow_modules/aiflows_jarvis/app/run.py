@@ -158,30 +158,30 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
         import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
         from aiflows.utils import logging
 
-        from aiflows_jarvis.ChatFlowModule import remove_backend_wrapper
-        from aiflows_jarvis.CoreFlowModule import (
-            Console,
-            JarvisError,
-            TranscriptError,
-            get_console,
-            set_closed_input_hint,
-            set_console,
-            set_trace_file,
-        )
-        from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, set_run_budget
-        from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe, root_cause
-        from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
+        from aiflows_jarvis.CoreFlowModule import Console, RunContext, current_run
 
     if args.verbose:
         logging.set_verbosity_info()
     else:
         logging.set_verbosity_error()
-    if args.plain or args.stream:
-        set_console(Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream))
-    session = Session(app, args, get_console(), os.path.abspath(args.memory_dir), time.time())
+    caller = current_run()  # a program calling main() may have set where answers come from and where to print
+    console = Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream) \
+        if args.plain or args.stream else caller.console
+    # Everything the run sets (input source, backends, budget, trace, warm-up, tools) lives in this context and goes
+    # with it, however the run ends.
+    with RunContext(input_source=caller.input_source, console=console,
+                    closed_input_hint=app.words.closed_input) as run:
+        return _run_in(app, args, Session(app, args, run.console, os.path.abspath(args.memory_dir), time.time()))
+
+
+def _run_in(app: App, args: Any, session: Session) -> int:
+    from aiflows_jarvis.CoreFlowModule import Console, JarvisError, TranscriptError, set_trace_file
+    from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, set_run_budget
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe, root_cause
+    from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
+
     console = session.console
     output = None
-    hint = set_closed_input_hint(app.words.closed_input)
     bad_input = (launcher.MissingCredentials, MemoryInUseError, BadInputError)
     try:
         with interrupts_deferred():  # until the app starts working
@@ -230,16 +230,10 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
         return FAILED
     finally:
         if session.recorder is not None:
-            remove_backend_wrapper(session.recorder.wrap)
             session.recorder.close()
-        if app.hooks.cleanup:
-            app.hooks.cleanup(session)
         if session.flow is not None:
             launcher.close_interpreters(session.flow)
-        set_trace_file(None)
-        set_run_budget(None)
-        set_warm_up(None)
-        set_closed_input_hint(hint)
+        set_trace_file(None)  # closed (flushed) before the report reads it
         console.set_depth(0)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
             ending.show_usage(console, unless_unused=True)
@@ -366,7 +360,6 @@ def _prepare(session: Session, run_file: str) -> None:
     session.budget = RunBudget.from_config(config.get("budget"), max_calls=args.max_calls,
                                            max_tokens=args.max_tokens, max_cost=args.max_cost,
                                            max_time=args.max_time)
-    launcher.reset_server_settings()
     session.flow = flow = launcher.instantiate(config, session.api_infos, memory_dir, source=config_path)
     launcher.set_chat_settings(flow, context_window=args.context_window,
                                structured_output=args.structured_output, stream=args.stream or None)
