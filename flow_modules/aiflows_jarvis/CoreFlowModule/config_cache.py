@@ -1,9 +1,9 @@
 """Default flow configurations read once per process.
 
 aiflows 0.1.7 builds a flow's default configuration (``Flow.get_config``) by parsing the YAML of its class and of
-every base class, on every call: building Jarvis parsed 30 files 181 times (about 0.8 s of its start-up), and every
-walk over a configuration tree parsed them again. Here each YAML file is parsed once per process (again only when its
-modification time or size changes), and each class's merged default is kept, so ``get_config`` costs a copy.
+every base class, on every call, so building a flow tree (or walking its configuration) parses the same files many
+times. Here each YAML file is parsed once per process (again only when its modification time or size changes), and
+each class's merged default is kept, so ``get_config`` costs a copy.
 
 The result is what aiflows computes: the class's ``<ClassName>.yaml`` beside its module (interpolations resolved per
 file, relative ``_target_``s made absolute), else its ``__default_flow_config``, merged over its first base's default,

@@ -1,25 +1,20 @@
 """What ``import aiflows`` loads and a run never uses waits until it is used.
 
 Installed when the package is imported (``offline.ensure_offline_tokenizer``), before aiflows is; each is a no-op for
-a module already imported. What each replaces, and what removing it costs on the benchmark (``benchmarks/run.py``:
-the time to Jarvis's first request, about 0.25 s, and the peak memory of its 200-round loop, 33.2 MB; medians of 7
-or 9, two runs each, on a shared machine where the first request moves by a few hundredths of a second per run):
+a module already imported. Each one shortens the time to a run's first request or lowers its peak memory:
 
 * ``aiflows.flow_verse``: aiflows imports its hub client (and huggingface_hub) at import; its ``loading`` module is
-  executed at its first use (``flow_verse.sync_dependencies``, ``flow_verse.loading.X``). Without: the first
-  request +0.21 / +0.25 s (0.52 / 0.48 s), peak memory +21.5 MB (54.7 MB).
+  executed at its first use (``flow_verse.sync_dependencies``, ``flow_verse.loading.X``).
 * ``aiflows.backends.llm_lite`` (imported with ``ApiInfo``): executed with a stand-in for its ``from litellm import
   completion, embedding`` whose functions import litellm at their first call, so a run whose requests go through
-  ``ChatFlowModule/openai_http.py`` never imports litellm. Without: the first request +0.26 / +0.27 s.
+  ``ChatFlowModule/openai_http.py`` never imports litellm.
 * ``omegaconf``: aiflows imports it for its logger configuration at import and, by name, in two modules that use
   it only in functions the lean flows replace; those three are executed with a stand-in ``omegaconf`` whose
   ``OmegaConf`` imports the real one at its first use (the logger configuration, a YAML file without
-  interpolations, is read with ``yaml_loader.py``). Without: the first request +0.06 / +0.03 s (0.33 / 0.26 s; two
-  runs earlier, -0.01 / +0.02 s), peak memory +2.6 MB (35.8 MB).
-* ``hydra`` (the lean flows build subflows without it, see ``instantiate``): executed at its first use. Without:
-  the first request +0.04 / +0.11 s (0.34 / 0.34 s), peak memory +4.7 MB (hydra imports omegaconf).
+  interpolations, is read with ``yaml_loader.py``).
+* ``hydra`` (the lean flows build subflows without it, see ``instantiate``): executed at its first use.
 * ``aiflows.utils.rich_utils`` (a configuration tree printed at debug level only): executed when its function is
-  called. Without: the first request +0.03 / +0.10 s (+0.12 / +0.51 s loaded), peak memory +7.0 MB.
+  called.
 """
 from __future__ import annotations
 

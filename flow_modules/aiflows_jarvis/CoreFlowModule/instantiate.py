@@ -2,12 +2,11 @@
 
 aiflows builds every subflow (and the interfaces and prompts of its flows) through hydra, which turns the whole
 configuration below that point into OmegaConf objects, resolves it and turns it back into dicts: a composite flow
-converts its subtree again at every level, so building Jarvis spent about a second there. A configuration made of
-plain values (dicts, lists, strings, numbers, booleans, None, and objects such as ``ApiInfo`` passed through) with no
-``${...}`` interpolation and none of hydra's special keys gets the same call directly: the target with the other keys
-as keyword arguments (copies), and hydra's errors, except that a ``JarvisError`` (a ConfigurationError that names
-the key and what to do) is raised as it is, not wrapped once per level of nesting. Anything else goes through hydra
-as before.
+converts its subtree again at every level of nesting. A configuration made of plain values (dicts, lists, strings,
+numbers, booleans, None, and objects such as ``ApiInfo`` passed through) with no ``${...}`` interpolation and none of
+hydra's special keys gets the same call directly: the target with the other keys as keyword arguments (copies), and
+hydra's errors, except that a ``JarvisError`` (a ConfigurationError that names the key and what to do) is raised as
+it is, not wrapped once per level of nesting. Anything else goes through hydra.
 """
 from __future__ import annotations
 
@@ -42,10 +41,10 @@ _ATOMS = (str, int, float, bool, type(None))
 
 
 def copy_config(value: Any) -> Any:
-    """``copy.deepcopy`` of configuration data, about ten times faster on what configurations are made of (dicts,
-    lists, strings, numbers, booleans, None: rebuilt, or shared when immutable); anything else (an ApiInfo, ...) is
-    deep-copied. Building Jarvis copies its configuration tree at every level of nesting, where deepcopy's
-    bookkeeping took half the time. Unlike deepcopy, two references to one list become two lists."""
+    """``copy.deepcopy`` of configuration data, without deepcopy's bookkeeping: building a flow tree copies its
+    configuration at every level of nesting. Dicts and lists are rebuilt, strings, numbers, booleans and None shared
+    (immutable); anything else (an ApiInfo, ...) is deep-copied. Unlike deepcopy, two references to one list become
+    two lists."""
     kind = type(value)
     if kind is dict:
         return {key: copy_config(item) for key, item in value.items()}
@@ -58,7 +57,7 @@ def copy_config(value: Any) -> Any:
 
 def locate(path: str) -> Any:
     """The object a dotted path names (``package.module.Class.method``), importing modules as needed: hydra's
-    ``_locate``, same errors, without importing hydra (about 0.1 s at start-up)."""
+    ``_locate``, same errors, without importing hydra (which start-up does not need)."""
     if path == "":
         raise ImportError("Empty path")
     parts = path.split(".")

@@ -1,13 +1,10 @@
 """aiflows' message ids and time stamps, made quicker, for every aiflows message of the process.
 
-Every aiflows message gets a uuid4 identifier and a time stamp (``aiflows.messages.abstract``): about 10 µs a
-message, 16 messages a round. Importing this module (``CoreFlowModule/__init__.py`` does) gives that module
-equivalents that make strings of the same formats: a uuid4 whose random part is drawn once per process and whose last
-group counts, and the time stamp's seconds formatted once per second.
-
-What it costs if removed: the benchmark's 200-round loop (``benchmarks/run.py``) goes from 0.27 to 0.33 ms per
-round in rounds 1-20 and from 0.24 to 0.30 ms in rounds 181-200 (+22 %; medians of 7 loops, a second run 0.28 to
-0.33 and 0.23 to 0.29); the first request and peak memory do not move.
+Every aiflows message gets a uuid4 identifier (``os.urandom`` and a ``uuid.UUID`` each) and a time stamp formatted
+anew (``aiflows.messages.abstract``), and a controller round makes a dozen messages or more. Importing this module
+(``CoreFlowModule/__init__.py`` does) gives that module equivalents that make strings of the same formats: a uuid4
+whose random part is drawn once per process and whose last group counts, and the time stamp's seconds formatted once
+per second.
 """
 from __future__ import annotations
 

@@ -6,9 +6,8 @@ cache, and copies the file where tiktoken looks by default (``tokenizer_seed.py`
 
 Whoever imports litellm first after that (``aiflows.backends`` does, at its first call), a first-import hook imports
 it with its price-list request failing at once, so that it uses the copy it bundles (litellm 1.0.0 sends that
-request without a timeout; without the hook, importing litellm tries the network, which ``tests/test_offline.py``
-refuses), its telemetry off and its "Give Feedback" banners silenced. The benchmark never imports litellm (its
-requests go through ``ChatFlowModule/openai_http.py``): the hook is there for being offline, not for speed.
+request without a timeout), its telemetry off and its "Give Feedback" banners silenced. The hook is for being
+offline, not for speed: requests that go through ``ChatFlowModule/openai_http.py`` never import litellm.
 
 What else waits until it is used at import is in ``deferred_imports.py``. Only the standard library (and this
 package's tokenizer_seed.py and deferred_imports.py, which import nothing else) is imported at module level: this
@@ -116,7 +115,7 @@ def uninstall_litellm_import_hook() -> None:
 
 def litellm_model_cost() -> dict:
     """litellm's model map (context windows, prices): litellm's own once it is imported, else the copy it bundles
-    (what it uses offline), read without importing litellm (about 40 MB and half a second), which a run whose LLM is
+    (what it uses offline), read without importing litellm (large and slow to import), which a run whose LLM is
     scripted or replayed never needs."""
     litellm = sys.modules.get("litellm")
     if isinstance(getattr(litellm, "model_cost", None), dict):

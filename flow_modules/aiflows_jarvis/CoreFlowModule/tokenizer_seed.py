@@ -1,22 +1,19 @@
 """Put the cl100k tokenizer file this module carries where tiktoken will look for it.
 
 litellm 1.0.0 loads cl100k at import (``tiktoken.get_encoding("cl100k_base")``), and tiktoken downloads the file
-unless it finds it in its cache: with no network, ``import litellm`` fails. Whoever imports litellm first (the
-aiflows authors' scripts import ``aiflows.backends.api_info`` first, which imports it), tiktoken then finds the
-file: the same file tiktoken itself would download there, under the same name, written once (to a temporary name,
-then renamed).
+unless it finds it in its cache: with no network, ``import litellm`` fails. Seeded here, the file is found by whoever
+imports litellm first (the aiflows authors' scripts import ``aiflows.backends.api_info``, which imports it): the same
+file tiktoken itself would download, under the same name, written once (to a temporary name, then renamed).
 
-Its caller is ``offline.py``, when the package is imported: from then on, on this machine, a process that imports
-litellm before the package finds the file too. Its one limit: a process that imports litellm before the package, on
-a machine where the package never ran or after the temporary folder was emptied, needs the network or
+``offline.py`` seeds it when the package is imported. The one limit: a process that imports litellm before the
+package, on a machine where the package never ran (or after the temporary folder was emptied), needs the network or
 ``TIKTOKEN_CACHE_DIR`` pointing at a folder that holds the file (``CoreFlowModule/tiktoken_cache`` does).
 
-Which folder: the one tiktoken reads in a process with this environment, whichever variable names it (tiktoken's
-``read_file_cached``): ``TIKTOKEN_CACHE_DIR`` if set, else ``DATA_GYM_CACHE_DIR`` if set, else ``<temporary
-folder>/data-gym-cache``; none when the one set is empty (tiktoken's cache is off, it always downloads). A folder a
-user chose with ``TIKTOKEN_CACHE_DIR`` is seeded too: it is the cache tiktoken would download into, and a script that
-imports litellm first offline needs the file there, the package's own setting of ``TIKTOKEN_CACHE_DIR`` being
-applied only once the package is imported. A folder that cannot be written is left alone, silently.
+The folder is the one tiktoken reads with this environment (its ``read_file_cached``): ``TIKTOKEN_CACHE_DIR`` if set,
+else ``DATA_GYM_CACHE_DIR`` if set, else ``<temporary folder>/data-gym-cache``; none when the one set is empty
+(tiktoken's cache is off). A folder the user chose with ``TIKTOKEN_CACHE_DIR`` is seeded too: a script that imports
+litellm first needs the file there, as the package points ``TIKTOKEN_CACHE_DIR`` at its own copy only once it is
+imported. A folder that cannot be written is left alone, silently.
 
 ``AIFLOWS_JARVIS_NO_TOKENIZER_SEED=1`` turns the copying off: importing the package first still works offline (it
 points ``TIKTOKEN_CACHE_DIR`` at the bundled file, writing nothing).

@@ -2,9 +2,9 @@
 
 A launcher says what to start (``RunContext(warm_up=callback)`` or ``set_warm_up(callback)``; Jarvis's command line
 starts the Python kernels of the flow tree); a flow calls ``warm_up()`` at a moment the run waits for the user or
-follows a slow step: the plan writer calls it when a draft plan is put up for review, so that the kernel starts (about
-a second) while the user reads the plan and not when the first ``run_code`` asks for it. The callback runs once; with
-none set (a flow used on its own, the tests), ``warm_up()`` does nothing.
+follows a slow step: the plan writer calls it when a draft plan is put up for review, so that the kernel starts while
+the user reads the plan and not when the first ``run_code`` asks for it. The callback runs once; with none set (a flow
+used on its own, the tests), ``warm_up()`` does nothing.
 """
 from __future__ import annotations
 

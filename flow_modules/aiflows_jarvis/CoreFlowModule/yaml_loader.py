@@ -1,5 +1,5 @@
-"""OmegaConf's YAML loader, without importing omegaconf (about 0.08 s): configurations are read with it, and so is
-aiflows' logger configuration when aiflows is imported (see ``offline``). Only the standard library and PyYAML."""
+"""OmegaConf's YAML loader, without importing omegaconf: configurations are read with it, and so is aiflows' logger
+configuration when aiflows is imported (see ``deferred_imports``). Only the standard library and PyYAML."""
 from __future__ import annotations
 
 import functools
@@ -9,8 +9,8 @@ from typing import Any
 @functools.lru_cache(maxsize=None)
 def _yaml_loader():
     """OmegaConf's YAML loader (``omegaconf._utils.get_yaml_loader``: its float syntax, no timestamps, duplicate keys
-    refused), written here so that reading a configuration does not import omegaconf (about 0.08 s), on libyaml's C
-    parser when PyYAML has it: the same documents, read about ten times faster."""
+    refused), written here so that reading a configuration does not import omegaconf; on libyaml's C parser when
+    PyYAML has it (the same documents, read much faster)."""
     import pathlib
     import re
 
