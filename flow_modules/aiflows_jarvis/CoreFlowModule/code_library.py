@@ -11,11 +11,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from .memory_log import shorten
 
 # What is read from a library is kept per version of its text (a digest of it): MemoryReading reads the library
-# every round and save_code reads it again, and parsing a 5 MB library takes seconds (a run went from 5 s to over
-# 2 minutes). The tree itself is not kept (it takes about 100 times the text's size): only what the readers use, the
-# names defined, the lines of `from __future__` imports and the summaries made; and only for the last few versions
-# of texts large enough to be worth it (the code of one save_code is parsed in milliseconds, and kept it would push a
-# large library out).
+# every round and save_code reads it again, and parsing a large library is slow. The tree itself is not kept (it is
+# many times the text's size): only what the readers use, the names defined, the lines of `from __future__` imports
+# and the summaries made; and only for the last few versions of texts large enough to be worth it (the small code of
+# one save_code is cheap to parse, and kept it would push a large library out).
 _VIEWS_KEPT = 4
 _VIEW_MIN_CHARS = 1 << 14
 _NO_SUMMARY = object()

@@ -43,7 +43,7 @@ def read_text(path: str) -> str:
     (MemoryFileError): what is read goes into prompts, and a link could bring any file of the user's into one."""
     try:
         fd = open_no_link(path, os.O_RDONLY)
-        try:  # read raw: a text file object costs five more system calls, and a prompt reads memory every round
+        try:  # read raw: a text file object costs more system calls, and a prompt reads memory every round
             size = os.fstat(fd).st_size
             chunks = [os.read(fd, size + 1)]
             while chunks[-1]:  # the file grew since, or it reports no size (/proc)

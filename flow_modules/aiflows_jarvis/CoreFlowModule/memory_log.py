@@ -18,9 +18,9 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from .errors import MemoryFileError
 from .file_io import append_text, open_no_link, read_text
 
-# An entry header on its own line; or glued after the text of an entry cut by a kill (a log written before cut
-# entries were repaired): then only in the exact form `format_log_entry` writes, with its time stamp. Headers are
-# looked for where "--- [" occurs (str.find), not by a regular expression tried at every position of a long log.
+# An entry header on its own line; or glued after the text of an entry cut by a kill (a log whose cut entries were
+# never repaired): then only in the exact form `format_log_entry` writes, with its time stamp. Headers are looked for
+# where "--- [" occurs (str.find), not by a regular expression tried at every position of a long log.
 _LOG_HEADER = re.compile(r"--- \[(\d+)\] [^\n]* ---$", re.M)
 _GLUED_HEADER = re.compile(r"--- \[(\d+)\] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+ ---$", re.M)
 _LOG_HEADER_BYTES = re.compile(_LOG_HEADER.pattern.encode(), re.M)
@@ -110,10 +110,6 @@ def _headers(text, patterns=(_LOG_HEADER, _GLUED_HEADER)) -> List[Tuple[int, int
     return found
 
 
-# The tail of a log as a reader last saw it, per file: the next read takes in only what was appended since (a round
-# appends one entry), instead of reading and parsing the last entries again. Checked at every use against the file
-
-
 def _ends_cut(path: str) -> bool:
     """Whether the file is not empty and does not end with a newline (its last write was cut)."""
     try:
@@ -129,8 +125,11 @@ def _ends_cut(path: str) -> bool:
         os.close(fd)
 
 
-# rewritten is read again from its end.
-_VIEW_MAX_ENTRIES = 1000  # a tail of more entries is read as before (a view is for prompts' tails)
+# The tail of a log as a reader last saw it, per file: the next read takes in only what was appended since (a round
+# appends one entry), instead of reading and parsing the last entries again. Checked at every use against the file
+# (the same file, not shorter, its last bytes unchanged): a log replaced, cut short or rewritten is read again from
+# its end.
+_VIEW_MAX_ENTRIES = 1000  # a tail of more entries is read from the file's end each time (a view is for prompts' tails)
 _VIEW_CHECK_BYTES = 64
 _VIEWS_OF_LOGS = 16
 
@@ -266,8 +265,8 @@ def _read_view(fd: int, size: int, keep: int, max_bytes: Optional[int]) -> _LogV
 
 
 def split_log_entries(text: str) -> List[Tuple[int, str]]:
-    """``[(number, entry text)]`` for the entries in ``text``. A header glued to the end of a cut entry (a log from
-    before cut entries were repaired) starts an entry too, when its number does not go back."""
+    """``[(number, entry text)]`` for the entries in ``text``. A header glued to the end of a cut entry (a cut entry
+    never repaired) starts an entry too, when its number does not go back."""
     headers: List[Tuple[int, int]] = []
     for number, start, glued in _headers(text):
         if glued and headers and number < headers[-1][0]:
