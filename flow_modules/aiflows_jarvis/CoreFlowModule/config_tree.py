@@ -109,10 +109,10 @@ def root_of(config: Dict[str, Any]) -> Dict[str, Any]:
 
 def chat_backends_skeleton(target: str, name: Optional[str] = None, model_name: Any = None) -> Dict[str, Any]:
     """A configuration for the flow ``target`` names with ``backend: {api_infos: ???}`` at every LLM chat in its tree,
-    and ``<key>: {api_infos: ???}`` wherever else a flow's default has one (a vector store's ``embedding``).
+    and ``<key>: {api_infos: ???}`` wherever else a flow's default has one (a vector store's ``embedding``): the shape
+    ``quick_load(cfg, api_infos)`` fills, every chat and embedding model at once.
 
-    That is the shape of the original Jarvis configurations: ``quick_load(cfg, api_infos)`` then fills every chat
-    (and embedding model). ``model_name`` (optional) is set next to each chat's ``api_infos``.
+    ``name``: the root flow's name, if given. ``model_name`` (optional) is set next to each chat's ``api_infos``.
     """
     config: Dict[str, Any] = {"_target_": target}
     if name:

@@ -1,7 +1,7 @@
 """Syncing a staged module's dependencies into a project's `flow_modules/` folder, without FlowVerse's prompts and
 deletions.
 
-A staged module's `__init__.py` (scripts/publish.py writes it, with a copy of this file beside it as
+A staged module's `__init__.py` (scripts/publish.py stages it, with a copy of this file beside it as
 `_dependency_sync.py`) calls ``sync_dependencies`` instead of aiflows 0.1.7's ``flow_verse.sync_dependencies``.
 It writes the same layout and the same `flow_modules/flow.mod` (aiflows' own classes read and write it), so
 FlowVerse and it share a project, but it decides differently (docs/using-the-flows.md says why):

@@ -82,8 +82,9 @@ def flow_label(name: str) -> str:
 def breadcrumb_parts(path: str, boss: bool = False) -> List[str]:
     """The flows of ``path`` the user knows: ``Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library/
     CtrlExMem/Executor/write_code`` -> ``[Jarvis, Coder, ExtendLibrary, write_code]``. A flow with a loop or a
-    planner of its own below it in the path (a boss) is named by its label (``ExtendLibrary``); the others keep their name (a command's
-    flow, ``write_code``). ``boss``: the last part is a boss too (a memory layout's paths end at the boss)."""
+    planner of its own below it in the path (a boss) is named by its label (``ExtendLibrary``); the others keep their
+    name (a command's flow, ``write_code``). ``boss``: the last part is a boss too (a memory layout's paths end at the
+    boss)."""
     raw = [p for p in path.split("/") if p]
     parts: List[str] = []
     for i, part in enumerate(raw):

@@ -2,8 +2,7 @@
 
 aiflows 0.1.7 as it comes makes a long controller loop quadratic: every message is JSON-dumped for the debug log even
 when that log is off, every OutputMessage carries a deep copy of its flow's whole history, and the parent then
-deep-copies that message into its own history (once more per level of nesting). A Jarvis loop took 24 ms per round
-at the start and 3.2 s per round by round 200.
+deep-copies that message into its own history (once more per level of nesting).
 
 The lean flows keep aiflows' interfaces (configs, ``flow_state``, ``history``, messages, topology, interfaces) and
 change only how messages are kept:
@@ -207,8 +206,8 @@ class LeanFlowMixin(Flow):
         return self.history.add_message(message)
 
     # Messages and states hold configuration-like data (dicts, lists, strings, numbers): they are copied with
-    # copy_config, which is several times faster than deepcopy and falls back on it for other objects. The two
-    # methods below are aiflows' own with that one change; a round copies a dozen of them.
+    # copy_config, which is cheaper than deepcopy and falls back on it for other objects. The two methods below are
+    # aiflows' own with that one change (every round of a loop goes through them).
     def _package_input_message(self, payload: Dict[str, Any], dst_flow: "Flow", fresh: bool = False):
         """``fresh``: ``payload`` is a copy no one else holds (a LeanKeyInterface made it): not copied again."""
         private_keys = dst_flow.flow_config["private_keys"]
@@ -299,7 +298,8 @@ class LeanFlowMixin(Flow):
         return output_message, output_data
 
     def call(self, input_data: Dict[str, Any], src_flow: str = "Launcher") -> Dict[str, Any]:
-        """Run the flow on a dict through ``__call__`` (so it is traced and named in errors); returns the output dict."""
+        """Run the flow on a dict through ``__call__`` (so it is traced and named in errors); returns the output
+        dict."""
         message = InputMessage.build(data_dict=input_data, src_flow=src_flow, dst_flow=self.flow_config["name"])
         return self(message).data["output_data"]
 

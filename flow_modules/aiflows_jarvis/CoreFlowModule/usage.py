@@ -1,8 +1,9 @@
 """Counting LLM calls, tokens and dollars, per call, per flow and in total.
 
 Tokens come from the API's ``usage`` when the server reports it (``reported=True``), else they are estimated with
-the cl100k tokenizer, which is loaded (42 MB) only then. Dollars come from litellm's price list (``litellm.model_cost``: per-token prices of prompt and
-completion); a model it does not know (a local server's, most often) counts tokens only.
+the cl100k tokenizer, which is loaded (tens of MB) only then. Dollars come from litellm's price list
+(``litellm.model_cost``: per-token prices of prompt and completion, see ``models``); a model it does not know (a local
+server's, most often) counts tokens only.
 """
 from __future__ import annotations
 
