@@ -41,7 +41,7 @@ def ensure_offline_tokenizer() -> str:
 
 
 def bundled_tokenizer_ok() -> bool:
-    """True if the bundled tokenizer file is present and intact (used by tests and `--doctor`-style checks)."""
+    """True if the bundled tokenizer file is present and intact (its sha256 checked; tests/test_offline.py uses it)."""
     path = os.path.join(TOKENIZER_DIR, TOKENIZER_FILE)
     if not os.path.isfile(path):
         return False
