@@ -1,7 +1,7 @@
 """Write AutoGPT's demo transcript: python scripts/make_autogpt_demo_transcript.py
 
-The controller's replies and the two search results are hand-written (the search results are short excerpts, as
-Wikipedia's and DuckDuckGo's answers were when this was written); everything else is a real run of AutoGPTFlow
+The controller's replies and the two search results are hand-written (the search results are short excerpts of
+Wikipedia's and DuckDuckGo's answers, which change over time); everything else is a real run of AutoGPTFlow
 (configs/autogpt.yaml), recorded the way `run_autogpt.py --record` records: every LLM exchange and every tool result.
 The memory uses the deterministic local embeddings the demo replays with, so the prompts match on replay.
 """

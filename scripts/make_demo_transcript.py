@@ -1,9 +1,9 @@
 """Write the demo transcript that `run_jarvis.py --demo` replays.
 
-No live model is reachable where this project is built, so the LLM replies of the demo are written by hand, below,
-as a good model would answer. This script runs Jarvis for real on the demo goal (flows, memory files, interpreter),
-answers each LLM call with the next hand-written reply (checking that the flow asking is the one expected), and
-records the run with `--record`'s recorder: the transcript holds each prompt Jarvis really sent and the reply.
+The demo's LLM replies are written by hand, below, as a good model would answer, so that building it needs no live
+model. Everything else is real: Jarvis runs on the demo goal (flows, memory files, interpreter), each LLM call gets
+the next hand-written reply (the flow asking is checked), and `--record`'s recorder writes each prompt Jarvis really
+sent with its reply.
 
     python scripts/make_demo_transcript.py [--out PATH]
 """

@@ -6,56 +6,31 @@ optionally push them.
                               [--push | --dry-run] [--private] [--only A,B] [--no-pin]
 
 For each module (and the modules it depends on), DIR/NAME/<Module>/ receives:
-  * the module's code and YAML files, with import paths and `_target_`s rewritten from `aiflows_jarvis.` to
-    `flow_modules.NAME.`;
-  * an `__init__.py` that declares `dependencies` on the other modules (`NAME/<Dep>` at REV, default `main`; --push
-    pins each at a commit, see below) and syncs them (with its copy of CoreFlowModule/dependency_sync.py, which never
-    prompts, deletes or replaces, unlike FlowVerse's sync_dependencies) before importing its
-    classes;
-  * `pip_requirements.txt`: what the module and its dependencies need beyond aiflows;
-  * `README.md`, generated from the class docstrings and default configurations (configuration parameters, input
-    and output interfaces), with the hub's front matter;
-  * `demo.yaml` and `run.py`, which run the module on its own (`cd DIR/NAME/<Module> && python run.py`).
+  * the module's code and YAML files, with `aiflows_jarvis.` rewritten to `flow_modules.NAME.`;
+  * an `__init__.py` that declares its `dependencies` (`NAME/<Dep>` at REV; --push pins each at a commit) and syncs
+    them with its own copy of CoreFlowModule/dependency_sync.py, which never prompts, deletes or replaces;
+  * `pip_requirements.txt`, `README.md` (generated from the docstrings and default configurations), and
+    `demo.yaml` + `run.py`, which run the module on its own (`cd DIR/NAME/<Module> && python run.py`).
 
-NAME is both your Hugging Face user or organisation and a Python package name (`flow_modules.NAME`): ASCII letters,
-digits and '_', starting with a letter. REV is a branch or commit that aiflows 0.1.7's FlowVerse accepts as a remote
-revision: letters, digits and '_' only (`v1_0`, not `v1.0` or `my-branch`).
+With --local, dependencies point at the staged sibling folders (real paths, as printed), so another project can use
+the staged modules offline; such a staging cannot be pushed.
 
-With --local, dependencies point at the staged sibling folders (their real paths), so another project can use the
-staged modules offline: `flow_verse.sync_dependencies([{"url": "NAME/CoderFlowModule", "revision": "<path>"}])`
-where <path> is the real path of DIR/NAME/CoderFlowModule, as printed (DIR's symlinks are resolved, e.g. macOS's
-/tmp -> /private/tmp: a module synced through a symlinked path and again, by a module that depends on it, through
-its real path makes FlowVerse ask whether to overwrite it). A --local staging points at this machine's folders, so
-it cannot be pushed: --local and --push do not go together.
+Before anything is written to DIR, every module is staged in a temporary folder and checked offline, each in its own
+process started from an empty project folder: it syncs, imports, and its flow classes instantiate from their default
+configurations (docs/architecture.md, "Publishing to the hub"). DIR/NAME/<Module> is replaced only if publish.py
+wrote it (a `.jarvis-staged` file) and it holds no `.git`.
 
-Before anything is written to DIR, every module is staged (with --local-style dependencies) in a temporary folder
-and checked, offline, each in its own Python process started from its own empty project folder: FlowVerse syncs
-the module there, it imports, each flow class comes from the staged folder and instantiates from its default
-configuration. That process cannot import this repository's `aiflows_jarvis` (only the project's
-`flow_modules/` folder is searched) and cannot open network connections (loopback and Unix sockets excepted).
-DIR/NAME/<Module> is replaced only if publish.py wrote it (it holds a `.jarvis-staged` file, never pushed) and it
-holds no `.git` (a clone of a hub repository is never replaced); otherwise nothing is written and the folders are
-named.
+Nothing leaves the machine unless --push (or --dry-run). The token (HF_TOKEN, else `huggingface-cli login`'s) is
+checked first: valid, not read-only, and NAME its user or one of its organisations. Each module is then pushed to
+NAME/<Module> (branch REV; created private with --private) after the modules it depends on, stopping at the first
+failure; a repository ends up holding exactly its staged folder, in one commit, and each module's `dependencies` name
+the commits just pushed (--no-pin keeps REV), so it keeps working with the code it was pushed with. The summary says
+what was pushed, what was not and why, and the command that pushes the rest (`--only A,B`). --dry-run makes read
+requests only and says what --push would create, upload and delete.
 
-Nothing leaves the machine unless --push (or --dry-run) is given. Then, before anything is staged, the token
-(HF_TOKEN, else the one `huggingface-cli login` stored) is checked with the hub: valid, not read-only, and NAME is its
-user or one of the user's organisations. After the staging, each module is pushed to the repository NAME/<Module>
-(created if needed, private with --private; branch REV), each after the modules it depends on, stopping at the first
-failure. A repository ends up holding exactly its staged folder: changed files are uploaded and files no longer
-staged are deleted upstream (the hub's .gitattributes excepted), in one commit; one that already holds it gets no
-commit. The `dependencies` of each pushed module's __init__.py name each dependency at the commit its repository has
-just been given (FlowVerse accepts a commit hash as a revision; --no-pin keeps REV), so a module keeps working with the
-code it was pushed with; the staged __init__.py is rewritten to match. A summary says what was pushed (with each
-repository's commit), what was not, why (HTTP 401/403 and the like say what to do), and the command that pushes the
-rest (`--only A,B`: only these of the staged modules, their dependencies pinned at their commit on the hub).
---dry-run says which repositories would be created, which files uploaded and which deleted upstream, and pushes
-nothing: it makes read requests only (the token check and each repository's file list, which deletions need).
-
---verify-venv also builds, for each module, a fresh virtual environment with only aiflows 0.1.7 and the module's
-pip_requirements.txt, and runs the same check there, plus the demo of each module that needs no LLM
-(`run.py --yes`). It verifies the temporary --local-style staging, so dependencies are synced from local folders,
-never from the hub; the only network it needs is pip's: reaching a package index (PyPI, or the one pip is
-configured with) for aiflows 0.1.7 and the requirements. If it fails, nothing is written to DIR.
+--verify-venv also checks each module in a fresh virtual environment with only aiflows 0.1.7 and its
+pip_requirements.txt, and runs the demos that need no LLM (`run.py --yes`); it needs pip to reach a package index.
+If it fails, nothing is written to DIR.
 """
 from __future__ import annotations
 

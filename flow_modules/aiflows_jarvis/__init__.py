@@ -1,10 +1,9 @@
 """Jarvis and its building blocks as aiflows 0.1.7 flow modules.
 
-Importing this package points tiktoken at the cl100k tokenizer the package carries (unless ``TIKTOKEN_CACHE_DIR`` is
-already set), so that litellm 1.0.0, which downloads it at import, works offline. It also copies the file where
-tiktoken looks by default, so that on this machine a later process that imports ``aiflows.backends`` or ``litellm``
-before ``aiflows_jarvis`` is offline too. Importing ``aiflows_jarvis`` first makes litellm's import quiet and skips its
-price-list request.
+Hazard: litellm 1.0.0 downloads the cl100k tokenizer at import. Importing this package first points tiktoken at the
+copy the package carries (unless ``TIKTOKEN_CACHE_DIR`` is set) and copies it where tiktoken looks by default, so
+litellm works offline, its import is quiet and skips its price-list request; later processes that import litellm
+first are offline too.
 """
 if __name__ != "aiflows_jarvis":  # e.g. flow_modules.aiflows_jarvis, from a checkout's root (docs/layout.md)
     raise ImportError(

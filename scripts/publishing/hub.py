@@ -139,15 +139,12 @@ def push(staged_dir: str, namespace: str, modules: List[str], revision: str, tok
     """Push each staged module to its repository NAMESPACE/<Module> on the hub (branch ``revision``), each after the
     modules it depends on, stopping at the first failure.
 
-    Each repository ends up holding exactly the staged folder: changed files are uploaded and files the staging no
-    longer has are deleted (the hub's .gitattributes excepted), in one commit; a repository already holding exactly
-    the staging gets no commit. New repositories are created private with ``private``. With ``pin``, the
-    `dependencies` of a module's __init__.py name each dependency at the commit its repository has just been given
-    (or, for a dependency not among ``modules``, its commit on the hub now), and the staged __init__.py is rewritten
-    so. With ``dry_run``, only read requests are made and what would be done is said.
-
-    Everything is read from the hub before anything is written: a dependency missing from the hub, or a read that
-    fails, raises PublishError with nothing pushed. A failed write is returned in the result, never raised."""
+    Each repository ends up holding exactly the staged folder (uploads and deletions in one commit; none when it
+    already does; the hub's .gitattributes is kept). New repositories are private with ``private``. With ``pin``, a
+    module's `dependencies` name each dependency at the commit its repository has just been given (or has on the hub
+    now, for one not among ``modules``), and the staged __init__.py is rewritten so. With ``dry_run``, only read
+    requests are made. Everything is read before anything is written: a dependency missing from the hub, or a read
+    that fails, raises PublishError with nothing pushed; a failed write is returned in the result, never raised."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     order = push_order(modules)

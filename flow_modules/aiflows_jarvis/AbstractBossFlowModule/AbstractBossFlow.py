@@ -45,33 +45,24 @@ class AbstractBossFlow(LeanSequentialFlow):
     """A boss: reads its memory, writes a plan with the user, then carries the plan out.
 
     MemoryReading -> Planner -> CtrlExMem. Jarvis, Coder and ExtendLibrary are bosses that differ only in
-    configuration (commands, branches, prompts, memories). A boss starts every run from a clean state, and resets
-    fully when it finishes, so the chat histories of its controllers are dropped; its plan and logs stay in the
-    memory files. It can be run again in the same process.
+    configuration (commands, branches, prompts, memories). Every run starts from a clean state and the boss resets
+    fully when it finishes, so its controllers' chats are dropped while its plan and logs stay in the memory files.
 
     *Configuration Parameters*:
     - `memory_files` (dict): memory name -> file path; at least `plan` and `logs` (and `code_library` for bosses
       that see the library). Memory files given in the input override these for that run.
-      `set_memory_files(flow, memory_dir)` (CoreFlowModule.memory) sets it for every boss of a tree, from the
-      `memory_file_names` each declares.
-    - `resume` (bool): the run is resumed (the command line's `--resume` sets it on the top boss): this boss continues
-      its task from its plan file instead of writing a new plan, and every boss below it resumes the task it was
-      interrupted in (see below).
-    - `resume_note` (str): what this boss's controller must know after a resume (Jarvis, Coder: the Python session
-      is new, its variables are gone), said in the log's `resume` entry, or its `new_task` entry when the first
-      task after a resume is another one.
+      `set_memory_files(flow, memory_dir)` (CoreFlowModule.memory) sets it for every boss of a tree.
+    - `resume` (bool): the run is resumed (`--resume` sets it on the top boss): this boss continues its task from
+      its plan file instead of writing a new plan, and every boss below it resumes the task it was interrupted in.
+    - `resume_note` (str): what this boss's controller must know after a resume (e.g. the Python session is new),
+      written in the log's `resume` entry, or in its `new_task` entry when the first task after a resume is another.
     - `subflows_config`: `MemoryReading`, `Planner` (a PlanWriterFlow), `CtrlExMem` (a CtrlExMemFlow).
 
-    Log entries a boss writes itself, so that its controller can tell which entries are its task's:
-    - `new_task` when it starts a task and its log already has entries ("the entries above belong to earlier
-      tasks"; after a resume, with the `resume_note` too);
-    - `resume` when a resumed run continues the task it was stopped in (with the `resume_note`): for the top boss,
-      its first task; for a boss below, the first task it is given after the resume when that is the task it was
-      working on when the run stopped (the same goal, with its task record still there). That task keeps its plan
-      (no new planning) and its log entries, and `on_resume` may bring its memory up to date.
-    While a task is under way the boss keeps a task record beside its log (`task_record_path`: its goal, the first
-    log entry of the task, what `task_record` adds); it is removed when the task ends, however it ends, and left
-    when the run is stopped (Ctrl+C, a budget, an error) inside it.
+    So that its controller can tell which log entries are its task's, a boss writes a `new_task` entry when it
+    starts a task on a log that has entries, and a `resume` entry when a resumed run continues the task it was
+    stopped in (the same goal, its task record still there): that task keeps its plan and log entries, and
+    `on_resume` may bring its memory up to date. The task record (`task_record_path`) exists while a task is under
+    way and is left behind when the run is stopped inside it (Ctrl+C, a budget, an error).
 
     *Input Interface*:
     - `goal` (str): what to achieve.

@@ -6,12 +6,10 @@ from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 class CtrlExMemFlow(ControllerExecutorFlow):
     """Carries out a plan: Controller -> Executor -> MemoryWriting -> MemoryReading, until the controller calls finish.
 
-    The controller sees the goal, the plan, the logs (and, where configured, the code library) in a system prompt
-    refreshed every round, and the result of the last command as its new message; a sliding window keeps its chat
-    short. After each command, MemoryWriting appends an entry to the logs and MemoryReading reads the memory again,
-    so a plan updated by `update_plan` or `re_plan`, and a library extended by a sub-boss, are what the controller
-    sees next. The loop is bounded by `max_rounds`; what a round costs does not grow with the round number (see
-    CoreFlowModule/lean.py and MemoryReading's `max_log_entries`).
+    The memory is re-read after every command, so the controller's system prompt always shows the current plan,
+    logs and library (a plan changed by `update_plan` or `re_plan`, functions a sub-boss saved), while a sliding
+    window keeps its chat short. What a round costs does not grow with the round number (see CoreFlowModule/lean.py
+    and MemoryReading's `max_log_entries`).
 
     *Configuration Parameters*:
     - `max_rounds` (int): the most rounds before the loop stops with a status saying so.

@@ -47,20 +47,16 @@ class AutoGPTFlow(ControllerExecutorFlow):
     """AutoGPT (the seed's circular flow): Memory (read) -> Controller -> Executor -> HumanFeedback -> Memory (write),
     until the controller calls `finish` or the user says `q`/`stop`.
 
-    - `Memory` is a VectorStoreFlow: before each controller call it retrieves the memories most relevant to the goal
-      and the last observation; after each round it writes the command, its observation and the user's feedback.
-    - `Controller` is the package's ControllerAtomicFlow: its system prompt holds the goal, the commands and the
-      retrieved memories (not the history), and its chat keeps a sliding window of the last exchange, so its
-      prompt stays the same size however long the run.
-    - `Executor` branches on the command: `wiki_search` (WikiSearchAtomicFlow), `ddg_search` (LCToolFlow with
-      LangChain's DuckDuckGoSearchRun) and, with `run_code: true`, `run_code` (InterpreterAtomicFlow: Python in a
-      persistent Jupyter kernel, or bash, in the current folder; the code runs as the controller wrote it, and the
-      user's feedback comes after). A branch's observation is its output's `output_interface` keys (the
-      interpreter's: `interpreter_output`). The kernel belongs to the flow: whoever runs the flow shuts it down
-      (`close()` on the interpreter; run_autogpt.py does it however the run ends), else it ends with the process.
-    - `HumanFeedback` shows the result and asks for feedback, which is appended to the observation.
+    The controller's system prompt holds the goal, the commands and the memories a VectorStoreFlow retrieves for the
+    goal and the last observation (not the history), and its chat keeps a sliding window, so its prompt stays the
+    same size however long the run. After each command the user's feedback is appended to the observation and the
+    round is written to the vector store. The interpreter's kernel (with `run_code: true`) belongs to the flow: the
+    caller shuts it down (`close()` on the interpreter), else it ends with the process.
 
-    The loop is bounded by `max_rounds`, and inherits ControllerExecutorFlow's stuck-loop guard and Ctrl+C handling.
+    Subflows: `Memory` (VectorStoreFlow), `Controller` (ControllerAtomicFlow), `Executor` (`wiki_search`:
+    WikiSearchAtomicFlow; `ddg_search`: LCToolFlow over DuckDuckGoSearchRun; `run_code`: InterpreterAtomicFlow),
+    `HumanFeedback`. A branch's observation is the keys of its `output_interface`. The loop inherits
+    ControllerExecutorFlow's `max_rounds`, stuck-loop guard and Ctrl+C handling.
 
     *Configuration Parameters*:
     - `max_rounds` (int), `max_repeats` (int), `max_result_chars` (int): as in ControllerExecutorFlow.

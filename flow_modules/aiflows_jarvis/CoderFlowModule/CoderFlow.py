@@ -9,10 +9,8 @@ class CoderFlow(AbstractBossFlow):
     Configured over AbstractBossFlow (no logic of its own). Its controller's commands: `extend_library` (an
     ExtendLibraryFlow: plan, write, test and save functions), `run_code` (a RunCodeFlow: run Python in a persistent
     kernel, or shell code, with the user in the loop), `ask_user`, `re_plan`, `update_plan`, `finish`. Its memory:
-    `plan`, `logs` and `code_library` (signatures and docstrings). When it finishes it is fully reset (its chats, and
-    ExtendLibrary's, are dropped; plans, logs and library stay in files; the interpreter's session is kept).
-    When a run stopped during a Coder task is resumed and Jarvis gives Coder that task again, Coder carries on with
-    its plan and logs; the `resume` entry of its log says that the Python session is new (its variables are gone).
+    `plan`, `logs` and `code_library` (signatures and docstrings). The interpreter's session outlives a task; after a
+    resume it is new, and the `resume` entry of Coder's log says so (its variables are gone).
 
     *Configuration Parameters*:
     - `memory_files` (dict): `plan`, `logs`, `code_library` (e.g. plan_coder.txt, logs_coder.txt, library.py).

@@ -13,38 +13,22 @@ from .commands import InvalidReply, commands_from_config, example_reply, read_co
 
 
 # An invalid reply is shown back to the model with its correction, cut to this many characters (head and tail): a
-# server that ignores max_tokens can send 100 KB of nonsense, which would otherwise travel in every retry.
+# server that ignores max_tokens could otherwise send a huge reply that travels in every retry.
 ECHOED_REPLY_CHARS = 4000
 
 
 class ControllerAtomicFlow(ChatAtomicFlow):
     """The controller of every boss: an LLM that picks the next command and its arguments.
 
-    Its commands come from the YAML (`commands`) and are rendered into the system prompt together with what the
-    boss knows: the goal, the plan and where it is stored, the logs of what was done, and (where configured) the code
-    library. The system prompt is re-rendered on every call, so this memory is always current, while a sliding
-    window keeps only the last messages of the chat.
+    The system prompt lists the commands and is re-rendered on every call with what the boss knows (goal, plan and
+    its file, logs, the code library where configured), so that memory is current while a sliding window keeps the
+    chat short. The reply is one JSON object `{"command": ..., "command_args": {...}}`; where the chat's
+    `structured_output` allows, the request carries a `response_format` generated from the commands (`reply_schema`).
 
-    The reply must be one JSON object `{"command": ..., "command_args": {...}}`; the protocol is in every prompt
-    (`reply_format_instructions`). Where the chat's `structured_output` allows, the request also carries a
-    `response_format` generated from the commands (`reply_schema`), so a server that supports it can only produce
-    a command: `json_schema` is OpenAI's strict form (an object at the root, `command` an enum of the names,
-    `command_args` an `anyOf` of one closed object per command with every argument required, optional ones
-    nullable; reading checks that command and arguments belong together); `json_object` carries the exact schema
-    (`oneOf` one variant per command, `command` fixed to its name, exactly its arguments). Argument types come from
-    `arg_types` (string unless declared).
-
-    A reply is read leniently before anything is sent back: one command object wrapped in a code fence, surrounded
-    by prose, written as a Python dict (single quotes, True/False/None) or with trailing commas, an invalid escape
-    in a string (a regex's backslash), `command_args` sent as JSON text, near-miss keys (`args`, `{"finish": {...}}`,
-    arguments beside `command`), a number where a string is declared, null optional arguments: all are accepted,
-    and each repair is counted (the run's `usage`), not corrected. A reply that is ambiguous or wrong (no JSON,
-    two objects or the same one twice, a cut-off object, an unknown command, a missing or extra argument, a value of
-    the wrong type) is answered with a correction saying exactly what was wrong, and asked again, at most
-    `max_corrections` times; then the flow returns `controller_error` and the boss stops with a clear status. A
-    reply cut by `max_tokens` is told so, and asked for a shorter command. What a correction quotes of the reply (a
-    command name, a key) is cut to 80 characters, and the invalid reply shown back with it to `ECHOED_REPLY_CHARS`.
-    Failed attempts are not kept in the chat history; a repaired reply is kept in its canonical JSON form.
+    Replies are read leniently (`read_command`: each repair is counted in the run's `usage`, not corrected); one
+    that is ambiguous or wrong gets a correction saying exactly what was wrong, at most `max_corrections` times,
+    then the flow returns `controller_error`. Failed attempts are not kept in the chat; a repaired reply is kept in
+    its canonical JSON form, so the model sees its last move as the protocol wants it.
 
     *Configuration Parameters*:
     - `commands` (dict): `name: {description, input_args, optional_args, arg_types}`; `arg_types` maps an argument

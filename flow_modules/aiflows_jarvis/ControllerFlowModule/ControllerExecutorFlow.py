@@ -68,22 +68,16 @@ def format_branch_output(output: Dict[str, Any]) -> str:
 class ControllerExecutorFlow(LeanCircularFlow):
     """A controller-executor loop: Controller -> Executor (one branch per command) until the controller calls finish.
 
-    The topology in the YAML can add nodes after the Executor (CtrlExMemFlow adds memory writing and reading). The
-    loop is bounded by `max_rounds`; reaching it ends the loop with a status saying so. A controller that gives up
-    on invalid replies ends it too. Each branch receives the controller's arguments, plus the keys of its own
-    `input_interface` that the loop's state holds (e.g. `memory_files`, `plan`). Pressing Ctrl+C while a command
-    runs stops that command and asks the user what the controller should do instead.
+    The loop every boss, plan writer and code writer is built on. Each command is declared once, under `commands`,
+    with the flow that runs it; the controller's commands and the executor's branches are derived from that when the
+    loop is built (`command_config`), and `finish` is run by the loop itself. The loop always ends with a status: at
+    `max_rounds`, when the controller gives up on invalid replies, or when it is stuck (the same command with the
+    same arguments `max_repeats` times in a row: the command is not run again, the user's answer to "what instead?"
+    is its result, and with no answer or no one to ask the loop stops). Ctrl+C during a command stops that command
+    and asks the user what the controller should do instead.
 
-    A controller stuck on one command (the same command with the same arguments `max_repeats` times in a row;
-    `finish` is not counted) is stopped: the user is asked what it should do instead, and their answer goes to the
-    controller as the command's result, without running the command again; with no answer, or with no one to ask
-    (`--yes`), the loop ends with the status `stopped: stuck: <command> issued N times in a row with the same
-    arguments`.
-
-    Each command is declared once, under `commands`: what the controller is told of it and the flow that runs it.
-    When the loop is built, the controller gets the commands and the executor one branch per flow (see
-    `command_config`); a command without a flow, or a branch without a command, is a ConfigurationError naming the
-    key. `finish` is run by the loop itself: it has no flow.
+    Each branch receives the controller's arguments plus the keys of its own `input_interface` that the loop's state
+    holds (e.g. `memory_files`, `plan`). The YAML's topology may add nodes after the Executor (CtrlExMemFlow does).
 
     *Configuration Parameters*:
     - `commands` (dict): `name: {description, input_args, optional_args, arg_types, flow}`; `flow` is the

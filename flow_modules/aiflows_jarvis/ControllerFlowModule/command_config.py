@@ -1,15 +1,12 @@
 """A loop's commands declared once: ``commands: {name: {description, input_args, ..., flow: {...}}}``.
 
-A controller-executor loop names each command once, with what its controller is told of it (description,
-arguments) and the flow that runs it. When the loop is built, the declaration is split: the controller gets the
-commands without their flows (``subflows_config.Controller.commands``) and the executor one branch per flow
-(``subflows_config.Executor.subflows_config``). The split is done once per instantiation, never per round.
-
-The override points of the original Jarvis configuration stay: ``subflows_config.Executor.subflows_config.<name>``
-is merged over the flow of command ``<name>``, and ``subflows_config.Controller.commands.<name>`` over what the
-controller is told of it. A configuration that declares the two halves there (with no ``flow``) still works. What
-does not pair up is refused with the key's path: a command without a flow, or a branch without a command. The
-commands the loop runs itself (``finish``) have no flow.
+One declaration keeps what the controller is told of a command and the flow that runs it from drifting apart. When
+the loop is built (once per instantiation, never per round) it is split: the controller gets the commands without
+their flows (``subflows_config.Controller.commands``), the executor one branch per flow
+(``subflows_config.Executor.subflows_config``). Entries already there are merged over the declaration (a
+configuration may also declare both halves there, with no ``flow``). What does not pair up is refused with the key's
+path: a command without a flow, or a branch without a command. The commands the loop runs itself (``finish``) have
+no flow.
 """
 from __future__ import annotations
 
@@ -46,7 +43,7 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
     """``config`` with the controller's commands and the executor's branches derived from its ``commands``.
 
     The result shares what it does not change with ``config`` (which is not modified); its ``commands`` keep the
-    declarations without their flows, which are now the executor's branches.
+    declarations without their flows, which become the executor's branches.
 
     :param config: a ControllerExecutorFlow configuration (merged defaults and overrides).
     :param where: the key path of that configuration, for messages (``Jarvis.subflows_config.CtrlExMem``).

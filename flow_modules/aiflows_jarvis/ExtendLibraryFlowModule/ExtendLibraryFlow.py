@@ -38,14 +38,11 @@ class ExtendLibraryFlow(AbstractBossFlow):
 
     Configured over AbstractBossFlow. Its controller's commands: `write_code` (a CodeWriterFlow: write and test one
     function with the user), `save_code` (a SaveCodeAtomicFlow: append it to `library.py`), `ask_user`, `re_plan`,
-    `update_plan`, `finish`. Its memory: `plan`, `logs` and `code_library` (signatures and docstrings). When it
-    finishes it is fully reset (its chats are dropped; plan, logs and library stay in files).
+    `update_plan`, `finish`. Its memory: `plan`, `logs` and `code_library` (signatures and docstrings).
 
-    When a run stopped inside an ExtendLibrary task is resumed (AbstractBossFlow's `resume` entry), the library is
-    the truth about what was saved: the functions saved (added or changed) since the task started, which its task
-    record holds a digest of, have their plan steps marked "[done]" (the steps naming them, and a following step that
-    only saves "it"), so that a function saved just before the run stopped, before `update_plan`, is not left to be
-    written again. The `resume` entry says which steps were marked, and that code written but not saved is gone.
+    On a resume the library is the truth about what was saved: the plan steps of functions saved since the task
+    started (its task record holds digests of the definitions) are marked "[done]", so that a function saved just
+    before the run stopped is not written again; the `resume` entry says which, and that unsaved code is gone.
 
     *Configuration Parameters*:
     - `memory_files` (dict): `plan`, `logs`, `code_library` (e.g. plan_extlib.txt, logs_extlib.txt, library.py).

@@ -83,16 +83,12 @@ def without_definitions(source: str, names: set) -> str:
 class SaveCodeAtomicFlow(LeanAtomicFlow):
     """Appends code (a function written and tested by `write_code`) to the code library file.
 
-    Code that does not compile is refused, and so is code with top-level statements that would run every time the
-    library is imported (a call, a print, a loop: they belong in `run_code`); imports, definitions, assignments,
-    string constants, `if` / `try` blocks of those (conditional imports) and `if __name__ == "__main__":` blocks
-    (they do not run on import) are accepted. Code that would redefine a function or class the library already has is
-    refused unless the controller says so (`replace_existing: true`); then the old definition is replaced, and the
-    library as it was is kept in `archive/` beside it. `from __future__` imports are moved to the top of the library.
-    The library is rewritten atomically and checked to compile before it is; it is read, changed and written back
-    under its lock (`locks.file_lock`, the sidecar `.library.py.lock`), so two processes saving into one library at
-    once (two Jarvis runs, programs using this flow) never lose a function: the second waits. A refusal (nothing
-    saved) is shown on the console as a warning, as well as returned to the controller.
+    The library is imported by every run, so what goes in must compile and must not do anything on import: code
+    with top-level statements (a call, a print, a loop: they belong in `run_code`) is refused, while imports,
+    definitions, assignments, constants, `if`/`try` blocks of those and `if __name__ == "__main__":` are accepted.
+    Redefining a name the library has is refused unless `replace_existing: true` (the old library is then kept in
+    `archive/`). The library is changed under its lock (`locks.file_lock`) and written atomically, so two processes
+    saving at once never lose a function. A refusal is returned to the controller and shown as a warning.
 
     *Configuration Parameters*:
     - `memory_files` (dict, optional): used when the input has none; `code_library` is the library file.
@@ -171,7 +167,7 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         head = "\n".join(futures) + "\n\n" if futures else ""
         new_library = head + (library_body.rstrip() + "\n\n\n" if library_body.strip() else "") + code_body + "\n"
         # The library and the code each parse, so does the two joined; only a `__future__` import the code brings
-        # to the library can change how the library's text reads (compiling megabytes again takes seconds)
+        # to the library can change how the library's text reads, so only then is the whole (maybe large) compiled
         if set(code_futures) - set(library_futures):
             try:
                 compile(new_library, path, "exec")

@@ -31,8 +31,7 @@ class HumanReviewFlow(LeanAtomicFlow):
     - `title` (str): shown above the draft.
     - `file_suffix` (str): suffix of the temporary file the editor opens (`.txt`, `.py`, ...).
     - `editor` (str or null): editor command, e.g. `code --wait`; null means `$VISUAL` / `$EDITOR`.
-    - `open_editor` (str): `ask` (the user types `e`), `auto` (the editor opens before the question, as in the
-      original Jarvis) or `never`.
+    - `open_editor` (str): `ask` (the user types `e`), `auto` (the editor opens before the question) or `never`.
     - `role` (str): console colour role of the draft (`plan`, `code`, ...).
     - `options` (str): what the question says the user can do (the editor option is added when available).
 

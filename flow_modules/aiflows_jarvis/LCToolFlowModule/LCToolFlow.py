@@ -45,11 +45,9 @@ class LCToolFlow(LeanAtomicFlow):
     e.g. `langchain_community.tools.DuckDuckGoSearchRun`), built on the first call, so the flow builds without
     LangChain installed.
 
-    The tool gets the input keys of the flow's `input_interface` as its keyword arguments (`tool_input`), and its
-    answer is the `observation`. A tool that raises, or that does not answer within `timeout` seconds, gives an
-    observation saying so (the controller reads it and can try something else), never a crash. The observation is
-    cut to `max_observation_chars` (head and tail kept, the cut said). Calls go through `run_tool`, so a run's
-    transcript records them and a replay answers them without the network.
+    The tool's keyword arguments are the flow's `input_interface` keys; its answer is the `observation`. A tool that
+    raises or times out gives an observation saying so, never a crash, so the controller can try something else.
+    Calls go through `run_tool`, so a run's transcript records them and a replay answers them without the network.
 
     *Configuration Parameters*:
     - `backend` (dict): the LangChain tool, `{_target_: <tool class>, ...its parameters}`.

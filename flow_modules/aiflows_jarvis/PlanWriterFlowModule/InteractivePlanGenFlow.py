@@ -12,12 +12,10 @@ class InteractivePlanGenFlow(LeanSequentialFlow):
     A sequence of `PlanGenerator` (a ChatAtomicFlow; its chat history is kept between calls of one planning
     session, so it can revise its draft) and `UserReview` (a HumanReviewFlow over the `plan`).
 
-    Plans have a budget. A draft longer than `max_plan_chars`, or cut off by the generator's `max_tokens` (its
-    reply ended with `finish_reason: length`), is sent back to the generator with the limit, up to
-    `max_plan_rewrites` times, without asking the user. A draft still too long after that is not shown for
-    approval (not even with `--yes`): the flow returns `approved: false`, `over_limit: true` and a `feedback` that
-    says why, so the caller (PlanWriterFlow's controller) can ask for a shorter plan. The generator's system
-    prompt can state the limit: its partial variable `max_plan_chars` is set from this flow's (0 when off).
+    Plans have a budget, because the plan goes into every controller prompt. A draft over `max_plan_chars`, or cut
+    off by the generator's `max_tokens`, is sent back with the limit (`max_plan_rewrites` times) without asking the
+    user; one still too long is never shown for approval (not even with `--yes`): the flow returns `over_limit: true`
+    with a `feedback` saying why. The generator's prompt gets `max_plan_chars` as a partial variable (0 when off).
 
     *Configuration Parameters*:
     - `max_plan_chars` (int): the longest plan, in characters (default 4000; 0 or null: no limit).

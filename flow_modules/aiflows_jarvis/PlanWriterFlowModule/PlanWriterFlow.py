@@ -9,13 +9,11 @@ from aiflows_jarvis.CoreFlowModule.memory import atomic_write, memory_path
 class PlanWriterFlow(ControllerExecutorFlow):
     """Writes a step-by-step plan with the user, then stores it in the `plan` memory file.
 
-    A controller over two commands: `write_plan` (a plan generator LLM drafts or revises the plan; the user then
-    approves it, comments on it, or edits it in their editor) and `ask_user`. The first command is always
-    `write_plan` (no LLM call is spent choosing it), and when the user approves a draft the plan is final at once
-    (`finish_on_approval`); the controller LLM is asked only to act on the user's comments. The final plan is
-    written to `memory_files.plan`. A draft that stays over the plan budget (see InteractivePlanGenFlow's
-    `max_plan_chars`) is never final: the controller reads why it was not shown, and a `finish` while the last
-    draft is over the limit stops the plan writer without writing it.
+    A controller over `write_plan` (an InteractivePlanGenFlow: an LLM drafts or revises, the user reviews) and
+    `ask_user`. No LLM call is spent on the obvious: the first command is always `write_plan`, and an approved draft
+    is final at once (`finish_on_approval`), so the controller LLM only acts on the user's comments. A draft over the
+    plan budget (InteractivePlanGenFlow's `max_plan_chars`) is never final: a `finish` while the last draft is over
+    the limit stops the plan writer without writing the plan file.
 
     *Configuration Parameters*:
     - `finish_on_approval` (bool): finish as soon as the user approves a draft.

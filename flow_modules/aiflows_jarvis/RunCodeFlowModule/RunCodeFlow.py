@@ -15,20 +15,15 @@ _SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell
 class RunCodeFlow(LeanSequentialFlow):
     """Runs the controller's code with the user in the loop: file, review (edit), interpreter, result, feedback.
 
-    The code is written to a file in `code_runs/` beside the code library (else in the workspace), shown, and opened in the user's editor when one is
-    configured (`editor` in the config, else `$VISUAL`, else `$EDITOR`), as the original Jarvis opened it in VS Code;
-    when the editor is closed, the code (as the user left it) is shown and runs when the user approves it (Enter);
-    the user may edit it again (`e`), or type feedback instead of running it. The interpreter (a persistent Jupyter
-    kernel for Python, bash for shell code) runs what the file holds; the result is shown and the user is asked for
-    feedback. The controller gets the code actually run, the result and the feedback. In auto-approve mode no editor
-    opens, the code runs as written and the result is accepted.
+    The user sees and may edit exactly what runs: the code is written to a file in `code_runs/` beside the code
+    library (else in the workspace), opened in their editor when one is configured (`editor`, else `$VISUAL`, else
+    `$EDITOR`), and run by the interpreter (a persistent Jupyter kernel, or bash) only once they approve it; then
+    the result is shown and they are asked for feedback. The controller gets the code actually run, the result and
+    the feedback. In auto-approve mode no editor opens and the code runs as written.
 
-    The code library is meant to change only through `save_code`, which tests what it saves and keeps a copy of what
-    it replaces; code run here can overwrite it too (`open("library.py", "w")`, a shell `>`). So the library is read
-    just before the code runs (after the user's review) and compared after it: if the run changed or deleted it, the
-    version from before the run is copied to `archive/` beside it, the user is warned, and the controller's `result`
-    says so and where the copy is. Reading the library once per run is the whole cost (no digest or state is kept
-    between flows); a change made at the same time by another process saving into the library is reported too.
+    The library should change only through `save_code`, but code run here can overwrite it (`open("library.py",
+    "w")`, a shell `>`). So it is read just before the run and compared after: if it was changed or deleted, the
+    version from before is copied to `archive/`, and the user and the controller are told where.
 
     *Configuration Parameters*:
     - `subflows_config.UserReview`: a HumanReviewFlow (`editor`; `open_editor`: `auto`, the default here: the editor

@@ -88,14 +88,11 @@ def imported_modules(tree: ast.AST) -> Tuple[List[str], List[str]]:
 class TestCodeAtomicFlow(LeanAtomicFlow):
     """Checks code for the library: it compiles, its imports resolve, and the user's tests (if any) pass.
 
-    Every import is checked, in function bodies too (that is where library functions import what they need). An
-    import in the body of a `try` whose handlers catch ImportError (or ModuleNotFoundError, Exception, a bare
-    `except`) is optional: the code has a fallback, so a missing module is only mentioned, not a failure.
-
-    The code runs together with the current library (`from library import *` first) in a separate Python process,
-    in a temporary folder, with a timeout, a bound on the output and the interpreter's API-key-free environment, so
-    a test can neither change the interactive session nor leave files in the workspace. `from __future__` imports
-    of the code are moved to the top of the test script.
+    Every import is checked, in function bodies too (that is where library functions import what they need); one
+    in a `try` whose handlers catch ImportError (or a parent of it) has a fallback, so a missing module is only
+    mentioned. The code runs after `from library import *` in a separate Python process, in a temporary folder, with
+    a timeout, bounded output and no API keys, so a test can neither change the interactive session nor leave files
+    in the workspace.
 
     *Configuration Parameters*:
     - `timeout` (float): seconds the tests may run.

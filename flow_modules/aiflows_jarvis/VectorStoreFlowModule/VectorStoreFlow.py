@@ -13,14 +13,11 @@ from .stores import VectorStore, VectorStoreError, open_store
 class VectorStoreFlow(LeanAtomicFlow):
     """A long-term memory: writes texts to a vector store and reads back the `k` most relevant to a query.
 
-    The seed's interface: `operation` `read` (`content` is the query) or `write` (`content` is a text or a list of
-    texts); the output `retrieved` is the texts of the `k` nearest documents (a read) or `""` (a write). The store is
-    persistent (a folder in the memory directory), so a later run remembers what an earlier one wrote. Vectors come
-    from the LLM provider's embedding model through litellm (batched, retried like chat calls, counted in the usage),
-    or from a deterministic local embedding (`embedding.type: hash`). The store records its embedding model and
-    dimension and refuses to mix them; a corrupt store is named, not silently replaced.
-
-    The store is opened on the first call, so the flow builds without the vector-store libraries or credentials.
+    The seed's interface: `operation` `read` (`content` is the query) or `write` (`content`: a text or a list). The
+    store is persistent (a folder in the memory directory), so a later run remembers what an earlier one wrote; it
+    records its embedding model and dimension and refuses to mix them, and a corrupt store is named, not silently
+    replaced. The store is opened on the first call, so the flow builds without the vector-store libraries or
+    credentials.
 
     *Configuration Parameters*:
     - `type` (str): `chroma` (default; chromadb, persistent) or `faiss` (faiss, saved to disk after every write).

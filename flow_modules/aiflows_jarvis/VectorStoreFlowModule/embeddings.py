@@ -1,21 +1,13 @@
 """Embeddings for the vector stores: the LLM provider's, through litellm, or a deterministic local one.
 
-``LiteLLMEmbeddings`` calls litellm's ``embedding`` (OpenAI's ``text-embedding-3-small`` by default, or any
-OpenAI-compatible ``/v1/embeddings`` server: vLLM, llama.cpp, Ollama) in batches; each batch is retried like a chat
-call (``call_with_retries``: backoff on 429/5xx/timeouts, stop at once on 400/401), checked against the run's budget
-first and counted in ``USAGE`` (prompt tokens as the API reports them, under the flow's path + ``/embeddings``).
+``LiteLLMEmbeddings`` calls litellm's ``embedding`` (OpenAI's, or any OpenAI-compatible ``/v1/embeddings`` server)
+in batches, each retried like a chat call (``call_with_retries``), checked against the run's budget and counted in
+the usage. Hazard: litellm 1.0.0 sends an embedding to an OpenAI-compatible server only for the model names in its
+``open_ai_embedding_models`` list, so the model asked for is added to that list before the call.
 
-litellm 1.0.0 sends an embedding to an OpenAI-compatible server only for the model names in its
-``open_ai_embedding_models`` list (``text-embedding-ada-002`` alone); the model asked for is added to that list
-before the call, and the provider is passed explicitly, so any name a server serves works.
-
-``HashEmbeddings`` needs no model and no network: a normalised bag of hashed words and character trigrams. Texts
-that share words are near; it is no semantic model. The offline demo uses it (its LLM replies and tool results are
-a recording; its memory retrieval runs for real on these vectors), and so do tests that do not test the HTTP path.
-
-A process-wide factory (``set_embeddings_factory``) can replace how every VectorStoreFlow gets its embeddings, as
-``ChatFlowModule.set_backend_factory`` does for chats: ``run_autogpt.py`` fills in the credentials with
-``embeddings_with_api_infos``, ``--demo`` installs ``hash_embeddings_factory``.
+``HashEmbeddings`` needs no model and no network (hashed words and character trigrams: texts that share words are
+near; it is no semantic model), for the offline demo and for tests. ``set_embeddings_factory`` replaces how every
+VectorStoreFlow of a run gets its embeddings, as ``set_backend_factory`` does for chats.
 """
 from __future__ import annotations
 

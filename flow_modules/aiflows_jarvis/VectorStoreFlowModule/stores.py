@@ -1,17 +1,12 @@
 """Vector stores behind one small interface: ``add(texts, vectors)``, ``search(vector, k) -> texts``.
 
-Two backends, chosen by ``type`` in a VectorStoreFlow's YAML:
+``type`` in a VectorStoreFlow's YAML chooses the backend: ``chroma`` (default: a chromadb ``PersistentClient``,
+telemetry off and no embedding function of its own, so it never downloads a model; cosine distance) or ``faiss``
+(an ``IndexFlatIP`` over L2-normalised vectors, saved atomically after every write with ``documents.json``).
 
-* ``chroma`` (default): a chromadb ``PersistentClient`` in a folder (telemetry off; no embedding function of
-  chromadb's own, so it never downloads a model: vectors come from the flow's embeddings); cosine distance.
-* ``faiss``: a faiss ``IndexFlatIP`` over L2-normalised vectors (cosine similarity), saved after every write to
-  ``index.faiss`` beside ``documents.json`` (the texts), both replaced atomically.
-
-Each store records the embedding model and the dimension it was written with (chroma: the collection's metadata;
-faiss: ``documents.json``). Opening it with another model, or adding vectors of another dimension, raises
-``VectorStoreError`` saying which; so does a store whose files cannot be read (a corrupt index, a folder that is not
-a store), naming the folder to move away. The libraries are imported when a store is opened, so the flows import and
-instantiate without them, and a missing library says which extra installs it.
+Each store records the embedding model and dimension it was written with; another model or dimension, or files
+that cannot be read, raise ``VectorStoreError`` naming the folder. The libraries are imported when a store is
+opened, so the flows build without them, and a missing library says which extra installs it.
 """
 from __future__ import annotations
 

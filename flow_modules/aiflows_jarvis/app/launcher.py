@@ -216,16 +216,13 @@ class MemoryLayout(dict):
 
 def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False,
                    workdir: Optional[str] = None) -> MemoryLayout:
-    """Give each boss its memory files in ``memory_dir``.
+    """Give each boss its memory files in ``memory_dir``; a new run archives the previous plans and logs.
 
-    A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
-    (nothing is deleted). The code library is kept: it is what Jarvis has learned, unless ``archive_library`` (the
-    demo, recorded with an empty library, replays from one) moves it there too. With ``resume`` everything is kept
-    and the top boss continues from its plan instead of writing a new one; the bosses below it continue the tasks
-    they were stopped in when they are given them again (AbstractBossFlow's task records, which a new run archives
-    with the logs). A plan or log that is a symbolic link is moved to the archive too (it is not followed: the new
-    run starts with files of its own). Temporary files of writes killed in an earlier run are removed
-    (``sweep_temporary_files``). Code runs in ``workdir`` (default: ``memory_dir``), with ``library.py`` importable.
+    Nothing is deleted: the previous plans, logs and task records are moved to ``<memory_dir>/archive/<time>-<n>/``.
+    The code library is kept (it is what Jarvis has learned) unless ``archive_library`` (a demo replays from an empty
+    one). With ``resume`` everything is kept and the bosses continue their interrupted tasks. A plan or log that is
+    a symbolic link is archived, never followed, so the new run writes files of its own. Temporary files of writes
+    killed earlier are removed. Code runs in ``workdir`` (default: ``memory_dir``), with ``library.py`` importable.
     """
     from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 
@@ -320,12 +317,10 @@ _SCAN_DEPTH, _SCAN_ENTRIES = 3, 5000  # a working folder can be a home folder: t
 
 def new_files(folder: str, since: float, suffixes: Optional[tuple] = FIGURE_SUFFIXES,
               skip: tuple = ()) -> List[str]:
-    """Files made or changed in ``folder`` since ``since`` (by their modification time): with ``suffixes``, only
-    those (figures and pages); ``None``: every file. Hidden files and folders, ``archive/``, ``code_runs/``,
-    environments, caches and the paths in ``skip`` (e.g. the memory folder inside the working folder, and its
-    files) are left out. The scan is bounded (three levels below ``folder``, 5,000 entries), so a working folder
-    that is a home folder costs little. What cannot be looked at (a dangling symbolic link, a file removed
-    meanwhile, a folder that cannot be read) is left out."""
+    """Files made or changed in ``folder`` since ``since`` (by modification time), to show the user what a run made:
+    with ``suffixes``, only those (figures and pages); ``None``: every file. Hidden files and folders, ``archive/``,
+    ``code_runs/``, environments, caches and the paths in ``skip`` (e.g. the memory folder) are left out, and so is
+    what cannot be looked at. The scan is bounded (``_SCAN_DEPTH``, ``_SCAN_ENTRIES``): the folder may be a home."""
     found, seen = [], 0
     skipped = {os.path.abspath(p) for p in skip}
     top = os.path.abspath(folder)

@@ -328,10 +328,10 @@ def added_functions(entries: Iterable[Entry], library_path: Optional[str]) -> Li
         match = _SAVED.match(str(text or entry.result))
         if match:
             names += [n.strip() for n in match.group(1).split(",") if n.strip() and n.strip() not in names]
-    if not names:  # nothing saved: the library (megabytes, maybe) is not read
+    if not names:  # nothing saved: the library (maybe large) is not read
         return []
     library = _optional_text(library_path) if library_path else ""
-    try:  # the view the run's last read of the library left (a library of megabytes takes seconds to parse)
+    try:  # the view the run's last read of the library left (a large library is slow to parse)
         spans = definition_spans(library) if library else []
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         spans = []

@@ -1,20 +1,12 @@
 """The run report: one self-contained HTML page that shows what a run did, to look at after the run.
 
-The page is built from what the run leaves in its memory folder, so that a replayed or resumed run gets one as well as
-a live one: the run file (the goal, the model, when the task started), each boss's plan and log, the copies of
-replaced plans in ``archive/``, the code library and ``code_runs/`` (``report_memory`` reads them); and from what the
-command line still holds at the end: the outcome (final answer, status), the LLM usage meter, and the run's
-``--trace`` file when it has one (arguments and results whole, and each plan approved).
-
-* The run is a tree of ``<details>`` elements (``report_html``): each boss's log entries in order, a sub-boss's
-  entries inside the command of its parent that ran it, with the arguments, the result, what the user said, when it
-  started and how long it took. A run without bosses (AutoGPT) shows its goal, answer, usage and files.
-* Everything the LLM, the user or a program wrote is HTML-escaped (control characters removed first): the page shows
-  it, never obeys it. A Content-Security-Policy lets the page load nothing (``default-src 'none'``) but ``data:``
-  images, and run no script but its own (by hash).
-* Figures (PNG, JPEG, GIF, WebP, SVG) are inlined as ``data:`` URIs, checked by their first bytes; links are not
-  followed. Building the page reads files only; ``write_report`` writes it atomically. A caller at the end of a run
-  should catch what they raise: a run is not failed by its report.
+It is built from what the run leaves in its memory folder (run file, plans and logs, replaced plans, library,
+``code_runs/``: ``report_memory`` reads them), so a replayed or resumed run gets one as well as a live one, plus
+what the command line holds at the end (outcome, usage, the ``--trace`` file). The run is a tree of ``<details>``
+elements (``report_html``). Hazard: the page shows text an LLM, a user or a program wrote, so everything is
+HTML-escaped, and its Content-Security-Policy loads nothing but ``data:`` images and runs no script but its own.
+Building reads files only and follows no link; a caller at the end of a run should catch what it raises: a run is
+not failed by its report.
 """
 from __future__ import annotations
 
