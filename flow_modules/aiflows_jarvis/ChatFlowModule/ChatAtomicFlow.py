@@ -44,11 +44,11 @@ _PROMPT_KEYS = ("system_message_prompt_template", "init_human_message_prompt_tem
 class ChatAtomicFlow(LeanAtomicFlow):
     """One LLM chat: a system prompt, a first user message, later user messages, and the model's replies.
 
-    The system prompt is rendered from the input on the first call (and on every call with ``refresh_system_prompt``,
-    so memory injected into it stays current); only the newest system prompt is sent, first. Earlier user and
-    assistant messages are kept in ``flow_state["previous_messages"]`` and a sliding window of them is sent.
-    Transient LLM errors (rate limits, timeouts, connection errors, 5xx, malformed bodies) are retried with
-    exponential backoff; authentication and bad-request errors stop at once; either way the error names the flow.
+    The system prompt is rendered from the input on the first call (and on every call with `refresh_system_prompt`,
+    so memory injected into it stays current); only the newest one is sent, first, followed by a sliding window of
+    the earlier user and assistant messages (`flow_state["previous_messages"]`). Transient LLM errors (rate limits,
+    timeouts, connection errors, 5xx, malformed bodies) are retried with backoff; authentication and bad-request
+    errors stop at once; either way the error names the flow. A turn whose call fails leaves the chat as it was.
 
     *Configuration Parameters*:
     - `backend` (dict): the LLM backend, by default `aiflows.backends.llm_lite.LiteLLMBackend` with `api_infos: ???`
@@ -63,8 +63,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
     - `input_interface_non_initialized` / `input_interface_initialized` (list): input keys for the first call and
       for later calls.
     - `previous_messages` (dict): `first_k` / `last_k`, how many of the earliest and latest user/assistant messages
-      are sent; both null: the whole conversation. The default (`last_k: 2`) is the seed's sliding window: the
-      refreshed system prompt, the model's last reply and the new user message, which is always sent.
+      are sent; both null: the whole conversation. The new user message is always sent. The default (`last_k: 2`)
+      sends the refreshed system prompt, the model's last reply and the new user message.
     - `refresh_system_prompt` (bool): re-render the system prompt from the input on every call (default true;
       the system template's variables must then be in `input_interface_initialized` too).
     - `retry` (dict): `max_attempts`, `initial_delay`, `max_delay`, `backoff`, `jitter` for transient errors;
@@ -73,13 +73,13 @@ class ChatAtomicFlow(LeanAtomicFlow):
     - `structured_output` (str): `auto` | `json_schema` | `json_object` | `off`: the `response_format` sent when the
       chat has a reply schema (controllers do). `json_schema` is OpenAI's strict form (also vLLM, llama.cpp's server,
       Ollama); `json_object` sends `{"type": "json_object", "schema": ...}` (llama-cpp-python's server, vLLM; OpenAI
-      gets the type alone); `auto` takes what an OpenAI/Azure model is known to accept, and asks any other server
-      from the top down: a server that rejects a format is asked again one level down, once, for the rest of the run.
-    - `context_window` (int or null): the model's context window in tokens; null: litellm's model map (or
-      `default_context_window` for a model nobody knows, e.g. on a local server; a server's overflow message that
-      states its window is believed). Before each call the prompt plus the reply's `max_tokens` is fitted to it:
-      `shrinkable_inputs` are shortened in order (logs oldest entries first), then earlier messages, then
-      `max_tokens` down to `min_reply_tokens`; a prompt that cannot fit is not sent (ContextOverflow).
+      gets the type alone); `auto` takes what an OpenAI/Azure model is known to accept and asks other servers from
+      the strictest form down, one level down after each rejection, kept for the rest of the run.
+    - `context_window` (int or null): the model's context window in tokens; null: litellm's model map, else
+      `default_context_window` (a server's overflow message that states its window is believed). Before each call
+      the prompt plus the reply's `max_tokens` is fitted to it: `shrinkable_inputs` are shortened in order (logs
+      oldest entries first), then earlier messages, then `max_tokens` down to `min_reply_tokens`; a prompt that
+      cannot fit is not sent (ContextOverflow).
     - `show_replies` (bool): print each reply on the console.
 
     *Input Interface Non Initialized*: the variables of the system and first-user templates (default: `query`).
@@ -226,11 +226,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
     def call_llm(self, messages: List[dict]) -> str:
         """Send ``messages``; retry transient errors; count tokens and cost; return the reply's text.
 
-        Before the call: the run's budget is checked, and a prompt that would not fit the model's context window
-        with its reply has been shortened (``messages_for``). The reply's ``response_format`` is the chat's
-        ``structured_output``; with ``auto``, a server that rejects a format is asked again one level down, once,
-        and keeps that level. A server whose overflow error says its real context window is smaller than assumed
-        is asked again once with a prompt that fits it.
+        The run's budget is checked first, and again before each re-ask. With ``structured_output: auto``, a server
+        that rejects the format is asked again one level down; a server whose overflow error states a smaller
+        context window is asked again once with a prompt refitted to it (only for messages built by
+        ``messages_for``). Raises ``LLMCallError`` (naming the flow) when the call fails for good.
         """
         where = self._where()
         for _ in range(4):  # at most two format downgrades and one learned context window
@@ -332,9 +331,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
     @staticmethod
     def _rejects_format(error: LLMCallError) -> bool:
-        """A 400/422 whose message names ``response_format`` or the schema: the server does not take the format.
-        (llama-cpp-python's server says it with a 500 and a validation error, which llm_errors classifies as a bad
-        request.)"""
+        """A 400/422, or any status ``llm_errors`` classifies as a bad request (llama-cpp-python's server sends a 500
+        with a validation error), whose message names ``response_format`` or the schema: the format is refused."""
         info = getattr(error, "info", None)
         status = getattr(info, "status", None)
         detail = f"{getattr(info, 'detail', '')} {error}"
@@ -399,12 +397,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
         return True
 
     def messages_for(self, user_message: str, extra: Optional[List[dict]] = None) -> List[dict]:
-        """System prompt + window over (previous messages + this user message) + ``extra`` (e.g. corrections).
+        """System prompt + window over (previous messages + this user message) + ``extra`` (e.g. corrections),
+        shortened to fit the model's context window with the reply (see ``context.fit_to_context``).
 
-        If the prompt and the reply's ``max_tokens`` would not fit the model's context window, the inputs named in
-        ``shrinkable_inputs`` are shortened (log entries oldest first, other texts keeping head and tail) and the
-        prompts rendered again; then the earlier messages of the window; then the reply's ``max_tokens`` is lowered
-        down to ``min_reply_tokens``. A prompt that still does not fit is not sent: ContextOverflow says what to do.
+        Call after ``prepare_turn``. Raises ``ContextOverflow`` when even the shortened prompt does not fit.
         """
         self._build_args = (user_message, extra)
         messages, max_tokens = fit_to_context(self, user_message, list(extra or []))

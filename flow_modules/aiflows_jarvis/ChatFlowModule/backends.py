@@ -1,15 +1,14 @@
 """The backend seam: how a chat flow gets its LLM backend.
 
-By default a ChatAtomicFlow builds the backend its config names (``backend._target_``, normally aiflows'
-LiteLLMBackend). The run's *factory* (``RunContext(backend_factory=...)``, or ``set_backend_factory``) can replace that
-for every chat flow at once, without touching configs: tests install a scripted backend, ``--replay`` a transcript
-player, and ``with_api_infos`` builds the configured backend with given ``api_infos``. The run's *wrappers* (e.g. the
-``--record`` recorder) wrap whatever backend was built.
+A ChatAtomicFlow builds the backend its config names (``backend._target_``), unless the run has a *factory*
+(``RunContext(backend_factory=...)`` or ``set_backend_factory``), which replaces it for every chat at once without
+touching configs: a scripted backend in tests, a transcript player for ``--replay``, ``with_api_infos`` for given
+``api_infos``. The run's *wrappers* (the ``--record`` recorder) wrap whatever was built.
 
-aiflows' LiteLLMBackend returns only the messages: the API's ``usage``, ``finish_reason`` and model are lost. A config
-naming it gets :class:`UsageLiteLLMBackend` instead (same constructor, same return value), which also records a
-:class:`ResponseInfo` for each completion; the caller takes it with :func:`take_response_info` right after the call
-(per thread, so wrappers need do nothing; backends that know nothing of it leave None).
+A config naming aiflows' LiteLLMBackend, which returns only the messages, gets :class:`UsageLiteLLMBackend`
+(same constructor, same return value), which also records a :class:`ResponseInfo` (usage, finish_reason, model)
+per completion; the caller takes it with :func:`take_response_info` right after the call (per thread, so wrappers
+need do nothing; other backends leave None).
 """
 from __future__ import annotations
 
@@ -205,8 +204,8 @@ class _StreamWatcher:
 
 @functools.lru_cache(maxsize=None)
 def usage_litellm_backend_class():
-    """The class UsageLiteLLMBackend, built on first use (aiflows' llm_lite must be imported after the package's
-    import hooks are in place: it then does not import litellm, see ``offline``)."""
+    """The class UsageLiteLLMBackend, built on first use: aiflows' llm_lite must be imported after the package's
+    import hooks are in place, so that it does not import litellm (see ``offline``)."""
     from aiflows_jarvis.CoreFlowModule.offline import ensure_offline_tokenizer
 
     ensure_offline_tokenizer()

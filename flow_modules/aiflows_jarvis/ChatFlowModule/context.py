@@ -1,10 +1,9 @@
 """Prompts that fit: a chat's prompt plus its reply's ``max_tokens`` within the model's context window.
 
-The memory injected into prompts (logs, the code library, the last result, the plan) is read within character
-budgets, but a model with a small window (a local server started with ``--n_ctx 4096``) or a long library can still
-overflow it. Before each call the prompt is counted (cl100k, with a margin for other tokenizers; a prompt with fewer
-UTF-8 bytes than the room it has fits whatever the tokenizer says, so the tokenizer is loaded only for a prompt that
-may not) and, if it does not fit, shortened in this order:
+The memory injected into prompts is read within character budgets, but a model with a small window (a local server
+started with ``--n_ctx 4096``) or a long library can still overflow it. Before each call the prompt is counted
+(cl100k, with a margin for other tokenizers; the tokenizer is loaded only for a prompt whose UTF-8 size does not
+already prove it fits) and, if it does not fit, shortened in this order:
 
 1. the inputs named in the chat's ``shrinkable_inputs``, in that order: log entries oldest first (a line says how
    many were left out), other texts halved keeping their head and tail, down to ``min_input_chars``;

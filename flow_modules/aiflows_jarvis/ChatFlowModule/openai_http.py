@@ -1,19 +1,15 @@
 """Chat completions over HTTP with the standard library: the OpenAI protocol, spoken directly.
 
-litellm 1.0.0 takes about half a second of CPU to import (openai's pydantic models, httpx, its provider tables), which
-was most of a run's time to its first request, and it turns most HTTP errors into ``TypeError`` (see
-``llm_errors``). For a request that is a plain OpenAI chat completion, to OpenAI's API or to an OpenAI-compatible
-server (llama.cpp, vLLM, Ollama, LM Studio, a litellm proxy), the backend sends it itself: a JSON POST to
-``{api_base}/chat/completions`` over a kept-alive connection (one per thread and server), ``request_timeout`` for the
-connect and for each read, ``stream: true`` read as server-sent events. Errors carry what the server said, as the
-HTTP status (``status_code``), the headers (``response.headers``: Retry-After) and the body (``message``), with
-the class names ``llm_errors.classify`` knows (RateLimitError, AuthenticationError, APITimeoutError,
-APIConnectionError, APIStatusError).
+Importing litellm 1.0.0 is slow, and it turns most HTTP errors into ``TypeError`` (see ``llm_errors``). So a plain
+OpenAI chat completion, to OpenAI's API or an OpenAI-compatible server, is sent here: a JSON POST to
+``{api_base}/chat/completions`` over a kept-alive connection (one per thread and server), ``request_timeout`` for
+the connect and each read, ``stream: true`` read as server-sent events. Errors carry the HTTP status
+(``status_code``), the headers (``response.headers``: Retry-After) and the body (``message``), under the class names
+``llm_errors.classify`` knows.
 
-Everything else goes through litellm as before (:func:`plan_request` returns None): Azure (an ``api_version``),
-other providers (a model named ``<provider>/...`` other than ``openai/``, or a bare name that is not an OpenAI
-model's), parameters that only litellm understands, an HTTP proxy set in the environment, embeddings, and a
-backend configured with ``transport: litellm``.
+Everything else goes through litellm (:func:`plan_request` returns None): Azure (an ``api_version``), other
+providers, parameters only litellm understands, an HTTP proxy set in the environment, embeddings, and
+``transport: litellm``.
 """
 from __future__ import annotations
 
@@ -228,8 +224,9 @@ def _target(url: str) -> str:
 
 
 def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-    """POST the request; returns the connection and the response (status 200), its body unread. A kept-alive connection the server
-    had closed meanwhile is opened again once; an error status raises APIStatusError with the body read."""
+    """POST the request; returns the connection and the response (status 200), its body unread. A kept-alive
+    connection the server had closed meanwhile is opened again once; an error status raises APIStatusError with the
+    body read."""
     payload = json.dumps(request.body, ensure_ascii=False).encode("utf-8")  # lone surrogates: UnicodeEncodeError
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if request.stream
                else "application/json", "User-Agent": "aiflows-jarvis"}

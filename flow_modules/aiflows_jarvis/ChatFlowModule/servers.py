@@ -1,9 +1,9 @@
 """What a run learns about each LLM server, shared by every chat that talks to it.
 
-Seventeen chats talk to one server in a Jarvis run. When the server rejects a ``response_format`` (HTTP 400/422
+A Jarvis run has many chats talking to one server. When the server rejects a ``response_format`` (HTTP 400/422
 naming it), or says its context window is smaller than assumed, the first chat that finds out tells the others
-through the server's ``ServerSettings``, so the run pays for the discovery once, and says it on screen once. What a
-run learned is kept in its ``RunContext`` (``servers``): the next run asks again.
+through the server's ``ServerSettings``, so the discovery costs one request and one line on screen. What a run
+learned is kept in its ``RunContext`` (``servers``): the next run asks again.
 """
 from __future__ import annotations
 

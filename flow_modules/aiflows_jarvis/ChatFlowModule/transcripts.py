@@ -7,12 +7,10 @@ transcript of an interrupted run holds every exchange up to the interruption. A 
 (AutoGPT's searches, through ``CoreFlowModule.tool_calls``) records them too: ``{"type": "tool", "flow": ...,
 "input": {...}, "observation": "..."}``; a replay answers them in order, per flow, without the tool.
 
-On replay, each flow gets the replies recorded for it, in order. The new message of each call (its last one: the
-result of the previous command, the goal, the user's feedback) must be the one recorded, up to the folders of paths
-and timestamps: a run that went elsewhere (a command failed that had worked, the library already held a function)
-would otherwise get replies that no longer fit, and end with a recorded answer that is false. When a flow asks for a
-reply the transcript does not hold, or asks with another message, the replay stops with a TranscriptError naming the
-flow and the call, and showing where the messages differ.
+On replay, each flow gets the replies recorded for it, in order, and the last message of each call must be the one
+recorded (up to folders, timestamps and addresses, see ``comparable``): a run that went elsewhere would otherwise
+get replies that no longer fit and end with a recorded answer that is false. A missing reply or another message
+stops the replay with a TranscriptError naming the flow and the call and showing where the messages differ.
 """
 from __future__ import annotations
 

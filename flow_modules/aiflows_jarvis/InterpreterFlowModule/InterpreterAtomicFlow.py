@@ -13,53 +13,30 @@ from .sandbox import sandbox_program
 
 
 class InterpreterAtomicFlow(LeanAtomicFlow):
-    """Runs code for the controller: Python in one persistent Jupyter kernel, shell code in `bash`.
+    """Runs code for the controller: Python in one persistent Jupyter kernel, shell code in `bash`, in a workspace.
 
-    Python runs in an ipykernel started on the first Python run, in the workspace (its working directory, first on
-    `sys.path`, so `import library` finds `<workspace>/library.py`). Variables persist from one run to the next;
-    before each run the code library is reloaded if it was imported and changed, and names imported from it
-    (`from library import f`) are rebound to the new definitions. Shell code runs in `bash` in the workspace.
+    A controller writes code step by step, so Python state (variables, imports) persists from run to run, and the
+    code library is reloaded before a run when its file changed (names imported from it are rebound). Every run has
+    a timeout and bounded output, and the result says what was lost: a kernel that had to be restarted, a timeout,
+    a limit reached. Figures left open are saved as PNG files in `<workspace>/figures`.
 
-    Every run has a timeout: Python is interrupted and the session kept (restarted, with the loss said, if the
-    interrupt does not work); a shell command's process group is killed. A dead kernel is restarted and the loss of
-    state is said. Output is stripped of ANSI escapes and cut to `max_output_chars` (head and tail kept, the cut
-    said). matplotlib figures left open and `image/png` outputs are saved as PNG files in `<workspace>/figures`, and
-    their paths are given.
-
-    The kernel and the shell do not get secrets: variables whose name has a part `KEY`, `TOKEN`, `SECRET`, `PASS`,
-    `PASSWORD`, `PASSWD`, `PWD` (at the end), `CREDENTIAL(S)` or `CREDS` (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `DB_PASS`,
-    ...), variables whose value is a URL with a password (`DATABASE_URL=postgres://user:password@host/db`, a proxy
-    with credentials) or a key of a well-known format (`sk-...`, `ghp_...`): such a variable is dropped, not
-    rewritten, so that code that needs it fails at once and names it; nor the LLM providers' endpoints
-    (`OPENAI_API_BASE`, `AZURE_API_VERSION`, ...). The kernel is started by a launcher that holds only that
-    environment, so the kernel's parent in `/proc/<pid>/environ` shows no secret either. This guards against
-    accidental leaks (code that prints `os.environ`, programs that pass their environment on), not against hostile
-    code, which can read the environment of any process of the same user in `/proc` (the sandbox hides them). In
-    shell code, `python` and `pip` are the kernel's Python (its folder comes first on `PATH`), so `pip install`
-    installs where the kernel imports from.
-
-    Every process the code starts is ended with the kernel (a restart, `close()`, the exit of this process, even a
-    kill of it): those that left the kernel's process group (`setsid`, a double fork) too. They are found by the
-    launcher's process tree (it is a subreaper), by a mark in their environment (`JARVIS_KERNEL_ID`), and by a cgroup
-    v2 where the user may make one. A program that clears its environment and escapes the tree is missed where no
-    cgroup could be made.
-
-    Limits (none by default): `memory_limit_mb` bounds the address space the kernel may take beyond its own at start
-    (about 0.8 GB, mostly reserved and unused), and that of each process a shell command starts; past it allocations
-    fail (`MemoryError`, said with the limit). `cpu_time_s` bounds the CPU time of one Python run (past it the kernel
-    is stopped and restarted, and the limit said) and of each process of a shell command. They guard against
-    runaway code, not hostile code (which can raise its own limits).
-
-    `sandbox: bwrap` runs the kernel and the shell commands in bubblewrap (not installed: an error at once, saying
-    how to install it): the file system is read-only but for the workspace and a private `/tmp`, the code sees only
-    its own processes, and it has no network unless `sandbox_network: true`. It does not hide files (what the user
-    may read, the code may read: SSH keys, `~/.netrc`, cloud credentials), keep the code from damaging the workspace
-    (the memory folder and `library.py` are in it), or stop a kernel exploit; `pip install` fails in it (install
-    packages first).
-
-    The kernel belongs to the flow object, not to `flow_state`: `reset(full_reset=True)` keeps it. `prestart()`
-    starts it in the background (the first Python run then does not wait for it); `close()` shuts it down, with the
-    processes its code started (it is also shut down at process exit).
+    Hazards and guarantees:
+    - The code does not get secrets: variables named like keys, tokens, passwords or credentials, values that are
+      credentials (a URL with a password, `sk-...`, `ghp_...`) and the LLM providers' endpoints are dropped from its
+      environment (not rewritten: code that needs one fails at once and names it), and its parent process holds
+      none either. This guards against accidental leaks, not hostile code, which can read other processes of the
+      same user in `/proc` (the sandbox hides them).
+    - Every process the code starts ends with the kernel (a restart, `close()`, the exit or even a kill of this
+      process), found by process tree, by a mark in its environment and by a cgroup where one can be made; only a
+      program that clears its environment and escapes the tree, where no cgroup could be made, is missed.
+    - `memory_limit_mb` and `cpu_time_s` guard against runaway code, not hostile code (which can raise them).
+    - `sandbox: bwrap` makes the file system read-only but for the workspace and a private `/tmp`, hides other
+      processes, and cuts the network unless `sandbox_network: true`. It does not hide files the user may read (SSH
+      keys, `~/.netrc`), protect the workspace (the memory folder and `library.py` are in it) or stop a kernel
+      exploit; `pip install` fails in it. Not installed: an error at once, saying how to install it.
+    - In shell code, `python` and `pip` are the kernel's, so `pip install` installs where the kernel imports from.
+    - The kernel belongs to the flow object, not to `flow_state`: `reset(full_reset=True)` keeps it; `close()`
+      (also run at process exit) shuts it down.
 
     *Configuration Parameters*:
     - `workspace` (str or null): the folder code runs in; null: the current working directory at first use; a
@@ -67,12 +44,16 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     - `library_dir` (str or null): a folder put on the kernel's `sys.path` (and PYTHONPATH) right after the
       workspace, so that `import library` finds the code library when the code runs in another folder (Jarvis:
       the memory folder, while the code runs in the user's working folder); null: none.
-    - `timeout` (float): seconds a run may take (default 60).
-    - `max_output_chars` (int): the bound of `interpreter_output` (default 20000).
+    - `timeout` (float): seconds a run may take (default 60). At the timeout Python is interrupted and the session
+      kept (restarted, with the loss said, if the interrupt does not work); a shell command's process group is
+      killed.
+    - `max_output_chars` (int): the bound of `interpreter_output` (default 20000; head and tail kept, the cut said).
     - `reload_library` (str or null): the module reloaded before each Python run if imported (default `library`).
     - `interrupt_grace` (float, optional): seconds to wait for an interrupted kernel before restarting it (default 5).
-    - `memory_limit_mb` (number or null): see Limits above (default null: none).
-    - `cpu_time_s` (number or null): see Limits above (default null: none).
+    - `memory_limit_mb` (number or null): the address space the kernel may take beyond its own at start, and each
+      process of a shell command; past it allocations fail with `MemoryError`, and the limit is said (default null).
+    - `cpu_time_s` (number or null): the CPU time of one Python run (past it the kernel is restarted and the limit
+      said) and of each process of a shell command (default null).
     - `sandbox` (str or null): `bwrap` to run the code in bubblewrap (default null: none).
     - `sandbox_network` (bool): whether sandboxed code may use the network (default false).
 
@@ -129,9 +110,12 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
             return self._engine
 
     def prestart(self, workspace: Optional[str] = None) -> None:
-        """Start the kernel in the background, so that the first Python run does not wait for it (about a second:
-        call it while the user reads the plan). ``workspace``: the folder to run in when the configuration names none
-        (RunCodeFlow would set the code library's folder at its first run). Returns at once; idempotent."""
+        """Start the kernel in the background, so that the first Python run does not wait for it: call it while
+        the user reads the plan. Returns at once; idempotent.
+
+        :param workspace: the folder to run in when the configuration names none (the folder RunCodeFlow would set
+            at its first run).
+        """
         if workspace and not self.flow_config.get("workspace"):
             self.flow_config["workspace"] = workspace
         self.engine.prestart()

@@ -52,7 +52,7 @@ _SYSTEM_BIN_DIRS = {"/usr/bin", "/bin", "/usr/local/bin"}
 
 @functools.lru_cache(maxsize=8)
 def _scrub_matcher(patterns: Tuple[str, ...]) -> "re.Pattern[str]":
-    """One regular expression for all the patterns (a few hundred fnmatch calls per variable would cost ms)."""
+    """One regular expression for all the patterns, rather than a few hundred fnmatch calls per variable."""
     return re.compile("|".join(fnmatch.translate(p.upper()) for p in patterns) or r"(?!)")
 
 
@@ -97,16 +97,17 @@ def code_environment(workspace: str, patterns: Iterable[str] = DEFAULT_ENV_SCRUB
 
 
 def hide_secrets_from_proc(patterns: Iterable[str] = DEFAULT_ENV_SCRUB) -> List[str]:
-    """Blank, in this process's own ``/proc/<pid>/environ``, the values of the variables the kernel does not get
-    (``scrubbed_environment``); returns their names (empty where nothing was there to blank, or off Linux).
+    """Blank, in this process's own ``/proc/<pid>/environ``, the values of the variables the kernel does not get.
 
-    The kernel's launcher holds only the scrubbed environment, but the kernel's code can walk up its ancestors and
-    read ``/proc/<pid>/environ`` of this process too: that file shows the environment block the process was started
-    with, which ``os.environ`` changes never touch. So the values are overwritten in that block (through
-    ``/proc/self/mem``), after the C library's own copy of each variable is moved out of it (``setenv`` with the same
-    value): ``os.environ``, ``getenv`` and the child processes of this process see the variables as before. Only
-    the values are blanked (``NAME=`` stays, with NUL bytes after it). Processes above this one (the shell that
-    started it) are out of reach: the sandbox (``sandbox: bwrap``) hides them."""
+    The kernel's code can walk up its ancestors and read this process's ``/proc/<pid>/environ``: the block the
+    process started with, which ``os.environ`` changes never touch. The values are overwritten there through
+    ``/proc/self/mem`` after ``setenv`` moved the C library's copy out, so ``os.environ``, ``getenv`` and child
+    processes still see the variables. ``NAME=`` stays. The processes above this one are out of reach (the sandbox
+    hides them).
+
+    :param patterns: name patterns of the variables to blank (see ``scrubbed_environment``).
+    :return: the names blanked; empty where there was nothing to blank, or off Linux.
+    """
     import ctypes
 
     env_names = [name for name in os.environ

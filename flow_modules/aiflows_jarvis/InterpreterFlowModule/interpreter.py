@@ -1,21 +1,15 @@
 """The code interpreter behind ``InterpreterAtomicFlow``: one engine per kind of code, behind one interface.
 
-No aiflows import here: the interpreter can be used, tested and benchmarked on its own. The module's other files hold
-its parts: ``executor`` (the engines' interface and what they share), ``kernel`` (Python, in one Jupyter kernel),
-``shell`` (``bash``), ``sandbox`` (bubblewrap), ``output`` (the result, the bounded output), ``workspace`` (which
-files a run changed), ``environment`` (what the code may see of the environment), ``processes`` (finding and ending
-what the code started), ``launcher`` (the process between the interpreter and its kernel), ``kernel_setup`` (what
-the kernel runs when it starts).
+No aiflows import here, so the interpreter can be used, tested and benchmarked on its own. This file picks the
+engine for a run and adds what every run gets: the files it changed and the figures it saved, said after its
+output. Closing (``close()``, also at exit) ends every process the code started and removes the private temporary
+folder; an interpreter dropped without ``close()`` has its processes killed by a finalizer.
 
-* Every run has a timeout, and its output (stdout, stderr, results, tracebacks) is stripped of ANSI escapes and
-  control characters and bounded while it streams: a head and a tail are kept, and a line says how much was cut.
-* The files a run created or changed in the workspace, and the figures it saved, are said after its output.
-* The kernel and the shell get an environment without secrets (by name and by value, see ``environment``) and
-  without the LLM providers' endpoints; the kernel's Python comes first on the shell's PATH.
-* Optional limits (``memory_limit_mb``, ``cpu_time_s``) and sandbox (``sandbox="bwrap"``).
-* Closing (``close()``, at exit too) ends every process the code started (the kernel's process tree, the processes
-  that carry the interpreter's mark in their environment, its cgroups where they could be made), and removes the
-  private temporary folder. An interpreter dropped without ``close()`` has its processes killed.
+The parts: ``executor`` (the engines' interface and what they share), ``kernel`` (Python), ``shell`` (``bash``),
+``sandbox`` (bubblewrap), ``output`` (the result, the bounded output), ``workspace`` (which files a run changed),
+``environment`` (what the code may see of the environment), ``processes`` (finding and ending what the code
+started), ``launcher`` (the process between the interpreter and its kernel), ``kernel_setup`` (what the kernel runs
+when it starts).
 """
 from __future__ import annotations
 
@@ -79,12 +73,18 @@ class CodeInterpreter:
     """Runs Python in one persistent Jupyter kernel and shell code in ``bash``, both in ``workspace``.
 
     ``run(code, language)`` never raises for a problem of the code (it returns a failed ``RunResult``); a
-    KeyboardInterrupt during a run interrupts the kernel (or kills the shell command) and is re-raised.
+    KeyboardInterrupt during a run interrupts the kernel (or kills the shell command) and is re-raised. Runs are
+    serialised by a lock.
 
-    ``memory_limit_mb``: address space the kernel may take beyond its own at start (each shell command's process:
-    this much in all); ``cpu_time_s``: CPU seconds one Python run may use (each shell command's process: this much).
-    ``sandbox="bwrap"`` runs the kernel and the shell commands in bubblewrap (see ``sandbox.py``), with no network
-    unless ``sandbox_network``; a ``SandboxUnavailable`` error at once when it is not installed.
+    :param memory_limit_mb: address space the kernel may take beyond its own at start; each shell command's process
+        gets this much in all.
+    :param cpu_time_s: CPU seconds one Python run may use; each shell command's process gets this much.
+    :param sandbox: ``"bwrap"`` runs the kernel and the shell commands in bubblewrap (see ``sandbox.py``), with no
+        network unless ``sandbox_network``; ``SandboxUnavailable`` at once when it is not installed.
+    :param library_dir: a folder put on the kernel's path after the workspace (the code library's), or None.
+
+    The other parameters are ``InterpreterAtomicFlow``'s settings of the same names; ``env_scrub`` are the name
+    patterns of the variables kept from the code (see ``environment``).
     """
 
     def __init__(self, workspace: str, timeout: float = 60.0, max_output_chars: int = 20000,
@@ -171,9 +171,10 @@ class CodeInterpreter:
             return result
 
     def prestart(self) -> threading.Thread:
-        """Start the kernel in a background thread, so that the first Python run does not wait for it (about a
-        second). Returns at once; a run waits for the start to finish. A start that fails is tried again, and its
-        error said, by the first Python run. Idempotent while the kernel runs."""
+        """Start the kernel in a background thread, so that the first Python run does not wait for it.
+
+        Returns at once; a run waits for the start to finish. A start that fails is tried again, and its error said,
+        by the first Python run. Idempotent while the kernel runs."""
         with self._prestart_lock:  # not the run lock: a run going on must not hold this call up
             if self._prestart is not None and self._prestart.is_alive():
                 return self._prestart

@@ -1,18 +1,11 @@
 """The Python engine: one persistent Jupyter kernel (ipykernel), behind the ``Executor`` interface.
 
-* Python runs in ONE ipykernel process (started on the first run, or ahead of it by ``prestart()``, for the current
-  interpreter, with the workspace as its working directory and first on ``sys.path``), over IPC sockets kept in the
-  interpreter's private temporary folder. Variables persist between runs. Before each run the code library
-  (``library.py`` by default) is reloaded if it was imported and its file changed, and the names imported from it
-  are rebound to the new definitions (``kernel_setup``, which the kernel runs when it starts).
-* The kernel is started by a launcher (``launcher.py``) that holds no secrets, tracks every process below it, and
-  ends them all when the kernel ends or when this process dies.
-* At the timeout the kernel is interrupted and the session kept; if it does not respond to the interrupt it is
-  restarted (state lost). A dead kernel is seen at once (not at the timeout), restarted, and the loss of state (and
-  its cause, when it is a limit) is said.
-* Output is bounded while it streams, in the kernel already; matplotlib figures left open by a run and
-  ``image/png`` outputs are saved as PNG files in ``<workspace>/figures``.
-* The connection file (with the HMAC key) is removed once connected.
+One kernel per interpreter, so variables persist between runs; it runs in the workspace, over IPC sockets in the
+interpreter's private folder, started by ``launcher.py`` (which holds no secrets and ends every process below it).
+What it does inside (library reload, bounded output, figures, limits) is ``kernel_setup``. At the timeout the kernel
+is interrupted and the session kept, or restarted if the interrupt does not work; a dead kernel is seen at once, not
+at the timeout. Every loss of state is said in the run's output. The connection file (with the HMAC key) is removed
+once connected.
 """
 from __future__ import annotations
 
@@ -41,14 +34,14 @@ _LAUNCHER = os.path.join(_HERE, "launcher.py")
 _KERNEL_SETUP = os.path.join(_HERE, "kernel_setup.py")
 _FIGURES_MIME = "application/vnd.jarvis.figures+json"
 _POLL = 0.2  # seconds between two liveness checks while the kernel is quiet
-# A shutdown request lets the kernel run its exit handlers and flush open files; kernel_setup then ends it at once
-# (some 30 ms). One that has not ended after this long is killed.
+# A shutdown request lets the kernel run its exit handlers and flush open files; kernel_setup then ends it at once.
+# One that has not ended after this long is killed.
 _SHUTDOWN_GRACE = 2.0
 
 
 def kernel_alive(km: Any) -> bool:
-    """``km.is_alive()`` without its asyncio loop (a tenth of a millisecond, on every run): the local provisioner's
-    process is polled directly; any other provisioner is asked as jupyter_client asks it."""
+    """``km.is_alive()`` without the asyncio loop it runs per call (this is called on every run): the local
+    provisioner's process is polled directly; any other provisioner is asked as jupyter_client asks it."""
     process = getattr(getattr(km, "provisioner", None), "process", None)
     if process is not None and callable(getattr(process, "poll", None)):
         return process.poll() is None
@@ -367,7 +360,7 @@ class KernelExecutor(Executor):
         """Read the kernel's output for ``msg_id`` until it is idle ('idle'), dies ('dead') or ``deadline``
         ('timeout')."""
         # The channel is read directly: the blocking client's get_iopub_msg runs an asyncio loop around this same
-        # call for every message (four a run), a third of a warm round trip's own time.
+        # call for every message, which is a large part of a warm run's time.
         km, iopub = self._km, self._kc.iopub_channel
         quiet_since = time.monotonic()
         while True:

@@ -81,7 +81,7 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
                 return
             rebind(module)
             record(module, digest)
-            # said, as the original's RunCode said it by adding `importlib.reload(library)` to the code run
+            # said, so that the controller knows the new definitions are in use
             print("[%s.py changed since the last run: reloaded, its new functions can be imported]" % library)
         except BaseException:
             pass
@@ -149,8 +149,8 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
     # Past `max_output` characters in a run, stdout and stderr are held back: only the last `max_output` characters
     # are kept, and the count of the others. What is held is sent, after a skip mark with that count, when the
     # stream is flushed (a display, a result or a traceback flushes it first, so the order is kept) and at the end of
-    # the run. The interpreter's own bound (a head and a tail of `max_output` characters in all) then shows what it
-    # would have shown had everything been sent, and a run that prints 200 MB sends about 40 KB.
+    # the run. The interpreter's own bound (a head and a tail) then shows what it would have shown had everything
+    # been sent, while a run that prints without end sends at most about twice `max_output`.
     class Bound:
         def __init__(self):
             self.lock = threading.RLock()
@@ -285,10 +285,10 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
 
     # ~~~ Quick exit ~~~
     # A shutdown request makes the kernel run its exit handlers (the user's first: they were registered after this
-    # one), then IPython, ipykernel and zmq take 0.1 s to seconds to wind down. Here what matters to the user is done
-    # (the user's namespace dropped, so that its objects are finalized and their files closed; IPython's temporary
-    # files removed; weakref finalizers run; logging handlers and the files still open flushed), and the process
-    # ends at once.
+    # one), then IPython, ipykernel and zmq are slow to wind down. Here what matters to the user is done (the user's
+    # namespace dropped, so that its objects are finalized and their files closed; IPython's temporary files
+    # removed; weakref finalizers run; logging handlers and the files still open flushed), and the process ends at
+    # once.
     me = os.getpid()
 
     def quick_exit():
@@ -328,12 +328,12 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
     atexit.register(quick_exit)
 
     # ~~~ Quick flushes ~~~
-    # ipykernel flushes stdout and stderr twice before the execute reply and twice more before the idle status, each
-    # flush a round trip to its IOPub thread, then sleeps 0.5 ms against flushes "that do not seem to make it": 2 of
-    # a warm run's 5 ms. The interpreter reads until the idle status, which the IOPub thread sends after all that was
-    # flushed before it; so the sleep goes, and a flush with nothing to send returns at once. What the code wrote to
-    # the file descriptors (subprocesses, C code) is read by a thread of ours (FdReader), which says when it has
-    # passed on all of it: the end of each run waits for that, so a quick flush never leaves such output behind.
+    # ipykernel flushes stdout and stderr several times per run, each a round trip to its IOPub thread, and sleeps
+    # before the reply against flushes "that do not seem to make it". The interpreter reads until the idle status,
+    # which the IOPub thread sends after all that was flushed before it; so the sleep goes, and a flush with nothing
+    # to send returns at once. What the code wrote to the file descriptors (subprocesses, C code) is read by a
+    # thread of ours (FdReader), which says when it has passed on all of it: the end of each run waits for that, so
+    # a quick flush never leaves such output behind (docs/architecture.md, "The warm run").
     import codecs, fcntl, select, struct, termios
 
     class FdReader:

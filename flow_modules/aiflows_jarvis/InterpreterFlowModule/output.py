@@ -9,8 +9,8 @@ from typing import Any, Dict, List
 from aiflows_jarvis.CoreFlowModule.terminal import clean_text
 
 #: What the kernel writes in its output where it left characters out (``\0jarvis-skip:<count>\0``): a run's output
-#: past its bound is not sent at all, only counted, so that printing 200 MB in one write costs no memory here.
-#: NUL characters are removed from output anyway, so the mark cannot show even where it is not read.
+#: past its bound is not sent at all, only counted, so that huge output costs no memory here. NUL characters are
+#: removed from output anyway, so the mark cannot show even where it is not read.
 SKIP_MARK = "\0jarvis-skip:"
 _SKIP = re.compile("\0jarvis-skip:([0-9]+)\0")
 

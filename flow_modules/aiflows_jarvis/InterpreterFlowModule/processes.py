@@ -1,8 +1,8 @@
 """The processes generated code starts: found in ``/proc``, marked, kept in a cgroup where one can be made, ended.
 
 Standard library only and no import from the package: ``launcher.py`` loads this file by its path, in a process that
-must start in milliseconds. Linux; elsewhere the functions that read ``/proc`` find nothing and the caller falls
-back on process groups.
+must start fast. Linux; elsewhere the functions that read ``/proc`` find nothing and the caller falls back on process
+groups.
 
 Three ways to find what a kernel or a shell command started, each catching what the one before can miss:
 
@@ -20,7 +20,8 @@ import signal
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-#: The variable that marks the processes of one interpreter: ``<interpreter id>:<kernel n|shell>``.
+#: The variable that marks the processes of one interpreter: ``<interpreter id>/<kernel<n>|shell>/``, so that a
+#: prefix match finds one kernel's, or the whole interpreter's.
 MARKER_VARIABLE = "JARVIS_KERNEL_ID"
 
 

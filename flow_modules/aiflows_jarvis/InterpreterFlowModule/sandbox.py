@@ -1,13 +1,13 @@
 """The optional sandbox of generated code (``sandbox: bwrap``): bubblewrap, with the workspace the only folder written.
 
-What it does: the code (the kernel, and shell commands) sees the whole file system read-only but the workspace (and a
-private, empty ``/tmp``, where only the Python installation and import path found there are bound back,
-read-only); it has its own process namespace (it sees only its own processes: not the interpreter's,
-nor its environment in ``/proc``; all of them end when the sandbox's first process does) and, unless
-``sandbox_network: true``, no network. What it does not: hide files (what the user may read, the code may read: SSH
-keys, ``~/.netrc``, cloud credentials files), limit memory or CPU (see ``memory_limit_mb`` / ``cpu_time_s``), stop
-the code from damaging the workspace (the memory folder, ``library.py`` included), or contain a kernel exploit.
-``pip install`` in the sandbox fails (the environment is read-only): install packages before the run.
+What it does: the code (the kernel, and shell commands) sees the file system read-only but the workspace and a
+private, empty ``/tmp`` (the Python installation and import path found there are bound back, read-only); it sees
+only its own processes (not the interpreter's environment in ``/proc``; all end when the sandbox's first process
+does) and, unless ``sandbox_network: true``, has no network.
+
+What it does not: hide files the user may read (SSH keys, ``~/.netrc``, cloud credentials), limit memory or CPU
+(``memory_limit_mb`` / ``cpu_time_s`` do), protect the workspace (the memory folder and ``library.py`` are in it),
+or contain a kernel exploit. ``pip install`` fails in it (the environment is read-only): install packages first.
 """
 from __future__ import annotations
 

@@ -128,12 +128,12 @@ class ShellExecutor(Executor):
         return result
 
     def _shell_command(self, argv: List[str]) -> List[str]:
-        """``argv`` run as the child of a shell (``sh``: the smallest there is) started with the scrubbed
-        environment: the command's parent in ``/proc`` holds no secret (this process's initial environment holds the
-        API keys). That shell first sets the limits (each process of the command gets them: one that cannot be set,
-        because a lower one is in force, is left as it is), and ends as its child did: killed by the same signal (an
-        ``exit 130`` of the command's own reads as a SIGINT: the shell says both with the status 130), or with its
-        exit code."""
+        """``argv`` run as the child of ``sh`` started with the scrubbed environment, so that the command's parent in
+        ``/proc`` holds no secret (this process's initial environment holds the API keys).
+
+        That shell first sets the limits (each process of the command gets them; one that a lower limit in force
+        prevents is left as it is), and ends as its child did: killed by the same signal, or with its exit code. (A
+        command's own ``exit 130`` therefore reads as a SIGINT: the shell reports both as status 130.)"""
         steps = []
         if self.ctx.memory_limit_mb:
             steps.append(f"ulimit -v {int(self.ctx.memory_limit_mb * 1024)} 2>/dev/null")

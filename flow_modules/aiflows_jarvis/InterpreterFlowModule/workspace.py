@@ -18,9 +18,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 FIGURE_DIR = "figures"
 MAX_FILES = 50
-# The scan is bounded, so that a big workspace does not make the first run (or a fallback scan) slow (15,000 files:
-# 200 ms a scan unbounded); files past the bound are not reported. Top levels come first: those are the files a
-# controller cares about.
+# The scan is bounded, so that a big workspace does not make the first run (or a fallback scan) slow; files past the
+# bound are not reported. Top levels come first: those are the files a controller cares about.
 _MAX_SCAN_ENTRIES = 5000
 _MAX_SCAN_DEPTH = 3  # folders scanned: the workspace and three levels below (a/b/c/file.txt is seen)
 _MTIME_SLACK_NS = 50_000_000  # file times can be a clock tick (up to 10 ms) behind time.time_ns()
