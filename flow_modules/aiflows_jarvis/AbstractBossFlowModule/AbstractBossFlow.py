@@ -176,5 +176,6 @@ class AbstractBossFlow(LeanSequentialFlow):
             return {"plan": plan}
         reason = status or "no plan was written"
         return {self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
-                "summary": f"{self.flow_config['name']} stopped before carrying out a plan: {output_payload.get('summary') or reason}",
+                "summary": f"{self.flow_config['name']} stopped before carrying out a plan: "
+                           f"{output_payload.get('summary') or reason}",
                 "status": f"stopped: planning: {reason}"}

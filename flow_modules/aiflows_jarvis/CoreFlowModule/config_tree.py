@@ -139,7 +139,8 @@ def _prune(node: Dict[str, Any]) -> bool:
     return any(k not in ("_target_",) for k in node)
 
 
-def fill(config: Dict[str, Any], where: Callable[[Dict[str, Any], Dict[str, Any]], Optional[Dict[str, Any]]]) -> Dict[str, Any]:
+def fill(config: Dict[str, Any],
+         where: Callable[[Dict[str, Any], Dict[str, Any]], Optional[Dict[str, Any]]]) -> Dict[str, Any]:
     """Apply ``where(node, effective) -> updates or None`` to every node of a configuration; returns
     ``{path: updates}`` for what changed."""
     done = {}

@@ -30,7 +30,8 @@ def edit_file(path: str, configured: Optional[str] = None) -> bool:
     """
     command = resolve_editor(configured)
     if command is None:
-        raise EditorError("No editor is set: set $VISUAL or $EDITOR (e.g. `export EDITOR=nano`), or `editor:` in the config.")
+        raise EditorError("No editor is set: set $VISUAL or $EDITOR (e.g. `export EDITOR=nano`), "
+                          "or `editor:` in the config.")
     with open(path, "r", encoding="utf-8") as f:
         before = f.read()
     try:

@@ -216,8 +216,8 @@ class LeanFlowMixin(Flow):
             dst_flow = dst_flow.flow_config["name"]
         assert not {"src_flow", "dst_flow"} & set(payload.keys()), \
             "The keys 'src_flow' and 'dst_flow' are special keys and cannot be used in the data dictionary"
-        return InputMessage(data_dict=payload if fresh else copy_config(payload), private_keys=private_keys, src_flow=src_flow,
-                            dst_flow=dst_flow, created_by=self.name)
+        return InputMessage(data_dict=payload if fresh else copy_config(payload), private_keys=private_keys,
+                            src_flow=src_flow, dst_flow=dst_flow, created_by=self.name)
 
     def _state_update_dict(self, update_data: Union[Dict[str, Any], Message]):
         if isinstance(update_data, Message):
