@@ -138,3 +138,27 @@ def test_a_key_printed_by_code_and_the_api_base_password_reach_no_file_and_no_pr
         assert len(server.requests) == calls + 1, resumed.stdout[-3000:] + resumed.stderr[-2000:]
     assert resumed.returncode == 3, resumed.stdout[-3000:] + resumed.stderr[-2000:]
     assert files_holding(work, KEY, PASSWORD) == []
+
+
+def test_each_file_a_run_writes_redacts_what_reached_it_another_way(tmp_path):
+    """The sinks redact on their own: a secret that did not come through the interpreter (an LLM reply, a tool)
+    is caught as it is written."""
+    from aiflows.messages import Message
+
+    from aiflows_jarvis.ChatFlowModule.transcripts import TranscriptRecorder
+    from aiflows_jarvis.CoreFlowModule.lean import RunTrace
+    from aiflows_jarvis.CoreFlowModule.memory_log import append_log_entry
+    from aiflows_jarvis.app.report_html import esc
+
+    remember_secret("OPENAI_API_KEY", KEY)
+    append_log_entry(str(tmp_path / "logs.txt"), "run_code", {"code": f"print('{KEY}')"}, f"key={KEY}")
+    trace = RunTrace(str(tmp_path / "trace.jsonl"))
+    trace.write("Jarvis", Message(data={"reply": f"the key is {KEY}"}, created_by="test"))
+    trace.close()
+    recorder = TranscriptRecorder(str(tmp_path / "record.jsonl"), goal=f"use {KEY}")
+    recorder.record("Jarvis", [{"role": "user", "content": KEY}], f"ok {KEY}")
+    recorder.close()
+    assert files_holding(tmp_path, KEY) == []
+    assert all("[redacted: OPENAI_API_KEY]" in (tmp_path / name).read_text()
+               for name in ("logs.txt", "trace.jsonl", "record.jsonl"))
+    assert esc(f"<{KEY}>") == "&lt;[redacted: OPENAI_API_KEY]&gt;"
