@@ -26,6 +26,7 @@ from aiflows_jarvis.CoreFlowModule import (
     set_console,
     set_input_source,
 )
+from aiflows_jarvis.CoreFlowModule.redaction import forget_secrets
 
 logging.set_verbosity_warning()
 
@@ -67,6 +68,7 @@ def run_context():
         yield context
     SCRIPT.replies.clear()
     SCRIPT.calls.clear()
+    forget_secrets()  # the secrets a test's backends and interpreters made known are its own
 
 
 @pytest.fixture

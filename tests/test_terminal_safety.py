@@ -127,6 +127,45 @@ def test_unterminated_sequences_are_cleaned_in_time_linear_in_their_number(shape
     assert ratio < 100, f"cleaning {shape!r} x 100,000 took {ratio:.0f}x one linear pass over it: not linear"
 
 
+# ~~~ invisible characters: shown as their code point, the set taken from the Unicode properties ~~~
+INVISIBLE = ["\u034f", "\ufe0f", "\U000e0100", "\U000e0001", "\U000e0041", "\U000e007f", "\u00ad", "\u2028",
+             "\u2029", "\u2800", "\u17b4", "\u17b5", "\u115f", "\u1160", "\u3164", "\uffa0", "\u180b", "\u2065"]
+
+
+@pytest.mark.parametrize("char", INVISIBLE, ids=[f"U+{ord(c):04X}" for c in INVISIBLE])
+def test_each_invisible_character_is_shown_as_its_code_point(char):
+    shown = clean_text(f"def cleanup{char}(): pass")
+    assert shown == f"def cleanup<U+{ord(char):04X}>(): pass"
+
+
+def test_the_invisible_set_holds_every_format_character_separator_and_variation_selector_of_unicode():
+    """The whole code space, not only the planes the set is built from: a character of these categories anywhere
+    else would be missed."""
+    import unicodedata
+
+    from aiflows_jarvis.CoreFlowModule.terminal import invisible_code_points
+
+    shown = set(invisible_code_points())
+    for cp in range(0x110000):
+        char = chr(cp)
+        kind = unicodedata.category(char)
+        if kind in ("Cf", "Zl", "Zp") or "VARIATION SELECTOR" in unicodedata.name(char, ""):
+            assert cp in shown, f"U+{cp:04X} ({kind}) is not shown"
+    assert not shown & {ord(c) for c in "aé中 \t\u00a0"}, "letters and spaces are left as they are"
+
+
+def test_the_review_and_the_report_show_the_hidden_name_and_the_editor_is_announced(user, fake_editor, quiet_console):
+    from aiflows_jarvis.HumanStandardInputFlowModule import HumanReviewFlow
+    from aiflows_jarvis.app.report_html import esc
+
+    code = "def cleanup\u034f(): pass  # the safe version\ncleanup()\n"
+    user.add("e", "")
+    HumanReviewFlow.instantiate_from_default_config(content_key="code").run({"code": code})
+    assert "def cleanup<U+034F>(): pass" in quiet_console.text
+    assert "U+034F on line 1" in quiet_console.text, "said before the editor shows the raw text"
+    assert esc(code).startswith("def cleanup&lt;U+034F&gt;(): pass")
+
+
 # ~~~ the Console ~~~
 def without_own_colours(text: str) -> str:
     for code in sorted(set(_STYLES.values()) | {colorama.Style.RESET_ALL}, key=len, reverse=True):

@@ -161,3 +161,21 @@ def interpreter_output_with_escapes(ctx):
     ctx.expect("hij" in shell.output, f"bash: the text was not kept: {shell.output!r}")
     no_processes_left(ctx, ctx.folder, "the kernel")
 
+
+
+@case("terminal", "review_hides_a_name_with_an_invisible_character", handled="exit 0; the code shown for review, "
+      "and the report, show def cleanup<U+034F>() (a combining grapheme joiner makes it another name than "
+      "cleanup); no raw U+034F, variation selector or tag character reaches the terminal",
+      lost="jarvis_run.json or a log is missing or corrupted")
+def review_hides_a_name_with_an_invisible_character(ctx):
+    code = ("def cleanup\u034f():\n    print('the safe version')\n\ndef cleanup():\n    print('rm -rf')\n\n"
+            "cleanup()  # \ufe0f\U000e0041\n")
+    with LoopbackLLMServer(replies=coder_run(code)) as server:
+        done = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, done, [0], says=["def cleanup<U+034F>():", "<U+FE0F><U+E0041>"])
+    raw = [f"U+{ord(c):04X}" for c in "\u034f\ufe0f\U000e0041" if c in done.text]
+    ctx.expect(not raw, f"raw invisible characters reached the terminal: {', '.join(raw)}")
+    report = read(ctx.path("memory", "report.html"))
+    ctx.expect("cleanup&lt;U+034F&gt;" in report and "\u034f" not in report,
+               "the report does not show the invisible character as its code point")
+    memory_whole(ctx, ctx.path("memory"), goal=GOAL, run_file=True)

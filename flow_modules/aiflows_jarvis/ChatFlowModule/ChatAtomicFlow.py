@@ -21,6 +21,7 @@ from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
 from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
 from aiflows_jarvis.CoreFlowModule.memory import shorten
 from aiflows_jarvis.CoreFlowModule.models import model_info
+from aiflows_jarvis.CoreFlowModule.redaction import redact_data
 from aiflows_jarvis.CoreFlowModule.run_context import current_run
 from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_tokens
 
@@ -269,7 +270,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
                 left = deadline - (time.monotonic() - started)
                 call_params["request_timeout"] = min(float(request_timeout), max(1.0, left))
             take_response_info()
-            content = reply_content(self.backend(messages=messages, **call_params))
+            # a secret the process knows never goes out, whatever put it into the chat (CoreFlowModule.redaction)
+            content = reply_content(self.backend(messages=redact_data(messages), **call_params))
             if content is None:
                 raise MalformedReply("the backend returned no message content")
             return content

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
+from aiflows_jarvis.CoreFlowModule.redaction import remember_secret, url_password
 from aiflows_jarvis.CoreFlowModule.run_context import current_run
 from aiflows_jarvis.CoreFlowModule.terminal import without_lone_surrogates
 
@@ -276,6 +277,7 @@ def instantiate_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
             "fills only the `api_infos: ???` keys a configuration has: for a flow of several chats, build it with "
             "aiflows_jarvis.CoreFlowModule.config_tree.chat_backends_skeleton first.)"
         )
+    remember_api_secrets(backend_config.get("api_infos"))
     target = backend_config["_target_"]
     if target in (LITELLM_BACKEND, USAGE_BACKEND):
         usage_litellm_backend_class()  # litellm itself is imported when a request needs it
@@ -291,6 +293,18 @@ def instantiate_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
     except Exception as error:  # hydra wraps the real error; say which flow and which target
         cause = error.__cause__ or error
         raise ConfigurationError(f"{flow_name}: cannot build the backend {target}: {cause}") from error
+
+
+def remember_api_secrets(api_infos: Any) -> None:
+    """Have the API keys of ``api_infos`` (and the password of an ``api_base``) redacted from what the run writes
+    and sends from now on (``CoreFlowModule.redaction``): code may read them from a file and print them."""
+    for info in api_infos if isinstance(api_infos, (list, tuple)) else ():
+        get = info.get if isinstance(info, dict) else lambda key, i=info: getattr(i, key, None)
+        backend_used = str(get("backend_used") or "openai").upper()
+        remember_secret(f"{backend_used}_API_KEY", get("api_key"))
+        api_base = get("api_base")
+        if isinstance(api_base, str) and url_password(api_base):
+            remember_secret(f"{backend_used}_API_BASE password", api_base)
 
 
 def build_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:

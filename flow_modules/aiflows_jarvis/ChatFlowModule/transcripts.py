@@ -24,6 +24,7 @@ from typing import Any, Deque, Dict, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import TranscriptError, current_flow_path
 from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+from aiflows_jarvis.CoreFlowModule.redaction import redact
 
 from .backends import reply_content
 
@@ -50,7 +51,7 @@ class TranscriptRecorder:
 
     def _write(self, record: Dict[str, Any]) -> None:
         with self._lock:
-            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.write(redact(json.dumps(record, ensure_ascii=False)) + "\n")
             self._file.flush()
 
     def record(self, flow: str, messages: List[dict], reply: str) -> None:

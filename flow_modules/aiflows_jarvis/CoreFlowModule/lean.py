@@ -45,6 +45,7 @@ from aiflows.utils import logging
 
 from . import config_cache
 from .instantiate import copy_config, instantiate
+from .redaction import redact
 from .run_context import current_run
 
 log = logging.get_logger(f"aiflows.{__name__}")
@@ -123,7 +124,7 @@ class RunTrace:
                 record[attribute] = getattr(message, attribute)
         data = {k: v for k, v in message.data.items() if k not in set(message.private_keys or [])}
         record["data"] = data
-        line = json.dumps(record, default=str, ensure_ascii=False)
+        line = redact(json.dumps(record, default=str, ensure_ascii=False))
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .errors import MemoryFileError
 from .file_io import append_text, open_no_link, read_text
+from .redaction import redact
 
 # An entry header on its own line; or glued after the text of an entry cut by a kill (a log whose cut entries were
 # never repaired): then only in the exact form `format_log_entry` writes, with its time stamp. Headers are looked for
@@ -307,7 +308,7 @@ def append_log_entry(path: str, command: str, command_args: Optional[Dict[str, A
     last, cut = _log_end(path)
     number = last + 1
     repair = f"\n{CUT_ENTRY_MARKER}\n\n" if cut else ""
-    append_text(path, repair + format_log_entry(number, command, command_args, result, result_limit) + "\n")
+    append_text(path, repair + redact(format_log_entry(number, command, command_args, result, result_limit)) + "\n")
     return number
 
 

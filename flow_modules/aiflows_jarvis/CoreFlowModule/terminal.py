@@ -13,8 +13,10 @@ user must see that something is there.
 """
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any
+import unicodedata
+from typing import Any, List, Tuple
 
 # Well-formed sequences, removed whole. Each starts at an ESC and no run inside one may hold an ESC, so a match attempt
 # stops at the next ESC. Within an attempt, each repeated class is disjoint from everything that may follow it
@@ -33,14 +35,50 @@ _SEQUENCE = re.compile(
 # unterminated ESC, DEL and the C1 controls. Their removal alone makes a text safe; the sequences are removed first
 # only so that their parameters do not show as litter.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-# Shown as <U+XXXX>: the bidirectional formatting characters (the Arabic letter mark, LRM and RLM, the embeddings and
-# overrides U+202A-U+202E, the isolates U+2066-U+2069), the zero-width ones (U+200B-U+200D, the word joiner and the
-# invisible operators U+2060-U+2064, the byte-order mark U+FEFF, the Mongolian vowel separator) and the Hangul
-# fillers, which are blank yet letters (a Python name can be made of them).
-_INVISIBLE = "\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\u3164\ufeff\uffa0"
-_SHOWN = re.compile(f"[{_INVISIBLE}]")
-# All of the above and CR: is there anything to do at all?
-_ANY = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
+# Shown as <U+XXXX>: what a terminal may draw as nothing, from the Unicode properties (``invisible_code_points``).
+# Characters of format (Cf: the bidirectional controls, the zero-width ones, the soft hyphen, the byte-order mark,
+# the tags), the line and paragraph separators (Zl, Zp), the default-ignorable code points (DerivedCoreProperties:
+# Cf, the variation selectors and Other_Default_Ignorable_Code_Point, below, whose U+034F and the Hangul fillers are
+# valid in a Python name), and the blank fillers (the Hangul ones, the blank Braille pattern). Built at the first
+# text that is not ASCII: the scan of the Unicode database costs tens of milliseconds, which plain text never pays.
+# Other_Default_Ignorable_Code_Point, from PropList.txt: the one property of these that unicodedata does not give.
+_OTHER_DEFAULT_IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x2065, 0x2065),
+                            (0x3164, 0x3164), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0xE0000, 0xE0000),
+                            (0xE0002, 0xE001F), (0xE0080, 0xE00FF), (0xE01F0, 0xE0FFF))
+_BLANK_FILLERS = ("HANGUL CHOSEONG FILLER", "HANGUL JUNGSEONG FILLER", "HANGUL FILLER", "HALFWIDTH HANGUL FILLER",
+                  "BRAILLE PATTERN BLANK")
+# Format characters, separators and variation selectors are assigned in planes 0, 1 and 14 only (plane 2 and 3 hold
+# ideographs, 15 and 16 private use): the scan looks there.
+_SCANNED = (range(0x0000, 0x20000), range(0xE0000, 0xE1000))
+# C0 controls but tab and line feed (and CR, dealt with apart), DEL and C1: the ASCII-and-Latin-1 part of _ANY.
+_CONTROLS_AND_CR = "\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f"
+_ANY_ASCII = re.compile(f"[{_CONTROLS_AND_CR}]")
+
+
+def invisible_code_points() -> List[int]:
+    """The code points ``clean_text`` shows as ``<U+XXXX>``, in order (see the comment above)."""
+    category, name = unicodedata.category, unicodedata.name
+    points = {cp for low, high in _OTHER_DEFAULT_IGNORABLE for cp in range(low, high + 1)}
+    points.update(ord(unicodedata.lookup(filler)) for filler in _BLANK_FILLERS)
+    for block in _SCANNED:
+        for cp in block:
+            kind = category(chr(cp))
+            if kind in ("Cf", "Zl", "Zp") or (kind == "Mn" and "VARIATION SELECTOR" in name(chr(cp), "")):
+                points.add(cp)
+    return sorted(points)
+
+
+@functools.lru_cache(maxsize=1)
+def _invisible_patterns() -> Tuple["re.Pattern[str]", "re.Pattern[str]"]:
+    """(what is shown as a code point, what needs any cleaning at all), as character classes of ranges."""
+    ranges: List[List[int]] = []
+    for cp in invisible_code_points():
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    shown = "".join(f"\\U{low:08x}" + (f"-\\U{high:08x}" if high > low else "") for low, high in ranges)
+    return re.compile(f"[{shown}]"), re.compile(f"[{_CONTROLS_AND_CR}{shown}]")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -77,9 +115,34 @@ def clean_text(text: str, *, keep_carriage_returns: bool = False) -> str:
 
     Linear in the length of ``text``; a text with nothing to clean is returned as is.
     """
-    if not _ANY.search(text):
-        return text
+    if text.isascii():
+        if not _ANY_ASCII.search(text):
+            return text
+        shown = None
+    else:
+        shown, anything = _invisible_patterns()
+        if not anything.search(text):
+            return text
     text = _SEQUENCE.sub("", text)
     if not keep_carriage_returns and "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _SHOWN.sub(_code_point, _CONTROL.sub("", text))
+    text = _CONTROL.sub("", text)
+    return text if shown is None else shown.sub(_code_point, text)
+
+
+def invisible_characters_note(text: str, limit: int = 5) -> str:
+    """A line saying which characters of ``text`` ``clean_text`` shows as code points, and on which lines ("" when
+    none): an editor opened on the raw text may show them as nothing, so the user is told before editing."""
+    if text.isascii():
+        return ""
+    shown, _ = _invisible_patterns()
+    found = []
+    for number, line in enumerate(text.split("\n"), 1):
+        for match in shown.finditer(line):
+            found.append(f"U+{ord(match.group()):04X} on line {number}")
+    if not found:
+        return ""
+    more = f" and {len(found) - limit} more" if len(found) > limit else ""
+    count = f"{len(found)} invisible character{'s' if len(found) > 1 else ''}"
+    return (f"The text holds {count} that your editor may not show: {', '.join(found[:limit])}{more} "
+            "(shown above as <U+XXXX>).")

@@ -15,6 +15,7 @@ from aiflows_jarvis.CoreFlowModule import (
 )
 from aiflows_jarvis.CoreFlowModule.editor import edit_file, editor_available, resolve_editor
 from aiflows_jarvis.CoreFlowModule.memory import atomic_write
+from aiflows_jarvis.CoreFlowModule.terminal import invisible_characters_note
 
 _EDIT_WORDS = {"e", "edit", ":e"}
 
@@ -88,6 +89,9 @@ class HumanReviewFlow(LeanAtomicFlow):
             keep = False
         try:
             atomic_write(path, draft)
+            note = invisible_characters_note(draft)
+            if note:  # the editor shows the raw text, where they may be drawn as nothing
+                get_console().line("warning", note)
             try:
                 changed = edit_file(path, self.flow_config.get("editor"))
             except EditorError as error:  # the draft is kept; the user is asked again

@@ -61,14 +61,24 @@ def is_secret_value(value: str) -> bool:
     return bool(value) and "\0" not in value and _SECRET_VALUE.search(value) is not None
 
 
-def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """A copy of ``base`` (default ``os.environ``) without the variables whose name matches ``patterns`` nor those
-    whose value is a credential (a URL with a password, a key of a well-known format)."""
+def scrubbed_secrets(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
+                     base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """``{name: value}`` of the variables of ``base`` (default ``os.environ``) the code does not get: those whose
+    name matches ``patterns`` (the LLM endpoints among them) and those whose value is a credential. What must be
+    redacted by value from whatever is written or sent after a run.
+
+    :param patterns: shell-style name patterns (``DEFAULT_ENV_SCRUB``, or the configuration's ``env_scrub``).
+    :param base: the environment to look at."""
     matcher = _scrub_matcher(tuple(patterns))
+    env = os.environ if base is None else base
+    return {name: value for name, value in env.items() if matcher.match(name.upper()) or is_secret_value(value)}
+
+
+def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """A copy of ``base`` (default ``os.environ``) without the variables ``scrubbed_secrets`` names."""
     env = dict(os.environ if base is None else base)
-    for name in list(env):
-        if matcher.match(name.upper()) or is_secret_value(env[name]):
-            del env[name]
+    for name in scrubbed_secrets(patterns, env):
+        del env[name]
     return env
 
 

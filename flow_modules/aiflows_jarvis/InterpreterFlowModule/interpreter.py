@@ -22,7 +22,10 @@ import time
 import weakref
 from typing import Any, Dict, Iterable, List, Optional
 
-from .environment import DEFAULT_ENV_SCRUB
+from aiflows_jarvis.CoreFlowModule.redaction import redact, remember_secrets
+
+from .environment import (_LLM_PROVIDERS, _LLM_SETTINGS, DEFAULT_ENV_SCRUB, _scrub_matcher, is_secret_value,
+                          scrubbed_secrets)
 from .executor import (PYTHON_LANGUAGES, SHELL_LANGUAGES, SUPPORTED_LANGUAGES, EngineContext, Executor,
                        positive_or_none)
 from .kernel import KernelExecutor
@@ -67,6 +70,21 @@ def _close_all() -> None:
 
 
 atexit.register(_close_all)
+
+
+def secrets_to_redact(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
+                      base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """``{name: value}`` of the variables kept from the code whose values a run redacts from what it writes and
+    sends (``CoreFlowModule.redaction``): ``scrubbed_secrets`` but the LLM providers' endpoints, API versions and
+    organizations, unless their value holds a credential. They say which account a run uses, yet are no secret:
+    a goal or code may well name the server.
+
+    :param patterns: shell-style name patterns (``DEFAULT_ENV_SCRUB``, or the configuration's ``env_scrub``).
+    :param base: the environment to look at (default ``os.environ``)."""
+    endpoints = _scrub_matcher(("*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE") + tuple(
+        f"{provider}_*{setting}" for provider in _LLM_PROVIDERS for setting in _LLM_SETTINGS))
+    return {name: value for name, value in scrubbed_secrets(patterns, base).items()
+            if not endpoints.match(name.upper()) or is_secret_value(value)}
 
 
 class CodeInterpreter:
@@ -157,6 +175,8 @@ class CodeInterpreter:
                 failed=True, language=lang)
         if not isinstance(code, str):
             return RunResult(output=f"No code to run (got {type(code).__name__}).", failed=True, language=lang)
+        # what the code cannot see, it may still read from a file and print: the output comes back without it
+        remember_secrets(secrets_to_redact(self.context.env_scrub))
         with self._lock:
             os.makedirs(self.workspace, exist_ok=True)
             started = time.monotonic()
@@ -167,7 +187,7 @@ class CodeInterpreter:
             files, total, complete = self._tracker.end(since_ns, ignore=self._relative(result.figures))
             result.files = files
             result.duration = time.monotonic() - started
-            result.output = self._finish_output(result, total, complete)
+            result.output = redact(self._finish_output(result, total, complete))
             return result
 
     def prestart(self) -> threading.Thread:

@@ -66,6 +66,54 @@ def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional
     raise MissingCredentials(help_text)
 
 
+#: Where the password of an --api-base comes from when the command line does not give it (--resume: it is never
+#: stored in the run file).
+API_BASE_PASSWORD = "JARVIS_API_BASE_PASSWORD"
+
+
+def api_base_with_password(api_base: str, had_password: bool = False, run_file: str = "the run file",
+                           environ: Optional[Dict[str, str]] = None) -> str:
+    """The --api-base to use. One that holds its password (``http://user:PASSWORD@host/v1``) is used as given;
+    else the password comes from ``$JARVIS_API_BASE_PASSWORD`` when the URL names a user or the run resumed had a
+    password (``had_password``); BadInputError saying how to give it when the resumed run had one and it is not set.
+
+    :param api_base: the URL, as given or as the run file keeps it (without its password).
+    :param had_password: whether the run file says the URL of the resumed run held a password.
+    :param run_file: the run file, named in the message.
+    :param environ: the environment (default ``os.environ``).
+    """
+    from urllib.parse import urlsplit
+
+    from aiflows_jarvis.CoreFlowModule.redaction import url_password, with_credentials
+
+    if url_password(api_base):
+        return api_base
+    secret = (os.environ if environ is None else environ).get(API_BASE_PASSWORD)
+    try:
+        user = urlsplit(api_base).username
+    except ValueError:
+        user = None
+    if secret and (had_password or user):
+        return with_credentials(api_base, secret)
+    if had_password:
+        raise BadInputError(
+            f"The run --resume continues used --api-base with a password, which is kept in no file ({run_file} "
+            f"has {api_base}). Give it again: set {API_BASE_PASSWORD}=<password> (or give --api-base with the "
+            "password in it) and --resume again.")
+    return api_base
+
+
+def remember_run_secrets(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None) -> None:
+    """Have the secrets this process knows redacted from what the run writes and sends (``[redacted: NAME]``): the
+    variables the interpreter keeps from the code (API keys included) and the password of ``api_base``."""
+    from aiflows_jarvis.CoreFlowModule.redaction import remember_secret, remember_secrets, url_password
+    from aiflows_jarvis.InterpreterFlowModule.interpreter import secrets_to_redact
+
+    if api_base and url_password(api_base):
+        remember_secret("--api-base password", api_base)
+    remember_secrets(secrets_to_redact(base=environ))
+
+
 def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = None) -> str:
     """``model`` as litellm 1.0.0 accepts it.
 

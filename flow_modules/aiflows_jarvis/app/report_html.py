@@ -16,6 +16,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule.memory import shorten
+from aiflows_jarvis.CoreFlowModule.redaction import redact
 from aiflows_jarvis.CoreFlowModule.terminal import clean_text
 
 from .report_memory import (_CUT, _MARKERS, _USER_SAID, MAX_TEXT, Boss, Entry, Node, _optional_text, boss_name,
@@ -23,8 +24,8 @@ from .report_memory import (_CUT, _MARKERS, _USER_SAID, MAX_TEXT, Boss, Entry, N
 
 # ~~~ HTML ~~~
 def esc(text: Any) -> str:
-    """Text as HTML shows it: control characters removed, then ``& < > " '`` escaped."""
-    return html.escape(clean_text(str(text)), quote=True)
+    """Text as HTML shows it: known secrets redacted, control characters removed, then ``& < > " '`` escaped."""
+    return html.escape(clean_text(redact(str(text))), quote=True)
 
 
 _SCRIPT = """

@@ -54,6 +54,12 @@ def run_record(app: App, args: Any, goal: str, started: float, workdir: str,
               "task_started": (previous.get("task_started") or previous.get("started") or started)
               if previous is not None else started}
     record.update({name: getattr(args, name) for name in RESUMED + app.resumed})
+    # the URL of --api-base without its password (``launcher.api_base_with_password`` takes it back on --resume)
+    if args.api_base:
+        from aiflows_jarvis.CoreFlowModule.redaction import without_credentials
+
+        record["api_base"], password = without_credentials(args.api_base)
+        record["api_base_password"] = password is not None
     record["config"] = os.path.abspath(args.config) if args.config else None
     record["workdir"] = workdir
     record["yes"] = bool(args.yes)

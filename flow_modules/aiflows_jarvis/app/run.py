@@ -308,6 +308,12 @@ def _prepare(session: Session, run_file: str) -> None:
         previous = resume.previous_run(run_file, memory_dir)
         resume.apply_previous(app, args, previous, memory_dir)
 
+    # ~~~ Its password is in no file: from the command line, else from the environment ~~~
+    if args.api_base:
+        had_password = bool(previous and previous.get("api_base_password") and args.api_base == previous["api_base"])
+        args.api_base = launcher.api_base_with_password(args.api_base, had_password, run_file)
+    launcher.remember_run_secrets(args.api_base)
+
     # ~~~ Where code runs: the folder the app is started in, unless told (a demo: its memory folder, where its
     # recording says its files are) ~~~
     session.workdir = os.path.abspath(args.workdir) if args.workdir else memory_dir if args.demo else os.getcwd()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
+from aiflows_jarvis.CoreFlowModule.redaction import without_credentials
 
 from .report_html import (  # noqa: F401
     _SCRIPT,
@@ -211,7 +212,8 @@ def _meta_html(r: _Run) -> str:
     if r.mode:
         meta.append(esc(r.mode))
     model = esc(r.run.get("model") or "the configured model")
-    meta.append(f"model: {model}{' at ' + esc(r.run['api_base']) if r.run.get('api_base') else ''}")
+    api_base = without_credentials(str(r.run["api_base"]))[0] if r.run.get("api_base") else ""
+    meta.append(f"model: {model}{' at ' + esc(api_base) if api_base else ''}")
     return "".join(f"<span>{m}</span>" for m in meta)
 
 

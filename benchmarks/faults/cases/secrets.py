@@ -1,0 +1,50 @@
+"""Secrets: what code prints of a key it read from a file, and the password of an --api-base, reach no file and no
+prompt; the review shows what is invisible."""
+from __future__ import annotations
+
+import json
+
+from ..harness import case
+from ..support import GOAL, LoopbackLLMServer, coder_run, handled_exit, jarvis, memory_whole, read
+from test_redaction import files_holding  # noqa: E402  (tests/ is on the path, as for support)
+
+KEY = "sk-proj-Fault7Suite3Key9Zq8XbW3nK2"
+PASSWORD = "pw-Fault7Suite3Pass"
+
+
+@case("kernel", "code_prints_the_key_from_a_file", handled="exit 0; the OpenAI key, printed by code that read it "
+      "from a file, is shown and sent as [redacted: OPENAI_API_KEY]: it is in no prompt, log, report, --trace or "
+      "--record file", lost="a memory file is missing or corrupted")
+def code_prints_the_key_from_a_file(ctx):
+    netrc = ctx.path("home", ".netrc")
+    netrc.parent.mkdir()
+    netrc.write_text(f"machine api.openai.com login me password {KEY}\n")
+    work = ctx.path("work")
+    work.mkdir()
+    with LoopbackLLMServer(replies=coder_run(f"print(open({str(netrc)!r}).read())")) as server:
+        done = jarvis(ctx, "--trace", "trace.jsonl", "--record", "record.jsonl", GOAL, server=server, cwd=str(work),
+                      env={"OPENAI_API_KEY": KEY})
+        prompts = json.dumps([request["json"] for request in server.requests])
+    handled_exit(ctx, done, [0], says=["[redacted: OPENAI_API_KEY]"], not_says=[KEY])
+    ctx.expect(KEY not in prompts and "[redacted: OPENAI_API_KEY]" in prompts, "the key was sent in a prompt")
+    leaked = files_holding(work, KEY)
+    ctx.expect(not leaked, f"the key is written in {', '.join(leaked)}")
+    memory_whole(ctx, work / "memory", goal=GOAL, run_file=True)
+
+
+@case("resume", "api_base_with_a_password", handled="exit 0; the password of --api-base http://user:PASSWORD@host "
+      "is in no file (the run file keeps the URL without it, the report shows it so); --resume without it is exit 2 "
+      "saying JARVIS_API_BASE_PASSWORD", lost="a memory file is missing or corrupted")
+def api_base_with_a_password(ctx):
+    with LoopbackLLMServer(replies=coder_run("print('hello')")) as server:
+        host = server.url.split("://", 1)[1]
+        done = jarvis(ctx, "--api-base", f"http://alice:{PASSWORD}@{host}", "--yes", GOAL, yes=False)
+    handled_exit(ctx, done, [0], not_says=[PASSWORD])
+    leaked = files_holding(ctx.folder, PASSWORD)
+    ctx.expect(not leaked, f"the password is written in {', '.join(leaked)}")
+    run_file = read(ctx.path("memory", "jarvis_run.json"))
+    ctx.expect(f"http://alice@{host}" in run_file, f"the run file does not keep the URL without its password: "
+                                                   f"{run_file[:300]}")
+    resumed = jarvis(ctx, "--resume", yes=False)
+    handled_exit(ctx, resumed, [2], says=["JARVIS_API_BASE_PASSWORD"])
+    memory_whole(ctx, ctx.path("memory"), goal=GOAL, run_file=True)

@@ -1,0 +1,153 @@
+"""The secrets this process knows, kept out of what a run writes and sends: ``[redacted: OPENAI_API_KEY]``.
+
+Generated code never gets the secrets of the environment, but it can read them where the user keeps them (code that
+prints ``~/.bashrc`` or ``~/.netrc``). What it prints goes into the next prompts, the logs, the report, the trace and
+the recording. The process knows some secrets by value: the API keys of the backends it built, the values of the
+variables the interpreter keeps from the code, the password of an ``--api-base``. Each is remembered here with its
+name, and ``redact`` replaces each value found in a text by ``[redacted: NAME]``: the interpreter's output as it
+comes back, then the requests to the LLM, the log entries, the trace and recording lines and the report, whatever
+else put the value there.
+
+A secret the process never saw cannot be recognised: a token that is only in a file (``~/.aws/credentials``, an SSH
+key, another service's ``.env``), or a known one printed in another form (cut in two, encoded, reversed). Values
+shorter than ``MIN_LENGTH`` characters are not remembered: they would redact ordinary words and numbers.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import unquote, urlsplit
+
+#: Shorter values are not redacted: a variable ``DB_PASS=1`` must not turn every "1" into a redaction.
+MIN_LENGTH = 8
+_TOKEN_LENGTH = 20
+
+_lock = threading.Lock()
+_names: Dict[str, str] = {}  # value -> name, in the order remembered
+# (form, replacement), the longest form first: a URL holding a password is replaced whole before its password alone
+_forms: Tuple[Tuple[str, str], ...] = ()
+
+
+def remember_secret(name: str, value: Optional[str]) -> None:
+    """Redact ``value`` from now on, as ``[redacted: name]``; a value already remembered keeps its first name (the
+    environment variable it came from says more than the backend that used it). Also the password of a URL value,
+    alone. Values shorter than ``MIN_LENGTH`` are ignored.
+
+    :param name: what the redaction says (``OPENAI_API_KEY``, ``--api-base password``).
+    :param value: the secret.
+    """
+    if not isinstance(value, str):
+        return
+    values = [value.strip()]
+    password = url_password(value.strip())
+    if password:
+        values.append(password)
+    global _forms
+    with _lock:
+        added = False
+        for secret in values:
+            if len(secret) >= MIN_LENGTH and secret not in _names:
+                _names[secret] = str(name)
+                added = True
+        if added:
+            _forms = _make_forms(_names)
+
+
+def remember_secrets(secrets: Dict[str, str]) -> None:
+    """``remember_secret`` for each ``name: value``."""
+    for name, value in secrets.items():
+        remember_secret(name, value)
+
+
+def known_secret_names() -> List[str]:
+    """The names of the secrets remembered (never their values)."""
+    with _lock:
+        return sorted(set(_names.values()))
+
+
+def forget_secrets() -> None:
+    """Forget every secret (a test's clean slate; a process that ran with a key keeps redacting it otherwise)."""
+    global _forms
+    with _lock:
+        _names.clear()
+        _forms = ()
+
+
+def _make_forms(names: Dict[str, str]) -> Tuple[Tuple[str, str], ...]:
+    forms: Dict[str, str] = {}
+    for value, name in names.items():
+        replacement = f"[redacted: {name}]"
+        # as written in a text, and as it appears inside a JSON string (the trace, the recording)
+        for form in (value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]):
+            forms.setdefault(form, replacement)
+    return tuple(sorted(forms.items(), key=lambda item: -len(item[0])))
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret remembered replaced by ``[redacted: NAME]``; the very same string when it holds
+    none. One substring search per secret: linear in the length of ``text``."""
+    forms = _forms
+    if not forms or not isinstance(text, str):
+        return text
+    for form, replacement in forms:
+        if form in text:
+            text = text.replace(form, replacement)
+    return text
+
+
+def redact_data(value: Any) -> Any:
+    """``value`` (a text, or a dict or list holding texts, at any depth) with every text redacted; the very same
+    object when nothing was remembered."""
+    if not _forms:
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_data(v) for v in value)
+    return value
+
+
+def url_password(url: str) -> Optional[str]:
+    """The secret in a URL's user part: its password (``http://user:PASSWORD@host``), or the user part itself when
+    it has no password and is as long as a token (``https://TOKEN@host``, 20 characters or more: the interpreter's
+    rule too); None when there is none (or the text is no URL)."""
+    if "@" not in url or "://" not in url:
+        return None
+    try:
+        parts = urlsplit(url)
+        password, username = parts.password, parts.username
+    except ValueError:
+        return None
+    if password:
+        return unquote(password)
+    if username and len(username) >= _TOKEN_LENGTH:
+        return unquote(username)
+    return None
+
+
+def without_credentials(url: str) -> Tuple[str, Optional[str]]:
+    """``url`` without the secret of its user part, and that secret (None when there is none): ``http://user:pw@
+    host/v1`` gives ``http://user@host/v1`` and ``pw``; ``https://TOKEN@host`` gives ``https://host`` and ``TOKEN``."""
+    secret = url_password(url)
+    if secret is None:
+        return url, None
+    parts = urlsplit(url)
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0] if parts.password else ""
+    netloc = f"{user}@{host}" if user else host
+    return parts._replace(netloc=netloc).geturl(), secret
+
+
+def with_credentials(url: str, secret: str) -> str:
+    """``url`` (as ``without_credentials`` left it) with ``secret`` put back: as the password after its user, or
+    as the user part when it has no user."""
+    from urllib.parse import quote
+
+    parts = urlsplit(url)
+    user, at, host = parts.netloc.rpartition("@")
+    userinfo = f"{user}:{quote(secret, safe='')}" if at else quote(secret, safe="")
+    return parts._replace(netloc=f"{userinfo}@{host if at else parts.netloc}").geturl()
+

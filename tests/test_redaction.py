@@ -1,0 +1,164 @@
+"""Secrets the process knows never leave it: what code prints of them is redacted by value from the prompts, the logs,
+the report, the trace and the recording; a password in --api-base is kept in no file, and --resume takes it from the
+environment."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from loopback_llm import LoopbackLLMServer
+from subprocess_guard import network_guarded
+from test_cli import DEMO, RUN_JARVIS
+from aiflows_jarvis.ChatFlowModule import Transcript
+from aiflows_jarvis.CoreFlowModule.redaction import (
+    known_secret_names,
+    redact,
+    redact_data,
+    remember_secret,
+    with_credentials,
+    without_credentials,
+)
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, secrets_to_redact
+
+KEY = "sk-proj-Zq8XbW3nK2LmP0tRv7YsA1cD"
+PASSWORD = "pw-Hj4kL9mN2bV8"
+
+
+# ~~~ The registry ~~~
+def test_a_remembered_value_is_redacted_by_name_wherever_it_is():
+    remember_secret("OPENAI_API_KEY", KEY)
+    assert redact(f"export OPENAI_API_KEY={KEY}\n") == "export OPENAI_API_KEY=[redacted: OPENAI_API_KEY]\n"
+    assert redact_data({"messages": [{"content": f"key: {KEY}"}]}) == \
+        {"messages": [{"content": "key: [redacted: OPENAI_API_KEY]"}]}
+    assert known_secret_names() == ["OPENAI_API_KEY"], "names only, never values"
+
+
+def test_text_without_a_secret_is_the_same_string_and_short_values_are_not_remembered():
+    text = "nothing secret here, 12345"
+    assert redact(text) is text, "nothing remembered: nothing done"
+    remember_secret("DB_PASS", "1")
+    remember_secret("OPENAI_API_KEY", KEY)
+    assert redact(text) is text, "a value too short to be told from ordinary text is not redacted"
+
+
+def test_a_secret_with_quotes_is_redacted_inside_json_too():
+    remember_secret("WEIRD_TOKEN", 'ab"cd\\ef-0123456')
+    line = json.dumps({"output": 'token ab"cd\\ef-0123456'})
+    assert "[redacted: WEIRD_TOKEN]" in redact(line) and "0123456" not in redact(line)
+
+
+def test_a_url_with_a_password_is_redacted_whole_and_its_password_alone():
+    remember_secret("DATABASE_URL", f"postgres://app:{PASSWORD}@db.local/sales")
+    assert redact(f"url postgres://app:{PASSWORD}@db.local/sales, password {PASSWORD}") == \
+        "url [redacted: DATABASE_URL], password [redacted: DATABASE_URL]"
+
+
+def test_credentials_come_out_of_a_url_and_go_back_in():
+    assert without_credentials(f"http://alice:{PASSWORD}@h:8000/v1") == ("http://alice@h:8000/v1", PASSWORD)
+    assert without_credentials("https://ghp_abcdefghijklmnopqrstuv@git.example/x") == \
+        ("https://git.example/x", "ghp_abcdefghijklmnopqrstuv")
+    assert without_credentials("http://localhost:8000/v1") == ("http://localhost:8000/v1", None)
+    assert with_credentials("http://alice@h:8000/v1", "p@ss") == "http://alice:p%40ss@h:8000/v1"
+    assert with_credentials("https://git.example/x", "tok") == "https://tok@git.example/x"
+    assert without_credentials("http://alice@h/v1") == ("http://alice@h/v1", None), "a user name is no token"
+
+
+def test_the_interpreter_says_which_secrets_it_keeps_from_the_code_but_not_endpoints():
+    env = {"OPENAI_API_KEY": KEY, "OPENAI_API_BASE": "https://api.openai.com/v1", "AZURE_API_VERSION": "2023-07-01",
+           "DATABASE_URL": f"postgres://app:{PASSWORD}@db/sales", "HOME": "/home/u"}
+    assert secrets_to_redact(base=env) == {"OPENAI_API_KEY": KEY, "DATABASE_URL": env["DATABASE_URL"]}
+
+
+# ~~~ The interpreter: what code prints of a secret it read from a file comes back redacted ~~~
+def test_code_that_prints_the_key_from_a_file_gets_it_back_redacted(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (tmp_path / ".bashrc").write_text(f"export OPENAI_API_KEY={KEY}\n")
+    with CodeInterpreter(str(tmp_path), timeout=30) as interpreter:
+        result = interpreter.run("cat .bashrc; echo done", "shell")
+    assert KEY not in result.output and "OPENAI_API_KEY=[redacted: OPENAI_API_KEY]" in result.output, result.output
+
+
+# ~~~ The command line: nothing written or sent holds the key or the --api-base password ~~~
+def _jarvis(cwd, *args, env_extra=None, timeout=240):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_", "FAKE_EDITOR"))}
+    env.update({"NO_COLOR": "1", "OPENAI_API_KEY": KEY, **(env_extra or {})})
+    with network_guarded(env) as guarded:
+        return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def files_holding(folder, *secrets):
+    """Which files under ``folder`` hold any of ``secrets`` (the fault suite checks with it too)."""
+    found = []
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                data = f.read()
+            found += [f"{os.path.relpath(path, folder)} holds {s[:6]}..." for s in secrets if s.encode() in data]
+    return found
+
+
+def test_a_key_printed_by_code_and_the_api_base_password_reach_no_file_and_no_prompt(tmp_path):
+    bashrc = tmp_path / "home" / ".bashrc"
+    bashrc.parent.mkdir()
+    bashrc.write_text(f"export OPENAI_API_KEY={KEY}\n")
+    replies = Transcript.load(DEMO).replies()
+    run_code = json.loads(replies[13])
+    run_code["command_args"]["code"] = f"print(open({str(bashrc)!r}).read())\n" + run_code["command_args"]["code"]
+    replies[13] = json.dumps(run_code)
+    work = tmp_path / "work"
+    work.mkdir()
+    calls = 16  # the run_code's result goes to Coder's next prompt, then the budget stops the run
+    with LoopbackLLMServer(replies=replies[:calls + 1]) as server:
+        host = server.url.split("://", 1)[1]
+        done = _jarvis(work, "--api-base", f"http://alice:{PASSWORD}@{host}", "--yes", "--max-calls", str(calls),
+                       "--trace", "trace.jsonl", "--record", "record.jsonl", Transcript.load(DEMO).header["goal"])
+        assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-2000:]
+        prompts = json.dumps([request["json"] for request in server.requests])  # not the headers: the key is sent
+        assert KEY not in prompts and "[redacted: OPENAI_API_KEY]" in prompts, "the next prompts say it was redacted"
+        assert files_holding(work, KEY, PASSWORD) == [], "neither the key nor the password is in any file"
+        memory = work / "memory"
+        assert "[redacted: OPENAI_API_KEY]" in (memory / "logs_coder.txt").read_text()
+        assert "[redacted: OPENAI_API_KEY]" in (work / "trace.jsonl").read_text()
+        assert "[redacted: OPENAI_API_KEY]" in (work / "record.jsonl").read_text()
+        run_file = json.loads((memory / "jarvis_run.json").read_text())
+        assert run_file["api_base"] == f"http://alice@{host}" and run_file["api_base_password"] is True
+        assert f"at http://alice@{host}" in (memory / "report.html").read_text(), "the server, without its password"
+
+        # --resume: the URL comes from the run file, its password from the environment, else the user is told how
+        refused = _jarvis(work, "--resume")
+        assert refused.returncode == 2 and "JARVIS_API_BASE_PASSWORD" in refused.stdout + refused.stderr, \
+            refused.stdout[-2000:] + refused.stderr[-2000:]
+        resumed = _jarvis(work, "--resume", "--max-calls", "1", env_extra={"JARVIS_API_BASE_PASSWORD": PASSWORD})
+        assert len(server.requests) == calls + 1, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert resumed.returncode == 3, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert files_holding(work, KEY, PASSWORD) == []
+
+
+def test_each_file_a_run_writes_redacts_what_reached_it_another_way(tmp_path):
+    """The sinks redact on their own: a secret that did not come through the interpreter (an LLM reply, a tool)
+    is caught as it is written."""
+    from aiflows.messages import Message
+
+    from aiflows_jarvis.ChatFlowModule.transcripts import TranscriptRecorder
+    from aiflows_jarvis.CoreFlowModule.lean import RunTrace
+    from aiflows_jarvis.CoreFlowModule.memory_log import append_log_entry
+    from aiflows_jarvis.app.report_html import esc
+
+    remember_secret("OPENAI_API_KEY", KEY)
+    append_log_entry(str(tmp_path / "logs.txt"), "run_code", {"code": f"print('{KEY}')"}, f"key={KEY}")
+    trace = RunTrace(str(tmp_path / "trace.jsonl"))
+    trace.write("Jarvis", Message(data={"reply": f"the key is {KEY}"}, created_by="test"))
+    trace.close()
+    recorder = TranscriptRecorder(str(tmp_path / "record.jsonl"), goal=f"use {KEY}")
+    recorder.record("Jarvis", [{"role": "user", "content": KEY}], f"ok {KEY}")
+    recorder.close()
+    assert files_holding(tmp_path, KEY) == []
+    assert all("[redacted: OPENAI_API_KEY]" in (tmp_path / name).read_text()
+               for name in ("logs.txt", "trace.jsonl", "record.jsonl"))
+    assert esc(f"<{KEY}>") == "&lt;[redacted: OPENAI_API_KEY]&gt;"
