@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fakes import Sink  # noqa: E402
-from loopback_llm import LoopbackLLMServer  # noqa: E402
+from loopback_llm import HTTPError, LoopbackLLMServer  # noqa: E402
 from test_cli import DEMO, run_jarvis  # noqa: E402
 from test_terminal_safety import transcript_answering  # noqa: E402
 
@@ -227,6 +227,33 @@ def test_a_stopped_run_and_its_resumed_run_each_have_a_report(tmp_path):
     assert steps.count(("ExtendLibrary", "save_code")) == 2 and steps.count(("Coder", "run_code")) == 2
     assert "the run was resumed here" in shown
     assert 'alt="sales_chart.svg"' in resumed and "def growth_rates(" in shown
+    kept = list((tmp_path / "memory" / "archive").glob("report-*.html"))
+    assert len(kept) == 1 and "No final answer" in kept[0].read_text(), "the stopped part's report is kept"
+
+
+# ~~~ Reports kept per run ~~~
+def test_a_later_run_archives_the_report_of_the_run_before_with_its_plans_and_logs(demo_run, tmp_path):
+    shutil.copytree(demo_run.memory, tmp_path / "mem")
+    goal = Transcript.load(DEMO).header["goal"]
+    with LoopbackLLMServer(replies=[HTTPError(401, "invalid key")]) as server:  # the new run fails at once
+        later = run_jarvis(tmp_path, "--memory-dir", "mem", "--api-base", server.url, "--yes", goal)
+    assert later.returncode in (1, 2), later.stdout[-3000:] + later.stderr[-2000:]
+    kept = [p for p in (tmp_path / "mem" / "archive").iterdir() if (p / "report.html").exists()]
+    assert len(kept) == 1 and (kept[0] / "logs_jarvis.txt").exists(), "the report went with its plans and logs"
+    page = (kept[0] / "report.html").read_text()
+    assert "badge ok\">finished" in page and "April grew the most" in section(page, "answer"), "the good run's"
+    newest = report_of(tmp_path / "mem")
+    assert "No final answer" in newest and "badge bad\">failed" in newest, "the newest is the failed run's"
+    assert f"kept in {os.path.join('mem', 'archive', kept[0].name)}" in later.stdout
+
+
+def test_resume_after_a_finished_run_says_so_and_changes_nothing(demo_run, tmp_path):
+    shutil.copytree(demo_run.memory, tmp_path / "mem")
+    before = report_of(tmp_path / "mem")
+    done = run_jarvis(tmp_path, "--memory-dir", "mem", "--resume", "--api-base", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "had finished: there is nothing to resume" in done.stdout and "without --resume" in done.stdout
+    assert report_of(tmp_path / "mem") == before and not (tmp_path / "mem" / "archive").exists()
 
 
 # ~~~ The tree, from logs made here ~~~

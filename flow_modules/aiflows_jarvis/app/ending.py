@@ -96,9 +96,12 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
         folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
         mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
                 else "resumed" if args.resume else "")
+        target = args.report or os.path.join(memory_dir, run_report.REPORT_NAME)
+        if args.resume and not args.report:  # the report of the run resumed is kept, whatever this part does
+            keep_previous_report(target)
         path = run_report.write_report(
-            args.report or os.path.join(memory_dir, run_report.REPORT_NAME), memory_dir, session.memory or {},
-            outcome=output, status="stopped before the end", mode=mode, usage=current_run().usage,
+            target, memory_dir, session.memory or {},
+            outcome=output, status=session.ended, mode=mode, usage=current_run().usage,
             trace=session.trace,
             folders=folders, figures=[p for p in made_files(session) if p.lower().endswith(launcher.FIGURE_SUFFIXES)],
             app=session.app.name, run_file=session.app.run_file)
@@ -107,3 +110,14 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
         console.line("warning", f"(The run report could not be written: {describe(error)})")
     except KeyboardInterrupt:  # Ctrl+C while it is written: the run ends as it was going to, without it
         console.line("warning", "(The run report was not written: Ctrl+C.)")
+
+
+def keep_previous_report(path: str) -> Optional[str]:
+    """Copy the report at ``path`` (an earlier part of the run being resumed) to the memory folder's ``archive/``
+    before it is replaced; returns the copy's path, None when there is none (or it is a link, which is not
+    followed)."""
+    from aiflows_jarvis.CoreFlowModule.memory import archive_copy, read_text
+
+    if not os.path.isfile(path) or os.path.islink(path):
+        return None
+    return archive_copy(path, read_text(path))

@@ -215,7 +215,7 @@ class MemoryLayout(dict):
 
 
 def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False,
-                   workdir: Optional[str] = None) -> MemoryLayout:
+                   workdir: Optional[str] = None, with_files: tuple = ()) -> MemoryLayout:
     """Give each boss its memory files in ``memory_dir``.
 
     A new run starts with empty plans and logs: the previous ones are moved to ``<memory_dir>/archive/<time>-<n>/``
@@ -226,6 +226,8 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     with the logs). A plan or log that is a symbolic link is moved to the archive too (it is not followed: the new
     run starts with files of its own). Temporary files of writes killed in an earlier run are removed
     (``sweep_temporary_files``). Code runs in ``workdir`` (default: ``memory_dir``), with ``library.py`` importable.
+    ``with_files``: names of other files in ``memory_dir`` that belong to the previous run (its report), archived
+    with its plans and logs.
     """
     from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 
@@ -242,6 +244,7 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     paths = {path for files in layout.values() for key, path in files.items() if key in keys}
     # A boss's task record goes with its log: a new run has no interrupted task for a boss to resume.
     paths |= {task_record_path(files["logs"]) for files in layout.values() if "logs" in files}
+    paths |= {os.path.join(memory_dir, name) for name in with_files}
     for path in sorted(paths):
         if os.path.islink(path) or (os.path.exists(path) and os.path.getsize(path) > 0):
             os.makedirs(archive, exist_ok=True)
