@@ -96,6 +96,7 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
         folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
         mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
                 else "resumed" if args.resume else "")
+        made = made_files(session)
         target = args.report or os.path.join(memory_dir, run_report.REPORT_NAME)
         if args.resume and not args.report:  # the report of the run resumed is kept, whatever this part does
             keep_previous_report(target)
@@ -103,8 +104,8 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
             target, memory_dir, session.memory or {},
             outcome=output, status=session.ended, mode=mode, usage=current_run().usage,
             trace=session.trace,
-            folders=folders, figures=[p for p in made_files(session) if p.lower().endswith(launcher.FIGURE_SUFFIXES)],
-            app=session.app.name, run_file=session.app.run_file)
+            folders=folders, figures=[p for p in made if p.lower().endswith(launcher.FIGURE_SUFFIXES)], made=made,
+            app=session.app.name, run_file=session.app.run_file, model=model_used(session))
         console.line("info", f"Run report: {shown(path)}")
     except Exception as error:  # noqa: BLE001 - the report must not fail the run
         console.line("warning", f"(The run report could not be written: {describe(error)})")
@@ -121,3 +122,16 @@ def keep_previous_report(path: str) -> Optional[str]:
     if not os.path.isfile(path) or os.path.islink(path):
         return None
     return archive_copy(path, read_text(path))
+
+
+def model_used(session: Any) -> str:
+    """The model the run's replies came from, as far as the run knows it: --model, the recording's (a replay), else
+    the models the LLM servers named; "" when none is known."""
+    from aiflows_jarvis.CoreFlowModule import current_run
+
+    if getattr(session.args, "model", None):
+        return str(session.args.model)
+    if getattr(session, "transcript", None) is not None:
+        return f"a recording ({session.transcript.header.get('model') or 'made by an unnamed model'})"
+    models = sorted({str(getattr(s, "model", "")) for s in current_run().servers.values()} - {"", "unknown"})
+    return ", ".join(models)

@@ -244,7 +244,7 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     paths = {path for files in layout.values() for key, path in files.items() if key in keys}
     # A boss's task record goes with its log: a new run has no interrupted task for a boss to resume.
     paths |= {task_record_path(files["logs"]) for files in layout.values() if "logs" in files}
-    paths |= {os.path.join(memory_dir, name) for name in with_files}
+    paths |= {os.path.join(memory_dir, name) for name in with_files if os.path.isfile(os.path.join(memory_dir, name))}
     for path in sorted(paths):
         if os.path.islink(path) or (os.path.exists(path) and os.path.getsize(path) > 0):
             os.makedirs(archive, exist_ok=True)
