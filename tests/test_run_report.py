@@ -226,6 +226,8 @@ def test_a_stopped_run_and_its_resumed_run_each_have_a_report(tmp_path):
     with LoopbackLLMServer(replies=replies[:9]) as server:
         first = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--max-calls", "9", goal)
     assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-2000:]
+    said = [line for line in first.stdout.splitlines() if "budget" in line]
+    assert said and not said[0].startswith(" "), "the stop is said at the margin, not at the depth of the stop"
     stopped = report_of(tmp_path / "memory")
     assert "stopped before the end" in stopped and "No final answer" in stopped
     assert summaries(stopped)[-1] == ("ExtendLibrary", "write_code"), "the steps done before the stop"

@@ -22,8 +22,14 @@ def show_answer(session: Any, output: dict) -> None:
     console, app = session.console, session.app
     try:
         answer = str(output.get("answer") or output.get("summary") or "(no answer)")
-        status = output.get("status", "")
-        if console.was_shown(answer) and not app.repeat_answer:
+        status = str(output.get("status", ""))
+        reason = status.partition(": ")[2]
+        if status != "finished" and not output.get("answer") and (console.was_shown(answer) or
+                                                                    (reason and console.was_shown(reason))):
+            # a stop the flow said when it happened: said once, without an empty answer
+            console.line("warning", f"\n{app.name} {status.partition(':')[0]} (see above): no "
+                                    f"{app.words.answer.lower()}.")
+        elif console.was_shown(answer):
             console.line("answer", f"\n{app.name} {status}: the {app.words.answer.lower()} is above.")
         else:
             console.show("answer", f"\n{app.name} {status}. {app.words.answer}:", answer)
@@ -77,7 +83,8 @@ def show_usage(console: Any, unless_unused: bool = False) -> None:
     try:
         usage = current_run().usage
         if not unless_unused or usage.total().calls:
-            console.show("info", usage.summary(), usage.report())
+            width = console.width  # the body is indented by 4: the table fits what is left, or is stacked
+            console.show("info", usage.summary(), usage.report(width - 4 if width else None))
     except Exception as error:  # noqa: BLE001
         console.line("warning", f"(The usage report failed: {describe(error)})")
 

@@ -82,6 +82,11 @@ text-align: right; } th:first-child, td:first-child { text-align: left; } tr.tot
 button { font: inherit; font-size: 13px; padding: 2px 10px; margin: 0 6px 8px 0; border: 1px solid var(--line);
 border-radius: 6px; background: var(--soft); cursor: pointer; }
 footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
+@media (max-width: 640px) { body { padding: 12px; } #usage th { display: none; }
+  #usage table, #usage tbody, #usage tr, #usage td { display: block; text-align: left; }
+  #usage tr { border-bottom: 1px solid var(--line); padding: 4px 0; } #usage td { border: 0; padding: 1px 4px; }
+  #usage td:not(:first-child)::before { content: attr(data-label) ": "; color: var(--muted); }
+  #usage td:first-child { font-weight: 600; overflow-wrap: anywhere; } }
 """
 
 

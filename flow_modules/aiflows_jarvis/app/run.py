@@ -20,13 +20,14 @@ from .options import parse_args
 from .spec import App
 
 # The exit codes, one table for every command line.
-FINISHED, FAILED, BAD_INPUT, BUDGET_REACHED = 0, 1, 2, 3
+FINISHED, FAILED, BAD_INPUT, BUDGET_REACHED, STOPPED_BY_USER = 0, 1, 2, 3, 4
 INTERRUPTED, HANGUP, OUTPUT_CLOSED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGHUP, 141, 128 + signal.SIGTERM
 EXIT_CODES = {
     FINISHED: "finished",
     FAILED: "failed or gave up",
     BAD_INPUT: "bad input, missing credentials, or a memory folder in use by another run",
     BUDGET_REACHED: "budget reached (--resume goes on)",
+    STOPPED_BY_USER: "stopped by the user (q or stop when asked)",
     INTERRUPTED: "Ctrl+C",
     TERMINATED: "SIGTERM",
     HANGUP: "SIGHUP (the terminal closed)",
@@ -202,18 +203,22 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         output = result
     except BudgetExceeded as error:
         session.ended = "stopped before the end (budget reached)"
+        console.set_depth(0)  # the end of the run is said at the margin, not at the depth of the stop
         console.line("warning", f"\n{error}")
         return BUDGET_REACHED
     except KeyboardInterrupt:
         session.ended = "stopped before the end (Ctrl+C)"
+        console.set_depth(0)
         console.line("warning", f"\nStopped. {session.where_things_are()}".rstrip())
         return INTERRUPTED
     except Terminated as stop:
         session.ended = "terminated"
+        console.set_depth(0)
         console.line("warning", f"\nTerminated. {session.where_things_are()}".rstrip())
         return stop.code
     except JarvisError as error:
         session.ended = "failed"
+        console.set_depth(0)
         console.line("error", f"\n{describe(error)}")
         if isinstance(error, bad_input):
             return BAD_INPUT
@@ -222,6 +227,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         return FAILED
     except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
         session.ended = "failed"
+        console.set_depth(0)
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
             return BAD_INPUT if isinstance(root_cause(error), (launcher.MissingCredentials, BadInputError)) \
@@ -256,7 +262,14 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         ending.write_run_report(session, output)
     finally:  # the report reads the memory folder: another run may start there only after it
         session.run_lock.release()
-    return FINISHED if output.get("status") == "finished" else FAILED
+    return exit_code(str(output.get("status") or ""))
+
+
+def exit_code(status: str) -> int:
+    """The exit code of a run that ended with ``status`` (its top flow's)."""
+    from aiflows_jarvis.CoreFlowModule.interaction import STOPPED_BY_USER as USER_STOP
+
+    return FINISHED if status == "finished" else STOPPED_BY_USER if status.startswith(USER_STOP) else FAILED
 
 
 def _start(session: Session) -> Optional[int]:

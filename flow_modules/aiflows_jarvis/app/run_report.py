@@ -100,9 +100,11 @@ def _usage_html(usage: Any) -> str:
     rows = list(usage.per_flow.items())
     names = _short_paths([flow for flow, _ in rows])
     header = ("chat", "calls", "prompt tokens", "completion tokens", "cost", "repaired", "corrected")
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _row(name, used)) + "</tr>"
-                   for (_, used), name in zip(rows, names))
-    body += "<tr class=\"total\">" + "".join(f"<td>{esc(c)}</td>" for c in _row("total", total)) + "</tr>"
+    # each cell names its column: at phone width the rows are stacked (see the style) and the header is hidden
+    body = "".join("<tr>" + "".join(f"<td data-label=\"{h}\">{esc(c)}</td>" for c, h in zip(_row(name, used), header))
+                   + "</tr>" for (_, used), name in zip(rows, names))
+    body += "<tr class=\"total\">" + "".join(f"<td data-label=\"{h}\">{esc(c)}</td>"
+                                             for c, h in zip(_row("total", total), header)) + "</tr>"
     head = "<tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr>"
     note = ("<p class=\"meta\">~: estimated with the cl100k tokenizer (the server reported no usage); -: no known "
             "price.</p>")
