@@ -169,13 +169,18 @@ def run_file_is_a_link(ctx):
     file_kept(ctx, target, json.dumps({"goal": GOAL}).encode(), "the link's target")
 
 
+def _finished_run(ctx):
+    """The shortest whole run, finished (exit 0); returns its memory folder."""
+    with LoopbackLLMServer(replies=short_run()) as server:
+        handled_exit(ctx, jarvis(ctx, GOAL, server=server), [0])
+    return ctx.path("memory")
+
+
 @case("resume", "after_a_finished_run", handled="a run that finished, then --resume: refused (exit 2), saying the "
       "run had finished and to give the goal without --resume; nothing in the memory folder is touched",
       lost="the finished run's report, plan or run file is changed")
 def after_a_finished_run(ctx):
-    with LoopbackLLMServer(replies=short_run()) as server:
-        handled_exit(ctx, jarvis(ctx, GOAL, server=server), [0])
-    memory = ctx.path("memory")
+    memory = _finished_run(ctx)
     kept = {name: (memory / name).read_bytes() for name in ("report.html", "plan_jarvis.txt", "jarvis_run.json")}
     with LoopbackLLMServer(replies=[]) as server:
         resumed = jarvis(ctx, "--resume", server=server)
@@ -188,9 +193,7 @@ def after_a_finished_run(ctx):
       "at its plan: the finished run's report is archived with its plans and logs (said), the new one is beside it",
       lost="the finished run's report is replaced")
 def report_kept_after_a_later_stop(ctx):
-    with LoopbackLLMServer(replies=short_run()) as server:
-        handled_exit(ctx, jarvis(ctx, GOAL, server=server), [0])
-    memory = ctx.path("memory")
+    memory = _finished_run(ctx)
     good = (memory / "report.html").read_bytes()
     with LoopbackLLMServer(replies=[Slow(60, PLAN)]) as server:
         run = Run(ctx, GOAL, server=server).start()
