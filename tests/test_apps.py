@@ -109,6 +109,7 @@ def test_a_closed_terminal_names_the_commands_own_option(app, tmp_path, help_opt
     assert "terminal input is closed" in done.stdout and "pass --yes" in done.stdout, done.stdout[-2000:]
     line = next(line for line in done.stdout.splitlines() if "terminal input is closed" in line)
     assert line.startswith(APPS[app][2]), f"the app that asks is the one named: {line}"
+    assert "LLM call" in done.stdout and "Run report:" in done.stdout, "the usage is printed as on any stop"
     check_options_are_its_own(app, done, help_options)
 
 
@@ -138,8 +139,8 @@ def test_the_apps_share_one_exit_code_table():
     from aiflows_jarvis.app import run
 
     assert {code: what.split(" (")[0].split(",")[0] for code, what in run.EXIT_CODES.items()} == {
-        0: "finished", 1: "failed or gave up", 2: "bad input", 3: "budget reached", 130: "Ctrl+C", 143: "SIGTERM",
-        129: "SIGHUP", 141: "the output was closed by its reader"}
+        0: "finished", 1: "failed or gave up", 2: "bad input", 3: "budget reached", 4: "stopped by the user",
+        130: "Ctrl+C", 143: "SIGTERM", 129: "SIGHUP", 141: "the output was closed by its reader"}
     from aiflows_jarvis.app.autogpt import AUTOGPT
     from aiflows_jarvis.app.jarvis import JARVIS
 

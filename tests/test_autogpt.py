@@ -76,6 +76,26 @@ def test_stop_ends_the_run_early(autogpt, loopback_llm, user):
     assert len(controller_calls(loopback_llm)) == 1
 
 
+def test_q_on_the_command_line_says_the_stop_once_and_exits_with_its_own_code(autogpt, loopback_llm, user,
+                                                                               tmp_path):
+    from fakes import Sink
+
+    from aiflows_jarvis.app import autogpt as app
+    from aiflows_jarvis.app.run import STOPPED_BY_USER
+    from aiflows_jarvis.CoreFlowModule import Console, set_console
+
+    loopback_llm.add(command("ddg_search", query="Eiffel Tower"))
+    user.add("q")
+    sink = Sink()
+    set_console(Console(stream=sink, color=False))
+    code = app.main(["--api-base", loopback_llm.url, "--memory-dir", str(tmp_path / "m"), GOAL])
+    assert code == STOPPED_BY_USER == 4, sink.text[-2000:]
+    assert sink.text.count("the user said 'q'") == 1, "the stop is said once: " + sink.text[-1500:]
+    assert "Answer:" not in sink.text and "(no answer)" not in sink.text
+    assert "AutoGPT stopped (see above): no answer." in sink.text and "LLM call" in sink.text
+    assert "4 stopped by the user" in app.EPILOG, "--help names the exit code"
+
+
 def test_a_second_run_retrieves_what_the_first_one_wrote(autogpt, loopback_llm, user):
     loopback_llm.add(command("wiki_search", search_term="Eiffel Tower"), command("finish", answer="1889"))
     user.add("")

@@ -35,7 +35,9 @@ def screen():
 def test_the_demo_runs_offline_and_finishes(tmp_path, screen):
     assert run_autogpt.main(["--demo", "--memory-dir", str(tmp_path / "memory")]) == 0
     assert "This is a REPLAY" in screen.text
-    assert "AutoGPT finished. Answer:" in screen.text and "330 m" in screen.text
+    assert "AutoGPT finished: the answer is above." in screen.text and screen.text.count("330 m (1,083 ft)") == 1, \
+        "the finish step showed the answer whole: it is not shown again"
+    assert "context window" not in screen.text, "a replay has no model whose context window to set"
     assert (tmp_path / "memory" / "autogpt_demo_store").is_dir(), "the demo's memory ran for real"
 
 
@@ -78,7 +80,7 @@ def test_the_readme_command_runs_the_demo_offline_from_a_fresh_clone(tmp_path):
     done = subprocess.run([sys.executable, "run_autogpt.py", "--demo"], cwd=clone, env=env, capture_output=True,
                           text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "AutoGPT finished. Answer:" in done.stdout and "330 m" in done.stdout
+    assert "AutoGPT finished: the answer is above." in done.stdout and "330 m" in done.stdout
     check_guarded_run(attempts)
     assert (clone / "memory" / "autogpt_demo_store").is_dir()
     assert (clone / "flow_modules" / "aiflows_jarvis" / "AutoGPTFlowModule" / "__pycache__").is_dir(), \

@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fakes import Sink  # noqa: E402
-from loopback_llm import LoopbackLLMServer  # noqa: E402
+from loopback_llm import HTTPError, LoopbackLLMServer  # noqa: E402
 from test_cli import DEMO, run_jarvis  # noqa: E402
 from test_terminal_safety import transcript_answering  # noqa: E402
 
@@ -100,7 +100,7 @@ def test_the_demo_writes_a_self_contained_report_of_the_whole_run(demo_run):
     for boss, step in (("Jarvis", "Ask Coder to write a reusable function"), ("Coder", "Run code: keep the months"),
                        ("ExtendLibrary", "Write and test `svg_bar_chart")):
         assert boss in plans and step in plans, f"{boss}'s plan"
-    assert "4 of 5 steps done" in plans and "\u2713 done" in plans, "the done marks"
+    assert "\u2713 done" in plans, "the done marks"
     assert summaries(page) == [
         ("Jarvis", "Coder"),
         ("Coder", "extend_library"), ("ExtendLibrary", "write_code"), ("ExtendLibrary", "save_code"),
@@ -111,7 +111,7 @@ def test_the_demo_writes_a_self_contained_report_of_the_whole_run(demo_run):
         ("Coder", "run_code"), ("Coder", "update_plan"),
         ("Jarvis", "update_plan"), ("Jarvis", "final_answer")], "each sub-boss's task inside the command that ran it"
     assert "a new task starts" in shown, "ExtendLibrary's second task is marked"
-    assert "characters cut ...]" in section(page, "run"), "without a trace, long arguments are as the logs keep them"
+    assert "characters left out at" in section(page, "run"), "without a trace, long arguments are as the logs keep them"
     run_code = section(page, "run").split("run_code")[1]
     assert "Highest growth: Apr (+17.2%)" in run_code and "growth = growth_rates(sales)" in run_code, \
         "a code run with its code and output"
@@ -164,6 +164,27 @@ def hostile_transcript(tmp_path):
     return path
 
 
+def test_the_report_does_not_contradict_or_repeat_itself(demo_run):
+    page, shown = demo_run.page, text_of(demo_run.page)
+    progress = re.findall(r'<b>(\w+)</b> <span class="meta">([^<]*)', page)
+    assert progress == [("Jarvis", "finished"), ("Coder", "finished"), ("ExtendLibrary", "finished")], \
+        "a boss that finished is not shown with steps left (the answer step is done by finishing)"
+    assert "result: result:" not in shown, "a boss's result carries its last step's: one key"
+    assert "A new task starts here" not in shown and "ExtendLibrary: a new task starts." in shown
+    assert "characters cut" not in shown, "the log's cut marker is not shown inside the text"
+    assert re.search(r"a list of \u2026 sales to", shown), "cut at words (the log cut inside them)"
+    assert re.search(r"\d+ characters left out at \u2026", shown)
+    assert "the configured model" not in shown and "model: a recording (hand-written" in shown
+    files = section(page, "files")
+    assert "made by the run: sales_chart.svg" in " ".join(files.split()), "the files the run made"
+    assert str(demo_run.memory) not in files, "paths relative to the memory folder"
+
+
+def test_a_cut_text_is_cut_at_words_with_the_count_after_it():
+    shown = text_of(run_report._pre("alpha beta gamma\n[... 10 characters cut ...]\nlta epsilon"))
+    assert "alpha beta \u2026 epsilon" in shown and "18 characters left out" in shown, shown
+
+
 # ~~~ When the report cannot be written ~~~
 def test_a_report_that_cannot_be_written_is_one_line_and_the_exit_code_stays(tmp_path):
     (tmp_path / "memory" / "report.html").mkdir(parents=True)  # in the way of the file
@@ -205,6 +226,8 @@ def test_a_stopped_run_and_its_resumed_run_each_have_a_report(tmp_path):
     with LoopbackLLMServer(replies=replies[:9]) as server:
         first = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--max-calls", "9", goal)
     assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-2000:]
+    said = [line for line in first.stdout.splitlines() if "budget" in line]
+    assert said and not said[0].startswith(" "), "the stop is said at the margin, not at the depth of the stop"
     stopped = report_of(tmp_path / "memory")
     assert "stopped before the end" in stopped and "No final answer" in stopped
     assert summaries(stopped)[-1] == ("ExtendLibrary", "write_code"), "the steps done before the stop"
@@ -227,6 +250,33 @@ def test_a_stopped_run_and_its_resumed_run_each_have_a_report(tmp_path):
     assert steps.count(("ExtendLibrary", "save_code")) == 2 and steps.count(("Coder", "run_code")) == 2
     assert "the run was resumed here" in shown
     assert 'alt="sales_chart.svg"' in resumed and "def growth_rates(" in shown
+    kept = list((tmp_path / "memory" / "archive").glob("report-*.html"))
+    assert len(kept) == 1 and "No final answer" in kept[0].read_text(), "the stopped part's report is kept"
+
+
+# ~~~ Reports kept per run ~~~
+def test_a_later_run_archives_the_report_of_the_run_before_with_its_plans_and_logs(demo_run, tmp_path):
+    shutil.copytree(demo_run.memory, tmp_path / "mem")
+    goal = Transcript.load(DEMO).header["goal"]
+    with LoopbackLLMServer(replies=[HTTPError(401, "invalid key")]) as server:  # the new run fails at once
+        later = run_jarvis(tmp_path, "--memory-dir", "mem", "--api-base", server.url, "--yes", goal)
+    assert later.returncode in (1, 2), later.stdout[-3000:] + later.stderr[-2000:]
+    kept = [p for p in (tmp_path / "mem" / "archive").iterdir() if (p / "report.html").exists()]
+    assert len(kept) == 1 and (kept[0] / "logs_jarvis.txt").exists(), "the report went with its plans and logs"
+    page = (kept[0] / "report.html").read_text()
+    assert "badge ok\">finished" in page and "April grew the most" in section(page, "answer"), "the good run's"
+    newest = report_of(tmp_path / "mem")
+    assert "No final answer" in newest and "badge bad\">failed" in newest, "the newest is the failed run's"
+    assert f"kept in {os.path.join('mem', 'archive', kept[0].name)}" in later.stdout
+
+
+def test_resume_after_a_finished_run_says_so_and_changes_nothing(demo_run, tmp_path):
+    shutil.copytree(demo_run.memory, tmp_path / "mem")
+    before = report_of(tmp_path / "mem")
+    done = run_jarvis(tmp_path, "--memory-dir", "mem", "--resume", "--api-base", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "had finished: there is nothing to resume" in done.stdout and "without --resume" in done.stdout
+    assert report_of(tmp_path / "mem") == before and not (tmp_path / "mem" / "archive").exists()
 
 
 # ~~~ The tree, from logs made here ~~~
@@ -277,7 +327,7 @@ def test_plan_versions_of_this_run_and_figures_only_from_where_code_ran(tmp_path
     write_log(memory / "logs_jarvis.txt", [(None, "run_code", {"code": "draw()"}, notes)])
     page = run_report.build_report(str(memory), layout, outcome={"status": "finished", "answer": "drawn"})
     plans = section(page, "plans")
-    assert "1 of 2 steps done" in plans and "Draw it again." in plans
+    assert "finished, 1 earlier version" in plans and "Draw it again." in plans
     assert "Earlier version 1" in plans and "Draw it." in plans and "earlier run" not in plans, \
         "the copy re_plan kept in this run, not one of an earlier run"
     figures = section(page, "figures")

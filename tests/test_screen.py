@@ -15,6 +15,8 @@ import sys
 import termios
 import fcntl
 
+import pytest
+
 from loopback_llm import LoopbackLLMServer, Slow
 from subprocess_guard import network_guarded
 from test_cli import DEMO, KEYS, RUN_JARVIS, run_jarvis
@@ -99,19 +101,26 @@ def check_conversation(lines, width=None):
             assert "\\n" not in line, line
     assert text.count(" ".join(demo_answer().split()[:12])) == 1, "the final answer is shown once"
     assert "starts on:" not in text and "Plan: Enter" not in text and "Code: Enter" not in text, "one heading a review"
+    assert "context window" not in text, "a replay has no model whose context window to set"
+    assert text.count("assert growth_rates([80, 100]) == [25.0]") == 1, "the proposed tests are shown once"
+    assert len(re.findall(r"^ *total +29 +~", text, re.M)) == 1, "the usage table's rows are whole"
     if width:
         assert max(len(line) for line in lines) <= width, max(lines, key=len)
+        rect = next(i for i, line in enumerate(lines) if "parts.append(f'<rect" in line)
+        lead = len(lines[rect]) - len(lines[rect].lstrip())
+        assert len(lines[rect + 1]) - len(lines[rect + 1].lstrip()) > lead, "wrapped code keeps its indentation"
 
 
-def test_the_demo_through_a_pseudo_terminal_reads_like_a_conversation(tmp_path):
-    terminal = Terminal(tmp_path, "--demo")
+@pytest.mark.parametrize("columns", [80, COLUMNS])
+def test_the_demo_through_a_pseudo_terminal_reads_like_a_conversation(tmp_path, columns):
+    terminal = Terminal(tmp_path, "--demo", columns=columns)
     try:
         assert terminal.read_until(lambda text: "Run report:" in text)
     finally:
         code = terminal.close()
     assert code == 0, terminal.text[-3000:]
     lines = screen_lines(terminal.text)
-    check_conversation(lines, width=COLUMNS)
+    check_conversation(lines, width=columns)
     assert "\x1b[" in terminal.text, "colours and highlighting on a terminal"
     assert "  Jarvis > Coder > ExtendLibrary > save_code" in lines[[i for i, l in enumerate(lines)
                                                                    if "save_code" in l][0]], "indented by depth"

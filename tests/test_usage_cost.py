@@ -180,6 +180,39 @@ def test_the_report_is_a_table_per_chat_and_a_total():
         "the numbers are right-aligned under their heading"
 
 
+DEEP = "Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library/CtrlExMem/Executor/write_code/CodeGenerator"
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_table_fits_the_terminal_on_screen(width):
+    from fakes import Sink
+
+    from aiflows_jarvis.app import ending
+    from aiflows_jarvis.CoreFlowModule import Console
+
+    record_a_run()
+    USAGE.record(DEEP, 300, 60, 0.3)
+    sink = Sink()
+    ending.show_usage(Console(stream=sink, color=False, width=width))
+    lines = sink.text.splitlines()
+    assert max(len(line) for line in lines) <= width, "no line folds: " + "\n".join(lines)
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["chat", "calls"])
+    table = lines[start:start + 6]
+    assert table[0].split() == ["chat", "calls", "prompt", "completion", "cost", "repaired", "corrected"]
+    assert all(len(line.split()) == 7 for line in table[1:] if set(line.strip()) != {"-"}), "one row per chat"
+
+
+def test_a_narrow_screen_gets_each_chat_stacked_and_zero_columns_are_left_out():
+    USAGE.record(DEEP, 300, 60, 0.3)
+    USAGE.record("Jarvis/CtrlExMem/Controller", 1_000, 100, 0.3)
+    wide = USAGE.report().splitlines()
+    assert wide[0].split() == ["chat", "calls", "prompt", "completion", "cost"], "no repairs, no corrections"
+    lines = USAGE.report(40).splitlines()
+    assert lines[:2] == ["Jarvis/Coder/extend_library/write_code/CodeGenerator",
+                         "  calls 1, prompt ~300, completion ~60, cost -"], lines
+    assert lines[-3:-1] == ["total", "  calls 2, prompt ~1.3K, completion ~160, cost -"]
+
+
 def test_an_empty_meter_says_so_briefly():
     assert USAGE.summary() == "0 LLM calls"
     assert USAGE.report().splitlines()[-2].split()[:2] == ["total", "0"]

@@ -167,3 +167,41 @@ def run_file_is_a_link(ctx):
     if done.code:
         ctx.expect("symbolic link" in done.text, "the refusal does not say it is a symbolic link")
     file_kept(ctx, target, json.dumps({"goal": GOAL}).encode(), "the link's target")
+
+
+def _finished_run(ctx):
+    """The shortest whole run, finished (exit 0); returns its memory folder."""
+    with LoopbackLLMServer(replies=short_run()) as server:
+        handled_exit(ctx, jarvis(ctx, GOAL, server=server), [0])
+    return ctx.path("memory")
+
+
+@case("resume", "after_a_finished_run", handled="a run that finished, then --resume: refused (exit 2), saying the "
+      "run had finished and to give the goal without --resume; nothing in the memory folder is touched",
+      lost="the finished run's report, plan or run file is changed")
+def after_a_finished_run(ctx):
+    memory = _finished_run(ctx)
+    kept = {name: (memory / name).read_bytes() for name in ("report.html", "plan_jarvis.txt", "jarvis_run.json")}
+    with LoopbackLLMServer(replies=[]) as server:
+        resumed = jarvis(ctx, "--resume", server=server)
+    handled_exit(ctx, resumed, [2], says=["had finished", "without --resume"])
+    for name, content in kept.items():
+        file_kept(ctx, memory / name, content, f"the finished run's {name}")
+
+
+@case("resume", "report_kept_after_a_later_stop", handled="a run that finished, then a new run stopped by SIGTERM "
+      "at its plan: the finished run's report is archived with its plans and logs (said), the new one is beside it",
+      lost="the finished run's report is replaced")
+def report_kept_after_a_later_stop(ctx):
+    memory = _finished_run(ctx)
+    good = (memory / "report.html").read_bytes()
+    with LoopbackLLMServer(replies=[Slow(60, PLAN)]) as server:
+        run = Run(ctx, GOAL, server=server).start()
+        ctx.expect(run.wait_for_requests(server, 1), "the second run did not reach its plan")
+        run.send(signal.SIGTERM)
+        stopped = run.finish(timeout=60)
+    handled_exit(ctx, stopped, [143], says=["report are kept in"])
+    archived = sorted((memory / "archive").glob("*/report.html"))
+    if ctx.keep(len(archived) == 1, f"the finished run's report is not in the archive: {archived}"):
+        file_kept(ctx, archived[0], good, "the finished run's report")
+    ctx.expect((memory / "report.html").exists(), "the stopped run has no report")

@@ -8,6 +8,7 @@ from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.CoreFlowModule import get_console
+from aiflows_jarvis.CoreFlowModule.interaction import STOPPED_BY_USER
 from aiflows_jarvis.CoreFlowModule.memory import shorten
 
 
@@ -139,9 +140,9 @@ class AutoGPTFlow(ControllerExecutorFlow):
         early_exit_key = self.flow_config.get("early_exit_key", "EARLY_EXIT")
         feedback = str(output_payload.get("human_feedback") or "").strip()
         if output_payload.get(early_exit_key):
-            get_console().line("warning", f"{self.flow_config['name']}: stopped by the user ({feedback!r}).")
-            return {early_exit_key: True, "human_feedback": feedback,
-                    "status": f"stopped: the user said {feedback!r}"}
+            status = f"{STOPPED_BY_USER} {feedback!r}"
+            get_console().line("warning", f"{self.flow_config['name']} {status}.")
+            return {early_exit_key: True, "human_feedback": feedback, "status": status}
         update: Dict[str, Any] = {"human_feedback": feedback}
         if feedback:  # the seed: the feedback is appended to the observation
             update["result"] = f"{self.flow_state.get('result', '')}\n\nThe user's feedback: {feedback}"

@@ -60,6 +60,8 @@ class ServerSettings:
                 return
             self._noted = True
             self.assumed_context_window = tokens
+        if self.model == UNKNOWN_MODEL:  # replies from a recording or a script: no model whose window to set
+            return
         get_console().line("info", f"The context window of {bare_name(self.model)} is not known; prompts are kept "
                                    f"within {tokens} tokens (`context_window` in the chat's configuration, or the "
                                    "command line's --context-window N, says it).")

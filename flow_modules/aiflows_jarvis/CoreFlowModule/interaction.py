@@ -43,6 +43,8 @@ QUESTION = "question"
 KINDS = (APPROVAL, FEEDBACK, QUESTION)
 
 BEST_JUDGEMENT = "Use your best judgement."
+# How the status of a flow the user ended at a question (q, stop) starts: a command line exits with its own code.
+STOPPED_BY_USER = "stopped: the user said"
 _APPROVAL_WORDS = {
     "", "y", "yes", "ok", "okay", "lgtm", "approve", "approved", "accept", "accepted", "looks good", "good",
     "fine", "go", "go ahead", "continue", "sure", "yes please", "run", "run it", "do it", "ok run it", "good to go",
@@ -326,14 +328,9 @@ class Console:
         room = (width - len(indent)) if width else None
         if self.fancy and self.color and role == "code" and room and room > 20:
             try:
-                from rich.console import Console as RichConsole
-                from rich.syntax import Syntax
+                from .code_highlight import highlighted_lines
 
-                buffer = io.StringIO()
-                RichConsole(file=buffer, force_terminal=True, color_system="standard", width=room,
-                            highlight=False).print(Syntax(text, "python", theme="ansi_dark", word_wrap=True,
-                                                          background_color="default"))
-                return [indent + line for line in buffer.getvalue().rstrip("\n").split("\n")]
+                return [indent + line for line in highlighted_lines(text, room)]
             except Exception:  # noqa: BLE001 - highlighting is a nicety: plain text then
                 pass
         out = []

@@ -210,26 +210,37 @@ class UsageMeter:
         extras.append(f"{t.seconds:.1f}s waiting")
         return f"{line}; {', '.join(extras)}"
 
-    def report(self) -> str:
+    def report(self, width: Optional[int] = None) -> str:
         """A table: one row per chat (flow path) and the total: calls, prompt and completion tokens, cost ("-" when
-        no price is known), repairs, corrections; and where the token counts come from."""
+        no price is known), repairs, corrections; and where the token counts come from.
+
+        width: the columns the table may take (None: as wide as it needs); chat names are shortened to fit, and
+        where even short names leave no room (a phone, a split pane) each chat is a name line and a figures line.
+        """
         with self._lock:
             rows = [(flow, _copy(usage)) for flow, usage in self.per_flow.items()]
         total = self.total()
-        names = _short_paths([flow for flow, _ in rows])
         header = ("chat", "calls", "prompt", "completion", "cost", "repaired", "corrected")
-        table = [header]
-        for (flow, usage), name in zip(rows, names):
-            table.append(_row(name, usage))
-        table.append(_row("total", total))
-        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        figures = [_row("", usage)[1:] for _, usage in rows] + [_row("", total)[1:]]
+        # repairs and corrections only when there were some (the summary line says so too)
+        kept = [i for i in range(len(header) - 1) if i < 4 or any(f[i] != "0" for f in figures)]
+        header = (header[0],) + tuple(header[i + 1] for i in kept)
+        figures = [tuple(f[i] for i in kept) for f in figures]
+        widths = [max(len(r[i]) for r in [header[1:]] + figures) for i in range(len(header) - 1)]
+        room = _NAME_WIDTH if width is None else width - sum(widths) - 2 * len(widths)
+        if room < _MIN_NAME_WIDTH:
+            out = self._stacked([flow for flow, _ in rows], figures, header)
+        else:
+            names = _short_paths([flow for flow, _ in rows], min(room, _NAME_WIDTH))
+            table = [header] + [(name,) + f for name, f in zip(names + ["total"], figures)]
+            name_width = max(len(r[0]) for r in table)
 
-        def line(r):
-            return "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
+            def line(r):
+                return "  ".join([r[0].ljust(name_width)] + [c.rjust(w) for c, w in zip(r[1:], widths)]).rstrip()
 
-        out = [line(table[0])] + [line(r) for r in table[1:-1]]
-        out.append("-" * len(line(table[-1])))
-        out.append(line(table[-1]))
+            out = [line(r) for r in table[:-1]]
+            out.append("-" * len(line(table[-1])))
+            out.append(line(table[-1]))
         note = "Tokens " + _source(total) + (" (~)" if total.estimated_calls else "")
         note += "; cost from litellm's price list"
         if total.unpriced_calls:
@@ -237,6 +248,14 @@ class UsageMeter:
             note += f", none for {', '.join(models)}" if models else ", none for an unnamed model"
         out.append(note + ".")
         return "\n".join(out)
+
+    @staticmethod
+    def _stacked(flows: List[str], figures: List[tuple], header: tuple) -> List[str]:
+        """The table for a narrow screen: per chat (and the total), its name, then its figures, named."""
+        out = []
+        for name, values in zip(_short_paths(flows) + ["total"], figures):
+            out += [name, "  " + ", ".join(f"{what} {value}" for value, what in zip(values, header[1:]))]
+        return out
 
 
 def _copy(usage: FlowUsage) -> FlowUsage:
@@ -289,7 +308,10 @@ def _row(name: str, usage: FlowUsage) -> tuple:
             estimated + tokens_text(usage.completion_tokens), cost, str(usage.repairs), str(usage.corrections))
 
 
-def _short_paths(paths: List[str], width: int = 52) -> List[str]:
+_NAME_WIDTH, _MIN_NAME_WIDTH = 52, 16  # the chat column: at most (as wide as needed), and at least (else stacked)
+
+
+def _short_paths(paths: List[str], width: int = _NAME_WIDTH) -> List[str]:
     """Flow paths made short enough for a table: the loop plumbing (CtrlExMem, Executor) and the prefix every path
     shares are dropped, then a path still too long keeps its last parts (".../Controller/ChatAtomicFlow")."""
     if not paths:

@@ -120,7 +120,7 @@ AUTOGPT = App(
     name="AutoGPT", entry_point="autogpt", script="run_autogpt.py", config=CONFIG, default_config=DEFAULT_CONFIG,
     demo=DEMO_TRANSCRIPT, run_file=RUN_FILE, description=DESCRIPTION, epilog=EPILOG,
     add_options=_add_options, check_options=_check_options, resumed=("embedding_model", "store", "run_code"),
-    replayed=("--embedding-model",), repeat_answer=True,
+    replayed=("--embedding-model",),
     words=Words(
         goal_help="what AutoGPT should find out, in natural language",
         goal_example="When was the Eiffel Tower finished?",

@@ -22,8 +22,14 @@ def show_answer(session: Any, output: dict) -> None:
     console, app = session.console, session.app
     try:
         answer = str(output.get("answer") or output.get("summary") or "(no answer)")
-        status = output.get("status", "")
-        if console.was_shown(answer) and not app.repeat_answer:
+        status = str(output.get("status", ""))
+        reason = status.partition(": ")[2]
+        if status != "finished" and not output.get("answer") and (console.was_shown(answer) or
+                                                                    (reason and console.was_shown(reason))):
+            # a stop the flow said when it happened: said once, without an empty answer
+            console.line("warning", f"\n{app.name} {status.partition(':')[0]} (see above): no "
+                                    f"{app.words.answer.lower()}.")
+        elif console.was_shown(answer):
             console.line("answer", f"\n{app.name} {status}: the {app.words.answer.lower()} is above.")
         else:
             console.show("answer", f"\n{app.name} {status}. {app.words.answer}:", answer)
@@ -77,7 +83,8 @@ def show_usage(console: Any, unless_unused: bool = False) -> None:
     try:
         usage = current_run().usage
         if not unless_unused or usage.total().calls:
-            console.show("info", usage.summary(), usage.report())
+            width = console.width  # the body is indented by 4: the table fits what is left, or is stacked
+            console.show("info", usage.summary(), usage.report(width - 4 if width else None))
     except Exception as error:  # noqa: BLE001
         console.line("warning", f"(The usage report failed: {describe(error)})")
 
@@ -96,14 +103,42 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
         folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
         mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
                 else "resumed" if args.resume else "")
+        made = made_files(session)
+        target = args.report or os.path.join(memory_dir, run_report.REPORT_NAME)
+        if args.resume and not args.report:  # the report of the run resumed is kept, whatever this part does
+            keep_previous_report(target)
         path = run_report.write_report(
-            args.report or os.path.join(memory_dir, run_report.REPORT_NAME), memory_dir, session.memory or {},
-            outcome=output, status="stopped before the end", mode=mode, usage=current_run().usage,
+            target, memory_dir, session.memory or {},
+            outcome=output, status=session.ended, mode=mode, usage=current_run().usage,
             trace=session.trace,
-            folders=folders, figures=[p for p in made_files(session) if p.lower().endswith(launcher.FIGURE_SUFFIXES)],
-            app=session.app.name, run_file=session.app.run_file)
+            folders=folders, figures=[p for p in made if p.lower().endswith(launcher.FIGURE_SUFFIXES)], made=made,
+            app=session.app.name, run_file=session.app.run_file, model=model_used(session))
         console.line("info", f"Run report: {shown(path)}")
     except Exception as error:  # noqa: BLE001 - the report must not fail the run
         console.line("warning", f"(The run report could not be written: {describe(error)})")
     except KeyboardInterrupt:  # Ctrl+C while it is written: the run ends as it was going to, without it
         console.line("warning", "(The run report was not written: Ctrl+C.)")
+
+
+def keep_previous_report(path: str) -> Optional[str]:
+    """Copy the report at ``path`` (an earlier part of the run being resumed) to the memory folder's ``archive/``
+    before it is replaced; returns the copy's path, None when there is none (or it is a link, which is not
+    followed)."""
+    from aiflows_jarvis.CoreFlowModule.memory import archive_copy, read_text
+
+    if not os.path.isfile(path) or os.path.islink(path):
+        return None
+    return archive_copy(path, read_text(path))
+
+
+def model_used(session: Any) -> str:
+    """The model the run's replies came from, as far as the run knows it: --model, the recording's (a replay), else
+    the models the LLM servers named; "" when none is known."""
+    from aiflows_jarvis.CoreFlowModule import current_run
+
+    if getattr(session.args, "model", None):
+        return str(session.args.model)
+    if getattr(session, "transcript", None) is not None:
+        return f"a recording ({session.transcript.header.get('model') or 'made by an unnamed model'})"
+    models = sorted({str(getattr(s, "model", "")) for s in current_run().servers.values()} - {"", "unknown"})
+    return ", ".join(models)

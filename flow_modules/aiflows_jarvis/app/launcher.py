@@ -263,7 +263,7 @@ class MemoryLayout(dict):
 
 
 def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False,
-                   workdir: Optional[str] = None) -> MemoryLayout:
+                   workdir: Optional[str] = None, with_files: tuple = ()) -> MemoryLayout:
     """Give each boss its memory files in ``memory_dir``; a new run archives the previous plans and logs.
 
     Nothing is deleted: the previous plans, logs and task records are moved to ``<memory_dir>/archive/<time>-<n>/``.
@@ -271,6 +271,8 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     one). With ``resume`` everything is kept and the bosses continue their interrupted tasks. A plan or log that is
     a symbolic link is archived, never followed, so the new run writes files of its own. Temporary files of writes
     killed earlier are removed. Code runs in ``workdir`` (default: ``memory_dir``), with ``library.py`` importable.
+    ``with_files``: names of other files in ``memory_dir`` that belong to the previous run (its report), archived
+    with its plans and logs.
     """
     from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 
@@ -287,6 +289,7 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     paths = {path for files in layout.values() for key, path in files.items() if key in keys}
     # A boss's task record goes with its log: a new run has no interrupted task for a boss to resume.
     paths |= {task_record_path(files["logs"]) for files in layout.values() if "logs" in files}
+    paths |= {os.path.join(memory_dir, name) for name in with_files if os.path.isfile(os.path.join(memory_dir, name))}
     for path in sorted(paths):
         if os.path.islink(path) or (os.path.exists(path) and os.path.getsize(path) > 0):
             os.makedirs(archive, exist_ok=True)

@@ -83,6 +83,11 @@ text-align: right; } th:first-child, td:first-child { text-align: left; } tr.tot
 button { font: inherit; font-size: 13px; padding: 2px 10px; margin: 0 6px 8px 0; border: 1px solid var(--line);
 border-radius: 6px; background: var(--soft); cursor: pointer; }
 footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
+@media (max-width: 640px) { body { padding: 12px; } #usage th { display: none; }
+  #usage table, #usage tbody, #usage tr, #usage td { display: block; text-align: left; }
+  #usage tr { border-bottom: 1px solid var(--line); padding: 4px 0; } #usage td { border: 0; padding: 1px 4px; }
+  #usage td:not(:first-child)::before { content: attr(data-label) ": "; color: var(--muted); }
+  #usage td:first-child { font-weight: 600; overflow-wrap: anywhere; } }
 """
 
 
@@ -92,7 +97,19 @@ def _csp() -> str:
 
 
 def _pre(text: Any, limit: int = MAX_TEXT) -> str:
-    return f"<pre>{esc(shorten(str(text), limit))}</pre>"
+    """Text as a block; a text the log (or ``limit``) shortened shows its start and end cut at words, with what was
+    left out said after it, not inside it."""
+    text = shorten(str(text), limit)
+    parts = _CUT.split(text)
+    if len(parts) != 2:
+        return f"<pre>{esc(text)}</pre>"
+    head, tail = parts
+    left = int(re.search(r"\d+", _CUT.search(text).group(0)).group(0))  # the count the marker says
+    cut_head = re.sub(r"\S+$", "", head) if head and not head[-1].isspace() else head
+    cut_tail = re.sub(r"^\S+", "", tail) if tail and not tail[0].isspace() else tail
+    left += len(head) - len(cut_head) + len(tail) - len(cut_tail)
+    return (f"<pre>{esc(cut_head.rstrip())} \u2026 {esc(cut_tail.lstrip())}</pre><p class=\"meta\">{left} characters "
+            "left out at \u2026 (the log keeps the start and the end of a long text; --trace keeps it whole)</p>")
 
 
 def _when(seconds: Optional[float]) -> str:
@@ -166,6 +183,11 @@ def _parsed_arguments(text: str) -> Optional[List[Tuple[str, str]]]:
     return items
 
 
+# What a boss's marker entries say that the report's marker line says already (a tree shows where tasks start).
+_MARKER_SAYS = re.compile(r"A new task starts here; the entries above belong to earlier tasks\.|The run was stopped "
+                          r"during this task and is resumed here\.|Entries \[\d+\] to \[\d+\] above are this task's\.")
+
+
 class _Scripts:
     """The scripts ``run_code`` ran (``code_runs/`` of each folder), read once, when code the log shortened is to be
     made whole again: the script that starts and ends as it does is what ran."""
@@ -197,13 +219,22 @@ class _Scripts:
 
 
 
+_NESTED_RESULT = re.compile(r"^result: result: ", re.M)
+
+
 def _result_html(entry: Entry) -> str:
+    """A step's result. A boss's result carries its last step's, whose own first key is ``result`` too: shown
+    once."""
     output = entry.output
     if isinstance(output, dict) and output:
-        rows = "".join(f"<dt>{esc(k)}</dt><dd>{_pre(v if isinstance(v, str) else json.dumps(v, default=str))}</dd>"
-                       for k, v in output.items())
+        rows = "".join(f"<dt>{esc(k)}</dt><dd>{_pre(_unnested(k, v))}</dd>" for k, v in output.items())
         return f"<h4>Result</h4><dl class=\"args\">{rows}</dl>"
-    return f"<h4>Result</h4>{_pre(entry.result)}" if entry.result else ""
+    return f"<h4>Result</h4>{_pre(_NESTED_RESULT.sub('result: ', entry.result))}" if entry.result else ""
+
+
+def _unnested(key: str, value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[len("result: "):] if key == "result" and text.startswith("result: ") else text
 
 
 def _texts(entry: Entry) -> List[str]:
@@ -249,8 +280,9 @@ class _Renderer:
         entry = node.entry
         if entry.command in _MARKERS:
             what = "a new task starts" if entry.command == "new_task" else "the run was resumed here"
-            return (f"<div class=\"marker\">{_when(entry.when)} {who}: {what}. {esc(shorten(entry.result, 400))}"
-                    f"</div>")
+            more = _MARKER_SAYS.sub("", entry.result).strip()  # what the log adds to the marker's own words
+            return (f"<div class=\"marker\">{_when(entry.when)} {who}: {what}.{' ' if more else ''}"
+                    f"{esc(shorten(more, 400))}</div>")
         # (the start may hold a fraction of a second, the log's times do not)
         took = duration_text(max(0.0, entry.when - node.start)) if None not in (entry.when, node.start) else ""
         # A sub-boss's result ends with its last step's: what the user said there is shown at that step.

@@ -27,7 +27,28 @@ def previous_run(run_file: str, memory_dir: str) -> Dict[str, Any]:
     except (ValueError, OSError, MemoryFileError) as error:
         raise BadInputError(f"{run_file} is unreadable ({error}); it records the run to resume. Start a new "
                             "run with a goal (without --resume).") from None
+    if previous.get("ended") == "finished":
+        from .report_memory import REPORT_NAME
+
+        raise BadInputError(
+            f"The run in {memory_dir} had finished: there is nothing to resume (its answer and steps are in its "
+            f"report, {os.path.join(memory_dir, REPORT_NAME)}). To work on the goal again, or on another one, give "
+            "the goal without --resume: the finished run's plans, logs and report are then archived.")
     return previous
+
+
+def record_end(run_file: str, ended: str) -> None:
+    """Note in the run file how the run ended (``finished``, ``stopped by Ctrl+C``, ...): --resume refuses a
+    finished run. A run file that cannot be read or written is left as it is (the run is over)."""
+    from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
+
+    try:
+        record = json.loads(read_text(run_file) or "null")
+        if isinstance(record, dict):
+            record["ended"] = ended
+            atomic_write(run_file, json.dumps(record))
+    except Exception:  # noqa: BLE001 - the run's outcome stands without this note
+        pass
 
 
 def apply_previous(app: App, args: Any, previous: Dict[str, Any], memory_dir: str) -> None:

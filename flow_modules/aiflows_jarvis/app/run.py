@@ -20,13 +20,14 @@ from .options import parse_args
 from .spec import App
 
 # The exit codes, one table for every command line.
-FINISHED, FAILED, BAD_INPUT, BUDGET_REACHED = 0, 1, 2, 3
+FINISHED, FAILED, BAD_INPUT, BUDGET_REACHED, STOPPED_BY_USER = 0, 1, 2, 3, 4
 INTERRUPTED, HANGUP, OUTPUT_CLOSED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGHUP, 141, 128 + signal.SIGTERM
 EXIT_CODES = {
     FINISHED: "finished",
     FAILED: "failed or gave up",
     BAD_INPUT: "bad input, missing credentials, or a memory folder in use by another run",
     BUDGET_REACHED: "budget reached (--resume goes on)",
+    STOPPED_BY_USER: "stopped by the user (q or stop when asked)",
     INTERRUPTED: "Ctrl+C",
     TERMINATED: "SIGTERM",
     HANGUP: "SIGHUP (the terminal closed)",
@@ -137,6 +138,7 @@ class Session:
     goal: str = ""
     budget: Any = None
     run_lock: Any = None
+    ended: str = "stopped before the end"  # how a run that gave no answer ended, for its report
 
     @property
     def command(self) -> str:
@@ -200,15 +202,23 @@ def _run_in(app: App, args: Any, session: Session) -> int:
                                   f"recording {transcript.path}, so its answer is not the recorded run's.")
         output = result
     except BudgetExceeded as error:
+        session.ended = "stopped before the end (budget reached)"
+        console.set_depth(0)  # the end of the run is said at the margin, not at the depth of the stop
         console.line("warning", f"\n{error}")
         return BUDGET_REACHED
     except KeyboardInterrupt:
+        session.ended = "stopped before the end (Ctrl+C)"
+        console.set_depth(0)
         console.line("warning", f"\nStopped. {session.where_things_are()}".rstrip())
         return INTERRUPTED
     except Terminated as stop:
+        session.ended = "terminated"
+        console.set_depth(0)
         console.line("warning", f"\nTerminated. {session.where_things_are()}".rstrip())
         return stop.code
     except JarvisError as error:
+        session.ended = "failed"
+        console.set_depth(0)
         console.line("error", f"\n{describe(error)}")
         if isinstance(error, bad_input):
             return BAD_INPUT
@@ -216,6 +226,8 @@ def _run_in(app: App, args: Any, session: Session) -> int:
             console.line("info", session.where_things_are())
         return FAILED
     except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
+        session.ended = "failed"
+        console.set_depth(0)
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
             return BAD_INPUT if isinstance(root_cause(error), (launcher.MissingCredentials, BadInputError)) \
@@ -238,17 +250,26 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
             ending.show_usage(console, unless_unused=True)
             if session.memory is not None:  # the run got as far as its memory folder (its lock is held till after)
+                resume.record_end(os.path.join(session.memory_dir, session.app.run_file), session.ended)
                 ending.write_run_report(session, None)
             if session.run_lock is not None:
                 session.run_lock.release()
 
     console.set_depth(0)
     try:
+        resume.record_end(os.path.join(session.memory_dir, session.app.run_file), output.get("status") or "ended")
         ending.show_answer(session, output)
         ending.write_run_report(session, output)
     finally:  # the report reads the memory folder: another run may start there only after it
         session.run_lock.release()
-    return FINISHED if output.get("status") == "finished" else FAILED
+    return exit_code(str(output.get("status") or ""))
+
+
+def exit_code(status: str) -> int:
+    """The exit code of a run that ended with ``status`` (its top flow's)."""
+    from aiflows_jarvis.CoreFlowModule.interaction import STOPPED_BY_USER as USER_STOP
+
+    return FINISHED if status == "finished" else STOPPED_BY_USER if status.startswith(USER_STOP) else FAILED
 
 
 def _start(session: Session) -> Optional[int]:
@@ -300,6 +321,8 @@ def _prepare(session: Session, run_file: str) -> None:
     from aiflows_jarvis.CoreFlowModule import memory as memory_module
     from aiflows_jarvis.CoreFlowModule.budget import RunBudget
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+
+    from .report_memory import REPORT_NAME
 
     app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
     # ~~~ A resumed run continues with the goal and settings of the run it resumes, unless given again ~~~
@@ -374,10 +397,11 @@ def _prepare(session: Session, run_file: str) -> None:
     memory_module.atomic_write(run_file, resume.run_record(app, args, goal, session.started, session.workdir,
                                                            previous))
     # A demo starts from an empty library, as it was recorded; other runs keep what was learned.
+    # The previous run's report goes with its plans and logs (``--report FILE`` is the user's to keep).
     session.memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo,
-                                             workdir=session.workdir)
+                                             workdir=session.workdir, with_files=(REPORT_NAME,))
     if session.memory.archive:
-        what = "plans, logs and code library" if args.demo else "plans and logs"
+        what = "plans, logs, report and code library" if args.demo else "plans, logs and report"
         console.line("info", f"The previous {what} are kept in {ending.shown(session.memory.archive)}.")
     if app.hooks.prepare:
         app.hooks.prepare(session)

@@ -11,6 +11,7 @@ not failed by its report.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
@@ -70,10 +71,14 @@ def _without_marks(plan: str) -> str:
     return " ".join(_DONE.sub(" ", plan).split())
 
 
-def _plan_progress(text: str) -> str:
+def _plan_progress(text: str, finished: bool = False) -> str:
+    """``3 of 5 steps done``; for a boss that finished its task, ``finished`` (its last step, the answer, is done by
+    finishing, and the plan does not mark it), with the count when more steps are left unmarked."""
     steps = [line for line in text.split("\n") if _STEP.match(line)]
-    done = sum(1 for line in text.split("\n") if _DONE.search(line))
-    return f"{min(done, len(steps))} of {len(steps)} steps done" if steps else ""
+    done = min(len(steps), sum(1 for line in text.split("\n") if _DONE.search(line)))
+    if finished:
+        return "finished" if done >= len(steps) - 1 else f"finished, {done} of {len(steps)} steps marked done"
+    return f"{done} of {len(steps)} steps done" if steps else ""
 
 
 def _usage_html(usage: Any) -> str:
@@ -88,9 +93,11 @@ def _usage_html(usage: Any) -> str:
     rows = list(usage.per_flow.items())
     names = _short_paths([flow for flow, _ in rows])
     header = ("chat", "calls", "prompt tokens", "completion tokens", "cost", "repaired", "corrected")
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _row(name, used)) + "</tr>"
-                   for (_, used), name in zip(rows, names))
-    body += "<tr class=\"total\">" + "".join(f"<td>{esc(c)}</td>" for c in _row("total", total)) + "</tr>"
+    # each cell names its column: at phone width the rows are stacked (see the style) and the header is hidden
+    body = "".join("<tr>" + "".join(f"<td data-label=\"{h}\">{esc(c)}</td>" for c, h in zip(_row(name, used), header))
+                   + "</tr>" for (_, used), name in zip(rows, names))
+    body += "<tr class=\"total\">" + "".join(f"<td data-label=\"{h}\">{esc(c)}</td>"
+                                             for c, h in zip(_row("total", total), header)) + "</tr>"
     head = "<tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr>"
     note = ("<p class=\"meta\">~: estimated with the cl100k tokenizer (the server reported no usage); -: no known "
             "price.</p>")
@@ -103,8 +110,25 @@ def _status_badge(status: str) -> str:
 
 
 def _shown(path: str, memory_dir: str) -> str:
+    """A path as the report names it: relative to the memory folder (the report's own folder), so that it reads
+    the same wherever the folder is; a file outside the memory folder keeps its full path."""
     relative = os.path.relpath(path, memory_dir)
     return path if relative.startswith(os.pardir) else relative
+
+
+def _finished(r: "_Run", boss: Boss) -> bool:
+    """Whether ``boss`` finished its (last) task: the run's top boss when the run finished, a sub-boss when its
+    last logged task reads ``status: finished``."""
+    if boss is r.bosses[0]:
+        return r.status == "finished"
+    last = None
+    stack = list(r.tree)
+    while stack:  # the last command that ran this boss (a parent's entry with this boss's steps under it)
+        node = stack.pop(0)
+        if node.entry is not None and any(child.boss == boss.path for child in node.children):
+            last = node.entry
+        stack[:0] = node.children
+    return last is not None and re.search(r"^status: finished\s*$", last.result, re.M) is not None
 
 
 @dataclass
@@ -128,13 +152,14 @@ class _Run:
     library: Optional[str]
     folders: List[str]
     trace: Optional[str]
+    model: str = ""
 
 
 def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
                  outcome: Optional[Mapping[str, Any]] = None, status: Optional[str] = None, mode: str = "",
                  usage: Any = None, trace: Optional[str] = None, figures: Iterable[str] = (),
                  folders: Iterable[str] = (), ended: Optional[float] = None, app: str = "Jarvis",
-                 run_file: str = RUN_FILE) -> str:
+                 run_file: str = RUN_FILE, model: str = "", made: Iterable[str] = ()) -> str:
     """The report of the run whose memory is in ``memory_dir``, as one HTML page.
 
     ``layout``: ``{flow path: memory_files}`` (what ``set_memory_files`` / the launcher's ``prepare_memory``
@@ -143,11 +168,15 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
     ``resumed``); ``usage``: a ``UsageMeter``; ``trace``: the run's trace file, if any; ``figures``: image files the
     caller found made by the run; ``folders``: where code ran (relative names in code runs' notes are looked up
     there; ``memory_dir`` is always looked in); ``app``: the command's name (the title); ``run_file``: the name of
-    its run file in ``memory_dir``. A run without bosses (no plan and log in ``layout``) has no plans or library
+    its run file in ``memory_dir``; ``model``: the model the replies came from, when the run file does not name it;
+    ``made``: the other files the run made (listed under Files). A run without bosses (no plan and log in ``layout``) has no plans or library
     sections, and its steps come from ``trace`` (its top flow, named ``app``, is the controller-executor loop).
     """
     r = _gather(os.path.abspath(memory_dir), layout, dict(outcome or {}), status, mode, trace, figures, folders,
                 ended, run_file, app)
+    r.model = str(r.run.get("model") or model or "")
+    r.other_files = list(dict.fromkeys(r.other_files + [os.path.abspath(p) for p in made
+                                                        if os.path.abspath(p) not in dict(r.images)]))
     sections = [("run", "The run"), ("figures", "Figures"), ("plans", "Plans"), ("library", "Library"),
                 ("usage", "LLM usage"), ("files", "Files")]
     if not r.bosses:  # a run without bosses: its steps come from its trace, if it has one
@@ -211,9 +240,11 @@ def _meta_html(r: _Run) -> str:
         meta.append(f"took {esc(duration_text(r.ended - r.started))}")
     if r.mode:
         meta.append(esc(r.mode))
-    model = esc(r.run.get("model") or "the configured model")
     api_base = without_credentials(str(r.run["api_base"]))[0] if r.run.get("api_base") else ""
-    meta.append(f"model: {model}{' at ' + esc(api_base) if api_base else ''}")
+    if r.model:
+        meta.append(f"model: {esc(r.model)}{' at ' + esc(api_base) if api_base else ''}")
+    elif api_base:
+        meta.append(f"server: {esc(api_base)}")
     return "".join(f"<span>{m}</span>" for m in meta)
 
 
@@ -256,7 +287,7 @@ def _plans_html(r: _Run) -> str:
                 inner += f"<details><summary>Plan approved for task {i + 1}</summary>{_plan_html(text)}</details>"
         earlier = f", {len(revisions)} earlier version{'s' if len(revisions) > 1 else ''}" if revisions else ""
         parts.append(f"<details open><summary><b>{esc(boss.name)}</b> <span class=\"meta\">"
-                     f"{esc(_plan_progress(plan))}{earlier}</span></summary>{inner}</details>")
+                     f"{esc(_plan_progress(plan, _finished(r, boss)))}{earlier}</span></summary>{inner}</details>")
     return f"<section id=\"plans\"><h2>Plans</h2>{''.join(parts)}</section>"
 
 
@@ -272,12 +303,14 @@ def _library_html(r: _Run) -> str:
 def _files_html(r: _Run) -> str:
     groups = [(b.name, [b.files["plan"], b.files["logs"]]) for b in r.bosses]
     groups += [("code library", [r.library])] if r.library else []
-    groups += [("made by the run", r.other_files)] if r.other_files else []
+    made = [p for p, _ in r.images] + r.other_files
+    groups += [("made by the run", made)] if made else []
     groups += [("trace", [r.trace])] if r.trace else []
     items = "".join(f"<li>{esc(name)}: " + ", ".join(f"<span class=\"mono\">{esc(_shown(p, r.memory_dir))}</span>"
                                                     for p in paths if os.path.lexists(p)) + "</li>"
                     for name, paths in groups)
-    return f"<section id=\"files\"><h2>Files</h2><p>In {esc(r.memory_dir)}:</p><ul>{items}</ul></section>"
+    where = os.path.basename(r.memory_dir.rstrip(os.sep)) or r.memory_dir
+    return f"<section id=\"files\"><h2>Files</h2><p>In the memory folder ({esc(where)}):</p><ul>{items}</ul></section>"
 
 
 def _walk(nodes: List[Node]):

@@ -21,9 +21,8 @@ class App:
     file is absent; demo: the demo's transcript; run_file: the run file's name in the memory folder (for --resume);
     description / epilog: its --help; words: the texts it says (``Words``); add_options(parser): its own options;
     check_options(parser, args): refusals of its own; resumed: its own options a resumed run keeps (their dests);
-    replayed: its own options a recording answers instead (refused with --demo and --replay); repeat_answer: the
-    answer is shown at the end even when the run showed it already (its finish step shows it cut); hooks: what
-    it does at the steps of a run (``Hooks``).
+    replayed: its own options a recording answers instead (refused with --demo and --replay); hooks: what it does
+    at the steps of a run (``Hooks``).
     """
 
     name: str
@@ -40,7 +39,6 @@ class App:
     check_options: Optional[Callable[[Any, Any], None]] = None
     resumed: Tuple[str, ...] = ()
     replayed: Tuple[str, ...] = ()
-    repeat_answer: bool = False
     hooks: "Hooks" = field(default_factory=lambda: Hooks())
 
 
