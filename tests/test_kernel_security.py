@@ -20,7 +20,7 @@ import pytest
 
 from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
 from aiflows_jarvis.InterpreterFlowModule import sandbox as sandbox_module
-from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment
+from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment, scrubbed_secrets
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 from aiflows_jarvis.InterpreterFlowModule.sandbox import SandboxUnavailable, bwrap_command
 from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
@@ -125,6 +125,37 @@ def test_the_scrub_drops_passwords_credentials_and_urls_with_credentials():
                 "MAILTO": "me@example.com", "SK": "sk-short"}
     kept = scrubbed_environment(base={**secrets, **ordinary})
     assert sorted(kept) == sorted(ordinary), "secrets by name and by value go; ordinary variables stay"
+
+
+# Secrets whose names do not say so: found by the shape of their values (or by the name's AUTH, WEBHOOK)
+SHAPED_SECRETS = {"JDBC_URL": "jdbc:postgresql://db.example.com:5432/app?user=me&password=hunter2",
+                  "DB_CONN": "Server=db;Database=app;User Id=me;Password=hunter2;",
+                  "AUTH_HEADER": "Bearer abcdefghijklmnop0123", "NPM_CONFIG__AUTH": "bWU6aHVudGVyMg==",
+                  "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXXXXXX",
+                  "NOTIFY": "https://discord.com/api/webhooks/123/abc", "HDR": "Authorization: Basic bWU6aHVudGVy",
+                  "SIGNED": "https://bucket.example.com/f?X-Amz-Signature=abc",
+                  "AZ": "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;",
+                  "JWT": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig"}
+
+
+def test_the_scrub_drops_secrets_by_the_shape_of_their_values_and_says_which():
+    ordinary = {"SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1", "GIT_AUTHOR_NAME": "me", "HOOKS_DIR": "/etc/hooks",
+                "SEARCH": "https://example.com/search?q=x&page=2", "MONKEY_URL": "https://example.com/?monkey=1",
+                "LS_COLORS": "rs=0:di=01;34:ln=01;36", "BEARER": "none", "PWD": "/w"}
+    kept = scrubbed_environment(base={**SHAPED_SECRETS, **ordinary})
+    assert sorted(kept) == sorted(ordinary)
+    assert scrubbed_secrets(base={**SHAPED_SECRETS, **ordinary}) == SHAPED_SECRETS, "names and values, for redaction"
+
+
+def test_secrets_of_other_shapes_are_not_visible_to_python_nor_bash(make_interpreter, monkeypatch):
+    for name, value in SHAPED_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    interpreter = make_interpreter()
+    names = sorted(SHAPED_SECRETS)
+    python = interpreter.run(f"import os; print(sorted(set(os.environ) & set({names!r})))")
+    assert python.output == "[]", python.output
+    shell = interpreter.run("env | grep -c -e hunter2 -e hooks.slack -e Bearer -e bWU6 -e AccountKey || true", "bash")
+    assert shell.output == "0", shell.output
 
 
 def test_the_kernels_parent_does_not_hold_the_api_key(tmp_path):

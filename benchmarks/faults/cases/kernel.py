@@ -60,6 +60,30 @@ def secrets_by_pattern(ctx):
     ctx.expect("PATH" in python, "the kernel's environment was not shown at all")
 
 
+# Secrets whose names do not say so: their values have the shape of credentials.
+SHAPED_SECRETS = {
+    "JDBC_URL": "jdbc:postgresql://db.example:5432/sales?user=jarvis&password=faults-shape-1",
+    "DB_CONN": "Server=db.example;Database=sales;User Id=jarvis;Password=faults-shape-2;",
+    "AUTH_HEADER": "Bearer faults-shape-3-abcdefghij",
+    "NPM_CONFIG__AUTH": "faults-shape-4",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/faults-shape-5",
+}
+
+
+@case("kernel", "secrets_by_shape", handled="none of JDBC_URL=...?password=, DB_CONN=...;Password=...;, "
+      "AUTH_HEADER=Bearer ..., NPM_CONFIG__AUTH, SLACK_WEBHOOK_URL is in the kernel's or the shell's environment",
+      lost="none (nothing is written)")
+def secrets_by_shape(ctx):
+    os.environ.update(SHAPED_SECRETS)
+    with CodeInterpreter(str(ctx.folder)) as interpreter:
+        python = interpreter.run(SHOW_ENVIRONMENT).output
+        shell = interpreter.run("env", "bash").output
+    for where, text in (("the kernel", python), ("the shell", shell)):
+        seen = sorted(name for name, value in SHAPED_SECRETS.items() if value in text)
+        ctx.expect(not seen, f"{where} sees {', '.join(seen)}")
+    ctx.expect("PATH" in python, "the kernel's environment was not shown at all")
+
+
 PARENT_HOST = """
 import json, sys
 sys.path.insert(0, sys.argv[2])

@@ -27,10 +27,10 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     their paths are given.
 
     The kernel and the shell do not get secrets: variables whose name has a part `KEY`, `TOKEN`, `SECRET`, `PASS`,
-    `PASSWORD`, `PASSWD`, `PWD` (at the end), `CREDENTIAL(S)` or `CREDS` (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `DB_PASS`,
-    ...), variables whose value is a URL with a password (`DATABASE_URL=postgres://user:password@host/db`, a proxy
-    with credentials) or a key of a well-known format (`sk-...`, `ghp_...`): such a variable is dropped, not
-    rewritten, so that code that needs it fails at once and names it; nor the LLM providers' endpoints
+    `PASSWORD`, `PASSWD`, `PWD` or `AUTH` (at the end), `CREDENTIAL(S)`, `CREDS` or `WEBHOOK` (`OPENAI_API_KEY`,
+    `DB_PASS`, `NPM_CONFIG__AUTH`, ...), variables whose value has the shape of a credential (a URL with a password
+    or a secret query parameter, a webhook URL, a `Password=` pair, `Bearer ...`, a key of a well-known format such
+    as `sk-...`): such a variable is dropped, not rewritten, so that code that needs it fails at once and names it; nor the LLM providers' endpoints
     (`OPENAI_API_BASE`, `AZURE_API_VERSION`, ...). The kernel is started by a launcher that holds only that
     environment, so the kernel's parent in `/proc/<pid>/environ` shows no secret either. This guards against
     accidental leaks (code that prints `os.environ`, programs that pass their environment on), not against hostile
