@@ -335,6 +335,23 @@ def test_the_flow_passes_its_limits_and_sandbox_settings_to_the_interpreter(tmp_
         flow.close()
 
 
+def test_generated_code_has_a_memory_limit_by_default_a_share_of_the_ram(tmp_path):
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20
+    flow = InterpreterAtomicFlow.instantiate_from_default_config(workspace=str(tmp_path))
+    try:
+        assert flow.engine.memory_limit_mb == round(ram / 2), "auto: half of the RAM"
+        assert flow.limits_note().startswith("Generated code may use ") and "50% of the RAM" in flow.limits_note()
+    finally:
+        flow.close()
+    quarter = CodeInterpreter(str(tmp_path), memory_limit_mb="25%")
+    assert quarter.memory_limit_mb == round(ram / 4), "a share of the RAM"
+    quarter.close()
+    with pytest.raises(ValueError, match="memory_limit_mb: '150%' is not a share of the RAM"):
+        InterpreterAtomicFlow.instantiate_from_default_config(memory_limit_mb="150%")
+    none = InterpreterAtomicFlow.instantiate_from_default_config(memory_limit_mb=None)
+    assert none.limits_note().startswith("Generated code has no memory limit")
+
+
 # ~~~ The sandbox ~~~
 def test_the_bubblewrap_command_line():
     command = bwrap_command("/usr/bin/bwrap", "/work/ws", ["/tmp/jarvis-interp-x"], network=False,

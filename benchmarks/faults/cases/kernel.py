@@ -195,6 +195,19 @@ def memory_limit(ctx):
     ctx.expect(out["failed"], "the run did not fail")
 
 
+@case("kernel", "memory_default_limit", handled="with the interpreter's default configuration, code asking for 3/4 "
+      "of the RAM at once fails with a MemoryError that says the limit (memory_limit_mb: auto, half of the RAM)",
+      lost="none (nothing is written)")
+def memory_default_limit(ctx):
+    flow = _limited_flow(ctx)
+    # bytes(n) asks for zeroed pages it does not touch: without a limit it is granted and costs nothing
+    code = "import os\nb = bytes(os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') * 3 // 4)\nprint('GRANTED')"
+    out = flow.run({"code": code, "language": "python"})
+    ctx.expect("GRANTED" not in out["interpreter_output"].replace("print('GRANTED')", ""),
+               "3/4 of the RAM was granted: no default memory limit")
+    ctx.expect("memory limit of" in out["interpreter_output"], f"the limit was not said: {out['interpreter_output']}")
+
+
 @case("kernel", "cpu_time_limit", slow=True, timeout=240, handled="with cpu_time_s: 3 in the interpreter's YAML, an "
       "endless loop is stopped by the CPU limit (failed, not by the 40 s timeout)", lost="none (nothing is written)")
 def cpu_time_limit(ctx):

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow
 
-from .executor import positive_or_none
+from .executor import describe_memory_limit, memory_limit, positive_or_none
 from .interpreter import CodeInterpreter
 from .output import RunResult
 from .sandbox import sandbox_program
@@ -28,15 +28,15 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
 
     The kernel and the shell do not get secrets: variables whose name has a part `KEY`, `TOKEN`, `SECRET`, `PASS`,
     `PASSWORD`, `PASSWD`, `PWD` or `AUTH` (at the end), `CREDENTIAL(S)`, `CREDS` or `WEBHOOK` (`OPENAI_API_KEY`,
-    `DB_PASS`, `NPM_CONFIG__AUTH`, ...), variables whose value has the shape of a credential (a URL with a password
-    or a secret query parameter, a webhook URL, a `Password=` pair, `Bearer ...`, a key of a well-known format such
-    as `sk-...`): such a variable is dropped, not rewritten, so that code that needs it fails at once and names it; nor the LLM providers' endpoints
-    (`OPENAI_API_BASE`, `AZURE_API_VERSION`, ...). The kernel is started by a launcher that holds only that
-    environment, so the kernel's parent in `/proc/<pid>/environ` shows no secret either. This guards against
-    accidental leaks (code that prints `os.environ`, programs that pass their environment on), not against hostile
-    code, which can read the environment of any process of the same user in `/proc` (the sandbox hides them). In
-    shell code, `python` and `pip` are the kernel's Python (its folder comes first on `PATH`), so `pip install`
-    installs where the kernel imports from.
+    `DB_PASS`, `NPM_CONFIG__AUTH`, ...), variables whose value has the shape of a credential (a URL with a password or
+    a secret query parameter, a webhook URL, a `Password=` pair, `Bearer ...`, a key of a well-known format such as
+    `sk-...`): such a variable is dropped, not rewritten, so that code that needs it fails at once and names it; nor
+    the LLM providers' endpoints (`OPENAI_API_BASE`, `AZURE_API_VERSION`, ...). The kernel is started by a launcher
+    that holds only that environment, so the kernel's parent in `/proc/<pid>/environ` shows no secret either. This
+    guards against accidental leaks (code that prints `os.environ`, programs that pass their environment on), not
+    against hostile code, which can read the environment of any process of the same user in `/proc` (the sandbox hides
+    them). In shell code, `python` and `pip` are the kernel's Python (its folder comes first on `PATH`), so `pip
+    install` installs where the kernel imports from.
 
     Every process the code starts is ended with the kernel (a restart, `close()`, the exit of this process, even a
     kill of it): those that left the kernel's process group (`setsid`, a double fork) too. They are found by the
@@ -44,11 +44,13 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     v2 where the user may make one. A program that clears its environment and escapes the tree is missed where no
     cgroup could be made.
 
-    Limits (none by default): `memory_limit_mb` bounds the address space the kernel may take beyond its own at start
-    (about 0.8 GB, mostly reserved and unused), and that of each process a shell command starts; past it allocations
-    fail (`MemoryError`, said with the limit). `cpu_time_s` bounds the CPU time of one Python run (past it the kernel
-    is stopped and restarted, and the limit said) and of each process of a shell command. They guard against
-    runaway code, not hostile code (which can raise its own limits).
+    Limits: `memory_limit_mb` (by default `auto`: half of the RAM, said at the start of a run) bounds the address
+    space the kernel may take beyond its own at start (about 0.8 GB, mostly reserved and unused), and that of each
+    process a shell command starts; past it allocations fail (`MemoryError`, said with the limit). Programs that
+    reserve much address space (a JVM, some runtimes) may need a higher limit or null. `cpu_time_s` (none by default)
+    bounds the CPU time of one Python run (past it the kernel is stopped and restarted, and the limit said) and of
+    each process of a shell command. They guard against runaway code, not hostile code (which can raise its own
+    limits).
 
     `sandbox: bwrap` runs the kernel and the shell commands in bubblewrap (not installed: an error at once, saying
     how to install it): the file system is read-only but for the workspace and a private `/tmp`, the code sees only
@@ -71,7 +73,8 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     - `max_output_chars` (int): the bound of `interpreter_output` (default 20000).
     - `reload_library` (str or null): the module reloaded before each Python run if imported (default `library`).
     - `interrupt_grace` (float, optional): seconds to wait for an interrupted kernel before restarting it (default 5).
-    - `memory_limit_mb` (number or null): see Limits above (default null: none).
+    - `memory_limit_mb` (number, `auto`, a share such as `25%`, or null): see Limits above (default `auto`: half of
+      the RAM; null: none).
     - `cpu_time_s` (number or null): see Limits above (default null: none).
     - `sandbox` (str or null): `bwrap` to run the code in bubblewrap (default null: none).
     - `sandbox_network` (bool): whether sandboxed code may use the network (default false).
@@ -97,7 +100,7 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
         self._engine: Optional[CodeInterpreter] = None
         self._engine_lock = threading.Lock()
         # a limit or sandbox that cannot be used is said when the flow is built, before anything runs
-        positive_or_none("memory_limit_mb", self.flow_config.get("memory_limit_mb"))
+        memory_limit(self.flow_config.get("memory_limit_mb"))
         positive_or_none("cpu_time_s", self.flow_config.get("cpu_time_s"))
         sandbox_program(self.flow_config.get("sandbox"))
 
@@ -127,6 +130,10 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
                     sandbox_network=bool(cfg.get("sandbox_network")),
                 )
             return self._engine
+
+    def limits_note(self) -> str:
+        """One line saying the memory generated code may use (said at the start of a run)."""
+        return describe_memory_limit(self.flow_config.get("memory_limit_mb"))
 
     def prestart(self, workspace: Optional[str] = None) -> None:
         """Start the kernel in the background, so that the first Python run does not wait for it (about a second:

@@ -373,6 +373,9 @@ def _prepare(session: Session, run_file: str) -> None:
     if session.memory.archive:
         what = "plans, logs and code library" if args.demo else "plans and logs"
         console.line("info", f"The previous {what} are kept in {ending.shown(session.memory.archive)}.")
+    # What generated code may use of the machine, said once (the interpreters of a flow share their configuration)
+    for line in sorted({node.limits_note() for _, node in launcher.interpreters(flow) if hasattr(node, "limits_note")}):
+        console.line("info", line)
     if app.hooks.prepare:
         app.hooks.prepare(session)
     if args.yes or args.demo:
