@@ -21,7 +21,10 @@ import pytest
 from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
 from aiflows_jarvis.InterpreterFlowModule import sandbox as sandbox_module
 from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment, scrubbed_secrets
-from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
+from aiflows_jarvis.InterpreterFlowModule import interpreter as interpreter_module
+from aiflows_jarvis.InterpreterFlowModule import shell as shell_module
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, survivors_note
+from aiflows_jarvis.InterpreterFlowModule.processes import Cgroup, start_time
 from aiflows_jarvis.InterpreterFlowModule.sandbox import SandboxUnavailable, bwrap_command
 from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
 
@@ -286,6 +289,70 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
                  open(f"/proc/{kernel}/stat").read().split(") ")[1].startswith("Z")), "the kernel survived"
     left = wait_until_gone(tag)
     assert not left, f"survived the interpreter's process: {left}"
+
+
+def clean_daemon(tag: str) -> str:
+    """Shell code that double-forks a `sleep` into a session of its own with a cleared environment (so without the
+    interpreter's mark), and ends."""
+    return (f"( setsid env -i bash -c 'exec -a {tag}-clean sleep 1000' </dev/null >/dev/null 2>&1 & ); "
+            "echo started")
+
+
+@pytest.mark.parametrize("how", ["exit", "SIGTERM", "SIGKILL"])
+def test_a_daemon_with_a_cleared_environment_does_not_outlive_the_interpreter_without_a_cgroup(tmp_path, tag, how):
+    """No cgroup can be made (as on most desktops): the daemon is found by the shell command's launcher, a subreaper
+    it is handed to, which stays while it runs and ends it with the run, at a SIGTERM, and when its parent is
+    killed."""
+    script = textwrap.dedent(f"""
+        import signal, sys
+        from aiflows_jarvis.InterpreterFlowModule import processes
+        from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
+        processes.Cgroup.create = classmethod(lambda cls, name: None)
+        signal.signal(signal.SIGTERM, lambda *args: sys.exit(143))  # as Jarvis does: the run ends, then the process
+        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        print(interpreter.run({clean_daemon(tag)!r}, "bash").output, flush=True)
+        sys.stdin.readline()  # then exit, unless signalled before
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, stdin=subprocess.PIPE)
+    try:
+        line = process.stdout.readline().strip()
+        assert line == "started", process.stderr.read() if not line else line
+        assert until(lambda: len(tagged(tag)) == 1), tagged(tag)
+        if how == "exit":
+            process.stdin.write("\n")
+        else:
+            process.send_signal(getattr(signal, how))
+        process.stdin.close()
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    left = wait_until_gone(tag)
+    assert not left, f"survived the interpreter's process ({how}): {left}"
+
+
+def test_a_process_the_code_started_that_cannot_be_ended_is_named_after_close(make_interpreter, tag, monkeypatch):
+    monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, name: None))
+    interpreter = make_interpreter()
+    started = interpreter.run(f"(exec -a {tag}-stays sleep 1000) </dev/null >/dev/null 2>&1 & echo started", "bash")
+    assert started.output == "started" and until(lambda: len(tagged(tag)) == 1), tagged(tag)
+    [launcher] = interpreter.context.resources["shell_groups"]
+    # as where no signal reaches it (another user's process, a sandbox in the way): nothing is ended
+    monkeypatch.setattr(shell_module, "kill_group", lambda *args, **kwargs: None)
+    monkeypatch.setattr(interpreter_module, "end_processes", lambda *args, **kwargs: None)
+    interpreter.close()
+    try:
+        [(pid, command)] = interpreter.survivors
+        assert command == f"{tag}-stays 1000"
+        assert survivors_note(interpreter.survivors) == (f"1 process started by the code is still running: {pid}, "
+                                                         f"{tag}-stays 1000 (end it with kill PID).")
+    finally:
+        for pid in tagged(tag):
+            os.kill(pid, signal.SIGKILL)
+        assert until(lambda: start_time(launcher) is None), "the launcher ends with what it waited for"
 
 
 # ~~~ Limits ~~~

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow
 
@@ -39,10 +39,11 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     install` installs where the kernel imports from.
 
     Every process the code starts is ended with the kernel (a restart, `close()`, the exit of this process, even a
-    kill of it): those that left the kernel's process group (`setsid`, a double fork) too. They are found by the
-    launcher's process tree (it is a subreaper), by a mark in their environment (`JARVIS_KERNEL_ID`), and by a cgroup
-    v2 where the user may make one. A program that clears its environment and escapes the tree is missed where no
-    cgroup could be made.
+    kill of it): those that left the kernel's process group (`setsid`, a double fork) too. They are found in the
+    process tree of the launcher that starts the kernel or a shell command (a subreaper: orphans come to it, and it
+    ends them when this process dies, even killed), by a mark in their environment (`JARVIS_KERNEL_ID`), and in a
+    cgroup v2 where the user may make one. A process that cannot be ended is named (`survivors`; Jarvis says it at the
+    end of a run). Without `/proc` (off Linux) only the process groups are ended.
 
     Limits: `memory_limit_mb` (by default `auto`: half of the RAM, said at the start of a run) bounds the address
     space the kernel may take beyond its own at start (about 0.8 GB, mostly reserved and unused), and that of each
@@ -98,6 +99,7 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._engine: Optional[CodeInterpreter] = None
+        self.survivors: List[Tuple[int, str]] = []  # processes of the code still running after close(): pid, command
         self._engine_lock = threading.Lock()
         # a limit or sandbox that cannot be used is said when the flow is built, before anything runs
         memory_limit(self.flow_config.get("memory_limit_mb"))
@@ -162,3 +164,4 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
             engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
+            self.survivors = list(engine.survivors)

@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .environment import DEFAULT_ENV_SCRUB, code_environment
 from .output import BoundedText, RunResult
-from .processes import Cgroup, group_alive
+from .processes import Cgroup, descendants, group_alive
 from .sandbox import Sandbox, SettingError
 from .workspace import FIGURE_DIR
 
@@ -129,7 +129,7 @@ class EngineContext:
         self.cpu_time_s = positive_or_none("cpu_time_s", cpu_time_s)
         self.sandbox = sandbox if sandbox is not None else Sandbox(None)
         self.id = uuid.uuid4().hex[:16]
-        self.resources: Dict[str, Any] = {"kernel_pgid": None, "scratch": None, "shell_groups": [],
+        self.resources: Dict[str, Any] = {"kernel_pgid": None, "scratch": None, "shell_groups": [], "seen": set(),
                                           "marker": f"{self.id}/", "cgroups": [], "tracker": None}
 
     @property
@@ -167,8 +167,10 @@ class EngineContext:
             self.resources["cgroups"].remove(cgroup)
 
     def keep_group(self, pgid: int) -> None:
-        """Remember a shell command's process group that outlived the command, to kill it at close()."""
+        """Remember a shell command's process group that outlived the command, to kill it at close(), and the
+        processes below its launcher then: ended at close() too, and said if they cannot be."""
         self.resources["shell_groups"] = [g for g in self.resources["shell_groups"] if group_alive(g)] + [pgid]
+        self.resources["seen"].update((pid, start) for pid, _group, start in descendants(pgid))
 
     def sandboxed(self, command: List[str], kernel: bool) -> List[str]:
         """``command`` run in the sandbox, which writes only the workspace and the private folder."""

@@ -232,7 +232,11 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         if session.recorder is not None:
             session.recorder.close()
         if session.flow is not None:
-            launcher.close_interpreters(session.flow)
+            from aiflows_jarvis.InterpreterFlowModule.interpreter import survivors_note
+
+            left = survivors_note(launcher.close_interpreters(session.flow))
+            if left:
+                console.line("warning", left)
         set_trace_file(None)  # closed (flushed) before the report reads it
         console.set_depth(0)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
