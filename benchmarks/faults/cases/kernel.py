@@ -6,11 +6,12 @@ import json
 import os
 import shutil
 import textwrap
+import time
 
 from ..harness import ROOT, case
 from ..support import (
-    GOAL, LoopbackLLMServer, alive, coder_run, handled_exit, jarvis, memory_whole, no_processes_left, python_child,
-    read,
+    GOAL, LoopbackLLMServer, Run, Slow, alive, coder_run, handled_exit, jarvis, memory_whole, no_processes_left,
+    python_child, read,
 )
 
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter  # noqa: E402
@@ -275,3 +276,35 @@ def cli_children_outlive_jarvis(ctx):
     ctx.expect(not [p for p in pids if alive(p)], f"{len([p for p in pids if alive(p)])} of them outlived Jarvis")
     no_processes_left(ctx, memory)
     memory_whole(ctx, memory, goal=GOAL, run_file=True)
+
+
+# Shell code that leaves a daemon: double-forked, in a session of its own, with a cleared environment (no mark).
+CLEAN_DAEMON = ("( setsid env -i bash -c 'echo $$ > daemon.txt; exec sleep 303' </dev/null >/dev/null 2>&1 & ); "
+                "until [ -s daemon.txt ]; do sleep 0.01; done; echo started")
+
+
+@case("kernel", "cli_clean_daemon_outlives_a_killed_jarvis", slow=True, handled="shell code leaves a daemon "
+      "(double fork, setsid, env -i: no mark), then Jarvis is killed with SIGKILL: the daemon is gone soon after",
+      lost="none (the kill is the case)")
+def cli_clean_daemon_outlives_a_killed_jarvis(ctx):
+    replies = coder_run(CLEAN_DAEMON, language="bash")
+    replies[4] = Slow(60, replies[4])  # Coder's finish comes after the kill
+    pid_file = ctx.folder / "daemon.txt"
+    with LoopbackLLMServer(replies=replies) as server:
+        run = Run(ctx, GOAL, server=server).start()
+        started = run.wait_until(lambda: pid_file.exists() and read(pid_file).strip().isdigit(), timeout=120)
+        run.send(9)
+        run.finish(timeout=30)
+    if not ctx.expect(started, "the daemon did not start"):
+        return
+    pid = int(read(pid_file))
+
+    def kill_it():
+        if alive(pid):
+            os.kill(pid, 9)
+
+    ctx.on_exit(kill_it)
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ctx.expect(not alive(pid), "the daemon outlived the killed Jarvis")
