@@ -341,7 +341,7 @@ def test_a_process_the_code_started_that_cannot_be_ended_is_named_after_close(ma
     assert started.output == "started" and until(lambda: len(tagged(tag)) == 1), tagged(tag)
     [launcher] = interpreter.context.resources["shell_groups"]
     # as where no signal reaches it (another user's process, a sandbox in the way): nothing is ended
-    monkeypatch.setattr(shell_module, "kill_group", lambda *args, **kwargs: None)
+    monkeypatch.setattr(shell_module.ShellExecutor, "close", lambda self: None)
     monkeypatch.setattr(interpreter_module, "end_processes", lambda *args, **kwargs: None)
     interpreter.close()
     try:

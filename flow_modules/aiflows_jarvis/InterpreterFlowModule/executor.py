@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .environment import DEFAULT_ENV_SCRUB, code_environment
 from .output import BoundedText, RunResult
-from .processes import Cgroup, descendants, group_alive
+from .processes import Cgroup, descendants
 from .sandbox import Sandbox, SettingError
 from .workspace import FIGURE_DIR
 
@@ -167,9 +167,10 @@ class EngineContext:
             self.resources["cgroups"].remove(cgroup)
 
     def keep_group(self, pgid: int) -> None:
-        """Remember a shell command's process group that outlived the command, to kill it at close(), and the
-        processes below its launcher then: ended at close() too, and said if they cannot be."""
-        self.resources["shell_groups"] = [g for g in self.resources["shell_groups"] if group_alive(g)] + [pgid]
+        """Remember the process group of a shell command's launcher that outlived the command (what the command
+        left runs), to end it at close() or when the interpreter is dropped, and the processes below the launcher
+        now: ended at close() too (should the code have killed the launcher), and said if they cannot be."""
+        self.resources["shell_groups"].append(pgid)
         self.resources["seen"].update((pid, start) for pid, _group, start in descendants(pgid))
 
     def sandboxed(self, command: List[str], kernel: bool) -> List[str]:

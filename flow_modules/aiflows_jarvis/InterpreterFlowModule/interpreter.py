@@ -20,9 +20,11 @@ the kernel runs when it starts).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import threading
 import time
 import weakref
@@ -52,8 +54,9 @@ def _release(resources: Dict[str, Any]) -> None:
     launcher), its shell commands' leftovers, its cgroups; remove its temporary folder, stop watching files."""
     if resources.get("kernel_pgid"):
         kill_group(resources["kernel_pgid"])
-    for pgid in resources.get("shell_groups") or ():  # a SIGTERM first: their launchers end what left the group
-        kill_group(pgid, grace=0.5)
+    for pgid in resources.get("shell_groups") or ():  # a SIGTERM: their launchers end what left the group too
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGTERM)
     if resources.get("marker"):
         end_processes(lambda: marked_processes(resources["marker"]) + list(resources.get("seen") or ()))
     for cgroup in list(resources.get("cgroups") or ()):

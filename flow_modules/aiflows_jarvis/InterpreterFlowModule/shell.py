@@ -19,7 +19,7 @@ from typing import List, Optional
 
 from .executor import SHELL_LANGUAGES, EngineContext, Executor
 from .output import BoundedText, RunResult, Utf8Decoder
-from .processes import MARKER_VARIABLE, Cgroup, group_alive, kill_group
+from .processes import MARKER_VARIABLE, Cgroup, kill_group
 
 _LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launcher.py")
 
@@ -36,10 +36,20 @@ class ShellExecutor(Executor):
         self.ctx = ctx
         self._shell_cgroup: Optional[Cgroup] = None
         self._commands = 0
+        self._launchers: List["subprocess.Popen[bytes]"] = []  # launchers still running (their commands ended)
 
     def close(self) -> None:
-        for pgid in self.ctx.resources["shell_groups"]:
-            kill_group(pgid, grace=0.5)
+        # the launchers still running (what their commands left runs): a SIGTERM, and each ends all of it
+        for launcher in self._launchers:
+            with contextlib.suppress(OSError):
+                launcher.send_signal(signal.SIGTERM)
+        for launcher in self._launchers:  # reaped: a zombie would keep the cgroup busy
+            try:
+                launcher.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                kill_group(launcher.pid)
+                launcher.wait()
+        self._launchers.clear()
         self.ctx.resources["shell_groups"].clear()
         self.ctx.drop_cgroup(self._shell_cgroup)
         self._shell_cgroup = None
@@ -54,6 +64,8 @@ class ShellExecutor(Executor):
             with open(script, "w", encoding="utf-8") as f:
                 f.write(code)
             argv = ["bash", script]
+        self._launchers = [launcher for launcher in self._launchers if launcher.poll() is None]
+        self.ctx.resources["shell_groups"] = [launcher.pid for launcher in self._launchers]
         env = self.ctx.environment()
         self._commands += 1
         env[MARKER_VARIABLE] = self.ctx.marker(f"shell{self._commands}")
@@ -116,10 +128,7 @@ class ShellExecutor(Executor):
                 returncode = self._returncode(status, proc)
                 out.add(decoder.decode(b"", final=True))
                 if not eof:
-                    self.ctx.keep_group(pgid)
                     out.note("[The command left background processes running; their later output is not shown.]")
-                elif proc.poll() is None or group_alive(pgid):  # its launcher stays while they run
-                    self.ctx.keep_group(pgid)
                 if returncode != 0:
                     result.failed = True
                     if returncode < 0:
@@ -140,6 +149,9 @@ class ShellExecutor(Executor):
             sel.close()
             proc.stdout.close()
             os.close(status_read)
+            if proc.poll() is None:  # it ends once what the command left has ended (or at close())
+                self._launchers.append(proc)
+                self.ctx.keep_group(pgid)
         if result.failed:
             self.ctx.limit_notes(out, "".join(out.head) + out.tail)
         result.truncated = out.truncated
