@@ -101,6 +101,24 @@ def shell_spawns(tag: str) -> str:
             f"( (exec -a {tag}-sh-double sleep 1000) >/dev/null 2>&1 & ); echo started")
 
 
+def host_process(script: str) -> "subprocess.Popen[str]":
+    """``script`` run by Python in a child process that imports the package (its stdin, stdout and stderr piped):
+    the process that hosts an interpreter, as Jarvis does."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, stdin=subprocess.PIPE)
+
+
+def end_host(process: "subprocess.Popen[str]", how: str) -> None:
+    """End a ``host_process``: ``exit`` (a line on its stdin, after which it exits), or the signal named ``how``."""
+    if how == "exit":
+        process.stdin.write("\n")
+    else:
+        process.send_signal(getattr(signal, how))
+    process.stdin.close()
+    process.wait(timeout=60)
+
+
 def until(condition, wait: float = 10.0) -> bool:
     end = time.monotonic() + wait
     while not condition():
@@ -265,20 +283,13 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
               interpreter.run({shell_spawns(tag)!r}, "bash").output, flush=True)
         sys.stdin.readline()  # then exit, unless killed before
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, stdin=subprocess.PIPE)
+    process = host_process(script)
     try:
         words = process.stdout.readline().split()
         assert words[0] == "started" and words[2] == "started", process.stderr.read() if not words else words
         kernel = int(words[1])
         assert until(lambda: len(tagged(tag)) == 6), tagged(tag)
-        if how == "SIGKILL":
-            process.kill()
-        else:
-            process.stdin.write("\n")
-        process.stdin.close()
-        process.wait(timeout=60)
+        end_host(process, how)
     finally:
         if process.poll() is None:
             process.kill()
@@ -313,19 +324,12 @@ def test_a_daemon_with_a_cleared_environment_does_not_outlive_the_interpreter_wi
         print(interpreter.run({clean_daemon(tag)!r}, "bash").output, flush=True)
         sys.stdin.readline()  # then exit, unless signalled before
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, stdin=subprocess.PIPE)
+    process = host_process(script)
     try:
         line = process.stdout.readline().strip()
         assert line == "started", process.stderr.read() if not line else line
         assert until(lambda: len(tagged(tag)) == 1), tagged(tag)
-        if how == "exit":
-            process.stdin.write("\n")
-        else:
-            process.send_signal(getattr(signal, how))
-        process.stdin.close()
-        process.wait(timeout=60)
+        end_host(process, how)
     finally:
         if process.poll() is None:
             process.kill()

@@ -52,12 +52,18 @@ def _leaked(text: str) -> list:
       "(DATABASE_URL=postgres://u:p@h) nor the API key is in the kernel's or the shell's environment",
       lost="none (nothing is written)")
 def secrets_by_pattern(ctx):
-    os.environ.update(SECRETS)
+    _secrets_not_seen(ctx, SECRETS)
+
+
+def _secrets_not_seen(ctx, secrets: dict) -> None:
+    """With ``secrets`` in this process's environment, neither the kernel nor the shell sees any of their values."""
+    os.environ.update(secrets)
     with CodeInterpreter(str(ctx.folder)) as interpreter:
         python = interpreter.run(SHOW_ENVIRONMENT).output
         shell = interpreter.run("env", "bash").output
-    ctx.expect(not _leaked(python), f"the kernel sees {', '.join(_leaked(python))}")
-    ctx.expect(not _leaked(shell), f"the shell sees {', '.join(_leaked(shell))}")
+    for where, text in (("the kernel", python), ("the shell", shell)):
+        seen = sorted(name for name, value in secrets.items() if value in text)
+        ctx.expect(not seen, f"{where} sees {', '.join(seen)}")
     ctx.expect("PATH" in python, "the kernel's environment was not shown at all")
 
 
@@ -75,14 +81,7 @@ SHAPED_SECRETS = {
       "AUTH_HEADER=Bearer ..., NPM_CONFIG__AUTH, SLACK_WEBHOOK_URL is in the kernel's or the shell's environment",
       lost="none (nothing is written)")
 def secrets_by_shape(ctx):
-    os.environ.update(SHAPED_SECRETS)
-    with CodeInterpreter(str(ctx.folder)) as interpreter:
-        python = interpreter.run(SHOW_ENVIRONMENT).output
-        shell = interpreter.run("env", "bash").output
-    for where, text in (("the kernel", python), ("the shell", shell)):
-        seen = sorted(name for name, value in SHAPED_SECRETS.items() if value in text)
-        ctx.expect(not seen, f"{where} sees {', '.join(seen)}")
-    ctx.expect("PATH" in python, "the kernel's environment was not shown at all")
+    _secrets_not_seen(ctx, SHAPED_SECRETS)
 
 
 PARENT_HOST = """

@@ -86,7 +86,8 @@ def scrubbed_secrets(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
     return {name: value for name, value in env.items() if matcher.match(name.upper()) or is_secret_value(value)}
 
 
-def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
+                         base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """A copy of ``base`` (default ``os.environ``) without the variables ``scrubbed_secrets`` names."""
     env = dict(os.environ if base is None else base)
     for name in scrubbed_secrets(patterns, env):
