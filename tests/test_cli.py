@@ -98,6 +98,8 @@ def test_a_goal_through_the_loopback_server_with_yes(tmp_path, demo):
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
     answer = json.loads(demo.replies()[-2])["command_args"]["answer"]
     assert done.stdout.count(answer) == 1, "the final answer is shown once"
+    said = (done.stdout + done.stderr).count("Generated code may use ")
+    assert said == 1, "the memory generated code may use is said once, at the start"
 
 
 def test_a_recorded_run_replays_identically(tmp_path, demo):

@@ -20,8 +20,11 @@ import pytest
 
 from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
 from aiflows_jarvis.InterpreterFlowModule import sandbox as sandbox_module
-from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment
-from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
+from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment, scrubbed_secrets
+from aiflows_jarvis.InterpreterFlowModule import interpreter as interpreter_module
+from aiflows_jarvis.InterpreterFlowModule import shell as shell_module
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, survivors_note
+from aiflows_jarvis.InterpreterFlowModule.processes import Cgroup, start_time
 from aiflows_jarvis.InterpreterFlowModule.sandbox import SandboxUnavailable, bwrap_command
 from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
 
@@ -98,6 +101,24 @@ def shell_spawns(tag: str) -> str:
             f"( (exec -a {tag}-sh-double sleep 1000) >/dev/null 2>&1 & ); echo started")
 
 
+def host_process(script: str) -> "subprocess.Popen[str]":
+    """``script`` run by Python in a child process that imports the package (its stdin, stdout and stderr piped):
+    the process that hosts an interpreter, as Jarvis does."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, stdin=subprocess.PIPE)
+
+
+def end_host(process: "subprocess.Popen[str]", how: str) -> None:
+    """End a ``host_process``: ``exit`` (a line on its stdin, after which it exits), or the signal named ``how``."""
+    if how == "exit":
+        process.stdin.write("\n")
+    else:
+        process.send_signal(getattr(signal, how))
+    process.stdin.close()
+    process.wait(timeout=60)
+
+
 def until(condition, wait: float = 10.0) -> bool:
     end = time.monotonic() + wait
     while not condition():
@@ -125,6 +146,37 @@ def test_the_scrub_drops_passwords_credentials_and_urls_with_credentials():
                 "MAILTO": "me@example.com", "SK": "sk-short"}
     kept = scrubbed_environment(base={**secrets, **ordinary})
     assert sorted(kept) == sorted(ordinary), "secrets by name and by value go; ordinary variables stay"
+
+
+# Secrets whose names do not say so: found by the shape of their values (or by the name's AUTH, WEBHOOK)
+SHAPED_SECRETS = {"JDBC_URL": "jdbc:postgresql://db.example.com:5432/app?user=me&password=hunter2",
+                  "DB_CONN": "Server=db;Database=app;User Id=me;Password=hunter2;",
+                  "AUTH_HEADER": "Bearer abcdefghijklmnop0123", "NPM_CONFIG__AUTH": "bWU6aHVudGVyMg==",
+                  "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXXXXXX",
+                  "NOTIFY": "https://discord.com/api/webhooks/123/abc", "HDR": "Authorization: Basic bWU6aHVudGVy",
+                  "SIGNED": "https://bucket.example.com/f?X-Amz-Signature=abc",
+                  "AZ": "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;",
+                  "JWT": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig"}
+
+
+def test_the_scrub_drops_secrets_by_the_shape_of_their_values_and_says_which():
+    ordinary = {"SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1", "GIT_AUTHOR_NAME": "me", "HOOKS_DIR": "/etc/hooks",
+                "SEARCH": "https://example.com/search?q=x&page=2", "MONKEY_URL": "https://example.com/?monkey=1",
+                "LS_COLORS": "rs=0:di=01;34:ln=01;36", "BEARER": "none", "PWD": "/w"}
+    kept = scrubbed_environment(base={**SHAPED_SECRETS, **ordinary})
+    assert sorted(kept) == sorted(ordinary)
+    assert scrubbed_secrets(base={**SHAPED_SECRETS, **ordinary}) == SHAPED_SECRETS, "names and values, for redaction"
+
+
+def test_secrets_of_other_shapes_are_not_visible_to_python_nor_bash(make_interpreter, monkeypatch):
+    for name, value in SHAPED_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    interpreter = make_interpreter()
+    names = sorted(SHAPED_SECRETS)
+    python = interpreter.run(f"import os; print(sorted(set(os.environ) & set({names!r})))")
+    assert python.output == "[]", python.output
+    shell = interpreter.run("env | grep -c -e hunter2 -e hooks.slack -e Bearer -e bWU6 -e AccountKey || true", "bash")
+    assert shell.output == "0", shell.output
 
 
 def test_the_kernels_parent_does_not_hold_the_api_key(tmp_path):
@@ -231,20 +283,13 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
               interpreter.run({shell_spawns(tag)!r}, "bash").output, flush=True)
         sys.stdin.readline()  # then exit, unless killed before
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, stdin=subprocess.PIPE)
+    process = host_process(script)
     try:
         words = process.stdout.readline().split()
         assert words[0] == "started" and words[2] == "started", process.stderr.read() if not words else words
         kernel = int(words[1])
         assert until(lambda: len(tagged(tag)) == 6), tagged(tag)
-        if how == "SIGKILL":
-            process.kill()
-        else:
-            process.stdin.write("\n")
-        process.stdin.close()
-        process.wait(timeout=60)
+        end_host(process, how)
     finally:
         if process.poll() is None:
             process.kill()
@@ -255,6 +300,63 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
                  open(f"/proc/{kernel}/stat").read().split(") ")[1].startswith("Z")), "the kernel survived"
     left = wait_until_gone(tag)
     assert not left, f"survived the interpreter's process: {left}"
+
+
+def clean_daemon(tag: str) -> str:
+    """Shell code that double-forks a `sleep` into a session of its own with a cleared environment (so without the
+    interpreter's mark), and ends."""
+    return (f"( setsid env -i bash -c 'exec -a {tag}-clean sleep 1000' </dev/null >/dev/null 2>&1 & ); "
+            "echo started")
+
+
+@pytest.mark.parametrize("how", ["exit", "SIGTERM", "SIGKILL"])
+def test_a_daemon_with_a_cleared_environment_does_not_outlive_the_interpreter_without_a_cgroup(tmp_path, tag, how):
+    """No cgroup can be made (as on most desktops): the daemon is found by the shell command's launcher, a subreaper
+    it is handed to, which stays while it runs and ends it with the run, at a SIGTERM, and when its parent is
+    killed."""
+    script = textwrap.dedent(f"""
+        import signal, sys
+        from aiflows_jarvis.InterpreterFlowModule import processes
+        from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
+        processes.Cgroup.create = classmethod(lambda cls, name: None)
+        signal.signal(signal.SIGTERM, lambda *args: sys.exit(143))  # as Jarvis does: the run ends, then the process
+        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        print(interpreter.run({clean_daemon(tag)!r}, "bash").output, flush=True)
+        sys.stdin.readline()  # then exit, unless signalled before
+    """)
+    process = host_process(script)
+    try:
+        line = process.stdout.readline().strip()
+        assert line == "started", process.stderr.read() if not line else line
+        assert until(lambda: len(tagged(tag)) == 1), tagged(tag)
+        end_host(process, how)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    left = wait_until_gone(tag)
+    assert not left, f"survived the interpreter's process ({how}): {left}"
+
+
+def test_a_process_the_code_started_that_cannot_be_ended_is_named_after_close(make_interpreter, tag, monkeypatch):
+    monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, name: None))
+    interpreter = make_interpreter()
+    started = interpreter.run(f"(exec -a {tag}-stays sleep 1000) </dev/null >/dev/null 2>&1 & echo started", "bash")
+    assert started.output == "started" and until(lambda: len(tagged(tag)) == 1), tagged(tag)
+    [launcher] = interpreter.context.resources["shell_groups"]
+    # as where no signal reaches it (another user's process, a sandbox in the way): nothing is ended
+    monkeypatch.setattr(shell_module.ShellExecutor, "close", lambda self: None)
+    monkeypatch.setattr(interpreter_module, "end_processes", lambda *args, **kwargs: None)
+    interpreter.close()
+    try:
+        [(pid, command)] = interpreter.survivors
+        assert command == f"{tag}-stays 1000"
+        assert survivors_note(interpreter.survivors) == (f"1 process started by the code is still running: {pid}, "
+                                                         f"{tag}-stays 1000 (end it with kill PID).")
+    finally:
+        for pid in tagged(tag):
+            os.kill(pid, signal.SIGKILL)
+        assert until(lambda: start_time(launcher) is None), "the launcher ends with what it waited for"
 
 
 # ~~~ Limits ~~~
@@ -302,6 +404,23 @@ def test_the_flow_passes_its_limits_and_sandbox_settings_to_the_interpreter(tmp_
         assert (engine.memory_limit_mb, engine.cpu_time_s, engine.sandbox) == (512, 30, None)
     finally:
         flow.close()
+
+
+def test_generated_code_has_a_memory_limit_by_default_a_share_of_the_ram(tmp_path):
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20
+    flow = InterpreterAtomicFlow.instantiate_from_default_config(workspace=str(tmp_path))
+    try:
+        assert flow.engine.memory_limit_mb == round(ram / 2), "auto: half of the RAM"
+        assert flow.limits_note().startswith("Generated code may use ") and "50% of the RAM" in flow.limits_note()
+    finally:
+        flow.close()
+    quarter = CodeInterpreter(str(tmp_path), memory_limit_mb="25%")
+    assert quarter.memory_limit_mb == round(ram / 4), "a share of the RAM"
+    quarter.close()
+    with pytest.raises(ValueError, match="memory_limit_mb: '150%' is not a share of the RAM"):
+        InterpreterAtomicFlow.instantiate_from_default_config(memory_limit_mb="150%")
+    none = InterpreterAtomicFlow.instantiate_from_default_config(memory_limit_mb=None)
+    assert none.limits_note().startswith("Generated code has no memory limit")
 
 
 # ~~~ The sandbox ~~~

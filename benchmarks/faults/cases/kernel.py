@@ -6,11 +6,12 @@ import json
 import os
 import shutil
 import textwrap
+import time
 
 from ..harness import ROOT, case
 from ..support import (
-    GOAL, LoopbackLLMServer, alive, coder_run, handled_exit, jarvis, memory_whole, no_processes_left, python_child,
-    read,
+    GOAL, LoopbackLLMServer, Run, Slow, alive, coder_run, handled_exit, jarvis, memory_whole, no_processes_left,
+    python_child, read,
 )
 
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter  # noqa: E402
@@ -51,13 +52,36 @@ def _leaked(text: str) -> list:
       "(DATABASE_URL=postgres://u:p@h) nor the API key is in the kernel's or the shell's environment",
       lost="none (nothing is written)")
 def secrets_by_pattern(ctx):
-    os.environ.update(SECRETS)
+    _secrets_not_seen(ctx, SECRETS)
+
+
+def _secrets_not_seen(ctx, secrets: dict) -> None:
+    """With ``secrets`` in this process's environment, neither the kernel nor the shell sees any of their values."""
+    os.environ.update(secrets)
     with CodeInterpreter(str(ctx.folder)) as interpreter:
         python = interpreter.run(SHOW_ENVIRONMENT).output
         shell = interpreter.run("env", "bash").output
-    ctx.expect(not _leaked(python), f"the kernel sees {', '.join(_leaked(python))}")
-    ctx.expect(not _leaked(shell), f"the shell sees {', '.join(_leaked(shell))}")
+    for where, text in (("the kernel", python), ("the shell", shell)):
+        seen = sorted(name for name, value in secrets.items() if value in text)
+        ctx.expect(not seen, f"{where} sees {', '.join(seen)}")
     ctx.expect("PATH" in python, "the kernel's environment was not shown at all")
+
+
+# Secrets whose names do not say so: their values have the shape of credentials.
+SHAPED_SECRETS = {
+    "JDBC_URL": "jdbc:postgresql://db.example:5432/sales?user=jarvis&password=faults-shape-1",
+    "DB_CONN": "Server=db.example;Database=sales;User Id=jarvis;Password=faults-shape-2;",
+    "AUTH_HEADER": "Bearer faults-shape-3-abcdefghij",
+    "NPM_CONFIG__AUTH": "faults-shape-4",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/faults-shape-5",
+}
+
+
+@case("kernel", "secrets_by_shape", handled="none of JDBC_URL=...?password=, DB_CONN=...;Password=...;, "
+      "AUTH_HEADER=Bearer ..., NPM_CONFIG__AUTH, SLACK_WEBHOOK_URL is in the kernel's or the shell's environment",
+      lost="none (nothing is written)")
+def secrets_by_shape(ctx):
+    _secrets_not_seen(ctx, SHAPED_SECRETS)
 
 
 PARENT_HOST = """
@@ -171,6 +195,19 @@ def memory_limit(ctx):
     ctx.expect(out["failed"], "the run did not fail")
 
 
+@case("kernel", "memory_default_limit", handled="with the interpreter's default configuration, code asking for 3/4 "
+      "of the RAM at once fails with a MemoryError that says the limit (memory_limit_mb: auto, half of the RAM)",
+      lost="none (nothing is written)")
+def memory_default_limit(ctx):
+    flow = _limited_flow(ctx)
+    # bytes(n) asks for zeroed pages it does not touch: without a limit it is granted and costs nothing
+    code = "import os\nb = bytes(os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') * 3 // 4)\nprint('GRANTED')"
+    out = flow.run({"code": code, "language": "python"})
+    ctx.expect("GRANTED" not in out["interpreter_output"].replace("print('GRANTED')", ""),
+               "3/4 of the RAM was granted: no default memory limit")
+    ctx.expect("memory limit of" in out["interpreter_output"], f"the limit was not said: {out['interpreter_output']}")
+
+
 @case("kernel", "cpu_time_limit", slow=True, timeout=240, handled="with cpu_time_s: 3 in the interpreter's YAML, an "
       "endless loop is stopped by the CPU limit (failed, not by the 40 s timeout)", lost="none (nothing is written)")
 def cpu_time_limit(ctx):
@@ -238,3 +275,35 @@ def cli_children_outlive_jarvis(ctx):
     ctx.expect(not [p for p in pids if alive(p)], f"{len([p for p in pids if alive(p)])} of them outlived Jarvis")
     no_processes_left(ctx, memory)
     memory_whole(ctx, memory, goal=GOAL, run_file=True)
+
+
+# Shell code that leaves a daemon: double-forked, in a session of its own, with a cleared environment (no mark).
+CLEAN_DAEMON = ("( setsid env -i bash -c 'echo $$ > daemon.txt; exec sleep 303' </dev/null >/dev/null 2>&1 & ); "
+                "until [ -s daemon.txt ]; do sleep 0.01; done; echo started")
+
+
+@case("kernel", "cli_clean_daemon_outlives_a_killed_jarvis", slow=True, handled="shell code leaves a daemon "
+      "(double fork, setsid, env -i: no mark), then Jarvis is killed with SIGKILL: the daemon is gone soon after",
+      lost="none (the kill is the case)")
+def cli_clean_daemon_outlives_a_killed_jarvis(ctx):
+    replies = coder_run(CLEAN_DAEMON, language="bash")
+    replies[4] = Slow(60, replies[4])  # Coder's finish comes after the kill
+    pid_file = ctx.folder / "daemon.txt"
+    with LoopbackLLMServer(replies=replies) as server:
+        run = Run(ctx, GOAL, server=server).start()
+        started = run.wait_until(lambda: pid_file.exists() and read(pid_file).strip().isdigit(), timeout=120)
+        run.send(9)
+        run.finish(timeout=30)
+    if not ctx.expect(started, "the daemon did not start"):
+        return
+    pid = int(read(pid_file))
+
+    def kill_it():
+        if alive(pid):
+            os.kill(pid, 9)
+
+    ctx.on_exit(kill_it)
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ctx.expect(not alive(pid), "the daemon outlived the killed Jarvis")

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow
 
-from .executor import positive_or_none
+from .executor import describe_memory_limit, memory_limit, positive_or_none
 from .interpreter import CodeInterpreter
 from .output import RunResult
 from .sandbox import sandbox_program
@@ -21,15 +21,19 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     a limit reached. Figures left open are saved as PNG files in `<workspace>/figures`.
 
     Hazards and guarantees:
-    - The code does not get secrets: variables named like keys, tokens, passwords or credentials, values that are
-      credentials (a URL with a password, `sk-...`, `ghp_...`) and the LLM providers' endpoints are dropped from its
+    - The code does not get secrets: variables named like keys, tokens, passwords, credentials, auth or webhooks,
+      values shaped like credentials (a URL with a password or a secret query parameter, a webhook URL, a
+      `Password=` pair, `Bearer ...`, `sk-...`, `ghp_...`) and the LLM providers' endpoints are dropped from its
       environment (not rewritten: code that needs one fails at once and names it), and its parent process holds
       none either. This guards against accidental leaks, not hostile code, which can read other processes of the
       same user in `/proc` (the sandbox hides them).
     - Every process the code starts ends with the kernel (a restart, `close()`, the exit or even a kill of this
-      process), found by process tree, by a mark in its environment and by a cgroup where one can be made; only a
-      program that clears its environment and escapes the tree, where no cgroup could be made, is missed.
-    - `memory_limit_mb` and `cpu_time_s` guard against runaway code, not hostile code (which can raise them).
+      process): found by process tree (the launcher of the kernel and of each shell command is a subreaper, so
+      orphans of a double fork come to it), by a mark in its environment and by a cgroup where one can be made. A
+      process that cannot be ended is named (`survivors`; the command line says it at the end of a run). Off Linux
+      (no `/proc`) only process groups are ended.
+    - `memory_limit_mb` and `cpu_time_s` guard against runaway code, not hostile code (which can raise them). The
+      memory limit caps address space: programs that reserve much of it (a JVM) may need a higher limit or null.
     - `sandbox: bwrap` makes the file system read-only but for the workspace and a private `/tmp`, hides other
       processes, and cuts the network unless `sandbox_network: true`. It does not hide files the user may read (SSH
       keys, `~/.netrc`), protect the workspace (the memory folder and `library.py` are in it) or stop a kernel
@@ -50,8 +54,9 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     - `max_output_chars` (int): the bound of `interpreter_output` (default 20000; head and tail kept, the cut said).
     - `reload_library` (str or null): the module reloaded before each Python run if imported (default `library`).
     - `interrupt_grace` (float, optional): seconds to wait for an interrupted kernel before restarting it (default 5).
-    - `memory_limit_mb` (number or null): the address space the kernel may take beyond its own at start, and each
-      process of a shell command; past it allocations fail with `MemoryError`, and the limit is said (default null).
+    - `memory_limit_mb` (number of MB, `auto`, a share of the RAM such as `25%`, or null): the address space the
+      kernel may take beyond its own at start, and each process of a shell command; past it allocations fail with
+      `MemoryError`, and the limit is said (default `auto`: half of the RAM, said at the start of a run).
     - `cpu_time_s` (number or null): the CPU time of one Python run (past it the kernel is restarted and the limit
       said) and of each process of a shell command (default null).
     - `sandbox` (str or null): `bwrap` to run the code in bubblewrap (default null: none).
@@ -76,9 +81,10 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._engine: Optional[CodeInterpreter] = None
+        self.survivors: List[Tuple[int, str]] = []  # processes of the code still running after close(): pid, command
         self._engine_lock = threading.Lock()
         # a limit or sandbox that cannot be used is said when the flow is built, before anything runs
-        positive_or_none("memory_limit_mb", self.flow_config.get("memory_limit_mb"))
+        memory_limit(self.flow_config.get("memory_limit_mb"))
         positive_or_none("cpu_time_s", self.flow_config.get("cpu_time_s"))
         sandbox_program(self.flow_config.get("sandbox"))
 
@@ -108,6 +114,10 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
                     sandbox_network=bool(cfg.get("sandbox_network")),
                 )
             return self._engine
+
+    def limits_note(self) -> str:
+        """One line saying the memory generated code may use (said at the start of a run)."""
+        return describe_memory_limit(self.flow_config.get("memory_limit_mb"))
 
     def prestart(self, workspace: Optional[str] = None) -> None:
         """Start the kernel in the background, so that the first Python run does not wait for it: call it while
@@ -139,3 +149,4 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
             engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
+            self.survivors = list(engine.survivors)

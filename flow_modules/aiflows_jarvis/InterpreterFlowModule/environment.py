@@ -14,9 +14,9 @@ log = logging.getLogger(__name__)
 # Names whose parts (split at "_") say they hold a secret: OPENAI_KEY, GITHUB_TOKEN, ANTHROPIC_AUTH_TOKEN, DB_PASS,
 # KEY_FILE... Whole parts only, so that KEYBOARD_LAYOUT, TOKENIZERS_PARALLELISM or PASSENGER_COUNT are kept.
 _SECRET_PARTS = ("KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASS", "PASSWORD", "PASSWORDS",
-                 "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CREDS")
+                 "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTHTOKEN", "WEBHOOK", "WEBHOOKS")
 # Words that say "secret" wherever they are in a name (PGPASSWORD, AWSSECRETKEY): no harmless name contains them.
-_SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY")
+_SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "WEBHOOK")
 # LLM providers (litellm's names): their endpoints, API versions and organizations say which account a run uses.
 # (Azure: only Azure OpenAI's; AZURE_STORAGE_ENDPOINT and the like are other services' and not secrets.)
 # (Not HF_: HF_ENDPOINT names a Hub mirror, which downloads from the shell need; HF_TOKEN goes as a token.)
@@ -30,20 +30,32 @@ _LLM_SETTINGS = ("API_BASE", "BASE_URL", "API_URL", "API_VERSION", "ENDPOINT", "
 DEFAULT_ENV_SCRUB: Tuple[str, ...] = (
     tuple(p for part in _SECRET_PARTS for p in (part, f"{part}_*", f"*_{part}", f"*_{part}_*"))
     + tuple(f"*{word}*" for word in _SECRET_WORDS)
-    + ("*_PWD", "*_PWD_*", "*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE")  # litellm's names for Azure OpenAI
+    + ("*_PWD", "*_PWD_*", "AUTH", "AUTH_*", "*_AUTH")  # NPM_CONFIG__AUTH, BASIC_AUTH; not SSH_AUTH_SOCK
+    + ("*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE")  # litellm's names for Azure OpenAI
     + tuple(f"{provider}_*{setting}" for provider in _LLM_PROVIDERS for setting in _LLM_SETTINGS)
 )
 
 # Values that are credentials whatever the variable's name:
 # * a URL with a password (DATABASE_URL=postgres://user:password@host/db, PIP_INDEX_URL=https://u:p@host/simple),
 #   or with a token in place of the user (https://ghp_...@github.com: 20 characters or more);
-# * the key formats of well-known services (OpenAI and Anthropic sk-..., GitHub, GitLab, Slack, AWS, Hugging Face).
+# * a URL with a secret in its query (jdbc:...?user=me&password=..., ...?api_key=..., a signed URL's sig=...);
+# * a webhook's URL (hooks.slack.com, Discord's, Teams', any with "webhook" in it): whoever has it can post;
+# * a connection string's password (Server=...;Password=...;, AccountKey=..., SharedAccessKey=...);
+# * an Authorization header's value (Bearer ..., Basic ..., Token ...), a JSON Web Token;
+# * the key formats of well-known services (OpenAI and Anthropic sk-..., GitHub, GitLab, Slack, AWS, Hugging Face,
+#   Google, Stripe).
 # Such a variable is dropped, not rewritten without its credentials: a missing DATABASE_URL fails at once and says
 # its name, where a URL stripped of its user would connect as someone else or fail later for a reason less clear.
+_SECRET_WORD = r"(?:pass|passwd|password|pwd|secret|token|key|apikey|sig|signature|credential|auth|accountkey)"
 _SECRET_VALUE = re.compile(
     r"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#@\s:]*:[^/?#\s]*|[A-Za-z0-9_\-.~%]{20,})@"
+    r"|://\S*?[?&;](?:[\w.\-]*[_.\-])?" + _SECRET_WORD + r"=[^&#;\s]"
+    r"|https?://(?:hooks\.|\S*webhook)"
+    r"|(?:^|[;,\s_])(?:password|passwd|pwd|accountkey|sharedaccesskey|sharedaccesssignature)\s*=\s*[^;\s]"
+    r"|^\s*(?:authorization\s*:\s*)?(?:bearer|basic|token|digest)\s+[\w\-.~+/]{8,}=*\s*$"
     r"|^\s*(?:sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|glpat-[\w\-]{20,}"
-    r"|xox[abposr]-[\w\-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,})\s*$")
+    r"|xox[abposr]-[\w\-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,}|AIza[\w\-]{35}|[sr]k_live_\w{20,}"
+    r"|eyJ[\w\-]{10,}\.eyJ[\w\-]{10,}\.[\w\-]*)\s*$", re.IGNORECASE)
 
 # Folders a system Python lives in: not moved to the front of the shell's PATH (that would put /usr/bin before
 # /usr/local/bin and ~/.local/bin for every command); their pip is found there anyway.
@@ -74,7 +86,8 @@ def scrubbed_secrets(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
     return {name: value for name, value in env.items() if matcher.match(name.upper()) or is_secret_value(value)}
 
 
-def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
+                         base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """A copy of ``base`` (default ``os.environ``) without the variables ``scrubbed_secrets`` names."""
     env = dict(os.environ if base is None else base)
     for name in scrubbed_secrets(patterns, env):

@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .environment import DEFAULT_ENV_SCRUB, code_environment
 from .output import BoundedText, RunResult
-from .processes import Cgroup, group_alive
+from .processes import Cgroup, descendants
 from .sandbox import Sandbox, SettingError
 from .workspace import FIGURE_DIR
 
@@ -38,6 +38,46 @@ def positive_or_none(name: str, value: Any) -> Optional[float]:
     if not number > 0 or isinstance(value, bool):
         raise SettingError(f"{name}: {value!r} is not a positive number: give one, or null for no limit.")
     return number
+
+
+#: The share of the machine's RAM generated code may use when ``memory_limit_mb`` is ``auto`` (the default).
+DEFAULT_MEMORY_SHARE = 0.5
+
+
+def physical_memory_mb() -> Optional[float]:
+    """The machine's RAM in MB, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20 or None
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory_limit(value: Any) -> Optional[float]:
+    """The ``memory_limit_mb`` setting in MB: a number; ``auto`` (``DEFAULT_MEMORY_SHARE`` of the RAM) or a share
+    such as ``25%``; null for none. A clear error for anything else."""
+    if isinstance(value, str) and (value.strip().lower() == "auto" or value.strip().endswith("%")):
+        text = value.strip().lower()
+        try:
+            share = DEFAULT_MEMORY_SHARE if text == "auto" else float(text[:-1]) / 100
+        except ValueError:
+            share = 0.0
+        if not 0 < share <= 1:
+            raise SettingError(f"memory_limit_mb: {value!r} is not a share of the RAM between 1% and 100%: give "
+                               "one (e.g. 50%), a number of MB, auto, or null for no limit.")
+        ram = physical_memory_mb()
+        return round(ram * share) if ram else None
+    return positive_or_none("memory_limit_mb", value)
+
+
+def describe_memory_limit(value: Any) -> str:
+    """One line for the start of a run: how much memory generated code may use, and where to change it."""
+    limit = memory_limit(value)
+    if limit is None:
+        return "Generated code has no memory limit (memory_limit_mb: null in the configuration)."
+    ram = physical_memory_mb()
+    share = f", {limit / ram:.0%} of the RAM" if ram else ""
+    size = f"{limit / 1024:.1f} GB" if limit >= 1024 else f"{limit:g} MB"
+    return f"Generated code may use {size} of memory{share} (memory_limit_mb in the configuration changes it)."
 
 
 class Executor(abc.ABC):
@@ -85,11 +125,11 @@ class EngineContext:
         self.figure_dir = os.path.join(self.workspace, FIGURE_DIR)  # where the PNG files of figures are saved
         self.max_output_chars = int(max_output_chars)
         self.env_scrub = tuple(env_scrub)
-        self.memory_limit_mb = positive_or_none("memory_limit_mb", memory_limit_mb)
+        self.memory_limit_mb = memory_limit(memory_limit_mb)
         self.cpu_time_s = positive_or_none("cpu_time_s", cpu_time_s)
         self.sandbox = sandbox if sandbox is not None else Sandbox(None)
         self.id = uuid.uuid4().hex[:16]
-        self.resources: Dict[str, Any] = {"kernel_pgid": None, "scratch": None, "shell_groups": [],
+        self.resources: Dict[str, Any] = {"kernel_pgid": None, "scratch": None, "shell_groups": [], "seen": set(),
                                           "marker": f"{self.id}/", "cgroups": [], "tracker": None}
 
     @property
@@ -127,8 +167,11 @@ class EngineContext:
             self.resources["cgroups"].remove(cgroup)
 
     def keep_group(self, pgid: int) -> None:
-        """Remember a shell command's process group that outlived the command, to kill it at close()."""
-        self.resources["shell_groups"] = [g for g in self.resources["shell_groups"] if group_alive(g)] + [pgid]
+        """Remember the process group of a shell command's launcher that outlived the command (what the command
+        left runs), to end it at close() or when the interpreter is dropped, and the processes below the launcher
+        now: ended at close() too (should the code have killed the launcher), and said if they cannot be."""
+        self.resources["shell_groups"].append(pgid)
+        self.resources["seen"].update((pid, start) for pid, _group, start in descendants(pgid))
 
     def sandboxed(self, command: List[str], kernel: bool) -> List[str]:
         """``command`` run in the sandbox, which writes only the workspace and the private folder."""

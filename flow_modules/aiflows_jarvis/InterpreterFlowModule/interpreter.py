@@ -14,13 +14,15 @@ when it starts).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import threading
 import time
 import weakref
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule.redaction import redact, remember_secrets
 
@@ -30,13 +32,13 @@ from .executor import (PYTHON_LANGUAGES, SHELL_LANGUAGES, SUPPORTED_LANGUAGES, E
                        positive_or_none)
 from .kernel import KernelExecutor
 from .output import RunResult
-from .processes import end_processes, kill_group, marked_processes
+from .processes import command_line, end_processes, kill_group, marked_processes, start_time
 from .sandbox import Sandbox
 from .shell import ShellExecutor
 from .workspace import ChangeTracker
 
-__all__ = ["CodeInterpreter", "Executor", "RunResult", "positive_or_none", "PYTHON_LANGUAGES", "SHELL_LANGUAGES",
-           "SUPPORTED_LANGUAGES"]
+__all__ = ["CodeInterpreter", "Executor", "RunResult", "positive_or_none", "survivors_note", "PYTHON_LANGUAGES",
+           "SHELL_LANGUAGES", "SUPPORTED_LANGUAGES"]
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +49,13 @@ _LIVE: "weakref.WeakSet[CodeInterpreter]" = weakref.WeakSet()
 def _release(resources: Dict[str, Any]) -> None:
     """End what an interpreter that was garbage-collected without ``close()`` left: its kernel (and all below its
     launcher), its shell commands' leftovers, its cgroups; remove its temporary folder, stop watching files."""
-    for pgid in [resources.get("kernel_pgid")] + list(resources.get("shell_groups") or []):
-        if pgid:
-            kill_group(pgid)
+    if resources.get("kernel_pgid"):
+        kill_group(resources["kernel_pgid"])
+    for pgid in resources.get("shell_groups") or ():  # a SIGTERM: their launchers end what left the group too
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGTERM)
     if resources.get("marker"):
-        end_processes(lambda: marked_processes(resources["marker"]))
+        end_processes(lambda: marked_processes(resources["marker"]) + list(resources.get("seen") or ()))
     for cgroup in list(resources.get("cgroups") or ()):
         cgroup.kill()
         cgroup.remove()
@@ -59,6 +63,17 @@ def _release(resources: Dict[str, Any]) -> None:
         resources["tracker"].close()
     if resources.get("scratch"):
         shutil.rmtree(resources["scratch"], ignore_errors=True)
+
+
+def survivors_note(survivors: List[Tuple[int, str]]) -> str:
+    """The line that says which processes started by the code could not be ended ("" when none)."""
+    if not survivors:
+        return ""
+    count = len(survivors)
+    listed = "; ".join(f"{pid}, {command or '?'}" for pid, command in survivors)
+    verb = "is" if count == 1 else "are"
+    return (f"{count} process{'es' if count > 1 else ''} started by the code {verb} still running: {listed} "
+            f"(end {'it' if count == 1 else 'them'} with kill PID).")
 
 
 def _close_all() -> None:
@@ -119,6 +134,8 @@ class CodeInterpreter:
         self.shell = ShellExecutor(self.context)
         self.executors: List[Executor] = [self.kernel, self.shell]
         self._lock = threading.Lock()
+        #: ``(pid, command line)`` of the processes started by the code that were still running after ``close()``
+        self.survivors: List[Tuple[int, str]] = []
         self._prestart: Optional[threading.Thread] = None
         self._prestart_lock = threading.Lock()
         self._tracker = ChangeTracker(self.workspace)
@@ -225,8 +242,12 @@ class CodeInterpreter:
         try:
             for executor in self.executors:
                 executor.close()
-            # everything started by this interpreter's code, wherever it went (setsid, double fork)
-            end_processes(lambda: marked_processes(self.context.resources["marker"]))
+            # everything started by this interpreter's code, wherever it went (setsid, double fork), and what was
+            # seen below a shell command's launcher (should the code have killed the launcher)
+            seen = self.context.resources["seen"]
+            end_processes(lambda: marked_processes(self.context.resources["marker"]) + list(seen))
+            self.survivors = [(pid, command_line(pid)) for pid, start in sorted(seen) if start_time(pid) == start]
+            seen.clear()
             self._tracker.close()
             if self.context.scratch:
                 shutil.rmtree(self.context.scratch, ignore_errors=True)

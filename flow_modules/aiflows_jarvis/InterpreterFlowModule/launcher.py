@@ -1,6 +1,6 @@
 """The kernel's launcher: the process between the interpreter and its kernel.
 
-    python -I -S launcher.py [--status FILE] [--cgroup DIR] -- COMMAND...
+    python -I -S launcher.py [--status FILE] [--cgroup DIR] [--linger --status-fd N] -- COMMAND...
 
 jupyter_client starts this (as it would start the kernel, in a session of its own) with the environment the code may
 see; it starts COMMAND (the kernel, or bubblewrap with the kernel inside) as its child and waits for it. So:
@@ -13,6 +13,11 @@ see; it starts COMMAND (the kernel, or bubblewrap with the kernel inside) as its
 * when the kernel ends, it ends what the kernel left behind and writes how the kernel ended (``exit N`` or
   ``signal N``) in the status file; when its own parent dies (even killed), it ends the kernel and all of that, and
   the processes the interpreter's shell commands left (they carry the interpreter's part of the mark).
+
+With ``--linger`` (a shell command's launcher), what the command left running is not ended when it ends: its
+status goes to the descriptor ``--status-fd`` (``exit N`` or ``signal N``), and the launcher stays, without its
+output, as long as a process it found is alive, so that orphans keep coming to it; a SIGTERM or SIGHUP, or the
+death of its parent, ends them all.
 
 Standard library only, loaded with ``-I -S`` (no site, no user paths), so that it adds next to nothing to the
 kernel's start.
@@ -35,10 +40,13 @@ def _load_processes():
 
 
 def _parse(argv):
-    options = {"--status": None, "--cgroup": None}
+    options = {"--status": None, "--cgroup": None, "--status-fd": None, "--linger": False}
     args = list(argv)
     while args and args[0] != "--":
         name = args.pop(0)
+        if name == "--linger":
+            options[name] = True
+            continue
         if name not in options or not args:
             raise SystemExit(f"launcher: unknown option or missing value: {name}")
         options[name] = args.pop(0)
@@ -57,6 +65,38 @@ def _write_status(path, text):
         pass
 
 
+def _status_text(status):
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else os.WEXITSTATUS(status)
+    return f"exit {code}"
+
+
+def _send_status(fd, text):
+    """Say how the command ended on the descriptor ``fd`` (a pipe the interpreter reads), and close it."""
+    if fd is None:
+        return
+    try:
+        os.write(fd, (text + "\n").encode())
+    except OSError:
+        pass
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _drop_output():
+    """Let go of the command's output pipe: its reader sees its end when the command's processes close it."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass
+
+
 def main(argv):
     options, command = _parse(argv)
     processes = _load_processes()
@@ -68,6 +108,7 @@ def main(argv):
     if cgroup is not None and not cgroup.add(os.getpid()):
         print("launcher: could not join the cgroup " + cgroup.path, file=sys.stderr, flush=True)
         cgroup = None
+    status_fd = int(options["--status-fd"]) if options["--status-fd"] is not None else None
     marker = os.environ.get(processes.MARKER_VARIABLE, "")
     parent = os.getppid()
     waited = {signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP}
@@ -83,6 +124,8 @@ def main(argv):
     if kernel == 0:
         try:
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            if status_fd is not None:
+                os.close(status_fd)
             os.execvpe(command[0], command, env)
         except BaseException as error:
             print(f"launcher: could not start {command[0]}: {error}", file=sys.stderr, flush=True)
@@ -111,31 +154,52 @@ def main(argv):
             found.update((pid, None) for pid in cgroup.pids())
         return found
 
+    def orphaned():
+        """The interpreter's process is gone: nothing its code started may outlive it (its other shell commands'
+        and kernels' processes too: they carry the interpreter's part of the mark)."""
+        interpreter = marker.split("/", 1)[0] + "/" if "/" in marker else marker
+        processes.end_processes(lambda: leftovers() | set(processes.marked_processes(interpreter)))
+        reap()
+        _write_status(options["--status"], "orphaned")
+        os._exit(1)
+
+    ended_by_signal = False
     while status is None:
         info = signal.sigtimedwait(waited, 1.0)
         reap()
         if status is not None:
             break
         if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGHUP):
+            if options["--linger"]:  # a shell command stopped (its timeout, close()): it and all it started
+                processes.end_processes(leftovers)
+                ended_by_signal = True
+                reap()
+                continue
             try:
                 os.kill(kernel, signal.SIGTERM)
             except OSError:
                 pass
-        if os.getppid() != parent:  # the interpreter's process is gone: nothing its code started may outlive it
-            # (its shell commands' processes too: they carry the interpreter's part of the mark)
-            interpreter = marker.split("/", 1)[0] + "/" if "/" in marker else marker
-            processes.end_processes(lambda: leftovers() | set(processes.marked_processes(interpreter)))
-            reap()
-            _write_status(options["--status"], "orphaned")
-            os._exit(1)
-    processes.end_processes(leftovers)
+        if os.getppid() != parent:
+            orphaned()
+    if options["--linger"]:
+        _send_status(status_fd, _status_text(status))
+        _drop_output()
+        # stay while what the command left runs: orphans keep coming to this subreaper, and end with it
+        while not ended_by_signal and leftovers():
+            info = signal.sigtimedwait(waited, 1.0)
+            if os.getppid() != parent:
+                orphaned()
+            if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGHUP):
+                processes.end_processes(leftovers)
+                break
+    else:
+        processes.end_processes(leftovers)
     reap()
+    text = _status_text(status)
+    _write_status(options["--status"], text)
     if os.WIFSIGNALED(status):
-        _write_status(options["--status"], f"signal {os.WTERMSIG(status)}")
         return 128 + os.WTERMSIG(status)
-    code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else os.WEXITSTATUS(status)
-    _write_status(options["--status"], f"exit {code}")
-    return code
+    return int(text.split()[1])
 
 
 if __name__ == "__main__":

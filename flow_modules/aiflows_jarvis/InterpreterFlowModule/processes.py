@@ -45,6 +45,15 @@ def start_time(pid: int) -> Optional[int]:
         return None
 
 
+def command_line(pid: int) -> str:
+    """The command line of ``pid`` (its arguments joined by spaces), or "" when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)

@@ -249,10 +249,14 @@ def interpreters(flow: Any) -> Iterator[tuple]:
             yield path, node
 
 
-def close_interpreters(flow: Any) -> None:
-    """Shut down the kernel of every interpreter in a flow tree (with the processes its code started)."""
+def close_interpreters(flow: Any) -> List[tuple]:
+    """Shut down the kernel of every interpreter in a flow tree (with the processes its code started); returns
+    ``(pid, command line)`` of the processes started by the code that could not be ended."""
+    survivors: List[tuple] = []
     for _, node in interpreters(flow):
         node.close()
+        survivors += getattr(node, "survivors", None) or []
+    return survivors
 
 
 class MemoryLayout(dict):

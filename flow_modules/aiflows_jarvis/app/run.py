@@ -244,7 +244,11 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         if session.recorder is not None:
             session.recorder.close()
         if session.flow is not None:
-            launcher.close_interpreters(session.flow)
+            from aiflows_jarvis.InterpreterFlowModule.interpreter import survivors_note
+
+            left = survivors_note(launcher.close_interpreters(session.flow))
+            if left:
+                console.line("warning", left)
         set_trace_file(None)  # closed (flushed) before the report reads it
         console.set_depth(0)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
@@ -403,6 +407,9 @@ def _prepare(session: Session, run_file: str) -> None:
     if session.memory.archive:
         what = "plans, logs, report and code library" if args.demo else "plans, logs and report"
         console.line("info", f"The previous {what} are kept in {ending.shown(session.memory.archive)}.")
+    # What generated code may use of the machine, said once (the interpreters of a flow share their configuration)
+    for line in sorted({node.limits_note() for _, node in launcher.interpreters(flow) if hasattr(node, "limits_note")}):
+        console.line("info", line)
     if app.hooks.prepare:
         app.hooks.prepare(session)
     if args.yes or args.demo:
