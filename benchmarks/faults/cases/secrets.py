@@ -32,14 +32,15 @@ def code_prints_the_key_from_a_file(ctx):
     memory_whole(ctx, work / "memory", goal=GOAL, run_file=True)
 
 
-@case("resume", "api_base_with_a_password", handled="exit 0; the password of --api-base http://user:PASSWORD@host "
-      "is in no file (the run file keeps the URL without it, the report shows it so); --resume without it is exit 2 "
-      "saying JARVIS_API_BASE_PASSWORD", lost="a memory file is missing or corrupted")
+@case("resume", "api_base_with_a_password", handled="a run stopped by its budget (exit 3): the password of --api-base "
+      "http://user:PASSWORD@host is in no file (the run file keeps the URL without it, the report shows it so); "
+      "--resume without it is exit 2 saying JARVIS_API_BASE_PASSWORD", lost="a memory file is missing or corrupted")
 def api_base_with_a_password(ctx):
     with LoopbackLLMServer(replies=coder_run("print('hello')")) as server:
         host = server.url.split("://", 1)[1]
-        done = jarvis(ctx, "--api-base", f"http://alice:{PASSWORD}@{host}", "--yes", GOAL, yes=False)
-    handled_exit(ctx, done, [0], not_says=[PASSWORD])
+        done = jarvis(ctx, "--api-base", f"http://alice:{PASSWORD}@{host}", "--yes", "--max-calls", "2", GOAL,
+                      yes=False)
+    handled_exit(ctx, done, [3], not_says=[PASSWORD])
     leaked = files_holding(ctx.folder, PASSWORD)
     ctx.expect(not leaked, f"the password is written in {', '.join(leaked)}")
     run_file = read(ctx.path("memory", "jarvis_run.json"))
