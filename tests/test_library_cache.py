@@ -180,3 +180,9 @@ def test_blocks_cut_inside_a_statement_are_joined_and_line_numbers_are_the_files
     with pytest.raises(SyntaxError) as error:
         defined_names(broken)
     assert error.value.lineno == source.count("\n") + 1
+
+
+def test_a_string_of_a_megabyte_is_not_parsed_again_at_every_block_it_spans(parses):
+    source = 'DATA = """\n' + "def looks_like_code():\n" * 50_000 + '"""\n\n' + a_library("after", functions=100)
+    assert defined_names(source) == [f"after_{n}" for n in range(100)]
+    assert sum(map(len, parses)) < 4 * len(source), "the blocks inside the string were parsed again and again"

@@ -88,16 +88,12 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
 
 
-def _block_ends(source: str) -> Iterator[int]:
-    """Offsets where blocks of about _BLOCK_CHARS may end (a statement starts there), then the text's end."""
-    position = _BLOCK_CHARS
-    while position < len(source):
-        found = _STATEMENT_START.search(source, position)
-        if found is None or found.start() >= len(source):
-            break
-        yield found.start()
-        position = found.start() + _BLOCK_CHARS
-    yield len(source)
+def _block_end(source: str, start: int, size: int) -> int:
+    """Where the block starting at ``start`` ends: at the first statement start ``size`` characters on, or at the
+    text's end."""
+    position = start + size
+    found = _STATEMENT_START.search(source, position) if position < len(source) else None
+    return len(source) if found is None else found.start()
 
 
 def _read_blocks(source: str, trees: Dict[int, ast.Module]) -> Tuple[List[Tuple[int, int, int, _Block]],
@@ -106,8 +102,9 @@ def _read_blocks(source: str, trees: Dict[int, ast.Module]) -> Tuple[List[Tuple[
     parse. Blocks seen lately (by the digest of their text) are not parsed again; the trees of the first blocks
     parsed (those a summary shows) are put in ``trees``, by where the block starts."""
     blocks: List[Tuple[int, int, int, _Block]] = []
-    start, line = 0, 0
-    for end in _block_ends(source):
+    start, line, size = 0, 0, _BLOCK_CHARS
+    while start < len(source):
+        end = _block_end(source, start, size)
         text = source[start:end]
         key = _digest(text) if len(source) >= _VIEW_MIN_CHARS else None
         with _views_lock:
@@ -122,7 +119,8 @@ def _read_blocks(source: str, trees: Dict[int, ast.Module]) -> Tuple[List[Tuple[
                     trees[start] = tree
             except (SyntaxError, ValueError):
                 if end < len(source):
-                    continue  # cut inside a statement: joined to the next block
+                    size *= 2  # cut inside a statement: the block is tried again twice as long (a string of
+                    continue   # megabytes is not parsed again at every block it spans)
                 return [], _whole_error(source)
             if key:
                 with _views_lock:
@@ -130,7 +128,7 @@ def _read_blocks(source: str, trees: Dict[int, ast.Module]) -> Tuple[List[Tuple[
                     while len(_blocks) > _BLOCKS_KEPT:
                         _blocks.popitem(last=False)
         blocks.append((start, end, line, block))
-        start, line = end, line + block.lines
+        start, line, size = end, line + block.lines, _BLOCK_CHARS
     return blocks, None
 
 
