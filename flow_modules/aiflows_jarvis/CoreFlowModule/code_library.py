@@ -3,7 +3,6 @@ names it defines and where, its `from __future__` imports; from one parse per ve
 from __future__ import annotations
 
 import ast
-import hashlib
 import re
 import threading
 from collections import OrderedDict
@@ -74,8 +73,8 @@ class _LibraryView:
             yield from trees[start].body
 
 
-_views: "OrderedDict[bytes, _LibraryView]" = OrderedDict()
-_blocks: "OrderedDict[bytes, _Block]" = OrderedDict()
+_views: "OrderedDict[Tuple[int, int], _LibraryView]" = OrderedDict()
+_blocks: "OrderedDict[Tuple[int, int], _Block]" = OrderedDict()
 _views_lock = threading.Lock()
 
 
@@ -84,8 +83,9 @@ def _parse(source: str) -> ast.Module:
     return ast.parse(source)
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+def _digest(text: str) -> Tuple[int, int]:
+    """The key of a text in the caches: its length and hash (a digest of megabytes at every read took longer)."""
+    return len(text), hash(text)
 
 
 def _block_end(source: str, start: int, size: int) -> int:
