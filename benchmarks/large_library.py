@@ -4,7 +4,8 @@ library.py already holds SIZE megabytes of functions (each with a docstring).
     python benchmarks/large_library.py [--size-mb 5] [--root PATH_TO_A_CHECKOUT]
 
 Prints the run's wall time, its peak memory (the child's maximum RSS) and how it ended. ``--size-mb 0`` gives the
-figure of an empty library to compare with. ``--root`` runs another checkout's run_jarvis.py.
+figure of an empty library to compare with. ``--root`` runs another checkout's run_jarvis.py. The run writes
+bytecode caches as Python does by default (PYTHONDONTWRITEBYTECODE is left out of its environment).
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def main() -> int:
         library = library_of(int(args.size_mb * 1_000_000)) if args.size_mb > 0 else ""
         with open(os.path.join(memory, "library.py"), "w", encoding="utf-8") as f:
             f.write(library)
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "AZURE_API_KEY")}
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OPENAI_API_KEY", "AZURE_API_KEY", "PYTHONDONTWRITEBYTECODE")}
         env["NO_COLOR"] = "1"
         started = time.monotonic()
         # (LARGE_LIBRARY_PYTHON_ARGS="-m cProfile -o run.prof" profiles the run)

@@ -140,3 +140,26 @@ def test_a_reply_nested_past_the_recursion_limit_is_an_invalid_reply_not_a_crash
     nested = '{"command": "final_answer", "command_args": {"answer": ' + "[" * 100_000 + "]" * 100_000 + "}}"
     with pytest.raises(InvalidReply, match="nested too deeply"):
         read_command(nested, commands)
+
+
+# ~~~ A body nested deeper than the JSON reader follows ~~~
+def deeply_nested_body(depth: int = 100_000) -> Malformed:
+    return Malformed(b"[" * depth + b"]" * depth)
+
+
+def test_a_deeply_nested_body_is_an_invalid_reply_named_as_such_not_a_recursion_error(loopback_llm, quiet_console):
+    loopback_llm.add(*[deeply_nested_body()] * 4)
+    with pytest.raises(LLMCallError) as error:
+        make_chat().call({"query": "hi"})
+    message = str(error.value)
+    assert message.startswith("Asker: the LLM call failed 4 times; last error: the server sent a reply nested too "
+                              "deeply to be read"), message
+    assert "RecursionError" not in message and "recursion" not in quiet_console.text
+    assert len(loopback_llm.requests) == 4, "retried like any malformed body, within the attempts"
+
+
+def test_a_deeply_nested_event_of_a_stream_is_an_invalid_reply(loopback_llm, quiet_console):
+    event = b"data: " + b"[" * 100_000 + b"]" * 100_000 + b"\n\n"
+    loopback_llm.add(Malformed(event, content_type="text/event-stream"), "ok")
+    assert make_chat(stream=True).call({"query": "hi"}) == {"api_output": "ok"}
+    assert "nested too deeply" in quiet_console.text

@@ -134,3 +134,55 @@ def test_a_save_into_a_large_library_parses_it_once_and_compiles_it_never(tmp_pa
     large = [p for p in parses if len(p) > 10_000]
     assert len(large) == 2, "the library once before the save, the new one once after"
     assert big == [], "no other parse or compile of the large library"
+
+
+def test_a_large_library_is_parsed_in_blocks_and_a_save_parses_only_its_last_block(tmp_path, parses):
+    """A library of megabytes is parsed block by block (no tree of the whole text: about 100 times its size), and
+    the version a save_code makes (the library and one more function) parses only the block that changed."""
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+
+    path = tmp_path / "library.py"
+    source = a_library("many", functions=6000)  # about 470 KB
+    path.write_text(source)
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    files = {"memory_files": {"code_library": str(path)}}
+    summary = reader.run(files)["code_library"]
+    assert summary.startswith("(the library is large") and "many_0" in summary
+    assert max(map(len, parses)) < 100_000, "the whole library was parsed at once"
+    assert sum(map(len, parses)) < 1.2 * len(source)
+    parses.clear()
+    save = SaveCodeAtomicFlow.instantiate_from_default_config()
+    out = save.run({"code": "def added(x):\n    '''One more.'''\n    return x\n", **files})
+    assert "6001 function(s)" in out["result"]
+    reader.run(files)
+    assert sum(map(len, parses)) < 100_000, "the new version parsed more than its last block"
+    assert defined_names(path.read_text())[-2:] == ["many_5999", "added"]
+
+
+def test_blocks_cut_inside_a_statement_are_joined_and_line_numbers_are_the_files():
+    """A block may only end where a statement starts: a string, brackets or a decorator spanning the cut join the
+    blocks; the names, their lines and the errors are those of the whole file."""
+    filler = a_library("fill", functions=300)
+    # a string and a list longer than a block, their lines at the first column: a block is cut inside each
+    text = 'TEXT = """\n' + "".join(f"def not_a_function_{i}():\n" for i in range(2000)) + '"""\n\n'
+    values = "VALUES = [\n" + "".join(f"{i},\n" for i in range(8000)) + "]\n\n"
+    tricky = ("@staticmethod\ndef decorated():\n    pass\n\ntry:\n    import json\nexcept ImportError:\n"
+              "    json = None\n\n")
+    source = "".join(text + filler + values + tricky for _ in range(3))
+    assert len(text) > code_library._BLOCK_CHARS and len(values) > code_library._BLOCK_CHARS
+    spans = code_library.definition_spans(source)
+    import ast
+
+    expected = [(n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)
+                for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert spans == expected and "not_a_function_0" not in defined_names(source)
+    broken = source + "def broken(:\n"
+    with pytest.raises(SyntaxError) as error:
+        defined_names(broken)
+    assert error.value.lineno == source.count("\n") + 1
+
+
+def test_a_string_of_a_megabyte_is_not_parsed_again_at_every_block_it_spans(parses):
+    source = 'DATA = """\n' + "def looks_like_code():\n" * 50_000 + '"""\n\n' + a_library("after", functions=100)
+    assert defined_names(source) == [f"after_{n}" for n in range(100)]
+    assert sum(map(len, parses)) < 4 * len(source), "the blocks inside the string were parsed again and again"

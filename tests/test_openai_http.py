@@ -131,7 +131,8 @@ def test_a_slow_server_times_out_and_a_closed_port_is_a_connection_error():
         port = unused.getsockname()[1]
     with pytest.raises(openai_http.APIConnectionError) as caught:
         openai_http.complete(plan_request(params(api_base=f"http://127.0.0.1:{port}/v1")))
-    assert (classify(caught.value).kind, classify(caught.value).retryable) == ("connection", True)
+    assert (classify(caught.value).kind, classify(caught.value).retryable) == ("connection", False), \
+        "nothing listens there: asking again will not help"
 
 
 def test_a_prompt_that_is_not_valid_text_is_refused_before_sending():
@@ -321,3 +322,57 @@ def test_a_chat_with_an_openai_compatible_server_never_imports_litellm(tmp_path)
                               env={**env, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-3:] == ["hello", "False", "False"], done.stdout
+
+
+# ~~~ Redirects and refused connections ~~~
+def test_a_redirect_is_not_followed_and_names_the_status_the_location_and_the_api_base_to_use():
+    provider = {"model": "local-model", "backend_used": "openai"}
+    replies = [HTTPError(301, "moved", headers={"Location": "https://llm.example/v1/chat/completions"}),
+               HTTPError(308, "moved", headers={"Location": "/api/v1/chat/completions"}),
+               HTTPError(302, "moved")]
+    with LoopbackLLMServer(replies) as server:
+        request = plan_request(params(api_base=server.url))
+        infos = []
+        for _ in range(3):
+            with pytest.raises(openai_http.APIStatusError) as caught:
+                openai_http.complete(request)
+            infos.append(classify(caught.value, {**provider, "api_base": server.url}))
+        asked = len(server.requests)
+    assert asked == 3, "no redirect was followed (the request carries the key)"
+    assert all(not info.retryable and "APIStatusError" not in info.reason for info in infos)
+    moved, permanent, nowhere = (info.reason for info in infos)
+    assert "HTTP 301 Moved Permanently" in moved and "https://llm.example/v1/chat/completions" in moved
+    assert "Use --api-base https://llm.example/v1" in moved and "not followed" in moved
+    base = server.url.rsplit("/v1", 1)[0]
+    assert "HTTP 308 Permanent Redirect" in permanent and f"Use --api-base {base}/api/v1 " in permanent
+    assert "HTTP 302 Found" in nowhere and "names no new address" in nowhere
+
+
+def test_http_redirected_to_https_on_the_same_host_says_use_https():
+    moved = HTTPError(301, "moved", headers={"Location": "https://127.0.0.1/v1/chat/completions"})
+    with LoopbackLLMServer([moved]) as server:
+        with pytest.raises(openai_http.APIStatusError) as caught:
+            openai_http.complete(plan_request(params(api_base=server.url)))
+    reason = classify(caught.value, {"api_base": server.url}).reason
+    assert "The server wants https: use --api-base https://127.0.0.1/v1" in reason, reason
+
+
+def test_a_refused_connection_is_not_retried_and_names_the_url(loopback_llm):
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
+    from aiflows_jarvis.CoreFlowModule import LLMCallError
+    from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
+    from aiflows.backends.api_info import ApiInfo
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    dead = f"http://127.0.0.1:{port}/v1"
+    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=dead)]))
+    chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker",
+                                                          retry={"max_attempts": 6, "initial_delay": 5})
+    with pytest.raises(LLMCallError) as error:
+        chat.call({"query": "hi"})
+    message = str(error.value)
+    assert message.startswith(f"Asker: the LLM call failed: cannot connect to the LLM server: nothing is listening "
+                              f"at {dead} (connection refused)"), message
+    assert error.value.info.retryable is False and "failed 6 times" not in message

@@ -5,6 +5,7 @@ uses need (litellm's tokenizer, aiflows' hub client, hydra, rich, aiohttp) until
 from __future__ import annotations
 
 import builtins
+import collections
 import io
 import json
 import os
@@ -110,6 +111,7 @@ def fresh_tokenizer_state(monkeypatch):
     """No cl100k encoding loaded yet in this process, as far as tiktoken and the usage meter know."""
     monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
     usage._cl100k.cache_clear()
+    monkeypatch.setattr(usage, "_counts", collections.OrderedDict())  # no text counted yet either
     yield
     usage._cl100k.cache_clear()
 
@@ -139,6 +141,64 @@ def test_a_prompt_that_may_not_fit_is_still_counted_and_shortened(fresh_tokenize
     sent = scripted_llm.calls[-1]["messages"]
     assert usage.tokenizer_loaded()
     assert usage.count_message_tokens(sent) <= 1024 - 200 - 102, "the prompt was shortened to fit"
+
+
+class CountingEncoding:
+    """The cl100k encoding, recording the length of every text it encodes."""
+
+    def __init__(self, encoding):
+        self.encoding, self.encoded = encoding, []
+
+    def encode(self, text, **kwargs):
+        self.encoded.append(len(text))
+        return self.encoding.encode(text, **kwargs)
+
+
+@pytest.fixture
+def counting_encoder(fresh_tokenizer_state, monkeypatch):
+    encoder = CountingEncoding(tiktoken.get_encoding("cl100k_base"))
+
+    def loaded():
+        return encoder
+
+    loaded.cache_clear = lambda: None
+    monkeypatch.setattr(usage, "_cl100k", loaded)
+    return encoder
+
+
+RESULT_TEMPLATE = {"_target_": "aiflows.prompt_template.JinjaPrompt", "template": "Output:\n{{result}}\nQ: {{query}}",
+                   "input_variables": ["query", "result"]}
+
+
+def reading_chat(window):
+    """A chat given a run's output as ``result``, whose window keeps the first exchange (where the output is)."""
+    return ChatAtomicFlow.instantiate_from_default_config(
+        name="Reader", context_window=window, announce_fitting=False, backend={"max_tokens": 200},
+        previous_messages={"first_k": 1}, init_human_message_prompt_template=RESULT_TEMPLATE,
+        human_message_prompt_template=RESULT_TEMPLATE, input_interface_non_initialized=["query", "result"],
+        input_interface_initialized=["query", "result"])
+
+
+def test_a_long_message_is_counted_once_not_at_every_later_call(counting_encoder, scripted_llm):
+    output = "".join(f"line {i} of what the code printed\n" for i in range(4000))  # about 130 KB, it fits
+    chat = reading_chat(100_000)
+    scripted_llm.add("first", "second", "third", "fourth")
+    chat.call({"query": "What did it print?", "result": output})
+    for query in ("And then?", "Why?", "What next?"):
+        chat.call({"query": query, "result": "short"})
+    assert output in scripted_llm.calls[-1]["messages"][1]["content"], "the window still sends the output"
+    big = [n for n in counting_encoder.encoded if n >= len(output)]
+    assert len(big) == 1, f"the message holding the output was tokenized {len(big)} times in 4 calls"
+
+
+def test_an_output_that_cannot_fit_is_cut_before_it_is_counted(counting_encoder, scripted_llm):
+    output = "x" * 3_000_000  # 3 MB: 375,000 tokens at least, for a window of 2,048
+    chat = reading_chat(2048)
+    scripted_llm.add("ok")
+    assert chat.call({"query": "What did it print?", "result": output}) == {"api_output": "ok"}
+    assert max(counting_encoder.encoded) < 300_000, "the whole output was tokenized"
+    sent = scripted_llm.calls[-1]["messages"]
+    assert usage.count_message_tokens(sent) <= 2048 - 200 - 204 and "characters cut" in sent[-1]["content"]
 
 
 def test_the_byte_bound_is_never_below_the_token_count():

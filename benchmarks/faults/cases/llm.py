@@ -85,6 +85,43 @@ def connection_refused(ctx):
     previous_run_kept(ctx, ctx.path("memory"), files)
 
 
+@case("llm_outage", "connection_refused_is_not_retried", handled="exit 1 within 20 s with the default retry "
+      "policy (a refused connection is not transient: it waited 66 s over 6 attempts), naming the URL",
+      lost="an earlier run's files or this run's run file are lost")
+def connection_refused_is_not_retried(ctx):
+    files = previous_run(ctx.path("memory"))
+    with socket.socket() as placeholder:  # a port nothing listens on
+        placeholder.bind(("127.0.0.1", 0))
+        port = placeholder.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    done = jarvis(ctx, "--api-base", url, "--yes", GOAL)
+    ctx.figure("seconds", round(done.seconds, 1))
+    handled_exit(ctx, done, [1], says=[f"nothing is listening at {url} (connection refused)"],
+                 not_says=["retrying"])
+    ctx.expect(done.seconds < 20, f"the run took {done.seconds:.0f} s")
+    previous_run_kept(ctx, ctx.path("memory"), files)
+
+
+@case("llm_outage", "redirect_is_not_followed", handled="exit 1 after one request: a 301 to https names the status, "
+      "the Location and the --api-base to use, never as 'APIStatusError'",
+      lost="an earlier run's files or this run's run file are lost")
+def redirect_is_not_followed(ctx):
+    moved = HTTPError(301, "moved", headers={"Location": "https://llm.example/v1/chat/completions"})
+    done, server = _outage(ctx, [moved], [1], says=["HTTP 301 Moved Permanently", "https://llm.example/v1/chat/"
+                                                    "completions", "--api-base https://llm.example/v1"])
+    ctx.expect("APIStatusError" not in done.text, "the output says APIStatusError")
+    ctx.expect(len(server.requests) == 1, f"{len(server.requests)} requests: the redirect was retried or followed")
+
+
+@case("llm_outage", "deeply_nested_body", handled="exit 1 after the retries: a body of 100,000 nested arrays is an "
+      "invalid reply, said so, with no RecursionError on screen",
+      lost="an earlier run's files or this run's run file are lost")
+def deeply_nested_body(ctx):
+    nested = Malformed(b"[" * 100_000 + b"]" * 100_000)
+    done, server = _outage(ctx, [nested] * 4, [1], says=["failed 4 times", "nested too deeply"])
+    ctx.expect("RecursionError" not in done.text and "recursion" not in done.text, "Python's RecursionError shows")
+
+
 @case("llm_outage", "401_is_not_retried", slow=True, handled="exit 1 or 2 after one request, naming the key "
       "problem", lost="an earlier run's files or this run's run file are lost")
 def unauthorized(ctx):

@@ -8,7 +8,8 @@ import time
 
 from ..harness import case
 from ..support import (
-    GOAL, LoopbackLLMServer, command, defined, demo, handled_exit, jarvis, memory_whole, read, short_run, stopped_run,
+    CODER_GOAL, GOAL, LoopbackLLMServer, coder_run, command, defined, demo, handled_exit, jarvis, memory_whole, read,
+    short_run, stopped_run,
 )
 
 from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
@@ -55,6 +56,32 @@ def library_of_5_mb(ctx):
     names = set(defined(read(memory / "library.py")))
     ctx.keep({f"helper_{i}" for i in range(FUNCTIONS)} <= names, "a function of the library is missing")
     memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True, saved=["growth_rates", "svg_bar_chart"])
+
+
+@case("scale", "run_code_output_of_10_mb", slow=True, timeout=300, handled="run_code printing 10 MB (100-character "
+      "lines) ends (exit 0) in at most 3 times (+10 s) a run printing one line, its processes' peak memory under "
+      "400 MB, no prompt over 60 KB (it took 86 s and 610 MB when the output was counted at every later call)",
+      lost="the memory folder's plans or logs are missing")
+def run_code_output_of_10_mb(ctx):
+    small = ctx.path("small")
+    small.mkdir()
+    with LoopbackLLMServer(replies=coder_run("print('one line')")) as server:
+        baseline = jarvis(ctx, CODER_GOAL, server=server, cwd=str(small))
+    handled_exit(ctx, baseline, [0])
+    code = "for i in range(100_000):\n    print(str(i).rjust(99, 'x'))"
+    with LoopbackLLMServer(replies=coder_run(code)) as server:
+        done = jarvis(ctx, CODER_GOAL, server=server, timeout=250)
+        sizes = [len(json.dumps(r["messages"])) for r in server.requests]
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    ctx.figure("seconds (one line)", round(baseline.seconds, 1))
+    ctx.figure("seconds (10 MB)", round(done.seconds, 1))
+    ctx.figure("peak RSS MB", peak)
+    handled_exit(ctx, done, [0])
+    ctx.expect(done.seconds <= 3 * baseline.seconds + 10, f"the run took {done.seconds:.0f} s, "
+                                                          f"{baseline.seconds:.0f} s printing one line")
+    ctx.expect(peak < 400, f"a process of the run took {peak} MB")
+    ctx.expect(max(sizes, default=0) < 60_000, f"a prompt of {max(sizes, default=0)} characters")
+    memory_whole(ctx, ctx.path("memory"), goal=CODER_GOAL, run_file=True)
 
 
 @case("scale", "logs_of_50_mb", slow=True, timeout=300, handled="--resume with a 50 MB Jarvis log ends (exit 0) with "

@@ -6,7 +6,9 @@ started with ``--n_ctx 4096``) or a long library can still overflow it. Before e
 already prove it fits) and, if it does not fit, shortened in this order:
 
 1. the inputs named in the chat's ``shrinkable_inputs``, in that order: log entries oldest first (a line says how
-   many were left out), other texts halved keeping their head and tail, down to ``min_input_chars``;
+   many were left out), other texts cut to the share of the window they may take (at most halved at a time),
+   keeping their head and tail, down to ``min_input_chars``. A text too long to fit whatever its tokens (more than
+   128 UTF-8 bytes, the longest cl100k token, per token of the budget) is cut before it is counted;
 2. the earlier messages of the chat's window (the last reply, kept short);
 3. the reply's ``max_tokens``, down to ``min_reply_tokens``.
 
@@ -43,12 +45,40 @@ def shrink_logs(text: str) -> Optional[str]:
         "\n".join(entry for _, entry in keep)
 
 
-def shrink_text(text: str, floor: int) -> Optional[str]:
-    """``text`` halved (head and tail kept), or None when it is already at ``floor`` characters or fewer."""
+def shrink_text(text: str, floor: int, target: Optional[int] = None) -> Optional[str]:
+    """``text`` cut to ``target`` characters, at most half of it (head and tail kept), or None when it is already at
+    ``floor`` characters or fewer."""
     if len(text) <= floor:
         return None
-    smaller = shorten(text, max(floor, len(text) // 2))
+    size = len(text) // 2 if target is None else min(len(text) // 2, target)
+    smaller = shorten(text, max(floor, size))
     return smaller if len(smaller) < len(text) else None  # the "[... cut ...]" line must not make it grow
+
+
+MAX_TOKEN_BYTES = 128  # the longest cl100k token, in UTF-8 bytes: a text has at least len(bytes) / 128 tokens
+
+
+def bound_before_counting(data: Dict[str, Any], keys: List[str], budget: int, floor: int) -> List[str]:
+    """Cut the inputs of ``keys`` that could not fit ``budget`` tokens whatever their tokens (a run's output of
+    megabytes): tokenizing them whole would take seconds and hundreds of megabytes. Returns the keys cut."""
+    limit = max(floor, budget * MAX_TOKEN_BYTES)
+    cut = []
+    for key in keys:
+        text = data.get(key)
+        if isinstance(text, str) and len(text) > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
+            data[key] = shorten(text, limit)
+            cut.append(key)
+    return cut
+
+
+def _share(text: str, messages: List[dict], tokens: int, budget: int) -> int:
+    """The characters of ``text`` to keep for the prompt (``messages``, ``tokens`` long) to come within ``budget``,
+    with a tenth to spare: its tokens are taken as its share of the prompt's characters (counting them would take
+    as long again)."""
+    total = sum(len(str(m.get("content") or "")) for m in messages) or 1
+    own = tokens * min(1.0, len(text) / total)
+    keep = own - (tokens - budget)
+    return int(len(text) * max(0.0, keep) / max(1.0, own) * 0.9)
 
 
 def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[List[dict], Optional[int]]:
@@ -65,29 +95,33 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
     window = flow._context_window()
     reply_tokens = flow.reply_tokens()
     budget = window - reply_tokens - margin(window)
-    if message_tokens_at_most(messages) <= budget:  # fits for sure: no need to load the tokenizer
+    most = message_tokens_at_most(messages)
+    if most <= budget:  # fits for sure: no need to load the tokenizer
         return messages, None
-    tokens = count_message_tokens(messages)
-    if tokens <= budget:
-        return messages, None
-
-    first_tokens = tokens
     data: Dict[str, Any] = dict(flow._pending_input or {})
     floor = int(config.get("min_input_chars") or 200)
-    shortened: List[str] = []
-    for key in config.get("shrinkable_inputs") or DEFAULT_SHRINKABLE:
+    keys = list(config.get("shrinkable_inputs") or DEFAULT_SHRINKABLE)
+    shortened: List[str] = bound_before_counting(data, keys, budget, floor)
+    if shortened:
+        system, user_message, messages = _render(flow, data, system, extra)
+    tokens = count_message_tokens(messages)
+    if tokens <= budget and not shortened:
+        return messages, None
+
+    # (a prompt cut before it was counted was at least this long: a token is at most MAX_TOKEN_BYTES bytes)
+    first_tokens = max(tokens, most // MAX_TOKEN_BYTES) if shortened else tokens
+    at_least = "at least " if shortened else ""
+    for key in keys:
         while tokens > budget and isinstance(data.get(key), str):
             smaller = shrink_logs(data[key]) if key == "logs" else None
-            smaller = smaller if smaller is not None else shrink_text(data[key], floor)
+            smaller = smaller if smaller is not None else shrink_text(data[key], floor,
+                                                                      _share(data[key], messages, tokens, budget))
             if smaller is None:
                 break
             data[key] = smaller
             if key not in shortened:
                 shortened.append(key)
-            if flow._system_from_input:
-                system = flow._render_system_message(data)
-            user_message = flow._render_user_message(data)
-            messages = flow._assemble(system, user_message, extra)
+            system, user_message, messages = _render(flow, data, system, extra)
             tokens = count_message_tokens(messages)
     for limit in (2000, 500):
         if tokens <= budget:
@@ -107,15 +141,23 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
         if room < minimum:
             server = flow._server()
             raise ContextOverflow(
-                f"{where}: the prompt ({tokens} tokens, shortened from {first_tokens}) and a reply of at least "
-                f"{minimum} tokens do not fit {server.label}'s context window of {window} tokens, so it was not "
+                f"{where}: the prompt ({tokens} tokens, shortened from {at_least}{first_tokens}) and a reply of at "
+                f"least {minimum} tokens do not fit {server.label}'s context window of {window} tokens, so it was not "
                 f"sent. {overflow_advice(server)}", flow=where)
         max_tokens = room
         shortened.append(f"the reply's max_tokens ({reply_tokens} -> {room})")
     if config.get("announce_fitting", True):
-        get_console().line("info", f"{where}: the prompt was {first_tokens} tokens; shortened to {tokens} to fit the "
-                                   f"context window of {window} (shortened: {', '.join(shortened)}).")
+        get_console().line("info", f"{where}: the prompt was {at_least}{first_tokens} tokens; shortened to {tokens} to "
+                                   f"fit the context window of {window} (shortened: {', '.join(shortened)}).")
     return messages, max_tokens
+
+
+def _render(flow: Any, data: Dict[str, Any], system: str, extra: List[dict]) -> Tuple[str, str, List[dict]]:
+    """The system message, the user message and the messages for the (shortened) input ``data``."""
+    if flow._system_from_input:
+        system = flow._render_system_message(data)
+    user_message = flow._render_user_message(data)
+    return system, user_message, flow._assemble(system, user_message, extra)
 
 
 def overflow_advice(server: Any) -> str:

@@ -66,6 +66,7 @@ class HTTPResponseInfo:
     status_code: int
     headers: Any = field(default_factory=dict)
     text: str = ""
+    url: str = ""  # the address asked (a redirect's relative Location is read against it)
 
 
 class APIStatusError(OpenAIHTTPError):
@@ -85,10 +86,10 @@ class AuthenticationError(APIStatusError):
     pass
 
 
-def status_error(status: int, headers: Any, body: str) -> APIStatusError:
+def status_error(status: int, headers: Any, body: str, url: str = "") -> APIStatusError:
     kind = RateLimitError if status == 429 else AuthenticationError if status == 401 else APIStatusError
     text = body.strip() or f"HTTP {status}"
-    return kind(text, status, HTTPResponseInfo(status, headers, body))
+    return kind(text, status, HTTPResponseInfo(status, headers, body, url))
 
 
 # ~~~ Which requests go directly ~~~
@@ -258,7 +259,8 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
         except (APITimeoutError, APIConnectionError):
             raw = b""
         connection.close()
-        raise status_error(response.status, response.headers, raw.decode("utf-8", "replace"))
+        # a redirect (3xx) is not followed: the request carries the API key (llm_errors says where it points)
+        raise status_error(response.status, response.headers, raw.decode("utf-8", "replace"), request.url)
     return connection, response
 
 
@@ -285,10 +287,20 @@ def complete(request: DirectRequest) -> Dict[str, Any]:
     return complete_body(*_send(request), request)
 
 
+def _json(text: str) -> Any:
+    """A body (or an event's data) read as JSON. One nested deeper than Python's JSON reader follows (a hostile or
+    broken server: ``[[[[...``) is a malformed reply, not a RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError as error:
+        raise MalformedReply(f"the server's reply ({len(text)} characters) is nested too deeply to be read") \
+            from error
+
+
 def complete_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
                   request: DirectRequest) -> Dict[str, Any]:
     raw = _read(connection, response, request.timeout)
-    reply = json.loads(raw.decode("utf-8"))
+    reply = _json(raw.decode("utf-8"))
     choices = reply.get("choices") if isinstance(reply, dict) else None
     if not isinstance(choices, list) or not all(isinstance(choice, dict) and isinstance(choice.get("message"), dict)
                                                 for choice in choices):
@@ -323,7 +335,7 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
                 _finish_body(connection, response)
                 return
             events += 1
-            chunk = json.loads(data)
+            chunk = _json(data)
             if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
                 raise status_error(500, response.headers, data)  # an error sent inside the stream
             yield chunk

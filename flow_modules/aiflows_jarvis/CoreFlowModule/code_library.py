@@ -1,61 +1,152 @@
 """The code library as prompts and save_code read it: its signatures and docstrings (a summary bounded in size), the
-names it defines and where, its `from __future__` imports; from one parse per version of its text."""
+names it defines and where, its `from __future__` imports; from one parse per version of its text, block by block."""
 from __future__ import annotations
 
 import ast
-import hashlib
+import re
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .memory_log import shorten
 
 # What is read from a library is kept per version of its text (a digest of it): MemoryReading reads the library
-# every round and save_code reads it again, and parsing a large library is slow. The tree itself is not kept (it is
-# many times the text's size): only what the readers use, the names defined, the lines of `from __future__` imports
-# and the summaries made; and only for the last few versions of texts large enough to be worth it (the small code of
-# one save_code is cheap to parse, and kept it would push a large library out).
+# every round and save_code reads it again, and parsing a large library is slow. Its text is parsed in blocks of
+# top-level statements (about _BLOCK_CHARS each), each kept by its text: a version that appends a function to the
+# last one parses its last block only, and no parse holds the tree of a whole large library (many times the text's
+# size). The trees are not kept: only what the readers use, the names defined, the lines of `from __future__` imports
+# and the summaries made (a summary parses again the few first blocks it shows); and only for the last few versions of
+# texts large enough to be worth it (the small code of one save_code is cheap to parse, and kept it would push a large
+# library out).
 _VIEWS_KEPT = 4
 _VIEW_MIN_CHARS = 1 << 14
+_BLOCK_CHARS = 1 << 15
+_BLOCKS_KEPT = 2048  # blocks of the versions kept (a 5 MB library has about 160)
 _NO_SUMMARY = object()
 # The sizes summaries were asked for lately (`max_library_chars`: one value in a run): a library parsed for another
 # reason (save_code's check of the names) gets those summaries made from the same parse, for the next read.
 _summary_sizes: "OrderedDict[Optional[int], None]" = OrderedDict()
+# Where a block may start: a line at the first column that starts a statement (not a comment, a closing bracket, or
+# the else/elif/except/finally of a statement above). A block cut inside a string, brackets or a decorated definition
+# does not parse alone: it is joined to the next one.
+_STATEMENT_START = re.compile(r"^(?![\s#)\]}]|(?:else|elif|except|finally)\b)", re.M)
+
+
+class _Block:
+    """What one block of top-level statements holds (lines counted from the block's first line)."""
+
+    def __init__(self, tree: ast.Module, lines: int):
+        self.lines = lines
+        self.spans = tuple((n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)
+                           for n in tree.body
+                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+        self.futures = tuple((n.lineno, n.end_lineno) for n in tree.body
+                             if isinstance(n, ast.ImportFrom) and n.module == "__future__")
 
 
 class _LibraryView:
-    """What one version of a library's text holds, from one parse."""
+    """What one version of a library's text holds, from one parse (of its blocks)."""
 
-    def __init__(self, tree: Optional[ast.Module], error: Optional[tuple]):
+    def __init__(self, blocks: List[Tuple[int, int, int, _Block]], error: Optional[tuple]):
         self.error = error  # the SyntaxError's args when the text does not parse
-        body = tree.body if tree is not None else []
+        self.blocks = [(start, end) for start, end, _, _ in blocks]  # where each block's text is
         # (name, first line, last line), 1-based, decorators included, of each top-level function and class
-        self.spans = tuple((n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)
-                           for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+        self.spans = tuple((name, first + line, last + line)
+                           for _, _, line, block in blocks for name, first, last in block.spans)
         self.names = "\n".join(name for name, _, _ in self.spans)
-        self.futures = tuple((n.lineno, n.end_lineno) for n in body
-                             if isinstance(n, ast.ImportFrom) and n.module == "__future__")
+        self.futures = tuple((first + line, last + line)
+                             for _, _, line, block in blocks for first, last in block.futures)
         self.summaries: Dict[Optional[int], str] = {}
 
     def check(self) -> None:
         if self.error is not None:
             raise SyntaxError(*self.error)
 
+    def nodes(self, source: str, trees: Dict[int, ast.Module]) -> Iterator[ast.stmt]:
+        """The top-level statements of ``source`` (the text of this view): its blocks' trees in ``trees`` (by where
+        the block starts), the others parsed again as they are asked for, and added to ``trees``."""
+        if self.error is not None:
+            return
+        for start, end in self.blocks:
+            if start not in trees:
+                trees[start] = _parse(source[start:end])
+            yield from trees[start].body
 
-_views: "OrderedDict[bytes, _LibraryView]" = OrderedDict()
+
+_views: "OrderedDict[Tuple[int, int], _LibraryView]" = OrderedDict()
+_blocks: "OrderedDict[Tuple[int, int], _Block]" = OrderedDict()
 _views_lock = threading.Lock()
 
 
 def _parse(source: str) -> ast.Module:
-    """``ast.parse`` of a library or of code for it (one place: a test counts the parses)."""
+    """``ast.parse`` of a library's block or of code for it (one place: a test counts the parses)."""
     return ast.parse(source)
+
+
+def _digest(text: str) -> Tuple[int, int]:
+    """The key of a text in the caches: its length and hash (a digest of megabytes at every read took longer)."""
+    return len(text), hash(text)
+
+
+def _block_end(source: str, start: int, size: int) -> int:
+    """Where the block starting at ``start`` ends: at the first statement start ``size`` characters on, or at the
+    text's end."""
+    position = start + size
+    found = _STATEMENT_START.search(source, position) if position < len(source) else None
+    return len(source) if found is None else found.start()
+
+
+def _read_blocks(source: str, trees: Dict[int, ast.Module]) -> Tuple[List[Tuple[int, int, int, _Block]],
+                                                                    Optional[tuple]]:
+    """``([(start, end, line before it, block)], None)``, or ``([], the SyntaxError's args)`` if ``source`` does not
+    parse. Blocks seen lately (by the digest of their text) are not parsed again; the trees of the first blocks
+    parsed (those a summary shows) are put in ``trees``, by where the block starts."""
+    blocks: List[Tuple[int, int, int, _Block]] = []
+    start, line, size = 0, 0, _BLOCK_CHARS
+    while start < len(source):
+        end = _block_end(source, start, size)
+        text = source[start:end]
+        key = _digest(text) if len(source) >= _VIEW_MIN_CHARS else None
+        with _views_lock:
+            block = _blocks.get(key) if key else None
+            if block is not None:
+                _blocks.move_to_end(key)
+        if block is None:
+            try:
+                tree = _parse(text)
+                block = _Block(tree, text.count("\n"))
+                if start < 2 * _BLOCK_CHARS:
+                    trees[start] = tree
+            except (SyntaxError, ValueError):
+                if end < len(source):
+                    size *= 2  # cut inside a statement: the block is tried again twice as long (a string of
+                    continue   # megabytes is not parsed again at every block it spans)
+                return [], _whole_error(source)
+            if key:
+                with _views_lock:
+                    _blocks[key] = block
+                    while len(_blocks) > _BLOCKS_KEPT:
+                        _blocks.popitem(last=False)
+        blocks.append((start, end, line, block))
+        start, line, size = end, line + block.lines, _BLOCK_CHARS
+    return blocks, None
+
+
+def _whole_error(source: str) -> tuple:
+    """The args of the SyntaxError of ``source`` as a whole (its line numbers are the file's)."""
+    try:
+        _parse(source)
+    except SyntaxError as problem:
+        return problem.args
+    except ValueError as problem:  # NUL characters (Python 3.11 says so with a ValueError)
+        return (str(problem),)
+    return ("the code does not parse in parts",)  # pragma: no cover - a block that parses nowhere else
 
 
 def _library_view(source: str, summary_chars: Any = _NO_SUMMARY) -> _LibraryView:
     """The view of ``source``, parsed only when this text was not seen lately (or its summary for ``summary_chars``
     was not made yet)."""
-    key = (hashlib.blake2b(source.encode("utf-8", "surrogatepass"), digest_size=20).digest()
-           if len(source) >= _VIEW_MIN_CHARS else None)
+    key = _digest(source) if len(source) >= _VIEW_MIN_CHARS else None
     with _views_lock:
         if summary_chars is not _NO_SUMMARY:
             _summary_sizes[summary_chars] = None
@@ -68,17 +159,12 @@ def _library_view(source: str, summary_chars: Any = _NO_SUMMARY) -> _LibraryView
             _views.move_to_end(key)
             if summary_chars is _NO_SUMMARY or summary_chars in view.summaries:
                 return view
-    try:
-        tree, error = _parse(source), None
-    except SyntaxError as problem:
-        tree, error = None, problem.args
-    except ValueError as problem:  # NUL characters (Python 3.11 says so with a ValueError)
-        tree, error = None, (str(problem),)
+    trees: Dict[int, ast.Module] = {}  # the first blocks' trees, for the summaries made now
     if view is None:
-        view = _LibraryView(tree, error)
+        view = _LibraryView(*_read_blocks(source, trees))
     for size in sizes:  # the size asked for, and the bounded ones asked lately (cheap: rendering stops at the size)
         if size is not _NO_SUMMARY and size not in view.summaries and (size or size == summary_chars):
-            view.summaries[size] = _summary_of(tree, error, size)
+            view.summaries[size] = _summary_of(view, source, size, trees)
     if key:
         with _views_lock:
             _views[key] = view
@@ -116,25 +202,26 @@ def library_summary(source: str, max_chars: Optional[int] = None) -> str:
     return _library_view(source, max_chars).summaries[max_chars]
 
 
-def _summary_of(tree: Optional[ast.Module], error: Optional[tuple], max_chars: Optional[int]) -> str:
-    if tree is None:
+def _summary_of(view: _LibraryView, source: str, max_chars: Optional[int], trees: Dict[int, ast.Module]) -> str:
+    error = view.error
+    if error is not None:
         message = error[0] if error else "?"
         line = error[1][1] if error and len(error) > 1 and error[1] else None
         return f"(the code library does not parse: line {line}: {message})" if line else \
             f"(the code library does not parse: {message})"
-    full = _library_blocks(tree, "full", max_chars)
+    full = _library_blocks(view.nodes(source, trees), "full", max_chars)
     if full is not None:
         return full
     for detail in ("first_line", "signatures"):
-        shorter = _library_blocks(tree, detail, max_chars)
+        shorter = _library_blocks(view.nodes(source, trees), detail, max_chars)
         if shorter is not None:
             return f"(the library is large: {'first docstring lines' if detail == 'first_line' else 'signatures'} " \
                    f"only)\n{shorter}"
-    names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    names = [name for name, _, _ in view.spans]
     return shorten(f"(the library is large: names only) {', '.join(names)}", max_chars)
 
 
-def _library_blocks(tree: ast.Module, detail: str, limit: Optional[int] = None) -> Optional[str]:
+def _library_blocks(nodes: Iterator[ast.stmt], detail: str, limit: Optional[int] = None) -> Optional[str]:
     """The summary's blocks at one level of ``detail``; None as soon as they pass ``limit`` characters (a large
     library is not rendered whole three times to learn that it does not fit)."""
     def doc(node, indent):
@@ -149,7 +236,7 @@ def _library_blocks(tree: ast.Module, detail: str, limit: Optional[int] = None) 
     separator = "\n\n" if detail == "full" else "\n"
     blocks: List[str] = []
     size = -len(separator)
-    for node in tree.body:
+    for node in nodes:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             blocks.append("\n".join([_signature(node)] + doc(node, "    ")))
         elif isinstance(node, ast.ClassDef):

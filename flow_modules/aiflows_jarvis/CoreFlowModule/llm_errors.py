@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Dict, Optional, TypeVar
+from urllib.parse import urljoin, urlsplit
 
 from .errors import JarvisError, LLMCallError
 
@@ -102,7 +103,7 @@ def _server_message(error: BaseException, limit: int = 2000) -> str:
                 text = _body_message(json.loads(message[start:])) if start >= 0 else None
                 if text:
                     return text[:limit]
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):
                 pass
             return message[:limit]
     return ""
@@ -207,6 +208,60 @@ def context_window_advice(provider: Provider = None, detail: str = "") -> str:
 
 
 _VALIDATION_ERROR = re.compile(r"validation error.*'loc'|literal_error|Input should be", re.S)
+_REDIRECTS = {301: "Moved Permanently", 302: "Found", 303: "See Other", 307: "Temporary Redirect",
+              308: "Permanent Redirect"}
+_COMPLETIONS_PATH = "/chat/completions"
+
+
+def _header(error: BaseException, name: str) -> Optional[str]:
+    """A header of the server's answer along the chain (``response.headers``), if any."""
+    for e in _chain(error):
+        headers = getattr(getattr(e, "response", None), "headers", None)
+        try:
+            value = headers.get(name) if headers is not None else None
+        except (AttributeError, TypeError):
+            value = None
+        if value:
+            return str(value)
+    return None
+
+
+def _api_base(provider: Provider) -> str:
+    return str((provider or {}).get("api_base") or "").rstrip("/")
+
+
+def redirect_reason(status: int, location: Optional[str], provider: Provider = None, url: str = "") -> str:
+    """What to say of a redirect from the LLM server: it is never followed (the request carries the API key), so
+    the user is told where the server points and which ``--api-base`` that means."""
+    api_base = _api_base(provider)
+    asked = url or (api_base + _COMPLETIONS_PATH if api_base else "")
+    what = f"HTTP {status} {_REDIRECTS.get(status, 'redirect')}"
+    where = f"the server at {api_base}" if api_base else "the LLM server"
+    if not location:
+        return (f"{where} answered with a redirect ({what}) that names no new address; it was not followed. "
+                "Check the API base URL (--api-base): its scheme (https), host and path")
+    target = urljoin(asked, location) if asked else location
+    base = target[:-len(_COMPLETIONS_PATH)] if target.rstrip("/").endswith(_COMPLETIONS_PATH) else None
+    old, new = urlsplit(asked), urlsplit(target)
+    if old.scheme == "http" and new.scheme == "https" and old.hostname == new.hostname:
+        advice = f"the server wants https: use --api-base {base or api_base.replace('http://', 'https://', 1)}"
+    elif base:
+        advice = f"use --api-base {base.rstrip('/')} (api_base in a configuration)"
+    else:
+        advice = ("check the API base URL (--api-base): it should be the address that ends before "
+                  f"{_COMPLETIONS_PATH} (often .../v1)")
+    return (f"{where} redirects the request ({what}) to {_short(target, 200)}; it was not followed, as it would "
+            f"send the API key to another address. {advice[0].upper()}{advice[1:]}")
+
+
+def _refused(error: BaseException) -> bool:
+    """The connection was refused: nothing listens at that host and port, and asking again will not change that."""
+    for e in _chain(error):
+        if isinstance(e, ConnectionRefusedError):
+            return True
+        if re.search(r"connection refused|errno 111\b|\[winerror 10061\]", str(e), re.I):
+            return True
+    return False
 
 
 def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
@@ -251,6 +306,15 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
             return info(True, f"temporary error (HTTP {status}){suffix}", "timeout" if status == 408 else "server")
         if 400 <= status < 500:  # 400, 422 (FastAPI servers' validation error), ...: the request itself is wrong
             return info(False, f"the request was rejected (HTTP {status}){suffix}", "bad_request")
+        if 300 <= status < 400:  # never followed: the request carries the API key
+            url = next((getattr(getattr(e, "response", None), "url", "") for e in _chain(error)
+                        if isinstance(getattr(getattr(e, "response", None), "url", None), str)), "")
+            return info(False, redirect_reason(status, _header(error, "location"), provider, url), "bad_request")
+    if _refused(error):
+        api_base = _api_base(provider)
+        where = f"at {api_base}" if api_base else "at the API base URL"
+        return info(False, f"cannot connect to the LLM server: nothing is listening {where} (connection refused). "
+                           "Start the server, or check the host and port of --api-base", "connection")
     if names & {"ConnectError", "APIConnectionError", "ConnectionError", "RemoteProtocolError", "ReadError",
                 "ConnectionRefusedError", "ConnectionResetError"}:
         return info(True, f"cannot connect to the LLM server ({error})", "connection")
@@ -264,6 +328,9 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
         bad = encode.object[encode.start:encode.end]
         return info(False, f"the prompt holds characters that cannot be sent ({bad!r} at position {encode.start}: "
                            "text that was not valid UTF-8 where it came from)", "bad_request")
+    if "RecursionError" in names or "maximum recursion depth" in _raw_messages(error):
+        return info(True, "the server sent a reply nested too deeply to be read (not a chat completion)",
+                    "malformed")
     if names & {"JSONDecodeError", "ResponseNotRead", "MalformedReply"}:
         return info(True, "the server sent a malformed response", "malformed")
     if "RateLimitError" in names:

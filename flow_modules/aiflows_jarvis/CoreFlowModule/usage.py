@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Set, Tuple
 
@@ -33,12 +33,34 @@ def _cl100k():
         return None
 
 
+# Counts of the texts counted lately: a chat's prompt is fitted at every call, and its system prompt and earlier
+# messages are the same texts each time (a message of megabytes took seconds to count again at every call). Keyed by
+# length and hash, not by the text, so that a big text is not kept alive by the cache.
+_COUNTS_KEPT = 512
+_counts: "OrderedDict[Tuple[int, int], int]" = OrderedDict()
+_counts_lock = threading.Lock()
+_COUNT_CACHE_MIN_CHARS = 64  # shorter texts are counted faster than looked up
+
+
 def count_tokens(text: str) -> int:
-    """Tokens in ``text`` with the cl100k tokenizer (the package carries it); about len/4 if it cannot load."""
+    """Tokens in ``text`` with the cl100k tokenizer (the package carries it); about len/4 if it cannot load. A text
+    counted lately is not counted again."""
+    cached = len(text) >= _COUNT_CACHE_MIN_CHARS
+    if cached:
+        key = (len(text), hash(text))
+        with _counts_lock:
+            count = _counts.get(key)
+            if count is not None:
+                _counts.move_to_end(key)
+                return count
     encoding = _cl100k()
-    if encoding is None:
-        return max(1, len(text) // 4)
-    return len(encoding.encode(text, disallowed_special=()))
+    count = max(1, len(text) // 4) if encoding is None else len(encoding.encode(text, disallowed_special=()))
+    if cached:
+        with _counts_lock:
+            _counts[key] = count
+            while len(_counts) > _COUNTS_KEPT:
+                _counts.popitem(last=False)
+    return count
 
 
 def tokenizer_loaded() -> bool:

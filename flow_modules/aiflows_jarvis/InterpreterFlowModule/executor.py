@@ -27,6 +27,19 @@ SHELL_LANGUAGES = ("shell", "bash", "sh")
 SUPPORTED_LANGUAGES = PYTHON_LANGUAGES + SHELL_LANGUAGES
 
 
+_LIBRARY_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "library_loader.py")
+
+
+def library_loader_code(module: str) -> str:
+    """Python that makes ``import <module>`` compile the code library block by block, each block's bytecode cached
+    (``library_loader.py``: its text, its call, and the name deleted); "" for no module."""
+    if not module:
+        return ""
+    with open(_LIBRARY_LOADER, encoding="utf-8") as f:
+        source = f.read()
+    return f"{source}\n__jarvis_library_loader({module!r})\ndel __jarvis_library_loader\n"
+
+
 def positive_or_none(name: str, value: Any) -> Optional[float]:
     """``value`` as a positive number, None for null; a clear error otherwise."""
     if value is None:

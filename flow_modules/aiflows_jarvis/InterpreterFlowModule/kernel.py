@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from aiflows_jarvis.CoreFlowModule.terminal import clean_text
 
 from .environment import hide_secrets_from_proc
-from .executor import PYTHON_LANGUAGES, EngineContext, Executor
+from .executor import PYTHON_LANGUAGES, EngineContext, Executor, library_loader_code
 from .output import SKIP_MARK, BoundedText, RunResult
 from .processes import MARKER_VARIABLE, Cgroup, descendants, end_processes, kill_group, marked_processes
 from .workspace import exclusive_png
@@ -120,7 +120,7 @@ class KernelExecutor(Executor):
                          mime=_FIGURES_MIME, max_output=ctx.max_output_chars, memory_limit_mb=ctx.memory_limit_mb,
                          cpu_time_s=ctx.cpu_time_s, skip_mark=SKIP_MARK)
         call = ", ".join(f"{name}={value!r}" for name, value in arguments.items())
-        return f"{source}\n__jarvis_install({call})\ndel __jarvis_install\n"
+        return f"{source}\n__jarvis_install({call})\ndel __jarvis_install\n{library_loader_code(self.reload_library)}"
 
     def _start_kernel(self) -> None:
         from jupyter_client import KernelManager

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, get_console
 from aiflows_jarvis.CoreFlowModule.memory import memory_path, split_future_imports
+from aiflows_jarvis.InterpreterFlowModule.executor import library_loader_code
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 
 PASSED_MARK = "__JARVIS_TESTS_PASSED__"
@@ -26,6 +27,7 @@ if _missing:
 _optional = [name for name in {optional!r} if importlib.util.find_spec(name) is None]
 if _optional:
     print({optional_mark!r}, ", ".join(_optional))
+{library_loader}
 {library_import}
 # ~~~ the code under test, as in the library: its `if __name__ == "__main__":` blocks do not run ~~~
 __name__ = "library"
@@ -139,6 +141,7 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
         script = _SCRIPT.format(futures="\n".join(futures), library_dir=library_dir, modules=required,
                                 imports_mark=IMPORTS_MARK, optional=optional, optional_mark=OPTIONAL_MARK,
                                 library_import=library_import, code=code_body, tests=tests or "pass",
+                                library_loader=library_loader_code(module) if library_import else "",
                                 passed_mark=PASSED_MARK)
         with tempfile.TemporaryDirectory(prefix="jarvis_test_") as folder:
             with open(os.path.join(folder, "test_code.py"), "w", encoding="utf-8") as f:
