@@ -710,7 +710,7 @@ class CodeInterpreter:
                 f.write(code)
             argv = ["bash", script]
         env = self._environment()
-        env[MARKER_VARIABLE] = self._marker("shell")
+        env[MARKER_VARIABLE] = marker = self._marker(f"shell-{uuid.uuid4().hex[:8]}")  # this command's own
         try:
             proc = subprocess.Popen(self._sandboxed(self._shell_command(argv), kernel=False), cwd=self.workspace,
                                     env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -719,19 +719,21 @@ class CodeInterpreter:
             result.failed = True
             result.output = f"Could not start bash: {error}"
             return result
-        if self._shell_cgroup is None:
-            self._shell_cgroup = self._cgroup("shell")
-        if self._shell_cgroup is not None:
-            self._shell_cgroup.add(proc.pid)  # bash is still starting: what it starts will be in it too
-        pgid = proc.pid
-        deadline = time.monotonic() + timeout
-        decoder = Utf8Decoder()
-        fd = proc.stdout.fileno()
-        sel = selectors.DefaultSelector()
-        sel.register(fd, selectors.EVENT_READ)
-        eof = False
-        exited_at: Optional[float] = None
-        try:
+        except BaseException:  # an exit or Ctrl+C while Popen waited: the command may run already, unseen
+            end_processes(lambda: marked_processes(marker))
+            raise
+        pgid, sel = proc.pid, selectors.DefaultSelector()
+        try:  # from here on, an exit (SIGTERM) or Ctrl+C at any point ends the command too
+            if self._shell_cgroup is None:
+                self._shell_cgroup = self._cgroup("shell")
+            if self._shell_cgroup is not None:
+                self._shell_cgroup.add(proc.pid)  # bash is still starting: what it starts will be in it too
+            deadline = time.monotonic() + timeout
+            decoder = Utf8Decoder()
+            fd = proc.stdout.fileno()
+            sel.register(fd, selectors.EVENT_READ)
+            eof = False
+            exited_at: Optional[float] = None
             while not eof:
                 now = time.monotonic()
                 if now >= deadline:
