@@ -6,6 +6,8 @@ scripted LLM, usage meter, trace) are put back after each test.
 """
 from __future__ import annotations
 
+import signal
+
 import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
 
 
@@ -29,6 +31,11 @@ from aiflows_jarvis.CoreFlowModule import (
 )
 
 logging.set_verbosity_warning()
+
+# A suite started as a background job inherits SIGINT ignored (POSIX shells ignore it for `cmd &`), and so would
+# every process it starts: the tests that send Ctrl+C to Jarvis, to a kernel or to pytest itself need it delivered.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
