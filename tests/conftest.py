@@ -6,6 +6,8 @@ source, console, backend factory, usage meter, budget, trace... it sets are its 
 """
 from __future__ import annotations
 
+import signal
+
 import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
 
 
@@ -29,6 +31,11 @@ from aiflows_jarvis.CoreFlowModule import (
 from aiflows_jarvis.CoreFlowModule.redaction import forget_secrets
 
 logging.set_verbosity_warning()
+
+# A suite started as a background job inherits SIGINT ignored (POSIX shells ignore it for `cmd &`), and so would
+# every process it starts: the tests that send Ctrl+C to Jarvis, to a kernel or to pytest itself need it delivered.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The slow half of the suite (three fifths of its time): kernels, command lines run whole, the fault suite, staging.
 # CI runs it on the default Python only; the other Pythons of the supported range run the rest (`-m "not slow"`).

@@ -14,6 +14,7 @@ Replies are served first in, first out. A reply is one of:
 * ``HTTPError(status, message)``: that status with an OpenAI-style ``{"error": {...}}`` body;
 * ``Malformed(body)``: status 200 (by default) with that raw body;
 * ``Slow(seconds, reply)``: waits, then serves ``reply`` (any kind); ``close()`` cuts the wait short;
+  ``Slow(None, reply)`` waits for ``close()`` alone: a reply that must not come however slow the machine is;
 * a ``dict``: sent as the JSON body, status 200, as is;
 * a callable ``(request_json) -> reply``: called with the parsed request body; its result is served.
 
@@ -140,10 +141,15 @@ class Malformed:
 
 
 class Slow:
-    """Scripted slow reply: wait ``seconds`` (interruptible by ``close()``), then serve ``reply``."""
+    """Scripted slow reply: wait ``seconds`` (interruptible by ``close()``), then serve ``reply``.
 
-    def __init__(self, seconds: float, reply: Any):
-        self.seconds = float(seconds)
+    seconds: how long; None waits until the server is closed (the client's own timeout, the run's deadline or a
+        signal must end the call, and no load on the machine can make the reply come first).
+    reply: what is served after the wait (any kind of reply).
+    """
+
+    def __init__(self, seconds: Optional[float], reply: Any):
+        self.seconds = None if seconds is None else float(seconds)
         self.reply = reply
 
     def __repr__(self) -> str:

@@ -37,8 +37,9 @@ def test_a_reply_comes_back_through_litellm_and_tokens_are_counted(loopback_llm)
 
 
 def test_transient_errors_are_retried_with_backoff_then_succeed(loopback_llm, quiet_console):
-    loopback_llm.add(HTTPError(429), HTTPError(500), Slow(3, "too late"), "finally")
-    chat = make_chat(backend={"request_timeout": 0.5})
+    loopback_llm.add(HTTPError(429), HTTPError(500), Slow(None, "too late"), "finally")
+    # the timeout is long enough for the replies that do come, even on a busy machine; the Slow one never does
+    chat = make_chat(backend={"request_timeout": 2.0})
     assert chat.call({"query": "hi"}) == {"api_output": "finally"}
     assert len(loopback_llm.requests) == 4, "429, 500 and a timeout were each retried"
     assert "rate limited (HTTP 429)" in quiet_console.text
@@ -193,8 +194,8 @@ def test_backoff_delays_grow_up_to_the_cap_and_a_server_wait_is_capped_too():
 
 
 def test_a_timeout_is_reported_as_a_timeout_not_as_its_http_code(loopback_llm, quiet_console):
-    loopback_llm.add(Slow(3, "too late"), "ok")
-    assert make_chat(backend={"request_timeout": 0.5}).call({"query": "hi"}) == {"api_output": "ok"}
+    loopback_llm.add(Slow(None, "too late"), "ok")
+    assert make_chat(backend={"request_timeout": 2.0}).call({"query": "hi"}) == {"api_output": "ok"}
     assert "the request timed out; retrying" in quiet_console.text
     assert "HTTP 408" not in quiet_console.text
 
@@ -388,11 +389,12 @@ def test_the_deadline_comes_from_the_policy_and_zero_means_none():
 
 
 def test_a_hanging_loopback_server_is_given_up_on_within_the_deadline(loopback_llm, quiet_console):
-    loopback_llm.add(*[Slow(30, "too late")] * 5)
+    loopback_llm.add(*[Slow(None, "too late")] * 5)
     chat = make_chat(backend={"request_timeout": 1.0}, retry={**FAST_RETRY, "call_deadline": 2.0})
     started = time.monotonic()
     with pytest.raises(LLMCallError) as error:
         chat.call({"query": "hi"})
     print(f"gave up after {time.monotonic() - started:.1f}s; the deadline is 2 s")  # a figure, not an assertion
     assert "no reply within 2 s (the call's deadline, retries included)" in str(error.value)
-    assert len(loopback_llm.requests) == 2, "two attempts of 1 s fit in 2 s"
+    # two attempts of 1 s fit in 2 s; on a busy machine the second may start too late to be made: never a third
+    assert len(loopback_llm.requests) in (1, 2), loopback_llm.requests

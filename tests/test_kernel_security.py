@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 
 import pytest
@@ -27,6 +26,7 @@ from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, su
 from aiflows_jarvis.InterpreterFlowModule.processes import Cgroup, start_time
 from aiflows_jarvis.InterpreterFlowModule.sandbox import SandboxUnavailable, bwrap_command
 from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
+from waiting import HANG_GUARD, eventually
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_KEY = "sk-test-" + "x" * 40
@@ -52,14 +52,10 @@ def tagged(tag: str):
     return found
 
 
-def wait_until_gone(tag: str, wait: float = 10.0):
-    """The processes tagged ``tag`` still alive after ``wait`` seconds (none, if all ended before)."""
-    end = time.monotonic() + wait
-    left = tagged(tag)
-    while left and time.monotonic() < end:
-        time.sleep(0.05)
-        left = tagged(tag)
-    return left
+def wait_until_gone(tag: str, wait: float = HANG_GUARD):
+    """The processes tagged ``tag`` still alive after ``wait`` seconds (none, as soon as all have ended)."""
+    eventually(lambda: not tagged(tag), wait, poll=0.05)
+    return tagged(tag)
 
 
 @pytest.fixture
@@ -67,7 +63,7 @@ def tag():
     """A tag for this test's processes; whatever still carries it at the end is killed (and fails the test)."""
     value = f"jvtag{uuid.uuid4().hex[:10]}"
     yield value
-    left = wait_until_gone(value, wait=5)
+    left = wait_until_gone(value)
     for pid in left:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -119,13 +115,9 @@ def end_host(process: "subprocess.Popen[str]", how: str) -> None:
     process.wait(timeout=60)
 
 
-def until(condition, wait: float = 10.0) -> bool:
-    end = time.monotonic() + wait
-    while not condition():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
+def until(condition, wait: float = HANG_GUARD) -> bool:
+    """True as soon as ``condition()`` is; False if it is still false after ``wait`` s."""
+    return eventually(condition, wait, poll=0.05)
 
 
 # ~~~ Secrets ~~~
@@ -530,7 +522,7 @@ def test_sighup_stops_a_run_like_sigterm_and_ends_the_kernel_and_its_processes(t
     replies = demo.replies()
     run_code = json.dumps({"command": "run_code", "command_args": {"language": "python", "code": python_spawns(tag)}})
     # Jarvis plans and hands the goal to Coder; Coder plans, runs the code, and its next call hangs: SIGHUP then.
-    script = replies[:3] + [run_code, Slow(60, replies[3])]
+    script = replies[:3] + [run_code, Slow(None, replies[3])]
     with LoopbackLLMServer(replies=script) as server:
         work = tmp_path / "work"
         work.mkdir()

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from fakes import command, finish
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from test_boss_e2e import make_boss
 from test_cli import kernels_in, run_jarvis, run_until
+from waiting import HANG_GUARD, eventually
 
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, MemoryFileError, set_input_source
@@ -36,10 +36,11 @@ DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", 
 
 
 def python_child(script: str, *args: str) -> subprocess.Popen:
-    """A Python process running ``script`` with the project importable; stdout piped."""
+    """A Python process running ``script`` with the project importable; stdout and stdin piped (a script that
+    waits for its cue reads a line)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1"}
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.PIPE)
 
 
 def wait_for_line(process: subprocess.Popen, expected: str) -> None:
@@ -55,14 +56,15 @@ def dead_pid() -> int:
 
 # ~~~ save_code under a file lock ~~~
 SAVER = """
-    import os, sys, time
+    import os, sys
     import aiflows_jarvis  # noqa: F401
     from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
-    library, prefix, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    library, prefix = sys.argv[1], sys.argv[2]
     save = SaveCodeAtomicFlow.instantiate_from_default_config()
-    time.sleep(max(0.0, start - time.time()))  # both processes start saving at the same moment
+    print("ready", flush=True)
+    sys.stdin.readline()  # both processes start saving when both are ready
     for i in range(20):
         out = save.run({"code": f"def {prefix}_{i}(x):\\n    '''{prefix} {i}.'''\\n    return x + {i}\\n",
                         "memory_files": {"code_library": library}})
@@ -73,8 +75,12 @@ SAVER = """
 def test_two_processes_saving_into_one_library_lose_no_function(tmp_path):
     library = str(tmp_path / "library.py")
     atomic_write(library, "def mine(x):\n    '''The user's own.'''\n    return x\n")
-    start = time.time() + 2.0  # both have imported aiflows by then
-    savers = [python_child(SAVER, library, prefix, str(start)) for prefix in ("first", "second")]
+    savers = [python_child(SAVER, library, prefix) for prefix in ("first", "second")]
+    for saver in savers:
+        wait_for_line(saver, "ready")
+    for saver in savers:
+        saver.stdin.write("go\n")
+        saver.stdin.flush()
     for saver in savers:
         out, err = saver.communicate(timeout=120)
         assert saver.returncode == 0, out[-2000:] + err[-2000:]
@@ -86,11 +92,11 @@ def test_two_processes_saving_into_one_library_lose_no_function(tmp_path):
 
 
 HOLDER = """
-    import sys, time
+    import sys
     from aiflows_jarvis.CoreFlowModule.locks import file_lock
     with file_lock(sys.argv[1]):
         print("locked", flush=True)
-        time.sleep(60)
+        sys.stdin.readline()  # held until the test kills it
 """
 
 
@@ -99,16 +105,14 @@ def test_a_file_lock_not_released_in_time_names_its_holder(tmp_path):
     holder = python_child(HOLDER, library)
     try:
         wait_for_line(holder, "locked")
-        began = time.monotonic()
         with pytest.raises(MemoryFileError) as refused:
             with file_lock(library, timeout=0.5):
                 pass
-        assert time.monotonic() - began < 5, "it waited as long as it was told, no longer"
         assert f"process {holder.pid}" in str(refused.value) and library in str(refused.value)
     finally:
         holder.kill()
         holder.wait()
-    with file_lock(library, timeout=5):  # a killed holder's lock is released by the kernel
+    with file_lock(library, timeout=HANG_GUARD):  # a killed holder's lock is released by the kernel
         pass
 
 
@@ -118,7 +122,7 @@ def test_a_second_run_on_a_memory_folder_in_use_is_refused_before_anything_is_mo
     memory = tmp_path / "memory"
     memory.mkdir()
     (memory / "plan_jarvis.txt").write_text("1. An older run's plan.\n")
-    with LoopbackLLMServer(replies=[Slow(60, demo.replies()[0])]) as server:
+    with LoopbackLLMServer(replies=[Slow(None, demo.replies()[0])]) as server:
         first, _ = run_until(server, 1, tmp_path, "the first goal")  # it waits for its first LLM reply
         try:
             (archived,) = (memory / "archive").iterdir()
@@ -139,17 +143,15 @@ def test_a_second_run_on_a_memory_folder_in_use_is_refused_before_anything_is_mo
             out, err = first.communicate(timeout=60)
     assert first.returncode == 143, out[-2000:] + err[-2000:]
     assert read_text(memory / RUN_LOCK_NAME) == "", "the lock is released when the run ends (here by SIGTERM)"
-    deadline = time.monotonic() + 10
-    while kernels_in(memory) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    eventually(lambda: not kernels_in(memory), poll=0.1)
 
 
 LOCKER = """
-    import sys, time
+    import sys
     from aiflows_jarvis.CoreFlowModule.locks import RunLock
     RunLock(sys.argv[1]).acquire()
     print("locked", flush=True)
-    time.sleep(60)
+    sys.stdin.readline()  # held until the test kills it
 """
 
 

@@ -257,10 +257,10 @@ def test_a_budget_from_the_configuration_and_the_command_line():
 
 def test_the_time_budget_bounds_a_call_to_a_server_that_hangs(loopback, quiet_console):
     use_server(loopback)
-    loopback.add(Slow(30, finish()))
+    loopback.add(Slow(None, finish()))
     set_run_budget(RunBudget(max_time=2))
     flow = controller(backend={"request_timeout": 60}, retry={"max_attempts": 1})
-    with pytest.raises(BudgetExceeded) as error:  # a call left to run would have been answered, after 30 s
+    with pytest.raises(BudgetExceeded) as error:  # a call left to run would never have been answered
         flow.call(goal_input())
     assert "--max-time" in str(error.value), "a call cut by the run's time limit stops the run as the budget does"
     assert len(loopback.requests) == 1, "cut at the run's deadline, not retried"

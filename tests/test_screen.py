@@ -143,7 +143,7 @@ def test_the_demo_piped_and_with_plain_is_plain_text(tmp_path):
 
 def test_a_status_line_shows_while_a_slow_call_runs_and_stream_counts_tokens(tmp_path):
     demo = Transcript.load(DEMO)
-    with LoopbackLLMServer(replies=[Slow(60, demo.replies()[0])]) as server:
+    with LoopbackLLMServer(replies=[Slow(None, demo.replies()[0])]) as server:
         terminal = Terminal(tmp_path, "--api-base", server.url, "--yes", demo.header["goal"])
         try:
             assert terminal.read_until(lambda text: re.search(r"Jarvis > Planner > PlanGenerator: waiting for the "

@@ -17,6 +17,7 @@ import pytest
 
 from fakes import Sink
 from subprocess_guard import network_guarded
+from waiting import wait_until
 from loopback_llm import HTTPError, LoopbackLLMServer
 from aiflows_jarvis.CoreFlowModule import Console, TerminalInput
 from aiflows_jarvis.CoreFlowModule.interaction import _STYLES, OutputClosed
@@ -127,6 +128,16 @@ def test_unterminated_sequences_are_cleaned_in_time_linear_in_their_number(shape
     assert ratio < 100, f"cleaning {shape!r} x 100,000 took {ratio:.0f}x one linear pass over it: not linear"
 
 
+@pytest.mark.parametrize("shape", [f"{ESC}[1;2", f"{ESC}]0;title", f"{ESC}Ppayload", f"{ESC}[?25 "])
+def test_unterminated_sequences_lose_their_introducer_and_keep_their_text(shape):
+    """100,000 unterminated sequences: each loses its ESC and introducer, and what followed stays as plain text (none
+    swallows the next ones). How the time grows with their number is a figure: benchmarks/clean_text_scaling.py."""
+    for count in (12_500, 100_000):
+        cleaned = clean_text(shape * count)
+        assert not controls_in(cleaned)
+        assert cleaned == shape[2:] * count, cleaned[:80]
+
+
 # ~~~ invisible characters: shown as their code point, the set taken from the Unicode properties ~~~
 INVISIBLE = ["\u034f", "\ufe0f", "\U000e0100", "\U000e0001", "\U000e0041", "\U000e007f", "\u00ad", "\u2028",
              "\u2029", "\u2800", "\u17b4", "\u17b5", "\u115f", "\u1160", "\u3164", "\uffa0", "\u180b", "\u2065"]
@@ -196,7 +207,7 @@ def test_the_spinner_label_is_cleaned():
     sink = Sink()
     console = Console(stream=sink, color=True, spinner=True)
     with console.working(f"{ESC}]0;t{BEL}Coder is waiting{ESC}[2K\r\n"):
-        time.sleep(0.4)
+        wait_until(lambda: "Coder is waiting" in sink.text, "the spinner's first line")
     shown = without_own_colours(sink.text)
     assert "Coder is waiting" in shown, "the spinner ran"
     assert not controls_in(shown.replace("\r", "")), "only the spinner's own carriage returns"

@@ -448,9 +448,10 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
                     self._jarvis_flushing -= 1
 
             def flush(self):
-                # what the descriptor got until now goes first, so that the order of output is kept
+                # what the descriptor got until now goes first, so that the order of output is kept (the limit only
+                # guards against a reader that cannot go on: on a busy machine it may wait its turn for a while)
                 if reader is not None:
-                    reader.drain(0.1)
+                    reader.drain(2.0)
                 # nothing written since the last _flush took it, none under way (whose message could be sent after
                 # the caller's next one), and no forked child in this run (its output comes to the IOPub thread
                 # through a socket of its own, which a round trip gives the time to be read): nothing to wait for
@@ -478,10 +479,11 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
         ip.kernel._execute_sleep = 0.0
 
     def drain_fds():
-        """At the end of a run: all the descriptors got is in the streams before their last flushes (at most a second
-        each: only an overloaded machine takes that long)."""
+        """At the end of a run: all the descriptors got is in the streams before their last flushes. The limit only
+        guards against a reader that cannot go on; a busy machine can keep the reader's thread waiting for seconds,
+        and what it had not passed on by then would show up in the next run."""
         for reader in fd_readers:
-            reader.drain(1.0)
+            reader.drain(10.0)
             reader.finish()
 
     # ~~~ Hooks ~~~

@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -99,9 +100,16 @@ def _drop_output():
 
 def main(argv):
     options, command = _parse(argv)
+    parent = os.getppid()
     processes = _load_processes()
+    # SIGUSR1 only wakes the loop below when the parent (thread) goes, at once rather than at its next look: until
+    # then a killed interpreter's processes run on, and on a busy machine that look can come late
+    waited = {signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1}
+    signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGUSR1), 0, 0, 0)
     except (OSError, AttributeError):
         pass
     cgroup = processes.Cgroup(options["--cgroup"]) if options["--cgroup"] else None
@@ -110,13 +118,10 @@ def main(argv):
         cgroup = None
     status_fd = int(options["--status-fd"]) if options["--status-fd"] is not None else None
     marker = os.environ.get(processes.MARKER_VARIABLE, "")
-    parent = os.getppid()
-    waited = {signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP}
     # Ctrl+C reaches the whole process group (jupyter_client interrupts the kernel so): it is the kernel's, not ours.
     # Ignored for the command too (bubblewrap would die of it, and the kernel with it): ipykernel ignores it anyway
     # and sets its own handler while it runs code, and a program the code starts gets the default back.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     env = dict(os.environ)
     env["JPY_PARENT_PID"] = str(os.getpid())  # ipykernel ends itself if its parent changes: this one is its parent
     status = None  # the kernel's wait status, once it has ended

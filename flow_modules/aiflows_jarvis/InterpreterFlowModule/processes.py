@@ -234,7 +234,9 @@ class Cgroup:
 
     @classmethod
     def _sweep_stale(cls, parent: str) -> None:
-        """Remove the cgroups left by runs that ended without cleaning up (their name carries their pid)."""
+        """Remove the cgroups left by runs that ended without cleaning up (their name carries their pid), and end
+        what that interpreter's code started outside them (its mark is in the name too): a killed interpreter's
+        kernel launcher does that when it sees its parent gone, but the sweep may kill the launcher first."""
         try:
             names = [n for n in os.listdir(parent) if n.startswith(cls.PREFIX)]
         except OSError:
@@ -253,6 +255,9 @@ class Cgroup:
             stale = cls(os.path.join(parent, name))
             stale.kill()
             stale.remove()
+            parts = name[len(cls.PREFIX):].split("-")
+            if len(parts) == 3 and parts[1].isalnum():  # "<pid>-<interpreter id>-<kind>"
+                end_processes(lambda: marked_processes(parts[1] + "/"))
 
     def add(self, pid: int) -> bool:
         try:

@@ -19,7 +19,7 @@ from typing import List, Optional
 
 from .executor import SHELL_LANGUAGES, EngineContext, Executor
 from .output import BoundedText, RunResult, Utf8Decoder
-from .processes import MARKER_VARIABLE, Cgroup, kill_group
+from .processes import MARKER_VARIABLE, Cgroup, end_processes, kill_group, marked_processes
 
 _LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launcher.py")
 
@@ -68,7 +68,7 @@ class ShellExecutor(Executor):
         self.ctx.resources["shell_groups"] = [launcher.pid for launcher in self._launchers]
         env = self.ctx.environment()
         self._commands += 1
-        env[MARKER_VARIABLE] = self.ctx.marker(f"shell{self._commands}")
+        env[MARKER_VARIABLE] = marker = self.ctx.marker(f"shell{self._commands}")
         status_read, status_write = os.pipe()
         launcher = [sys.executable, "-I", "-S", _LAUNCHER, "--linger", "--status-fd", str(status_write), "--"]
         try:
@@ -80,23 +80,26 @@ class ShellExecutor(Executor):
             result.failed = True
             result.output = f"Could not start bash: {error}"
             return result
+        except BaseException:  # an exit or Ctrl+C while Popen waited: the command may run already, unseen
+            os.close(status_read)
+            end_processes(lambda: marked_processes(marker))
+            raise
         finally:
             os.close(status_write)
-        if self._shell_cgroup is None:
-            self._shell_cgroup = self.ctx.cgroup("shell")
-        if self._shell_cgroup is not None:
-            self._shell_cgroup.add(proc.pid)  # bash is still starting: what it starts will be in it too
-        pgid = proc.pid
-        deadline = time.monotonic() + timeout
-        decoder = Utf8Decoder()
-        fd = proc.stdout.fileno()
-        sel = selectors.DefaultSelector()
-        sel.register(fd, selectors.EVENT_READ)
-        sel.register(status_read, selectors.EVENT_READ)
+        pgid, sel = proc.pid, selectors.DefaultSelector()
         eof = False
         status = b""
         exited_at: Optional[float] = None
-        try:
+        try:  # from here on, an exit (SIGTERM) or Ctrl+C at any point ends the command too
+            if self._shell_cgroup is None:
+                self._shell_cgroup = self.ctx.cgroup("shell")
+            if self._shell_cgroup is not None:
+                self._shell_cgroup.add(proc.pid)  # bash is still starting: what it starts will be in it too
+            deadline = time.monotonic() + timeout
+            decoder = Utf8Decoder()
+            fd = proc.stdout.fileno()
+            sel.register(fd, selectors.EVENT_READ)
+            sel.register(status_read, selectors.EVENT_READ)
             while not eof:
                 now = time.monotonic()
                 if now >= deadline:
