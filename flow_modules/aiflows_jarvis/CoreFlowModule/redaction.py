@@ -25,8 +25,10 @@ _TOKEN_LENGTH = 20
 
 _lock = threading.Lock()
 _names: Dict[str, str] = {}  # value -> name, in the order remembered
-# (form, replacement), the longest form first: a URL holding a password is replaced whole before its password alone
-_forms: Tuple[Tuple[str, str], ...] = ()
+# (form, replacement), the longest form first: a URL holding a password is replaced whole before its password alone.
+# One entry, replaced whole when a secret is added (readers take it without the lock). The secrets are the process's,
+# not one run's: a key known from an earlier run in the same process is still redacted, which can only keep more out.
+_forms: List[Tuple[Tuple[str, str], ...]] = [()]
 
 
 def remember_secret(name: str, value: Optional[str]) -> None:
@@ -43,7 +45,6 @@ def remember_secret(name: str, value: Optional[str]) -> None:
     password = url_password(value.strip())
     if password:
         values.append(password)
-    global _forms
     with _lock:
         added = False
         for secret in values:
@@ -51,7 +52,7 @@ def remember_secret(name: str, value: Optional[str]) -> None:
                 _names[secret] = str(name)
                 added = True
         if added:
-            _forms = _make_forms(_names)
+            _forms[0] = _make_forms(_names)
 
 
 def remember_secrets(secrets: Dict[str, str]) -> None:
@@ -68,10 +69,9 @@ def known_secret_names() -> List[str]:
 
 def forget_secrets() -> None:
     """Forget every secret (a test's clean slate; a process that ran with a key keeps redacting it otherwise)."""
-    global _forms
     with _lock:
         _names.clear()
-        _forms = ()
+        _forms[0] = ()
 
 
 def _make_forms(names: Dict[str, str]) -> Tuple[Tuple[str, str], ...]:
@@ -87,7 +87,7 @@ def _make_forms(names: Dict[str, str]) -> Tuple[Tuple[str, str], ...]:
 def redact(text: str) -> str:
     """``text`` with every secret remembered replaced by ``[redacted: NAME]``; the very same string when it holds
     none. One substring search per secret: linear in the length of ``text``."""
-    forms = _forms
+    forms = _forms[0]
     if not forms or not isinstance(text, str):
         return text
     for form, replacement in forms:
@@ -99,7 +99,7 @@ def redact(text: str) -> str:
 def redact_data(value: Any) -> Any:
     """``value`` (a text, or a dict or list holding texts, at any depth) with every text redacted; the very same
     object when nothing was remembered."""
-    if not _forms:
+    if not _forms[0]:
         return value
     if isinstance(value, str):
         return redact(value)
