@@ -82,6 +82,25 @@ def test_code_that_prints_the_key_from_a_file_gets_it_back_redacted(tmp_path, mo
     assert KEY not in result.output and "OPENAI_API_KEY=[redacted: OPENAI_API_KEY]" in result.output, result.output
 
 
+def test_the_environments_secrets_are_looked_for_again_only_when_it_changed(tmp_path, monkeypatch):
+    """Looking through the environment costs more than a warm run itself: it is done again only when the
+    environment changed, and a secret set between two runs is still redacted from the second."""
+    from aiflows_jarvis.InterpreterFlowModule import interpreter as interpreter_module
+
+    looks = []
+    monkeypatch.setattr(interpreter_module, "secrets_to_redact",
+                        lambda *args: looks.append(1) or secrets_to_redact(*args))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (tmp_path / "later.txt").write_text("sk-later-0123456789abcdef0123")
+    with CodeInterpreter(str(tmp_path), timeout=30) as interpreter:
+        interpreter.run("true", "shell")
+        interpreter.run("true", "shell")
+        assert len(looks) == 1, "the environment did not change: not looked through again"
+        monkeypatch.setenv("LATER_TOKEN", "sk-later-0123456789abcdef0123")
+        result = interpreter.run("cat later.txt", "shell")
+    assert len(looks) == 2 and "[redacted: LATER_TOKEN]" in result.output, result.output
+
+
 # ~~~ The command line: nothing written or sent holds the key or the --api-base password ~~~
 def _jarvis(cwd, *args, env_extra=None, timeout=240):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_", "FAKE_EDITOR"))}
