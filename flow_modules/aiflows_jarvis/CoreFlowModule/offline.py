@@ -109,10 +109,6 @@ def install_litellm_import_hook() -> None:
     _hook.install()
 
 
-def uninstall_litellm_import_hook() -> None:
-    _hook.uninstall()
-
-
 def litellm_model_cost() -> dict:
     """litellm's model map (context windows, prices): litellm's own once it is imported, else the copy it bundles
     (what it uses offline), read without importing litellm (large and slow to import), which a run whose LLM is
