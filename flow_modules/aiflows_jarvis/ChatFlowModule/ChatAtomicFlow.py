@@ -27,6 +27,7 @@ from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_toke
 
 from .backends import build_backend, listening_to_streams, reply_content, take_response_info, unwrap_backend
 from .context import fit_to_context
+from .repetition import Repetition, find_repetition
 from .servers import (
     FORMAT_REJECTION as _FORMAT_REJECTION,
     STRUCTURED_LEVELS,
@@ -91,6 +92,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
     - `api_output` (str): the model's reply.
     """
 
+    handles_repetition = False  # a subclass that says so itself (its correction) when a reply repeats itself
+
     def __init__(self, system_message_prompt_template, init_human_message_prompt_template,
                  human_message_prompt_template, backend, **kwargs):
         super().__init__(**kwargs)
@@ -110,6 +113,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._build_args: tuple = ("", None)
         self._fitted_max_tokens: Optional[int] = None
         self._free_text: Optional[bool] = None  # no reply schema (``response_format`` gives None)
+        self.last_repetition: Optional[Repetition] = None  # what the last reply repeated, if it did
+        self._reply_cap: Optional[int] = None  # max_tokens of the next call after a reply that repeated itself
 
     # ~~~ Construction ~~~
     @classmethod
@@ -304,9 +309,25 @@ class ChatAtomicFlow(LeanAtomicFlow):
             prompt_tokens, completion_tokens, reported = count_message_tokens(messages), count_tokens(reply), False
         current_run().usage.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
                                    model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
+        reply = self._without_repetition(reply, where)
         if self.flow_config.get("show_replies"):
             get_console().show("llm", f"{where} replied:", reply)
         return reply
+
+    def _without_repetition(self, reply: str, where: str) -> str:
+        """A reply that repeats itself (``repetition``; a stream was stopped there already) is cut after the first
+        copy of what it repeats, with ``last_finish_reason`` "repetition"; the chat's next call asks for half the
+        ``max_tokens`` (not below ``min_reply_tokens``), so a model caught in a loop is not asked for as much again."""
+        self.last_repetition = find_repetition(reply)
+        if self.last_repetition is None:
+            self._reply_cap = None
+            return reply
+        self.last_finish_reason = "repetition"
+        floor = int(self.flow_config.get("min_reply_tokens") or 256)
+        self._reply_cap = max(floor, (self._reply_cap or self._fitted_max_tokens or self.reply_tokens()) // 2)
+        if not self.handles_repetition:
+            get_console().line("warning", f"{where}: {self.last_repetition.describe()}; the reply was stopped there")
+        return reply[:self.last_repetition.keep]
 
     # ~~~ Structured output ~~~
     def _structured_level(self) -> str:
@@ -406,6 +427,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
         """
         self._build_args = (user_message, extra)
         messages, max_tokens = fit_to_context(self, user_message, list(extra or []))
+        if self._reply_cap:
+            max_tokens = min(max_tokens or self.reply_tokens(), self._reply_cap)
         self._built_messages, self._fitted_max_tokens = messages, max_tokens
         return messages
 
