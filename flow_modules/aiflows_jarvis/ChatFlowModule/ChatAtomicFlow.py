@@ -57,8 +57,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
       (filled by `quick_load`), `model_name` (a string or `{openai: ..., azure: ...}`), `wait_time_per_key: 0` and
       litellm parameters (`temperature`, `max_tokens`, `request_timeout`, ...). Chat completions to OpenAI and to
       OpenAI-compatible servers (`openai/<name>` models, bare OpenAI model names) are sent without litellm, which is
-      then never imported; Azure and other providers go through litellm; `transport: litellm` sends everything
-      through litellm.
+      then never imported, and streamed where the server streams: `request_timeout` is then the longest wait for
+      the first token and between two, never for the whole reply (see `generation`); Azure and other providers go
+      through litellm; `transport: litellm` sends everything through litellm.
     - `system_message_prompt_template`, `init_human_message_prompt_template`, `human_message_prompt_template` (dict):
       Jinja templates (`template`, `input_variables`, `partial_variables`), rendered strictly: an undefined variable
       raises.
@@ -83,6 +84,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
       oldest entries first), then earlier messages, then `max_tokens` down to `min_reply_tokens`; a prompt that
       cannot fit is not sent (ContextOverflow).
     - `show_replies` (bool): print each reply on the console.
+
+    A reply that repeats itself (the same line or sentence again and again: a small model in a loop) is stopped
+    early, cut after its first copy, and has `last_finish_reason` "repetition"; the chat's next call then asks for
+    half the `max_tokens`.
 
     *Input Interface Non Initialized*: the variables of the system and first-user templates (default: `query`).
 
