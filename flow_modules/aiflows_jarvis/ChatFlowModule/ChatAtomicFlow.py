@@ -27,6 +27,7 @@ from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_toke
 
 from .backends import build_backend, listening_to_streams, reply_content, take_response_info, unwrap_backend
 from .context import fit_to_context
+from .repetition import Repetition, find_repetition
 from .servers import (
     FORMAT_REJECTION as _FORMAT_REJECTION,
     STRUCTURED_LEVELS,
@@ -56,8 +57,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
       (filled by `quick_load`), `model_name` (a string or `{openai: ..., azure: ...}`), `wait_time_per_key: 0` and
       litellm parameters (`temperature`, `max_tokens`, `request_timeout`, ...). Chat completions to OpenAI and to
       OpenAI-compatible servers (`openai/<name>` models, bare OpenAI model names) are sent without litellm, which is
-      then never imported; Azure and other providers go through litellm; `transport: litellm` sends everything
-      through litellm.
+      then never imported, and streamed where the server streams: `request_timeout` is then the longest wait for
+      the first token and between two, never for the whole reply (see `generation`); Azure and other providers go
+      through litellm; `transport: litellm` sends everything through litellm.
     - `system_message_prompt_template`, `init_human_message_prompt_template`, `human_message_prompt_template` (dict):
       Jinja templates (`template`, `input_variables`, `partial_variables`), rendered strictly: an undefined variable
       raises.
@@ -83,6 +85,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
       cannot fit is not sent (ContextOverflow).
     - `show_replies` (bool): print each reply on the console.
 
+    A reply that repeats itself (the same line or sentence again and again: a small model in a loop) is stopped
+    early, cut after its first copy, and has `last_finish_reason` "repetition"; the chat's next call then asks for
+    half the `max_tokens`.
+
     *Input Interface Non Initialized*: the variables of the system and first-user templates (default: `query`).
 
     *Input Interface Initialized*: the variables of the user template (default: `query`).
@@ -90,6 +96,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
     *Output Interface*:
     - `api_output` (str): the model's reply.
     """
+
+    handles_repetition = False  # a subclass that says so itself (its correction) when a reply repeats itself
 
     def __init__(self, system_message_prompt_template, init_human_message_prompt_template,
                  human_message_prompt_template, backend, **kwargs):
@@ -110,6 +118,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._build_args: tuple = ("", None)
         self._fitted_max_tokens: Optional[int] = None
         self._free_text: Optional[bool] = None  # no reply schema (``response_format`` gives None)
+        self.last_repetition: Optional[Repetition] = None  # what the last reply repeated, if it did
+        self._reply_cap: Optional[int] = None  # max_tokens of the next call after a reply that repeated itself
 
     # ~~~ Construction ~~~
     @classmethod
@@ -304,9 +314,25 @@ class ChatAtomicFlow(LeanAtomicFlow):
             prompt_tokens, completion_tokens, reported = count_message_tokens(messages), count_tokens(reply), False
         current_run().usage.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
                                    model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
+        reply = self._without_repetition(reply, where)
         if self.flow_config.get("show_replies"):
             get_console().show("llm", f"{where} replied:", reply)
         return reply
+
+    def _without_repetition(self, reply: str, where: str) -> str:
+        """A reply that repeats itself (``repetition``; a stream was stopped there already) is cut after the first
+        copy of what it repeats, with ``last_finish_reason`` "repetition"; the chat's next call asks for half the
+        ``max_tokens`` (not below ``min_reply_tokens``), so a model caught in a loop is not asked for as much again."""
+        self.last_repetition = find_repetition(reply)
+        if self.last_repetition is None:
+            self._reply_cap = None
+            return reply
+        self.last_finish_reason = "repetition"
+        floor = int(self.flow_config.get("min_reply_tokens") or 256)
+        self._reply_cap = max(floor, (self._reply_cap or self._fitted_max_tokens or self.reply_tokens()) // 2)
+        if not self.handles_repetition:
+            get_console().line("warning", f"{where}: {self.last_repetition.describe()}; the reply was stopped there")
+        return reply[:self.last_repetition.keep]
 
     # ~~~ Structured output ~~~
     def _structured_level(self) -> str:
@@ -406,6 +432,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
         """
         self._build_args = (user_message, extra)
         messages, max_tokens = fit_to_context(self, user_message, list(extra or []))
+        if self._reply_cap:
+            max_tokens = min(max_tokens or self.reply_tokens(), self._reply_cap)
         self._built_messages, self._fitted_max_tokens = messages, max_tokens
         return messages
 

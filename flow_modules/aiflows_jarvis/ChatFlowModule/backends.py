@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import functools
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
@@ -24,6 +25,8 @@ from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
 from aiflows_jarvis.CoreFlowModule.redaction import remember_secret, url_password
 from aiflows_jarvis.CoreFlowModule.run_context import current_run
 from aiflows_jarvis.CoreFlowModule.terminal import without_lone_surrogates
+
+from .repetition import RepetitionGuard
 
 LITELLM_BACKEND = "aiflows.backends.llm_lite.LiteLLMBackend"
 USAGE_BACKEND = f"{__name__}.UsageLiteLLMBackend"
@@ -169,35 +172,61 @@ def _delta_text(chunk: Any) -> str:
     return ""
 
 
-class _StreamWatcher:
-    """Passes a stream's chunks through and notes the model and the first choice's finish_reason.
+class StreamWatcher:
+    """Passes a stream's chunks through and notes the model, the first choice's finish_reason and the usage.
 
     The *first* finish_reason is kept: litellm 1.0.0 appends a chunk of its own with ``finish_reason="stop"`` after
-    the server's last one, which would hide a ``"length"``.
+    the server's last one, which would hide a ``"length"``. With a ``guard`` (a ``RepetitionGuard``), a reply that
+    repeats itself is stopped: no more chunks are read, the stream is closed (its connection with it, which stops
+    the generation on servers that stop on a closed connection) and the finish_reason is ``"repetition"``. With
+    ``stop_at`` (a ``time.monotonic()`` time: the run's end), a stream still running then is closed and
+    ``on_late()`` raises.
     """
 
-    def __init__(self, chunks: Any):
+    def __init__(self, chunks: Any, guard: Any = None, stop_at: Optional[float] = None,
+                 on_late: Optional[Callable[[], None]] = None):
         self._chunks = chunks
+        self.guard, self.stop_at, self.on_late = guard, stop_at, on_late
         self.finish_reason: Optional[str] = None
         self.model: Optional[str] = None
         self.prompt_tokens: Optional[int] = None
         self.completion_tokens: Optional[int] = None
+        self.whole = False  # a whole completion came instead of chunks: the server does not stream
+        self.pieces = 0  # chunks that carried text of the first choice
+        self.first_piece_at: Optional[float] = None
+        self.last_piece_at: Optional[float] = None
 
     def __iter__(self):
-        for chunk in self._chunks:
-            if self.model is None and _field(chunk, "model"):
-                self.model = str(_field(chunk, "model"))
-            if self.finish_reason is None:
-                self.finish_reason = _first_choice_finish_reason(chunk)
-            prompt, completion = _usage_of(chunk)  # a server sending usage in its last chunk (stream_options)
-            if prompt is not None:
-                self.prompt_tokens, self.completion_tokens = prompt, completion
-            listener = _stream_listener.fn
-            if listener is not None:
+        try:
+            for chunk in self._chunks:
+                if _field(chunk, "object") == "chat.completion":
+                    self.whole = True
+                if self.model is None and _field(chunk, "model"):
+                    self.model = str(_field(chunk, "model"))
+                if self.finish_reason is None:
+                    self.finish_reason = _first_choice_finish_reason(chunk)
+                prompt, completion = _usage_of(chunk)  # a server sending usage in its last chunk (stream_options)
+                if prompt is not None:
+                    self.prompt_tokens, self.completion_tokens = prompt, completion
                 text = _delta_text(chunk)
                 if text:
-                    listener(text)
-            yield chunk
+                    self.pieces += 1
+                    self.last_piece_at = time.monotonic()
+                    if self.first_piece_at is None:
+                        self.first_piece_at = self.last_piece_at
+                    listener = _stream_listener.fn
+                    if listener is not None:
+                        listener(text)
+                yield chunk
+                if text and self.guard is not None and self.guard.feed(text) is not None:
+                    self.finish_reason = "repetition"
+                    return
+                if self.stop_at is not None and self.on_late is not None and time.monotonic() > self.stop_at:
+                    self.on_late()
+        finally:
+            close = getattr(self._chunks, "close", None)
+            if callable(close):  # a stream left before its end: its connection is closed, not left half read
+                close()
 
     def info(self) -> ResponseInfo:
         return ResponseInfo(self.prompt_tokens, self.completion_tokens, self.finish_reason, self.model)
@@ -225,20 +254,20 @@ def usage_litellm_backend_class():
             if self.embeddings_call:
                 return super()._call(**kwargs)
             request = openai_http.plan_request(merged_params)
-            stream = bool(merged_params.get("stream", None))
-            if request is not None:
-                response = openai_http.stream(request) if stream else openai_http.complete(request)
+            n = kwargs.get("n", 1)
+            if request is not None:  # streamed where the server streams (see ``generation``)
+                from .generation import send
+
+                messages, info = send(request, n)
+            elif merged_params.get("stream", None):
+                merged_params.pop("transport", None)
+                watcher = StreamWatcher(llm_lite.completion(**merged_params), guard=RepetitionGuard())
+                messages = llm_lite.merge_streams(watcher, n_chat_completion_choices=n)
+                info = watcher.info()
             else:
                 merged_params.pop("transport", None)
                 # through the module attribute, so whoever patches llm_lite.completion (the tests' guards) is obeyed
                 response = llm_lite.completion(**merged_params)
-            if stream:
-                watcher = _StreamWatcher(response)
-                n = kwargs.get("n", 1)
-                messages = openai_http.merged_stream_messages(watcher, n) if request is not None \
-                    else llm_lite.merge_streams(watcher, n_chat_completion_choices=n)
-                info = watcher.info()
-            else:
                 messages = [choice["message"] for choice in response["choices"]]
                 info = response_info_of(response)
             if info.model is None:

@@ -56,7 +56,12 @@ class APIConnectionError(OpenAIHTTPError):
 
 
 class APITimeoutError(OpenAIHTTPError):
-    """No answer within ``request_timeout`` (to connect, or between two reads)."""
+    """No answer within ``request_timeout`` (to connect, or between two reads). ``retry_after``: seconds to wait
+    before asking again (the server may still be writing the abandoned reply), if the sender knows; ``explained``:
+    the message says what happened better than "the request timed out" (``llm_errors`` then shows it)."""
+
+    retry_after: Optional[float] = None
+    explained: bool = False
 
 
 @dataclass
@@ -264,6 +269,16 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
     return connection, response
 
 
+def _close(connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
+    """Close a connection mid-reply, its socket included: a response the server said it closes after (HTTP/1.0,
+    ``Connection: close``) holds the socket apart from the connection. A server that stops generating on a closed
+    connection (llama.cpp's) sees it at once."""
+    try:
+        response.close()
+    finally:
+        connection.close()
+
+
 def _read(connection: http.client.HTTPConnection, response: http.client.HTTPResponse, timeout: float,
           line: bool = False) -> bytes:
     """The rest of the body (or its next line); on any failure, Ctrl+C included, the connection is closed (it is
@@ -271,13 +286,18 @@ def _read(connection: http.client.HTTPConnection, response: http.client.HTTPResp
     try:
         return response.readline() if line else response.read()
     except TimeoutError as error:
-        connection.close()
+        _close(connection, response)
+        if line:  # the connection is closed first: a server that stops on a closed connection stops generating
+            stalled = APITimeoutError(f"the streamed reply stalled: nothing came for {timeout:g} s; the connection "
+                                      "was closed")
+            stalled.explained = True
+            raise stalled from error
         raise APITimeoutError(f"request timed out after {timeout:g} s (reading the reply)") from error
     except (OSError, http.client.HTTPException) as error:
-        connection.close()
+        _close(connection, response)
         raise APIConnectionError(f"connection error while reading the reply: {error!r}") from error
     except BaseException:
-        connection.close()
+        _close(connection, response)
         raise
 
 
@@ -341,7 +361,7 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
             yield chunk
     finally:
         if not finished:  # an error, or a consumer that stopped reading: the rest of the body is never read
-            connection.close()
+            _close(connection, response)
 
 
 def _as_chunk(reply: Dict[str, Any]) -> Dict[str, Any]:
@@ -349,7 +369,9 @@ def _as_chunk(reply: Dict[str, Any]) -> Dict[str, Any]:
     choices = [{"index": choice.get("index", i), "finish_reason": choice.get("finish_reason"),
                 "delta": {"content": (choice.get("message") or {}).get("content")}}
                for i, choice in enumerate(reply.get("choices") or []) if isinstance(choice, dict)]
-    return {**{k: v for k, v in reply.items() if k in ("id", "model", "usage")}, "choices": choices}
+    # "object" says it is a whole completion: the caller learns that the server does not stream
+    return {**{k: v for k, v in reply.items() if k in ("id", "model", "usage")}, "object": "chat.completion",
+            "choices": choices}
 
 
 def _finish_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:

@@ -51,6 +51,8 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     - `command` (str), `command_args` (dict); on giving up, `controller_error` (str) instead.
     """
 
+    handles_repetition = True  # a reply that repeats itself is an invalid reply: corrected, and said so there
+
     def __init__(self, commands, **kwargs):
         super().__init__(**kwargs)
         self.commands = commands
@@ -108,6 +110,8 @@ class ControllerAtomicFlow(ChatAtomicFlow):
         for attempt in range(max_corrections + 1):
             reply = self.call_llm(self.messages_for(user_message, extra))
             try:
+                if self.last_repetition is not None:
+                    raise InvalidReply(self._repetition_problem())
                 command, args, repairs = read_command(reply, self.commands)
             except InvalidReply as error:
                 problem = self._cut_off_problem() if self.last_finish_reason == "length" else str(error)
@@ -131,6 +135,10 @@ class ControllerAtomicFlow(ChatAtomicFlow):
             "controller_error": f"the controller gave {max_corrections + 1} invalid replies in a row; "
                                 f"the last problem: {problem}",
         }
+
+    def _repetition_problem(self) -> str:
+        return (f"{self.last_repetition.describe('Your reply')} and was stopped there. Reply with one JSON "
+                "object, once, and write nothing twice.")
 
     def _cut_off_problem(self) -> str:
         limit = f" ({self._fitted_max_tokens or self.reply_tokens()} tokens)"

@@ -194,14 +194,22 @@ class Status:
     def __init__(self, console: "Console", echo: bool):
         self.console, self.echo = console, echo
         self.pieces = 0
+        self.first_at: Optional[float] = None  # when the first piece came (the rate is counted from there)
         self.echoed = False
         self.lock = threading.Lock()
+
+    def rate(self) -> str:
+        """", 14.8 tokens/s": how fast the pieces came since the first one ("" until a second has passed)."""
+        elapsed = time.monotonic() - self.first_at if self.first_at is not None else 0.0
+        return f", {(self.pieces - 1) / elapsed:.1f} tokens/s" if elapsed >= 1.0 and self.pieces > 1 else ""
 
     def add(self, text: str) -> None:
         if not text:
             return
         with self.lock:
             self.pieces += 1
+            if self.first_at is None:
+                self.first_at = time.monotonic()
             if self.echo:
                 if not self.echoed:
                     self.console._clear_status()
@@ -436,7 +444,8 @@ class Console:
     @contextmanager
     def working(self, label: str, echo: bool = False):
         """A status line while the body runs (on a terminal, unless plain): ``label``, the seconds elapsed and, when
-        a streaming server sends text (``Status.add``), how many pieces (tokens) came so far. Yields the ``Status``;
+        a streaming server sends text (``Status.add``), how many pieces (tokens) came so far and how fast, so a slow
+        model is seen working (redrawn in place: one line however long it works). Yields the ``Status``;
         with ``echo`` (and ``stream_replies``) the text streamed is written as it comes, in place of the line."""
         status = Status(self, echo=echo and self.stream_replies)
         show = self._spinner if self._spinner is not None else self.fancy
@@ -460,7 +469,7 @@ class Console:
                         if status.echoed:
                             continue
                         elapsed = time.monotonic() - started
-                        tokens = f", {status.pieces} tokens so far" if status.pieces else ""
+                        tokens = f", {status.pieces} tokens so far{status.rate()}" if status.pieces else ""
                         text = f"{frame} {label} ({elapsed:.0f}s{tokens})"
                         width = self.width
                         if width and len(text) >= width:

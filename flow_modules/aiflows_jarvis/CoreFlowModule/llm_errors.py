@@ -119,6 +119,9 @@ def _retry_after(error: BaseException) -> Optional[float]:
     litellm keeps the ``httpx.Response`` on its exceptions (``response``), so the headers survive the mapping.
     """
     for e in _chain(error):
+        own = getattr(e, "retry_after", None)  # a sender that knows how long the server stays busy
+        if isinstance(own, (int, float)) and not isinstance(own, bool):
+            return max(0.0, float(own))
         headers = getattr(getattr(e, "response", None), "headers", None)
         if headers is None:
             continue
@@ -278,7 +281,10 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
     if "ContextWindowExceededError" in names or _CONTEXT_OVERFLOW.search(f"{detail} {_raw_messages(error)}"):
         return info(False, context_window_advice(provider, detail), "context_window")
     if names & _TIMEOUTS:  # before the status: litellm gives its Timeout a status_code of 408
-        return info(True, "the request timed out", "timeout")
+        # Jarvis's own HTTP client says what timed out (a stalled stream, a server still writing): its words
+        own = next((e.message for e in _chain(error) if getattr(e, "explained", False) is True
+                    and isinstance(getattr(e, "message", None), str)), None)
+        return info(True, own or "the request timed out", "timeout")
     if status is not None:
         if status in (401,):
             return info(False, f"authentication failed (HTTP 401){suffix}. Check the API key "

@@ -49,6 +49,12 @@ class InteractivePlanGenFlow(LeanSequentialFlow):
         """Why a draft cannot be shown for approval, or None if it can: ``(what the generator is told, a short
         reason for the console and the feedback)``."""
         limit = self.max_plan_chars
+        repetition = getattr(generator, "last_repetition", None)
+        if repetition is not None:
+            within = f" in at most {limit} characters" if limit else ""
+            return (f"{repetition.describe('Your plan')} and was stopped there. Write the plan again{within}, "
+                    "each step once: fewer, broader steps, and no line written twice.",
+                    f"the plan generator's reply repeated itself ({repetition.count} times the same text)")
         if getattr(generator, "last_finish_reason", None) == "length":
             within = f", in at most {limit} characters" if limit else ""
             return (f"Your plan was cut off at the length limit (the most the reply may hold) before it ended. "
@@ -72,7 +78,8 @@ class InteractivePlanGenFlow(LeanSequentialFlow):
         problem = self.plan_problem(output.get("plan"), flow)
         while problem and rewrites < most:
             rewrites += 1
-            get_console().line("warning", f"{where}: {problem[1]}; the plan generator is asked to shorten it "
+            ask = "write it again without repeating" if getattr(flow, "last_repetition", None) else "shorten it"
+            get_console().line("warning", f"{where}: {problem[1]}; the plan generator is asked to {ask} "
                                           f"(rewrite {rewrites} of {most})")
             # A normal next turn of the generator's chat: the draft, and the rewrite asked for.
             data = {**self.flow_state, "goal": problem[0], "plan": str(output.get("plan") or "")}

@@ -70,9 +70,11 @@ def build_parser(app: App) -> argparse.ArgumentParser:
                         help="plain text on a terminal too: no colours, highlighting, status line or fitted lines "
                              "(what a pipe or a file always gets)")
     parser.add_argument("--stream", action="store_true",
-                        help="have the LLM server stream its replies: the status line counts the tokens, and long "
-                             "replies show as they are written")
-    parser.add_argument("--verbose", action="store_true", help="show aiflows' log and full tracebacks")
+                        help="show long replies as they are written (OpenAI-compatible servers stream anyway, "
+                             "and the status line counts their tokens; with this, replies through litellm stream "
+                             "too)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show aiflows' log, full tracebacks and how each LLM server's replies are waited for")
     limits = parser.add_argument_group(
         "budget (defaults in the configuration's `budget:`; reaching a limit stops the run, --resume goes on)")
     limits.add_argument("--max-calls", type=positive_int, metavar="N", help="stop after N LLM calls")
