@@ -85,3 +85,38 @@ def test_the_readme_command_runs_the_demo_offline_from_a_fresh_clone(tmp_path):
     assert (clone / "memory" / "autogpt_demo_store").is_dir()
     assert (clone / "flow_modules" / "aiflows_jarvis" / "AutoGPTFlowModule" / "__pycache__").is_dir(), \
         "the clone's modules ran (its folder comes before the editable install on sys.path)"
+
+
+def test_a_store_of_another_kind_is_refused_at_the_start_and_migrate_copies_its_memories(tmp_path, screen,
+                                                                                          loopback_llm):
+    from aiflows.backends.api_info import ApiInfo
+
+    from fakes import command, system_message
+    from aiflows_jarvis.VectorStoreFlowModule import VectorStoreFlow, embeddings_with_api_infos, set_embeddings_factory
+
+    memory, fact = tmp_path / "m", "The Eiffel Tower was finished in 1889."
+    set_embeddings_factory(embeddings_with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)]))
+    chroma = VectorStoreFlow.instantiate_from_default_config(type="chroma",
+                                                             persist_directory=str(memory / "vector_store"))
+    chroma.call({"operation": "write", "content": fact})  # what an earlier run with the default store remembered
+    chroma.close()
+    before = sorted(p.name for p in memory.rglob("*"))
+    argv = ["--api-base", loopback_llm.url, "--memory-dir", str(memory), "--yes", "--store", "faiss", GOAL_TEXT]
+
+    assert run_autogpt.main(argv) == 2, screen.text[-2000:]
+    assert "was written with --store chroma (Chroma); this run uses --store faiss (FAISS)" in screen.text
+    assert "--store faiss --migrate" in screen.text and "Run with --store chroma to use them" in screen.text
+    after = sorted(p.name for p in memory.rglob("*") if p.name != ".jarvis.lock")  # the run lock, released
+    assert after == before, "refused before anything in the folder is written"
+    assert not loopback_llm.requests, "no LLM call before the refusal"
+
+    loopback_llm.add(command("finish", answer="1889"))
+    assert run_autogpt.main(argv[:-1] + ["--migrate", GOAL_TEXT]) == 0, screen.text[-2000:]
+    assert "Copied 1 memory from the Chroma store into a FAISS store" in screen.text
+    assert fact in system_message(loopback_llm.requests[0]["messages"]), "the controller reads the old memory"
+    assert (memory / "vector_store.chroma" / "chroma.sqlite3").is_file(), "the Chroma store is kept"
+
+
+GOAL_TEXT = "When was the Eiffel Tower finished?"
+
