@@ -79,8 +79,8 @@ class VectorStoreFlow(LeanAtomicFlow):
             copied, kept = migrate(self.kind, folder, self.embeddings.model,
                                    str(self.flow_config.get("collection") or "memories"))
             found = " and ".join(name(k) for k in mismatch.found)
-            return (f"Copied {copied} memor{'y' if copied == 1 else 'ies'} from the {found} store into a {name(self.kind)} store in {folder}; "
-                    f"the folder as it was is kept in {kept}.")
+            return (f"Copied {copied} memor{'y' if copied == 1 else 'ies'} from the {found} store into a "
+                    f"{name(self.kind)} store in {folder}; the folder as it was is kept in {kept}.")
         return None
 
     def _set_up_retriever(self) -> VectorStore:
