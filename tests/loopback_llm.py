@@ -28,7 +28,8 @@ Two more services, for AutoGPT's memory and tools (they never take a scripted ch
   is served first, one per request. Requests are in ``embedding_requests``.
 * ``GET /w/api.php``: a stand-in for the MediaWiki API over ``wiki_pages`` (``{title: extract}``): ``list=search``
   finds the titles sharing a word with ``srsearch``; ``prop=extracts`` returns a page's extract. Requests (their
-  query parameters) are in ``wiki_requests``.
+  query parameters) are in ``wiki_requests``. With ``wiki_hangs`` set, a request is held unanswered until
+  ``close()``; ``wiki_held`` counts those held now.
 """
 from __future__ import annotations
 
@@ -295,6 +296,8 @@ class LoopbackLLMServer:
         self.embedding_errors: deque = deque()
         self.wiki_pages: Dict[str, str] = {}
         self.wiki_requests: List[Dict[str, str]] = []
+        self.wiki_hangs = False
+        self.wiki_held = 0
         self.errors: List[str] = []
         self.unexpected_calls = 0
         self._httpd = _Server((host, 0), _Handler)
@@ -503,6 +506,14 @@ class LoopbackLLMServer:
         with self._lock:
             self.wiki_requests.append(query)
             pages = dict(self.wiki_pages)
+            hangs = self.wiki_hangs
+            self.wiki_held += hangs
+        if hangs:  # a wiki that never answers: held until close(), then the connection is dropped
+            self._stop.wait()
+            with self._lock:
+                self.wiki_held -= 1
+            handler.close_connection = True
+            return
         if query.get("list") == "search":
             words = set(re.findall(r"\w+", query.get("srsearch", "").lower()))
             hits = [t for t in pages if words & set(re.findall(r"\w+", t.lower()))]

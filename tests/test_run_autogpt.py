@@ -85,3 +85,85 @@ def test_the_readme_command_runs_the_demo_offline_from_a_fresh_clone(tmp_path):
     assert (clone / "memory" / "autogpt_demo_store").is_dir()
     assert (clone / "flow_modules" / "aiflows_jarvis" / "AutoGPTFlowModule" / "__pycache__").is_dir(), \
         "the clone's modules ran (its folder comes before the editable install on sys.path)"
+
+
+def test_a_store_of_another_kind_is_refused_at_the_start_and_migrate_copies_its_memories(tmp_path, screen,
+                                                                                          loopback_llm):
+    from aiflows.backends.api_info import ApiInfo
+
+    from fakes import command, system_message
+    from aiflows_jarvis.VectorStoreFlowModule import VectorStoreFlow, embeddings_with_api_infos, set_embeddings_factory
+
+    memory, fact = tmp_path / "m", "The Eiffel Tower was finished in 1889."
+    set_embeddings_factory(embeddings_with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)]))
+    chroma = VectorStoreFlow.instantiate_from_default_config(type="chroma",
+                                                             persist_directory=str(memory / "vector_store"))
+    chroma.call({"operation": "write", "content": fact})  # what an earlier run with the default store remembered
+    chroma.close()
+    before = sorted(p.name for p in memory.rglob("*"))
+    argv = ["--api-base", loopback_llm.url, "--memory-dir", str(memory), "--yes", "--store", "faiss", GOAL_TEXT]
+
+    assert run_autogpt.main(argv) == 2, screen.text[-2000:]
+    assert "was written with --store chroma (Chroma); this run uses --store faiss (FAISS)" in screen.text
+    assert "--store faiss --migrate" in screen.text and "Run with --store chroma to use them" in screen.text
+    after = sorted(p.name for p in memory.rglob("*") if p.name != ".jarvis.lock")  # the run lock, released
+    assert after == before, "refused before anything in the folder is written"
+    assert not loopback_llm.requests, "no LLM call before the refusal"
+
+    loopback_llm.add(command("finish", answer="1889"))
+    assert run_autogpt.main(argv[:-1] + ["--migrate", GOAL_TEXT]) == 0, screen.text[-2000:]
+    assert "Copied 1 memory from the Chroma store into a FAISS store" in screen.text
+    assert fact in system_message(loopback_llm.requests[0]["messages"]), "the controller reads the old memory"
+    assert (memory / "vector_store.chroma" / "chroma.sqlite3").is_file(), "the Chroma store is kept"
+
+
+GOAL_TEXT = "When was the Eiffel Tower finished?"
+
+
+def autogpt_config(tmp_path, wiki_url: str) -> str:
+    """configs/autogpt.yaml with the wiki_search key it documents pointed at ``wiki_url``; returns the copy's path."""
+    import yaml
+
+    with open(os.path.join(ROOT, "configs", "autogpt.yaml"), encoding="utf-8") as f:
+        config = yaml.safe_load(f)
+    wiki = config["flow"]["commands"]["wiki_search"]["flow"]
+    assert wiki["api_url"] == "https://{lang}.wikipedia.org/w/api.php", "the key is in configs/autogpt.yaml"
+    wiki["api_url"] = wiki_url
+    path = tmp_path / "autogpt.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return str(path)
+
+
+def test_the_wiki_key_of_configs_autogpt_yaml_reaches_the_wiki_tool(tmp_path, screen, loopback_llm):
+    from fakes import command
+
+    loopback_llm.wiki_pages["Eiffel Tower"] = "The Eiffel Tower was finished in 1889."
+    loopback_llm.add(command("wiki_search", search_term="Eiffel Tower"), command("finish", answer="1889"))
+    argv = ["--config", autogpt_config(tmp_path, loopback_llm.wiki_url), "--api-base", loopback_llm.url,
+            "--memory-dir", str(tmp_path / "m"), "--yes", "--store", "faiss", GOAL_TEXT]
+    assert run_autogpt.main(argv) == 0, screen.text[-2000:]
+    assert [r.get("srsearch") for r in loopback_llm.wiki_requests][:1] == ["Eiffel Tower"], "searched the wiki set"
+    assert "finished in 1889" in loopback_llm.requests[1]["messages"][-1]["content"]
+
+
+def test_max_time_bounds_a_tool_that_hangs(tmp_path, screen, loopback_llm):
+    import time
+
+    from fakes import command
+    from aiflows_jarvis.app.run import BUDGET_REACHED
+
+    loopback_llm.wiki_hangs = True
+    loopback_llm.add(command("wiki_search", search_term="Eiffel Tower"))
+    argv = ["--config", autogpt_config(tmp_path, loopback_llm.wiki_url), "--api-base", loopback_llm.url,
+            "--memory-dir", str(tmp_path / "m"), "--yes", "--store", "faiss", "--max-time", "5", GOAL_TEXT]
+    started = time.monotonic()
+    code = run_autogpt.main(argv)
+    elapsed = time.monotonic() - started
+    assert code == BUDGET_REACHED, screen.text[-2000:]
+    assert "The run reached its budget during AutoGPT/Executor/wiki_search: 5 s of running time" in screen.text, \
+        screen.text[-2000:]
+    assert loopback_llm.wiki_held == 1, "the run ended while the wiki still held its request, unanswered"
+    assert len(loopback_llm.requests) == 1 and len(loopback_llm.embedding_requests) == 0, \
+        "nothing after the search: the budget stopped the run in the tool"
+    print(f"--max-time 5 against a hanging wiki (own timeout 15 s): the run returned after {elapsed:.1f} s")

@@ -167,3 +167,26 @@ def test_a_replayed_tool_call_with_other_arguments_has_left_the_recording(tmp_pa
     set_tool_replay(Transcript.load(str(path)).next_tool)
     with pytest.raises(TranscriptError, match="left the recording"):
         tool_flow("test_tools.EchoTool").call({"query": "b"})
+
+
+def test_a_tool_waits_only_the_time_the_run_has_left_then_the_budget_stops_the_run():
+    from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+
+    RELEASE.clear()
+    set_run_budget(RunBudget(max_time=0.3))
+    with pytest.raises(BudgetExceeded, match="reached its budget during tool: 0 s of running time"):
+        tool_flow("test_tools.StuckTool", timeout=30).call({"query": "x"})
+    RELEASE.set()
+
+
+def test_wiki_search_waits_only_the_time_the_run_has_left(loopback):
+    from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+
+    loopback.wiki_hangs = True
+    set_run_budget(RunBudget(max_time=0.3))
+    with pytest.raises(BudgetExceeded, match="reached its budget during wiki_search"):
+        wiki(loopback).call({"search_term": "Eiffel"})  # its own timeout is 15 s
+    assert loopback.wiki_held == 1, "the wiki still holds the request: the run's budget ended the wait"
+    with pytest.raises(BudgetExceeded, match="during wiki_search"):
+        wiki(loopback).call({"search_term": "Eiffel"})
+    assert len(loopback.wiki_requests) == 1, "with no time left, no request is sent"

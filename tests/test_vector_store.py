@@ -178,3 +178,82 @@ def test_the_folder_comes_from_memory_files_when_no_persist_directory(tmp_path):
         flow.store_directory()
     set_memory_files(flow, str(tmp_path))
     assert flow.store_directory() == os.path.join(str(tmp_path), "vector_store")
+
+
+# ~~~ The store's kind, recorded in its folder; another kind refused or migrated ~~~
+KINDS = [pytest.param("chroma", "faiss", marks=[needs_chroma, needs_faiss], id="chroma-to-faiss"),
+         pytest.param("faiss", "chroma", marks=[needs_chroma, needs_faiss], id="faiss-to-chroma")]
+
+
+def written(tmp_path, kind, record=True):
+    """A store of ``kind`` holding FACTS (hash embeddings); without ``record``, as written before store.json."""
+    flow = at(tmp_path / "vs", kind)
+    flow.call({"operation": "write", "content": FACTS})
+    flow.close()
+    if not record:
+        (tmp_path / "vs" / "store.json").unlink()
+    return tmp_path / "vs"
+
+
+def at(folder, kind, **overrides):
+    return VectorStoreFlow.instantiate_from_default_config(type=kind, persist_directory=str(folder),
+                                                           embedding={"type": "hash"}, **overrides)
+
+
+def files(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["recorded", "found-from-files"])
+@pytest.mark.parametrize("old,new", KINDS)
+def test_a_store_of_another_kind_is_refused_naming_both_and_left_as_it_is(tmp_path, old, new, record):
+    from aiflows_jarvis.VectorStoreFlowModule import StoreKindMismatch
+    from aiflows_jarvis.VectorStoreFlowModule.store_folder import NAMES
+
+    folder = written(tmp_path, old, record=record)
+    before = files(folder)
+    other = at(folder, new)
+    with pytest.raises(StoreKindMismatch) as refused:
+        other.call({"operation": "read", "content": "Eiffel"})
+    message = str(refused.value)
+    assert f"is a {NAMES[old]} store" in message and f"configured for {NAMES[new]}" in message, message
+    assert "migrate: true" in message and f"{folder}.{old}" in message, "it says what to do and what is kept"
+    assert ("recorded in its store.json" if record else "found from its files") in message
+    assert files(folder) == before, "nothing of the other kind is created beside the store"
+
+
+@pytest.mark.parametrize("old,new", KINDS)
+def test_migrate_copies_the_memories_into_the_other_kind_and_keeps_the_old_store(tmp_path, old, new, loopback):
+    folder = written(tmp_path, old, record=False)  # an older folder: its kind is found from its files
+    loopback_embeddings(loopback)  # not used: the vectors are copied, not embedded again
+    migrated = at(folder, new, migrate=True)
+    assert migrated.read("When was the Eiffel Tower finished?", 1) == [FACTS[0]]
+    assert migrated._set_up_retriever().count() == 3
+    migrated.close()
+    assert json.loads((folder / "store.json").read_text()) == {"type": new}
+    kept = tmp_path / f"vs.{old}"
+    assert kept.is_dir() and not (tmp_path / f"vs.migrating-{new}").exists()
+    old_store = at(kept, old)
+    assert old_store.read("bananas potassium", 1) == [FACTS[1]], "the old store is kept whole and still opens"
+    again = at(folder, new)
+    assert again.read("Mount Everest", 1) == [FACTS[2]], "a later run (no migrate) opens the new store"
+    assert not loopback.embedding_requests
+
+
+@needs_chroma
+@needs_faiss
+def test_a_folder_holding_both_kinds_is_refused_then_merged_by_migrate(tmp_path):
+    from aiflows_jarvis.VectorStoreFlowModule import StoreKindMismatch
+
+    import shutil
+
+    folder = written(tmp_path, "chroma", record=False)  # then an older version opened it as FAISS and wrote
+    at(tmp_path / "elsewhere", "faiss").call({"operation": "write", "content": "Paris is the capital of France."})
+    shutil.copytree(tmp_path / "elsewhere" / "memories", folder / "memories")
+    for kind in ("chroma", "faiss"):
+        with pytest.raises(StoreKindMismatch, match="holds both a Chroma and a FAISS store"):
+            at(folder, kind).prepare_store()
+    merged = at(folder, "faiss",
+                   migrate=True)
+    assert merged.read("capital of France", 1) == ["Paris is the capital of France."]
+    assert merged._set_up_retriever().count() == 4 and (tmp_path / "vs.chroma+faiss").is_dir()

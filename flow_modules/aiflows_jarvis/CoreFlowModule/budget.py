@@ -1,6 +1,7 @@
 """A budget for a whole run: LLM calls, tokens, dollars and time.
 
-Every chat checks the budget before it calls its LLM (``check_budget``). A run that reaches a limit stops the way
+Every chat checks the budget before it calls its LLM (``check_budget``); a tool waits at most the time the run has
+left (``tool_timeout``, then ``check_time`` when the wait failed). A run that reaches a limit stops the way
 Ctrl+C stops it: ``BudgetExceeded`` is a ``RunStopped``, which every level lets through without asking, so the
 memory files keep everything done so far and a resumed run (``--resume``) continues with a fresh budget.
 
@@ -123,8 +124,33 @@ def check_budget(where: str = "") -> None:
         reached = ("max_time", f"{_duration(budget.max_time)} of running time (the limit)")
     if reached is None:
         return
-    key, what = reached
-    place = f" before a call of {where}" if where else ""
-    raise BudgetExceeded(
+    raise _exceeded(*reached, f" before a call of {where}" if where else "")
+
+
+def tool_timeout(timeout: Optional[float], where: str = "") -> Optional[float]:
+    """How long a tool may wait: its own ``timeout`` (None or 0: no limit of its own), cut to the time the run's
+    ``max_time`` leaves, so that a tool that hangs cannot outlive the run. Raises BudgetExceeded when no time is
+    left; ``where`` names the tool in the message."""
+    budget = current_run().budget
+    remaining = budget.remaining_time() if budget is not None else None
+    if remaining is None:
+        return float(timeout) if timeout else None
+    if remaining <= 0:
+        check_time(where)
+    return min(float(timeout), remaining) if timeout else remaining
+
+
+def check_time(where: str = "") -> None:
+    """Raise BudgetExceeded if the run's ``max_time`` is used up. A tool whose wait failed calls it: a wait the budget
+    cut short stops the run, rather than telling the controller that the tool timed out."""
+    budget = current_run().budget
+    if budget is None or budget.max_time is None or (budget.remaining_time() or 0.0) > 0:
+        return
+    raise _exceeded("max_time", f"{_duration(budget.max_time)} of running time (the limit)",
+                    f" during {where}" if where else "")
+
+
+def _exceeded(key: str, what: str, place: str) -> BudgetExceeded:
+    return BudgetExceeded(
         f"The run reached its budget{place}: {what}. It stopped; the memory files keep everything done so far. "
         f"Run again with --resume to continue with a fresh budget ({_FLAGS[key]} sets this limit).", key)

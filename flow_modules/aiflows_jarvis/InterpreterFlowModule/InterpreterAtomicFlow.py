@@ -4,7 +4,8 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow
+from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, current_flow_path
+from aiflows_jarvis.CoreFlowModule.budget import check_time, tool_timeout
 
 from .executor import describe_memory_limit, memory_limit, positive_or_none
 from .interpreter import CodeInterpreter
@@ -48,9 +49,9 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     - `library_dir` (str or null): a folder put on the kernel's `sys.path` (and PYTHONPATH) right after the
       workspace, so that `import library` finds the code library when the code runs in another folder (Jarvis:
       the memory folder, while the code runs in the user's working folder); null: none.
-    - `timeout` (float): seconds a run may take (default 60). At the timeout Python is interrupted and the session
-      kept (restarted, with the loss said, if the interrupt does not work); a shell command's process group is
-      killed.
+    - `timeout` (float): seconds a run may take (default 60), cut to the time the run's budget (`--max-time`) leaves.
+      At the timeout Python is interrupted and the session kept (restarted, with the loss said, if the interrupt
+      does not work); a shell command's process group is killed. A run the budget cut short stops the whole run.
     - `max_output_chars` (int): the bound of `interpreter_output` (default 20000; head and tail kept, the cut said).
     - `reload_library` (str or null): the module reloaded before each Python run if imported (default `library`).
     - `interrupt_grace` (float, optional): seconds to wait for an interrupted kernel before restarting it (default 5).
@@ -133,7 +134,11 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         code = input_data.get("code")
         language = input_data.get("language") or "python"
-        result: RunResult = self.engine.run(code, str(language))
+        where = current_flow_path() or self.flow_config["name"]
+        timeout = tool_timeout(float(self.flow_config.get("timeout") or 60), where)
+        result: RunResult = self.engine.run(code, str(language), timeout=timeout)
+        if result.timed_out:
+            check_time(where)  # cut short by the run's budget: the budget stops the run
         return {
             "interpreter_output": result.output,
             "failed": result.failed,

@@ -5,6 +5,7 @@ import warnings
 from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, current_flow_path
+from aiflows_jarvis.CoreFlowModule.budget import check_time, tool_timeout
 from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
 from aiflows_jarvis.CoreFlowModule.memory import shorten
 from aiflows_jarvis.CoreFlowModule.tool_calls import run_tool
@@ -52,7 +53,8 @@ class LCToolFlow(LeanAtomicFlow):
     *Configuration Parameters*:
     - `backend` (dict): the LangChain tool, `{_target_: <tool class>, ...its parameters}`.
     - `input_interface` (list): the tool's keyword arguments (e.g. `[query]`).
-    - `timeout` (float): seconds a call may take (null: no limit).
+    - `timeout` (float): seconds a call may take (null: no limit), cut to the time the run's budget (`--max-time`)
+      leaves: a call the budget cuts short stops the run.
     - `max_observation_chars` (int): the longest observation returned.
 
     *Input Interface*:
@@ -93,6 +95,7 @@ class LCToolFlow(LeanAtomicFlow):
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         name = self.flow_config["name"]
+        where = current_flow_path() or name
         tool_input = self.tool_input(input_data)
         limit = int(self.flow_config.get("max_observation_chars") or 0)
 
@@ -100,12 +103,13 @@ class LCToolFlow(LeanAtomicFlow):
             try:
                 backend = self.backend
                 observation = call_with_timeout(lambda: backend.run(tool_input=tool_input),
-                                                self.flow_config.get("timeout"), name)
+                                                tool_timeout(self.flow_config.get("timeout"), where), name)
             except ConfigurationError:
                 raise  # a configuration mistake stops the run; the model cannot fix it
             except Exception as error:  # noqa: BLE001 - the controller reads it and tries something else
+                check_time(where)  # unless the run's time is up: then the budget stops the run
                 return error_observation(name, error)
             text = observation if isinstance(observation, str) else str(observation)
             return shorten(text, limit) if limit else text
 
-        return {"observation": run_tool(current_flow_path() or name, tool_input, call)}
+        return {"observation": run_tool(where, tool_input, call)}

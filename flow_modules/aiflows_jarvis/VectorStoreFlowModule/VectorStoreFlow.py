@@ -3,10 +3,11 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, current_flow_path
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, current_flow_path, get_console
 from aiflows_jarvis.CoreFlowModule.memory import shorten
 
 from .embeddings import Embeddings, build_embeddings
+from .store_folder import StoreKindMismatch, check_folder, migrate, name, recorded_kind, record_kind
 from .stores import VectorStore, VectorStoreError, open_store
 
 
@@ -15,9 +16,9 @@ class VectorStoreFlow(LeanAtomicFlow):
 
     The seed's interface: `operation` `read` (`content` is the query) or `write` (`content`: a text or a list). The
     store is persistent (a folder in the memory directory), so a later run remembers what an earlier one wrote; it
-    records its embedding model and dimension and refuses to mix them, and a corrupt store is named, not silently
-    replaced. The store is opened on the first call, so the flow builds without the vector-store libraries or
-    credentials.
+    records its kind (`store.json`), embedding model and dimension and refuses to mix them (a store of another kind
+    can be copied across: `migrate`), and a corrupt store is named, not silently replaced. The store is opened on
+    the first call, so the flow builds without the vector-store libraries or credentials.
 
     *Configuration Parameters*:
     - `type` (str): `chroma` (default; chromadb, persistent) or `faiss` (faiss, saved to disk after every write).
@@ -28,6 +29,8 @@ class VectorStoreFlow(LeanAtomicFlow):
     - `embedding` (dict): `type: litellm` with `api_infos: ???`, `model_name` (`{openai: text-embedding-3-small,
       azure: ...}`), `batch_size`, `request_timeout`, `retry`; or `type: hash` (`hash_dimension`).
     - `max_document_chars` (int): a text written is cut to this many characters (head and tail kept).
+    - `migrate` (bool): true: a store of another kind in the folder is copied into one of `type` (the vectors as
+      they are; the folder as it was is kept beside it as `<folder>.<kind>`); false (default): it is refused.
 
     *Input Interface*:
     - `operation` (str): `read` or `write`.
@@ -60,11 +63,37 @@ class VectorStoreFlow(LeanAtomicFlow):
             self._embeddings = build_embeddings(self.flow_config.get("embedding") or {}, self.flow_config["name"])
         return self._embeddings
 
+    @property
+    def kind(self) -> str:
+        return str(self.flow_config.get("type") or "chroma")
+
+    def prepare_store(self) -> Optional[str]:
+        """Check that the folder holds no store of another kind; with `migrate`, copy one across. Returns what was
+        copied (a line to show), or None. Raises StoreKindMismatch (without `migrate`), VectorStoreError."""
+        folder = self.store_directory()
+        try:
+            check_folder(self.kind, folder)
+        except StoreKindMismatch as mismatch:
+            if not self.flow_config.get("migrate"):
+                raise
+            copied, kept = migrate(self.kind, folder, self.embeddings.model,
+                                   str(self.flow_config.get("collection") or "memories"))
+            found = " and ".join(name(k) for k in mismatch.found)
+            return (f"Copied {copied} memor{'y' if copied == 1 else 'ies'} from the {found} store into a "
+                    f"{name(self.kind)} store in {folder}; the folder as it was is kept in {kept}.")
+        return None
+
     def _set_up_retriever(self) -> VectorStore:
         """The store of the configured `type` (another backend: add it to ``stores.STORE_TYPES``)."""
         if self._store is None:
-            self._store = open_store(str(self.flow_config.get("type") or "chroma"), self.store_directory(),
-                                     self.embeddings.model, str(self.flow_config.get("collection") or "memories"))
+            note = self.prepare_store()
+            if note:
+                get_console().line("info", note)
+            folder = self.store_directory()
+            self._store = open_store(self.kind, folder, self.embeddings.model,
+                                     str(self.flow_config.get("collection") or "memories"))
+            if recorded_kind(folder) is None:
+                record_kind(self.kind, folder)
         return self._store
 
     # ~~~ Operations ~~~

@@ -11,5 +11,6 @@ from .embeddings import (  # noqa: E402
     hash_embeddings_factory,
     set_embeddings_factory,
 )
+from .store_folder import StoreKindMismatch  # noqa: E402
 from .stores import VectorStoreError  # noqa: E402
 from .VectorStoreFlow import VectorStoreFlow  # noqa: E402

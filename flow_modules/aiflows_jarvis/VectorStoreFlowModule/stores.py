@@ -14,7 +14,7 @@ import json
 import math
 import os
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import JarvisError
 from aiflows_jarvis.CoreFlowModule.memory import atomic_write
@@ -53,6 +53,10 @@ class VectorStore:
         raise NotImplementedError
 
     def count(self) -> int:
+        raise NotImplementedError
+
+    def items(self, batch: int = 1000) -> Iterator[Tuple[List[str], List[List[float]]]]:
+        """Every text with its vector, ``batch`` at a time (to copy a store into another kind)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -139,6 +143,16 @@ class ChromaStore(VectorStore):
     def count(self) -> int:
         return int(self._collection.count())
 
+    def items(self, batch: int = 1000) -> Iterator[Tuple[List[str], List[List[float]]]]:
+        for offset in range(0, self.count(), batch):
+            try:
+                got = self._collection.get(include=["documents", "embeddings"], limit=batch, offset=offset)
+            except Exception as error:  # noqa: BLE001
+                raise VectorStoreError(f"Reading the Chroma vector store in {self.path} failed: {error}") from None
+            pairs = [(d, [float(x) for x in v]) for d, v in zip(got["documents"], got["embeddings"]) if d is not None]
+            if pairs:
+                yield [d for d, _ in pairs], [v for _, v in pairs]
+
 
 class FaissStore(VectorStore):
     """faiss, saved to ``path/index.faiss`` and ``path/documents.json`` after every write."""
@@ -213,6 +227,12 @@ class FaissStore(VectorStore):
 
     def count(self) -> int:
         return len(self._texts)
+
+    def items(self, batch: int = 1000) -> Iterator[Tuple[List[str], List[List[float]]]]:
+        for start in range(0, len(self._texts), batch):
+            end = min(start + batch, len(self._texts))
+            vectors = self._index.reconstruct_n(start, end - start)  # normalised: the same under cosine
+            yield self._texts[start:end], [[float(x) for x in v] for v in vectors]
 
 
 STORE_TYPES: Dict[str, Any] = {"chroma": ChromaStore, "faiss": FaissStore}

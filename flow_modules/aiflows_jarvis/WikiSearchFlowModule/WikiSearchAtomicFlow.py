@@ -6,6 +6,7 @@ import urllib.request
 from typing import Any, Dict, List
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, current_flow_path
+from aiflows_jarvis.CoreFlowModule.budget import check_time, tool_timeout
 from aiflows_jarvis.CoreFlowModule.memory import shorten
 from aiflows_jarvis.CoreFlowModule.tool_calls import run_tool
 
@@ -20,9 +21,10 @@ class WikiSearchAtomicFlow(LeanAtomicFlow):
     """Searches Wikipedia (any MediaWiki API) for a term and returns the introductions of the best pages.
 
     Two requests to the API: `list=search` for the titles, then `prop=extracts` (plain-text introductions) for the
-    first `top_k_results` of them. Each request has a `timeout`; the answer is cut to `max_chars`. Network errors
-    and unexpected answers become a `wiki_content` saying so (the controller can try another term), never a
-    crash. Calls go through `run_tool`, so a run's transcript records them and a replay answers them offline.
+    first `top_k_results` of them. Each request has a `timeout`, cut to the time the run's budget (`--max-time`)
+    leaves: a wait the budget cuts short stops the run. The answer is cut to `max_chars`. Network errors and
+    unexpected answers become a `wiki_content` saying so (the controller can try another term), never a crash.
+    Calls go through `run_tool`, so a run's transcript records them and a replay answers them offline.
 
     *Configuration Parameters*:
     - `api_url` (str): the MediaWiki API endpoint; `{lang}` is replaced by `lang`
@@ -46,7 +48,8 @@ class WikiSearchAtomicFlow(LeanAtomicFlow):
     def _get(self, **params: Any) -> Dict[str, Any]:
         query = urllib.parse.urlencode({**params, "format": "json", "formatversion": 1})
         request = urllib.request.Request(f"{self.endpoint()}?{query}", headers={"User-Agent": USER_AGENT})
-        with urllib.request.urlopen(request, timeout=float(self.flow_config.get("timeout") or 15)) as response:
+        timeout = tool_timeout(float(self.flow_config.get("timeout") or 15), self._where())
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read(2_000_000)
         try:
             data = json.loads(body.decode("utf-8"))
@@ -85,6 +88,7 @@ class WikiSearchAtomicFlow(LeanAtomicFlow):
                     parts.append(f"Page: {title}\nSummary: {shorten(summary, per_page)}")
             text = "\n\n".join(parts) or f"The Wikipedia pages found for {term!r} have no introduction."
         except Exception as error:  # noqa: BLE001 - URLError, timeouts, bad answers: the controller reads it
+            check_time(self._where())  # unless the run's time is up: then the budget stops the run
             reason = getattr(error, "reason", None) or error
             return (f"Error: the Wikipedia search for {term!r} failed ({type(error).__name__}: "
                     f"{shorten(str(reason), 300)}). Try again, or another command.")
@@ -94,5 +98,7 @@ class WikiSearchAtomicFlow(LeanAtomicFlow):
         term = str(input_data.get("search_term") or "").strip()
         if not term:
             return {"wiki_content": "Error: wiki_search needs a non-empty search_term."}
-        where = current_flow_path() or self.flow_config["name"]
-        return {"wiki_content": run_tool(where, {"search_term": term}, lambda: self.search(term))}
+        return {"wiki_content": run_tool(self._where(), {"search_term": term}, lambda: self.search(term))}
+
+    def _where(self) -> str:
+        return current_flow_path() or self.flow_config["name"]

@@ -46,6 +46,9 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedding-model", metavar="NAME",
                         help="the embedding model (default: text-embedding-3-small)")
     parser.add_argument("--store", choices=("chroma", "faiss"), help="the vector store (default: chroma)")
+    parser.add_argument("--migrate", action="store_true",
+                        help="copy the memories of a vector store of the other kind into one of --store's (the old "
+                             "one is kept beside it)")
     parser.add_argument("--run-code", action="store_true", default=None,
                         help="let the controller run Python (one persistent session) and shell code in the working "
                              "folder, as it writes it: your feedback comes after (or `run_code: true` in the "
@@ -55,6 +58,8 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.demo and args.run_code:
         parser.error("--demo replays its own recording: it does not go with --run-code")
+    if args.migrate and (args.demo or args.replay):
+        parser.error("--demo and --replay use a vector store of their own: --migrate does not go with them")
 
 
 def _sources(session: Any) -> None:
@@ -85,6 +90,44 @@ def _recorder_header(session: Any) -> Dict[str, Any]:
     return {"run_code": bool(session.config["flow"].get("run_code"))}
 
 
+def _check_store(session: Any) -> None:
+    """The store kind (--store) against the one the memory folder holds, before anything in it is written: a
+    mismatch is refused, or with --migrate the memories are copied across (a replay's store is its own)."""
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+    from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+    from aiflows_jarvis.VectorStoreFlowModule import StoreKindMismatch
+    from aiflows_jarvis.VectorStoreFlowModule.store_folder import name
+
+    args, memory = session.args, session.flow.subflows["Memory"]
+    if args.store:
+        memory.flow_config["type"] = args.store
+    if session.transcript is not None:
+        return
+    memory.flow_config["migrate"] = bool(args.migrate)
+    set_memory_files(memory, session.memory_dir)
+    try:
+        note = memory.prepare_store()
+    except StoreKindMismatch as mismatch:
+        wanted = f"--store {mismatch.wanted}"
+        if len(mismatch.found) > 1:
+            raise BadInputError(
+                f"The memory folder's vector store ({mismatch.path}) holds both a {name(mismatch.found[0])} and a "
+                f"{name(mismatch.found[1])} store (written before the folder recorded its kind). Run with {wanted} "
+                f"--migrate to copy them all into one {name(mismatch.wanted)} store (the folder as it is is kept in "
+                f"{mismatch.kept}), or move the files of the store you do not want out of the folder.") from None
+        found = mismatch.found[0]
+        raise BadInputError(
+            f"The memory folder's vector store ({mismatch.path}) was written with --store {found} "
+            f"({name(found)}); this run uses {wanted} ({name(mismatch.wanted)}), which would show none of its "
+            f"memories. Run with --store {found} to use them, or with {wanted} --migrate to copy them into a "
+            f"{name(mismatch.wanted)} store (the {name(found)} store is kept in {mismatch.kept}).") from None
+    if note:
+        session.console.line("info", note)
+    elif args.migrate:
+        session.console.line("info", f"--migrate: the vector store in {memory.store_directory()} holds no store of "
+                                     "another kind; nothing to copy.")
+
+
 def _prepare(session: Any) -> None:
     """The goal on screen, the recording of tool results, the vector store, and the warning that code will run."""
     from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder
@@ -96,8 +139,6 @@ def _prepare(session: Any) -> None:
     if session.recorder is not None:
         set_tool_recorder(session.recorder.record_tool)
     memory = flow.subflows["Memory"]
-    if args.store:
-        memory.flow_config["type"] = args.store
     if session.transcript is not None:  # a store of its own: a replay embeds with local vectors
         store = os.path.join(session.memory_dir, DEMO_STORE)
         shutil.rmtree(store, ignore_errors=True)
@@ -137,8 +178,8 @@ AUTOGPT = App(
         answer="Answer",
         server_note=" that also serves /v1/embeddings",
     ),
-    hooks=Hooks(sources=_sources, configure=_configure, recorder_header=_recorder_header, prepare=_prepare,
-                memory_lines=_memory_lines),
+    hooks=Hooks(sources=_sources, configure=_configure, recorder_header=_recorder_header, check=_check_store,
+                prepare=_prepare, memory_lines=_memory_lines),
 )
 
 

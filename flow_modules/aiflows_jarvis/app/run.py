@@ -396,6 +396,8 @@ def _prepare(session: Session, run_file: str) -> None:
     session.flow = flow = launcher.instantiate(config, session.api_infos, memory_dir, source=config_path)
     launcher.set_chat_settings(flow, context_window=args.context_window,
                                structured_output=args.structured_output, stream=args.stream or None)
+    if app.hooks.check:
+        app.hooks.check(session)
     # The run file before the previous plans are archived, replaced atomically: when it cannot be written (a full
     # disk), the previous run is left whole, its run file included, for --resume.
     memory_module.atomic_write(run_file, resume.run_record(app, args, goal, session.started, session.workdir,

@@ -74,13 +74,15 @@ class Hooks:
 
     sources: after the LLM replies' source is set (replay or live): e.g. tools and embeddings; configure: the
     configuration before the flow is built (returns it); recorder_header: the transcript's extra header fields,
-    with --record; prepare: the flow once built and its memory prepared (``session.recorder`` is there to record
-    more); memory_lines: the end of the run's lines about the memory folder. What they set in the run's context
-    goes with it.
+    with --record; check: the flow once built, before anything in the memory folder is moved or written (raise
+    ``BadInputError`` to refuse the run); prepare: the flow once built and its memory prepared
+    (``session.recorder`` is there to record more); memory_lines: the end of the run's lines about the memory folder.
+    What they set in the run's context goes with it.
     """
 
     sources: Optional[Callable[[Any], None]] = None
     configure: Optional[Callable[[Any, Dict[str, Any]], Dict[str, Any]]] = None
     recorder_header: Optional[Callable[[Any], Dict[str, Any]]] = None
     prepare: Optional[Callable[[Any], None]] = None
+    check: Optional[Callable[[Any], None]] = None
     memory_lines: Optional[Callable[[Any], List[str]]] = None
