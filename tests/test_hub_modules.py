@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -89,3 +90,72 @@ def test_staged_demos_use_the_authors_flow_format_and_no_file_names_the_command_
                 with open(os.path.join(folder, rel), encoding="utf-8") as f:
                     text = f.read()
                 assert "run_jarvis" not in text and "configs/" not in text, f"{module}/{rel}"
+
+
+def synced_from_the_hub(tmp_path, modules, revision="main"):
+    """A project with ``modules`` (and their dependencies) as a sync from the hub leaves them: copies in
+    `flow_modules/NS/<Module>`, flow.mod recording each at ``revision``, FlowVerse's `__init__.py` files. They are
+    staged for the hub (dependencies at ``revision``), so a module's own sync finds each dependency there."""
+    from aiflows.flow_verse import loading
+
+    out = os.path.realpath(tmp_path / "hub")
+    needed = publish.dependency_closure(list(modules))
+    for module in needed:
+        publish.stage_module(module, out, NS, revision, local=False)
+    publish.add_digests(os.path.join(out, NS), list(needed), NS, revision, local=False)
+    project = tmp_path / "project"
+    sync_root = project / "flow_modules"
+    summary = loading.FlowModuleSpecSummary(str(sync_root), loading.DEFAULT_CACHE_PATH)
+    for module in needed:
+        shutil.copytree(os.path.join(out, NS, module), sync_root / NS / module)
+        summary.add_mod(loading.FlowModuleSpec(f"{NS}/{module}", revision, "0" * 40, str(tmp_path / "cache" / module),
+                                               str(sync_root / NS / module)))
+    (sync_root / "__init__.py").write_text("")
+    (sync_root / NS / "__init__.py").write_text("")
+    (sync_root / ".gitignore").write_text("*\n")
+    loading.write_flow_mod_summary(str(sync_root / "flow.mod"), summary)
+    return project
+
+
+@pytest.mark.parametrize("module", ["InterpreterFlowModule", "ChatFlowModule"])
+def test_run_py_runs_where_a_sync_from_the_hub_put_the_module(tmp_path, module):
+    """`python run.py` in `<project>/flow_modules/NS/<Module>` (FlowVerse refuses to sync a folder inside
+    flow_modules/): the module and its dependencies are the project's, nothing is synced again, nothing fetched."""
+    from subprocess_guard import network_guarded
+
+    project = synced_from_the_hub(tmp_path, [module])
+    folder = project / "flow_modules" / NS / module
+    before = (project / "flow_modules" / "flow.mod").read_text()
+    with LoopbackLLMServer(replies=["A flow is a unit of work."]) as server:
+        with network_guarded(dict(publish.project_env(), OPENAI_API_BASE=server.url),
+                             keep_pythonpath=False) as env:
+            done = subprocess.run([sys.executable, "run.py"], cwd=folder, env=env, capture_output=True, text=True,
+                                  timeout=300, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+        assert not server.errors
+    assert ("says 42" in done.stdout) if module == "InterpreterFlowModule" else \
+        ("A flow is a unit of work." in done.stdout), done.stdout[-3000:]
+    assert not (folder / "flow_modules").exists(), "nothing synced into the module's folder"
+    assert (project / "flow_modules" / "flow.mod").read_text() == before
+
+
+def test_the_readme_sync_keeps_the_users_gitignore(tmp_path, staged_all):
+    """A project with a `flow_modules/` of its own and its `.gitignore` (no flow.mod yet: FlowVerse's first sync
+    there writes `*` over it): the README's snippet, as written, leaves the user's lines and adds no `*`."""
+    with open(os.path.join(staged_all, "UpdatePlanFlowModule", "README.md"), encoding="utf-8") as f:
+        snippet = f.read().split("## How to use", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    project = tmp_path / "project"
+    (project / "flow_modules" / "mytools").mkdir(parents=True)
+    (project / "flow_modules" / "__init__.py").write_text("")
+    (project / "flow_modules" / "mytools" / "__init__.py").write_text("")
+    mine = "# my project's rules\n__pycache__/\nscratch/\n"  # no `*` in it: FlowVerse keeps a file that has one
+    (project / "flow_modules" / ".gitignore").write_text(mine)
+    (project / "main.py").write_text(snippet)
+    runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
+    done = subprocess.run(runner, cwd=project, env=publish.project_env(), capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert "[done]" in (project / "memory" / "plan.txt").read_text(), "the module ran"
+    text = (project / "flow_modules" / ".gitignore").read_text()
+    assert text.startswith(mine) and "*" not in text.splitlines(), text
+    assert (project / "flow_modules" / "flow.mod").exists() and (project / "flow_modules" / "mytools").is_dir()
