@@ -36,27 +36,45 @@ def staged_all(tmp_path_factory):
     return staged
 
 
+def readme_snippet(staged, module):
+    with open(os.path.join(staged, module, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    return text.split("## How to use", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def run_snippet(project, snippet, env):
+    (project / "main.py").write_text(snippet)
+    runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
+    return subprocess.run(runner, cwd=project, env=env, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+
+
 @pytest.mark.parametrize("module", sorted(BOSS_REPLIES))
 def test_a_boss_runs_from_its_hub_readme_alone(tmp_path, staged_all, module):
     """The "How to use" snippet as written, in a new project with stdin closed, the LLM at the loopback server: it
-    sets the api_infos, the memory files and the input source, and the call finishes."""
-    with open(os.path.join(staged_all, module, "README.md"), encoding="utf-8") as f:
-        text = f.read()
-    snippet = text.split("## How to use", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    sets the api_infos, the memory files and the input source, and the call finishes. CoderFlowModule's runs with
+    no OPENAI_API_KEY (a local server needs none)."""
+    snippet = readme_snippet(staged_all, module)
     assert "set_memory_files(flow" in snippet and "set_input_source(" in snippet and "set_backend_factory(" in snippet
     project = tmp_path / "project"
     project.mkdir()
-    (project / "main.py").write_text(snippet)
-    runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
-    env = publish.project_env()
+    env = {k: v for k, v in publish.project_env().items() if k != "OPENAI_API_KEY"}
     with LoopbackLLMServer(replies=list(BOSS_REPLIES[module])) as server:
-        env.update(OPENAI_API_KEY="sk-test", OPENAI_API_BASE=server.url)
-        done = subprocess.run(runner, cwd=project, env=env, capture_output=True, text=True, timeout=300,
-                              stdin=subprocess.DEVNULL)
+        env.update(OPENAI_API_BASE=server.url, **({} if module == "CoderFlowModule" else {"OPENAI_API_KEY": "sk-test"}))
+        done = run_snippet(project, snippet, env)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
         assert not server.errors and server.pending == 0, (server.errors, server.pending)
     assert "'status': 'finished'" in done.stdout, done.stdout[-3000:]
     assert any(name.startswith("plan_") for name in os.listdir(project / "memory")), "the memory files were set"
+
+
+def test_a_readme_with_no_llm_configured_says_what_to_set(tmp_path, staged_all):
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {k: v for k, v in publish.project_env().items() if not k.startswith("OPENAI_")}
+    done = run_snippet(project, readme_snippet(staged_all, "CoderFlowModule"), env)
+    assert done.returncode == 1 and "KeyError" not in done.stderr, done.stderr[-3000:]
+    assert "Set OPENAI_API_KEY, or OPENAI_API_BASE" in done.stderr, done.stderr[-3000:]
 
 
 def test_jarvis_run_py_replays_the_shipped_demo_offline(staged_all):
@@ -142,18 +160,14 @@ def test_run_py_runs_where_a_sync_from_the_hub_put_the_module(tmp_path, module):
 def test_the_readme_sync_keeps_the_users_gitignore(tmp_path, staged_all):
     """A project with a `flow_modules/` of its own and its `.gitignore` (no flow.mod yet: FlowVerse's first sync
     there writes `*` over it): the README's snippet, as written, leaves the user's lines and adds no `*`."""
-    with open(os.path.join(staged_all, "UpdatePlanFlowModule", "README.md"), encoding="utf-8") as f:
-        snippet = f.read().split("## How to use", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    snippet = readme_snippet(staged_all, "UpdatePlanFlowModule")
     project = tmp_path / "project"
     (project / "flow_modules" / "mytools").mkdir(parents=True)
     (project / "flow_modules" / "__init__.py").write_text("")
     (project / "flow_modules" / "mytools" / "__init__.py").write_text("")
     mine = "# my project's rules\n__pycache__/\nscratch/\n"  # no `*` in it: FlowVerse keeps a file that has one
     (project / "flow_modules" / ".gitignore").write_text(mine)
-    (project / "main.py").write_text(snippet)
-    runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
-    done = subprocess.run(runner, cwd=project, env=publish.project_env(), capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    done = run_snippet(project, snippet, publish.project_env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert "[done]" in (project / "memory" / "plan.txt").read_text(), "the module ran"
     text = (project / "flow_modules" / ".gitignore").read_text()

@@ -147,9 +147,13 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
         lines.append(f"from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files")
     lines.append("")
     if llm:
-        lines += ["# every chat of the flow: OPENAI_API_KEY, and OPENAI_API_BASE for an OpenAI-compatible server",
-                  'api = ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"], '
-                  'api_base=os.environ.get("OPENAI_API_BASE"))',
+        lines += ["# every chat of the flow: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (then "
+                  "no key is needed)",
+                  'key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")',
+                  "if not (key or base):",
+                  '    raise SystemExit("Set OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server '
+                  '(vLLM, Ollama, ...)")',
+                  'api = ApiInfo(backend_used="openai", api_key=key or "sk-no-key-needed", api_base=base)',
                   "set_backend_factory(with_api_infos([api]))  # before instantiating"]
     if spec.get("overrides"):
         lines += [rewrite(f"overrides = {_literal(spec['overrides'])}", namespace),
