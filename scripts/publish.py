@@ -190,7 +190,8 @@ def main(argv: Optional[List[str]] = None, api=None) -> int:
         print(f"{len(modules)} modules staged and checked in {staged_dir}; nothing was pushed (--push pushes).")
         if args.local:
             print(f'Use one from another project: flow_verse.sync_dependencies([{{"url": "{args.namespace}/'
-                  f'<Module>", "revision": "{staged_dir}/<Module>"}}])')
+                  f'<Module>", "revision": "{staged_dir}/<Module>"}}]), as its README shows (which keeps a '
+                  'flow_modules/.gitignore of yours)')
         return 0
     except PublishError as error:
         print(f"publish.py: {error}", file=sys.stderr)

@@ -35,7 +35,7 @@ def autogpt(loopback_llm, tmp_path, monkeypatch):
     def build(**overrides):
         flow = AutoGPTFlow.instantiate_from_default_config(**overrides)
         flow.subflows["Executor"].subflows["wiki_search"].flow_config["api_url"] = loopback_llm.wiki_url
-        set_memory_files(flow, str(tmp_path / "memory"))
+        set_memory_files(flow, str(tmp_path / "memory"), workdir=str(tmp_path))
         return flow
 
     yield build

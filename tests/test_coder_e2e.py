@@ -35,7 +35,7 @@ def branches(log_path):
 @pytest.fixture
 def coder(tmp_path, loopback_llm):
     flow = CoderFlow.instantiate_from_default_config()
-    files = set_memory_files(flow, str(tmp_path))
+    files = set_memory_files(flow, str(tmp_path), workdir=str(tmp_path))
     yield flow, files
     flow.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"].close()
 

@@ -151,7 +151,8 @@ def test_set_memory_files_gives_each_boss_its_own_files(tmp_path, scripted_llm):
                                  "code_library": str(tmp_path / "library.py")}
     assert done["CoderFlow/CtrlExMem/Executor/extend_library"]["plan"] == str(tmp_path / "plan_extlib.txt")
     interpreter = coder.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"]
-    assert interpreter.flow_config["workspace"] == str(tmp_path)
+    assert interpreter.flow_config["workspace"] == os.getcwd(), "code runs where the script runs, as the command line"
+    assert interpreter.flow_config["library_dir"] == str(tmp_path), "and `import library` finds the library"
 
 
 FUTURE = 'from __future__ import annotations\n\n\ndef half(x: float) -> float:\n    """Half of x."""\n    return x / 2\n'

@@ -100,6 +100,24 @@ def test_the_readme_recipe_as_written_in_a_project_with_the_authors_modules(tmp_
     assert snapshot(project / "flow_modules") == before, "the synced modules, flow.mod and .gitignore are untouched"
 
 
+def test_the_readme_recipe_runs_the_code_in_the_folder_of_the_script(tmp_path):
+    """The code the recipe's Coder runs finds the user's file beside the script (the memory folder holds only the
+    memory files), as with the command line."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "words.txt").write_text("the cat and the dog and the bird\n")
+    replies = ["1. Count the distinct words of words.txt.\n2. Give the final answer.",
+               command("run_code", language="python", code="print('distinct:', len(set(open('words.txt').read()"
+                                                             ".split())))"),
+               finish("words.txt has 5 distinct words.")]
+    with LoopbackLLMServer(replies=replies) as server:
+        out = run_project(sys.executable, project, readme_recipe(), server)
+        result = server.requests[2]["messages"][-1]["content"]
+    assert "distinct: 5" in result and "FileNotFoundError" not in result, result
+    assert "'status': 'finished'" in out
+    assert not (project / "memory" / "words.txt").exists()
+
+
 BOTH = '''
 import json, os, sys
 if sys.argv[1] == "authors-first":

@@ -74,8 +74,7 @@ import time
 from aiflows import flow_verse
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-flow_verse.sync_dependencies([{{"url": "{namespace}/{module}", "revision": HERE}}])
-
+{find_module}
 from flow_modules.{namespace}.{module} import {cls}  # noqa: E402,F401  (first: the tokenizer is found offline)
 import hydra  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
@@ -86,6 +85,7 @@ from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files  # n
 logging.set_verbosity_warning()
 demo = read_yaml_file(os.path.join(HERE, "demo.yaml"))
 input_data, memory_dir, auto_approve = demo["input_data"], demo.get("memory_dir"), demo.get("auto_approve")
+workdir = None  # the code runs in the working directory
 have_llm = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_API_BASE")
 if demo.get("replay") and ("--replay" in sys.argv or not have_llm):
     # the recorded run: every chat answers from the transcript, offline, into a new memory folder (it was recorded
@@ -97,7 +97,7 @@ if demo.get("replay") and ("--replay" in sys.argv or not have_llm):
     set_backend_factory(replay_factory(transcript))
     input_data = {{**input_data, "goal": transcript.header["goal"]}}
     memory_dir = os.path.join(memory_dir or "memory", time.strftime("replay-%Y%m%d-%H%M%S"))
-    auto_approve = True
+    auto_approve, workdir = True, memory_dir  # and the code in the memory folder, as it was recorded
     print(f"Replaying the recorded demo (no LLM): {{transcript.path}}; memory files in {{memory_dir}}")
 elif demo.get("uses_llm"):
     from aiflows.backends.api_info import ApiInfo
@@ -112,7 +112,7 @@ elif demo.get("uses_llm"):
 # the aiflows authors' demo.yaml format: `flow:` is instantiated by hydra
 flow = hydra.utils.instantiate(demo["flow"], _recursive_=False, _convert_="partial")
 if memory_dir:
-    set_memory_files(flow, memory_dir)
+    set_memory_files(flow, memory_dir, workdir)
 if auto_approve or "--yes" in sys.argv:
     set_input_source(AutoApproveInput())
 
@@ -141,12 +141,12 @@ _RUN_PY_EMBEDDINGS = '''
 _CORE_RUN_PY = '''\
 """Run a small flow on CoreFlowModule's lean base: `python run.py` in this folder (no LLM needed)."""
 import os
+import sys
 
 from aiflows import flow_verse
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-flow_verse.sync_dependencies([{{"url": "{namespace}/CoreFlowModule", "revision": HERE}}])
-
+{find_module}
 from flow_modules.{namespace}.CoreFlowModule import LeanAtomicFlow  # noqa: E402
 from flow_modules.{namespace}.CoreFlowModule.usage import count_tokens  # noqa: E402
 from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
@@ -168,10 +168,25 @@ print(output, "- history kept:", len(flow.history), "of", flow.history.total, "m
 '''
 
 
+# How run.py finds its module: where a sync put it (`<project>/flow_modules/<namespace>/<module>`, from the hub or
+# a local folder), it is imported from that project: FlowVerse refuses to sync a folder inside a `flow_modules/`.
+# Anywhere else (a staged folder) it is synced into `flow_modules/` beside run.py's working directory first.
+_FIND_MODULE = '''\
+SYNC_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.path.basename(SYNC_ROOT) == "flow_modules" and os.path.isfile(os.path.join(SYNC_ROOT, "__init__.py")):
+    sys.path.insert(0, os.path.dirname(SYNC_ROOT))  # synced into a project: its dependencies are synced beside it
+else:
+    flow_verse.sync_dependencies([{{"url": "{namespace}/{module}", "revision": HERE}}])
+'''
+
+
 def demo_files(module: str, namespace: str) -> Dict[str, str]:
+    """``demo.yaml`` and ``run.py`` of a staged module (its demo as DEMOS describes it)."""
+    find_module = _FIND_MODULE.format(namespace=namespace, module=module)
     if module == "CoreFlowModule":
         demo = {"flow": {"history_size": 8}, "calls": 100, "input_data": {"text": "Flows all the way down."}}
-        return {"demo.yaml": yaml.safe_dump(demo, sort_keys=False), "run.py": _CORE_RUN_PY.format(namespace=namespace)}
+        return {"demo.yaml": yaml.safe_dump(demo, sort_keys=False),
+                "run.py": _CORE_RUN_PY.format(namespace=namespace, find_module=find_module)}
     spec = DEMOS.get(module)
     if spec is None:
         raise PublishError(f"{module} has no demo in scripts/publishing/demos.py's DEMOS: add one")
@@ -197,6 +212,7 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
     if spec.get("replay"):
         llm_note += ", else the recorded demo is replayed"
     run = _RUN_PY.format(cls=spec["cls"], module=module, namespace=namespace, llm_note=llm_note,
+                         find_module=find_module,
                          embeddings=_RUN_PY_EMBEDDINGS.format(namespace=namespace)
                          if "VectorStoreFlowModule" in dependency_closure([module]) else "")
     return {"demo.yaml": text, "run.py": run}

@@ -115,13 +115,26 @@ def _literal(value) -> str:
     return repr(value)
 
 
+# The user's first sync, FlowVerse's: in a project without flow.mod it writes `*` over a `flow_modules/.gitignore`
+# the user keeps there (the module's own sync of its dependencies, on import, only appends lines).
+KEEP_GITIGNORE = [
+    "# a project's first FlowVerse sync writes `*` over flow_modules/.gitignore: a file of yours is put back",
+    'gitignore = os.path.join("flow_modules", ".gitignore")',
+    "kept = open(gitignore).read() if os.path.exists(gitignore) else None",
+    "flow_verse.sync_dependencies(dependencies)",
+    "if kept is not None:",
+    "    with open(gitignore, \"w\") as f:",
+    "        f.write(kept)",
+]
+
+
 def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
     """The lines of a README's "How to use" snippet: sync the module, then (for a module with a demo) everything a
     call needs, in the order that works: the api_infos of every chat (set_backend_factory), the memory files of every
     boss (set_memory_files), the input source, and a call with the demo's input."""
     spec = DEMOS.get(module)
     classes = flow_classes(module)
-    lines = ["import os", "", "from aiflows import flow_verse", "", *sync, "flow_verse.sync_dependencies(dependencies)",
+    lines = ["import os", "", "from aiflows import flow_verse", "", *sync, *KEEP_GITIGNORE,
              "", f"from flow_modules.{namespace}.{module} import {', '.join(classes) or '*'}  # before litellm"]
     if spec is None:
         return lines
@@ -134,9 +147,13 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
         lines.append(f"from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files")
     lines.append("")
     if llm:
-        lines += ["# every chat of the flow: OPENAI_API_KEY, and OPENAI_API_BASE for an OpenAI-compatible server",
-                  'api = ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"], '
-                  'api_base=os.environ.get("OPENAI_API_BASE"))',
+        lines += ["# every chat of the flow: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (then "
+                  "no key is needed)",
+                  'key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")',
+                  "if not (key or base):",
+                  '    raise SystemExit("Set OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server '
+                  '(vLLM, Ollama, ...)")',
+                  'api = ApiInfo(backend_used="openai", api_key=key or "sk-no-key-needed", api_base=base)',
                   "set_backend_factory(with_api_infos([api]))  # before instantiating"]
     if spec.get("overrides"):
         lines += [rewrite(f"overrides = {_literal(spec['overrides'])}", namespace),

@@ -67,7 +67,8 @@ def staged_init(module: str, namespace: str, revision: str, local: bool,
         def digest(d):
             return f', "digest": "{digests[d]}"' if d in digests else ""
 
-        sync_import = f"from .{SYNC_FILE[:-3]} import sync_dependencies  # never prompts, deletes or replaces"
+        sync_import = (f"from .{SYNC_FILE[:-3]} import project_of, sync_dependencies  # never prompts, deletes or "
+                       "replaces")
         if local:
             out += ["import os", "", sync_import, ""]
             out.append("_STAGED = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the staged modules")
@@ -77,8 +78,9 @@ def staged_init(module: str, namespace: str, revision: str, local: bool,
             out += [sync_import, ""]
             entries = [f'    {{"url": "{namespace}/{d}", "revision": "{(pins or {}).get(d, revision)}"{digest(d)}}},'
                        for d in deps]
-        out += ["dependencies = ["] + entries + ["]", f'sync_dependencies(dependencies, caller="{namespace}/{module}")',
-                ""]
+        out += ["dependencies = ["] + entries + ["]", "# into the project this module was synced into (else the "
+                "working directory's)", f'sync_dependencies(dependencies, caller="{namespace}/{module}", '
+                'base_dir=project_of(__file__))', ""]
     else:
         out += ["", "dependencies = []", ""]
     out += [rewrite(b, namespace) for b in body]

@@ -93,12 +93,22 @@ def _append_gitignore(sync_root: str, line: str) -> None:
         f.write(line + "\n")
 
 
+def project_of(module_file: str) -> Optional[str]:
+    """The project a module was synced into: ``<project>`` for a file of `<project>/flow_modules/<user>/<Module>`,
+    as imported (symbolic links not resolved); None for a module anywhere else."""
+    module_dir = os.path.dirname(os.path.abspath(module_file))
+    sync_root = os.path.dirname(os.path.dirname(module_dir))
+    return os.path.dirname(sync_root) if os.path.basename(sync_root) == "flow_modules" else None
+
+
 def sync_dependencies(dependencies: List[Dict[str, str]], caller: str = "<this module>",
                       base_dir: Optional[str] = None) -> List[str]:
     """Make each dependency (``{"url": "user/Repo", "revision": <folder or hub revision>, "digest"?: <content
-    digest>}``) importable as `flow_modules.user.Repo` from `<base_dir>/flow_modules` (``base_dir``: the working
-    directory, as with FlowVerse), and return the sync folders. Never prompts, deletes or replaces; raises
-    DependencyConflict when a dependency is already there as something else."""
+    digest>}``) importable as `flow_modules.user.Repo` from `<base_dir>/flow_modules`, and return the sync folders.
+    ``base_dir``: the working directory by default, as with FlowVerse; a staged module passes the project it was
+    synced into (``project_of(__file__)``), so that its dependencies land beside it wherever the process started.
+    Never prompts, deletes or replaces; raises DependencyConflict when a dependency is already there as something
+    else."""
     from aiflows.flow_verse import loading
 
     base = os.path.abspath(base_dir or os.curdir)

@@ -59,8 +59,9 @@ def set_memory_files(flow: Any, memory_dir: Optional[str] = None,
     the current run's, ``RunContext(memory_dir=...)``).
 
     One call configures a whole hierarchy (Jarvis -> Coder -> ExtendLibrary, ...): each boss names its own files
-    (``plan_coder.txt``, ...) in its YAML, and code runners without a ``workspace`` get ``workdir`` (default
-    ``memory_dir``), with ``memory_dir`` as their ``library_dir`` (so ``import library`` works there). ``flow`` is a
+    (``plan_coder.txt``, ...) in its YAML, and code runners without a ``workspace`` get ``workdir`` (default: the
+    current working directory, as on the command line, so that code reads the user's files where the script runs),
+    with ``memory_dir`` as their ``library_dir`` (so ``import library`` works there). ``flow`` is a
     flow, or a configuration dict (``{_target_: ..., subflows_config: ...}``) before it is instantiated: there every
     ``memory_files: ???`` is filled (hydra refuses to build a config that still has one). Returns
     ``{path: memory_files}`` for what was set.
@@ -82,7 +83,7 @@ def set_memory_files(flow: Any, memory_dir: Optional[str] = None,
             config["memory_files"] = {key: os.path.join(memory_dir, name) for key, name in names.items()}
             done[path] = config["memory_files"]
         if "workspace" in config and not config["workspace"]:
-            config["workspace"] = os.path.abspath(workdir) if workdir else memory_dir
+            config["workspace"] = os.path.abspath(workdir or os.curdir)
             if "library_dir" in config and not config["library_dir"]:
                 config["library_dir"] = memory_dir
         for name, sub in getattr(node, "subflows", {}).items():

@@ -66,6 +66,25 @@ def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional
     raise MissingCredentials(help_text)
 
 
+SCRIPT_CREDENTIALS_HELP = """\
+No LLM is configured. Set one of:
+  OPENAI_API_KEY=sk-...                      (OpenAI)
+  OPENAI_API_BASE=http://localhost:8000/v1   (an OpenAI-compatible server: vLLM, llama.cpp, Ollama, ...; with
+                                              OPENAI_API_KEY too if the server wants one)
+  AZURE_API_KEY, AZURE_API_BASE and AZURE_API_VERSION   (Azure OpenAI)"""
+
+
+def api_infos_for_scripts(environ: Optional[Dict[str, str]] = None) -> List[Any]:
+    """The api_infos a script of the user's gives its chats (``with_api_infos``), read from the environment as the
+    command line reads it, with ``OPENAI_API_BASE`` in the place of ``--api-base`` (so a local server needs no key).
+    MissingCredentials, naming the variables to set, when none is set.
+
+    :param environ: the variables to read (default: ``os.environ``).
+    """
+    env = os.environ if environ is None else environ
+    return api_infos_from_environment(env.get("OPENAI_API_BASE") or None, env, SCRIPT_CREDENTIALS_HELP)
+
+
 #: Where the password of an --api-base comes from when the command line does not give it (--resume: it is never
 #: stored in the run file).
 API_BASE_PASSWORD = "JARVIS_API_BASE_PASSWORD"
@@ -280,7 +299,7 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     """
     from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 
-    layout = MemoryLayout(set_memory_files(flow, memory_dir, workdir))
+    layout = MemoryLayout(set_memory_files(flow, memory_dir, workdir or memory_dir))
     sweep_temporary_files(memory_dir)
     if resume:
         flow.flow_config["resume"] = True
