@@ -1,6 +1,9 @@
-"""MemoryReadingFlowModule: reads plan, logs (their last entries) and the code library (signatures + docstrings)."""
+"""MemoryReadingFlowModule: reads plan, logs (their last entries) and the code library (signatures + docstrings);
+beyond their budgets, the entries relevant to the task; and searches them for the controller."""
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
+    {"url": "aiflows/VectorStoreFlowModule", "revision": "main"},  # the provider's embeddings, when configured
 ]
 
 from .MemoryReadingAtomicFlow import MemoryReadingAtomicFlow  # noqa: E402
+from .MemorySearchAtomicFlow import MemorySearchAtomicFlow  # noqa: E402
