@@ -246,13 +246,14 @@ def library_index(library_path: str, text: Optional[str] = None) -> MemoryIndex:
         return _rebuild(library_path, "library", entries, {"fingerprint": fingerprint})
 
 
-def library_saved(library_path: str, old_text: str, new_text: str, code: str) -> MemoryIndex:
+def library_saved(library_path: str, old_text: str, new_text: str, code: str) -> Optional[MemoryIndex]:
     """Bring the index up to date after ``code`` was saved into the library (``old_text`` -> ``new_text``): the
-    entries of ``code`` only, when the index was up to date with ``old_text``; else rebuilt."""
+    entries of ``code`` are appended, when the index was up to date with ``old_text``. A missing or stale index is
+    left for the next reading to rebuild (a save costs the same at any size): None then."""
     with _lock:
         index = _load(library_path, "library")
         if index is None or index.source.get("fingerprint") != library_fingerprint(library_path, old_text):
-            return library_index(library_path, new_text)
+            return None
         records: List[Dict[str, Any]] = [{"put": entry.name, "text": entry.text()} for entry in code_entries(code)]
         records.append({"source": {"fingerprint": library_fingerprint(library_path, new_text)}})
         index.append(records)
