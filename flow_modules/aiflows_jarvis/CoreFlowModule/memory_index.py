@@ -40,6 +40,7 @@ so not no yes but all any each per than then there these those via using use use
 _SUFFIXES = ("ational", "ations", "ation", "ising", "izing", "ments", "ment", "ness", "ings", "ing", "ies", "ied",
              "ers", "er", "ed", "es", "ly", "al", "s", "e")
 _K1, _B = 1.2, 0.75
+_COMMON_FROM = 200  # entries from which terms in more than half of them are not scored
 
 
 def _stem(word: str) -> str:
@@ -75,6 +76,8 @@ class MemoryIndex:
         self._terms: Dict[str, Tuple[str, ...]] = {}
         self._postings: Dict[str, Dict[str, int]] = {}
         self._total = 0
+        self.position: Dict[str, int] = {}  # key -> rank in the memory's order (the order of ``texts``)
+        self._next = 0
         self.lines = 0  # journal lines applied
         self.offset = 0  # journal bytes applied
         self.ident: Optional[Tuple[int, int]] = None
@@ -90,6 +93,7 @@ class MemoryIndex:
         for term, count in counts.items():
             self._postings.setdefault(term, {})[key] = count
         self.texts[key] = text
+        self.position[key], self._next = self._next, self._next + 1
         self._lengths[key] = length = sum(counts.values())
         self._terms[key] = tuple(counts)
         self._total += length
@@ -98,6 +102,7 @@ class MemoryIndex:
         if key not in self.texts:
             return
         del self.texts[key]
+        del self.position[key]
         self._total -= self._lengths.pop(key)
         for term in self._terms.pop(key):
             posting = self._postings[term]
@@ -122,15 +127,15 @@ class MemoryIndex:
         scores: Dict[str, float] = {}
         for term, times in Counter(features(query)).items():
             posting = self._postings.get(term)
-            if not posting:
-                continue
+            if not posting or (count > _COMMON_FROM and len(posting) > count // 2):
+                continue  # a term in most entries tells little, and scoring it costs a pass over most of them
             idf = math.log(1.0 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
             weight = idf * (1.0 + math.log(times)) * (0.5 if term.startswith("~") else 1.0)
             for key, tf in posting.items():
                 norm = _K1 * (1.0 - _B + _B * self._lengths[key] / average)
                 scores[key] = scores.get(key, 0.0) + weight * tf * (_K1 + 1.0) / (tf + norm)
-        order = {key: i for i, key in enumerate(self.texts)} if len(scores) > limit else {}
-        return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], order.get(item[0], 0)))
+        position = self.position
+        return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], position[item[0]]))
 
     # ~~~ On disk ~~~
     def append(self, records: List[Dict[str, Any]]) -> None:
@@ -262,16 +267,12 @@ def library_saved(library_path: str, old_text: str, new_text: str, code: str) ->
 
 # ~~~ The logs ~~~
 def _log_state(log_path: str) -> Tuple[int, int]:
-    """The log's size and the checksum of its last bytes."""
+    """The log's size and the checksum of its last bytes (0, 0 when it is missing)."""
     try:
-        fd = open_no_link(log_path, os.O_RDONLY)
+        size = os.lstat(log_path).st_size
     except FileNotFoundError:
         return 0, 0
-    try:
-        size = os.fstat(fd).st_size
-        return size, zlib.crc32(os.pread(fd, min(size, _TAIL_BYTES), size - min(size, _TAIL_BYTES)))
-    finally:
-        os.close(fd)
+    return size, _tail_at(log_path, size) or 0
 
 
 def _tail_at(log_path: str, size: int) -> Optional[int]:

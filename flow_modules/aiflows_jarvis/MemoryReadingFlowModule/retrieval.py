@@ -102,8 +102,7 @@ def relevant_library(library_path: str, text: str, query: str, max_chars: int, p
               f"last saved follow; {len(keys)} are left out: call search_library with a few words of what you need "
               "to see others)")
     chosen = _pick(order, index.texts, max_chars - len(header) - 8)
-    position = {key: i for i, key in enumerate(keys)}
-    shown = sorted(chosen, key=position.__getitem__)
+    shown = sorted(chosen, key=index.position.__getitem__)
     header = header.replace(f"; {len(keys)} are left out", f"; {len(keys) - len(shown)} are left out", 1)
     return header + "\n" + "\n\n".join(index.texts[key] for key in shown), chosen
 
