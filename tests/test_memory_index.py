@@ -272,3 +272,40 @@ def test_a_goal_reuses_a_function_buried_among_2000_others(tmp_path, scripted_ll
     assert max(tokens for _, tokens in calls) <= 8000, calls
     assert [where.split("/")[-1] for where, _ in calls][-2:] == ["Controller", "Controller"]
     assert len(calls) == 3, f"plan, run_code, finish: {calls}"  # the same with one function (size 1)
+
+
+# ~~~ The provider's embeddings, when configured ~~~
+def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the_words_order(tmp_path):
+    from aiflows_jarvis.VectorStoreFlowModule import Embeddings, hash_embeddings_factory, set_embeddings_factory
+
+    library, functions = a_library(tmp_path, 500)
+    task, needed = make_tasks(functions, 1, seed=3)[0]
+    files = {"code_library": library, "logs": str(tmp_path / "l.txt")}
+    asked = []
+
+    def counting_factory(config, flow_name):
+        embeddings = hash_embeddings_factory(config, flow_name)
+        real = embeddings.embed
+        embeddings.embed = lambda texts, where="": asked.append(len(texts)) or real(texts, where)
+        return embeddings
+
+    class Failing(Embeddings):
+        model = "down"
+
+        def embed(self, texts, where=""):
+            raise ConnectionError("the provider is down")
+
+    previous = set_embeddings_factory(counting_factory)
+    try:
+        flow = reader(retrieval={"embedding": "provider"})
+        shown = flow.run({"memory_files": files, "goal": task})["code_library"]
+        assert f"def {needed}(" in shown and asked, "the provider's embeddings were asked and the entry shown"
+        flow.run({"memory_files": files, "goal": task, "result": "Ran it: 42"})
+        assert len(asked) == 2 and asked[1] < asked[0] / 4, "vectors are kept: the new query and new candidates only"
+        set_embeddings_factory(lambda config, flow_name: Failing())
+        shown = reader(retrieval={"embedding": "provider"}).run({"memory_files": files, "goal": task})["code_library"]
+        assert f"def {needed}(" in shown, "a failing provider leaves the lexical ranking"
+    finally:
+        set_embeddings_factory(previous)
+    with pytest.raises(Exception, match="retrieval.embedding must be"):
+        reader(retrieval={"embedding": "nearest"}).run({"memory_files": files, "goal": task})

@@ -34,7 +34,8 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
     - `max_library_chars` (int or null): the size of the library summary; beyond it docstrings are shortened,
       then dropped (or, with `retrieval`, the relevant entries are shown).
     - `retrieval` (dict): `enabled` (bool); `embedding`: `local` (the index's lexical ranking, offline) or
-      `provider` (re-ranked by the provider's embeddings, `embedding_config` as VectorStoreFlow's `embedding`);
+      `provider` (re-ranked by the run's embeddings, the VectorStore module's `set_embeddings_factory`, with
+      `embedding_config` as VectorStoreFlow's `embedding`);
       `recent_library_entries` (the last saved functions always shown), `relevant_log_entries` (earlier log entries
       shown among the `max_log_entries`), `candidates` (how many the index proposes).
     - `memory_files` (dict, optional): used when the input has no `memory_files`.

@@ -2,7 +2,6 @@
 beyond their budgets, the entries relevant to the task; and searches them for the controller."""
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
-    {"url": "aiflows/VectorStoreFlowModule", "revision": "main"},  # the provider's embeddings, when configured
 ]
 
 from .MemoryReadingAtomicFlow import MemoryReadingAtomicFlow  # noqa: E402

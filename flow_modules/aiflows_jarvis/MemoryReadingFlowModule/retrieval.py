@@ -11,7 +11,7 @@ import math
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from aiflows_jarvis.CoreFlowModule import get_console
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, current_run, get_console
 from aiflows_jarvis.CoreFlowModule.memory import read_log_tail, shorten, split_log_entries
 from aiflows_jarvis.CoreFlowModule.memory_index import MemoryIndex, library_index, log_index
 
@@ -25,14 +25,20 @@ def make_query(goal: Any, result: Any) -> str:
 
 
 class Reranker:
-    """Re-ranks the index's candidates with the provider's embeddings (VectorStoreFlowModule's), when configured:
-    half the lexical score (scaled to the best), half the cosine. A vector is computed once per entry text and kept
-    for the process; a failing provider leaves the lexical order, with a warning."""
+    """Re-ranks the index's candidates with the provider's embeddings, when configured: half the lexical score (scaled
+    to the best), half the cosine. The embeddings come from the run's embeddings factory (the VectorStore module's
+    ``set_embeddings_factory``, which the application sets from its provider), so reading the memory does not
+    import the vector stores. A vector is computed once per text and kept for the process; a failing provider leaves
+    the lexical order, with a warning."""
 
     def __init__(self, embedding_config: Dict[str, Any], flow_name: str):
-        from aiflows_jarvis.VectorStoreFlowModule.embeddings import build_embeddings
-
-        self.embeddings = build_embeddings(embedding_config, flow_name)
+        factory = current_run().embeddings_factory
+        if factory is None:
+            raise ConfigurationError(
+                f"{flow_name}: retrieval.embedding is `provider` but the run has no embeddings: call "
+                "set_embeddings_factory(embeddings_with_api_infos([...])) (from the VectorStore module) "
+                "before the run, or set retrieval.embedding to `local`")
+        self.embeddings = factory(dict(embedding_config), flow_name)
         self.vectors: Dict[str, List[float]] = {}
         self.failed = False
 
