@@ -33,7 +33,8 @@ def a_library(tag: str, functions: int = 400) -> str:
 def test_an_unchanged_library_is_not_parsed_again_and_a_changed_one_is(tmp_path, parses):
     path = tmp_path / "library.py"
     path.write_text(a_library("first"))
-    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"],
+                                                              retrieval={"enabled": False})  # the summary's cut
     files = {"memory_files": {"code_library": str(path)}}
     first = reader.run(files)["code_library"]
     assert first.startswith("(the library is large") and "first_0," in first
@@ -116,7 +117,8 @@ def test_a_save_into_a_large_library_parses_it_once_and_compiles_it_never(tmp_pa
 
     path = tmp_path / "library.py"
     path.write_text(a_library("big"))
-    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"],
+                                                              retrieval={"enabled": False})  # the summary's cut
     files = {"memory_files": {"code_library": str(path)}}
     reader.run(files)
     before = definition_digests(path.read_text())
@@ -144,7 +146,8 @@ def test_a_large_library_is_parsed_in_blocks_and_a_save_parses_only_its_last_blo
     path = tmp_path / "library.py"
     source = a_library("many", functions=6000)  # about 470 KB
     path.write_text(source)
-    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"],
+                                                              retrieval={"enabled": False})  # the summary's cut
     files = {"memory_files": {"code_library": str(path)}}
     summary = reader.run(files)["code_library"]
     assert summary.startswith("(the library is large") and "many_0" in summary

@@ -309,6 +309,12 @@ def append_log_entry(path: str, command: str, command_args: Optional[Dict[str, A
     number = last + 1
     repair = f"\n{CUT_ENTRY_MARKER}\n\n" if cut else ""
     append_text(path, repair + redact(format_log_entry(number, command, command_args, result, result_limit)) + "\n")
+    from .memory_index import log_index  # it reads entries with this module
+
+    try:
+        log_index(path)  # the log's search index takes the entry now (the next prompt's reading is quick)
+    except (MemoryFileError, OSError):
+        pass  # the log is written; its index, stale, is rebuilt when it is next read
     return number
 
 

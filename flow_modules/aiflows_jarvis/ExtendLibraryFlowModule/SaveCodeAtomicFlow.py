@@ -5,7 +5,9 @@ import hashlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, get_console
+from aiflows_jarvis.CoreFlowModule.errors import MemoryFileError
 from aiflows_jarvis.CoreFlowModule.locks import file_lock
+from aiflows_jarvis.CoreFlowModule.memory_index import library_saved
 from aiflows_jarvis.CoreFlowModule.memory import (
     archive_copy,
     atomic_write,
@@ -135,10 +137,15 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         # Jarvis, a program using save_code) would otherwise write back a library without this function, or this
         # save would drop its function.
         with file_lock(path):
-            refusal, clashes, new_library = self._merge(path, code, names, replace)
+            old_library = read_text(path)
+            refusal, clashes, new_library = self._merge(path, old_library, code, names, replace)
             if refusal:
                 return refusal, False
             atomic_write(path, new_library)
+            try:  # the library's search index takes the new entries (one line appended to it)
+                library_saved(path, old_library, new_library, code)
+            except (MemoryFileError, OSError):
+                pass  # the function is saved; the index, stale, is rebuilt when it is next read
         verb = "Replaced" if clashes else "Saved"
         total = len(defined_names(new_library))
         get_console().line("result", f"{verb} {', '.join(names)} in {path}.")
@@ -146,10 +153,9 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
                 f"function(s)/class(es)."), True
 
     @staticmethod
-    def _merge(path: str, code: str, names: List[str], replace: bool) -> Tuple[str, List[str], str]:
+    def _merge(path: str, library: str, code: str, names: List[str], replace: bool) -> Tuple[str, List[str], str]:
         """``(why nothing may be saved, or "", the definitions replaced, the new library)``; keeps the library as it
-        was in `archive/` when definitions are replaced. Called with the library's lock held."""
-        library = read_text(path)
+        was in `archive/` when definitions are replaced. Called with the library's lock held, with its text."""
         try:
             existing = set(defined_names(library)) if library.strip() else set()
         except SyntaxError as error:

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow
 from aiflows_jarvis.CoreFlowModule.memory import library_summary, memory_path, read_log_tail, read_text
 
+from .retrieval import Reranker, make_query, relevant_library, relevant_logs
+
 READERS = ("text", "log_tail", "signatures")
+# How library_summary starts when the library did not fit its budget.
+LARGE_LIBRARY = "(the library is large"
 
 
 class MemoryReadingAtomicFlow(LeanAtomicFlow):
@@ -16,6 +20,11 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
     `code_library` is read as the signatures and docstrings of the library's functions and classes (parsed with
     `ast`), not their bodies. A missing file reads as "".
 
+    When the library or the log outgrows its budget, the entries shown are chosen by relevance to the task and the
+    last result (`retrieval.py`, over the memory's search index): the last entries are always kept, and a line says
+    how many were left out and which command (`search_library`, `search_logs`) finds them. The pick stays the same
+    from one round to the next while the task and the result bring nothing new.
+
     *Configuration Parameters*:
     - `output_interface` (list): the memories to read, e.g. `[plan, logs, code_library]`.
     - `readers` (dict): how each memory is read: `text`, `log_tail` or `signatures` (defaults: `logs: log_tail`,
@@ -23,29 +32,68 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
     - `max_log_entries` (int or null): how many log entries to read at most (null: all).
     - `max_log_chars` (int or null): how many characters of log entries to read at most (at least one entry).
     - `max_library_chars` (int or null): the size of the library summary; beyond it docstrings are shortened,
-      then dropped.
+      then dropped (or, with `retrieval`, the relevant entries are shown).
+    - `retrieval` (dict): `enabled` (bool); `embedding`: `local` (the index's lexical ranking, offline) or
+      `provider` (re-ranked by the run's embeddings, the VectorStore module's `set_embeddings_factory`, with
+      `embedding_config` as VectorStoreFlow's `embedding`);
+      `recent_library_entries` (the last saved functions always shown), `relevant_log_entries` (earlier log entries
+      shown among the `max_log_entries`), `candidates` (how many the index proposes).
     - `memory_files` (dict, optional): used when the input has no `memory_files`.
 
     *Input Interface*:
     - `memory_files` (dict): memory name -> file path.
+    - `goal` (str, optional), `result` (str, optional): what the entries are chosen by.
 
     *Output Interface*:
     - one key per memory in `output_interface` (str).
     """
 
+    def set_up_flow_state(self):
+        super().set_up_flow_state()
+        self.flow_state["picked"] = {}  # memory -> the entries picked last round (kept first if still relevant)
+        self._reranker = None
+
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         readers = {"logs": "log_tail", "code_library": "signatures", **(self.flow_config.get("readers") or {})}
+        retrieval = dict(self.flow_config.get("retrieval") or {})
+        query = make_query(input_data.get("goal"), input_data.get("result"))
+        picked = self.flow_state.setdefault("picked", {})
         out = {}
         for key in self.flow_config["output_interface"]:
             reader = readers.get(key, "text")
             path = memory_path(self, input_data, key)
             if reader == "log_tail":
-                out[key] = read_log_tail(path, self.flow_config.get("max_log_entries"),
-                                         self.flow_config.get("max_log_chars"))
+                max_entries = self.flow_config.get("max_log_entries")
+                if retrieval.get("enabled") and max_entries:
+                    out[key], picked[key] = relevant_logs(
+                        path, query, int(max_entries), self.flow_config.get("max_log_chars"), picked.get(key, []),
+                        int(retrieval.get("relevant_log_entries", 5)), int(retrieval.get("candidates", 40)),
+                        self._reranker_of(retrieval))
+                else:
+                    out[key] = read_log_tail(path, max_entries, self.flow_config.get("max_log_chars"))
             elif reader == "signatures":
-                out[key] = library_summary(read_text(path), self.flow_config.get("max_library_chars"))
+                text = read_text(path)
+                max_chars = self.flow_config.get("max_library_chars")
+                out[key] = library_summary(text, max_chars)
+                if retrieval.get("enabled") and max_chars and out[key].startswith(LARGE_LIBRARY):
+                    out[key], picked[key] = relevant_library(
+                        path, text, query, int(max_chars), picked.get(key, []),
+                        int(retrieval.get("recent_library_entries", 3)), int(retrieval.get("candidates", 40)),
+                        self._reranker_of(retrieval))
             elif reader == "text":
                 out[key] = read_text(path).strip()
             else:
                 raise ConfigurationError(f"{self.flow_config['name']}: unknown reader {reader!r}; use one of {READERS}")
         return out
+
+    def _reranker_of(self, retrieval: Dict[str, Any]) -> Optional[Reranker]:
+        """The provider's embeddings when `retrieval.embedding` is `provider`; None for the local ranking."""
+        embedding = retrieval.get("embedding", "local")
+        if embedding == "local":
+            return None
+        if embedding != "provider":
+            raise ConfigurationError(f"{self.flow_config['name']}: retrieval.embedding must be `local` or "
+                                     f"`provider`, not {embedding!r}")
+        if getattr(self, "_reranker", None) is None:
+            self._reranker = Reranker(dict(retrieval.get("embedding_config") or {}), self.flow_config["name"])
+        return self._reranker

@@ -1,0 +1,326 @@
+"""Search indexes of the memory: the code library's entries and the logs' entries, ranked by relevance to a query.
+
+When the library or the logs outgrow what a prompt may hold, the entries shown are the ones relevant to the task; the
+index says which. Each memory file has its index in ``<memory folder>/.index/<file name>.idx``: a journal with one
+line per change (an entry put or dropped, and what the memory file was when the index last caught up with it), each
+line with its checksum. A change is one appended line, so a save or a log entry costs the same at any size. A journal
+torn by a kill (a line cut or not matching its checksum), missing, or describing another version of its memory file
+(edited by hand, a kill between the memory's write and the index's) is rebuilt from the memory file, written whole
+to a temporary file and renamed over the journal; so is a journal with many lines superseded.
+
+Ranking is lexical, with no model and no network: BM25 over words (camelCase and snake_case split) and their stems, so
+"normalise the temperatures" finds ``def normalize_temperature``. The provider's embeddings can re-rank what it finds
+(MemoryReadingFlowModule does, when configured).
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import os
+import re
+import threading
+import zlib
+from collections import Counter
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .file_io import append_text, atomic_write, open_no_link, read_text
+from .library_entries import code_entries, library_entries, library_fingerprint
+
+INDEX_FOLDER = ".index"
+_VERSION = 1
+# A journal with more than this many lines per live entry (plus some) is rewritten whole.
+_COMPACT_RATIO = 3
+_TAIL_BYTES = 256  # the bytes of a log compared to tell it was not rewritten since it was indexed
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_STOP = frozenset("""a an and are as at be by for from has have if in into is it its of on or that the this to was
+were will with which what when where who how do does did can could should would you your we our they their i me my
+so not no yes but all any each per than then there these those via using use used uses""".split())
+_SUFFIXES = ("ational", "ations", "ation", "ising", "izing", "ments", "ment", "ness", "ings", "ing", "ies", "ied",
+             "ers", "er", "ed", "es", "ly", "al", "s", "e")
+_K1, _B = 1.2, 0.75
+_COMMON_FROM = 200  # entries from which terms in more than half of them are not scored
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[:-len(suffix)]
+            break
+    return word[:6]
+
+
+def features(text: str) -> List[str]:
+    """The terms a text is indexed and searched by: its words (lowercase, identifiers split), and their stems (the
+    first letters without a common suffix: `temperatures`, `temperature` share one)."""
+    out: List[str] = []
+    for word in _WORD.findall(text):
+        word = word.lower()
+        if len(word) < 2 or word in _STOP:
+            continue
+        out.append(word)
+        out.append("~" + _stem(word))
+    return out
+
+
+class MemoryIndex:
+    """An index of one memory file's entries, kept in memory as BM25 postings and on disk as its journal."""
+
+    def __init__(self, path: str, kind: str):
+        self.path = path
+        self.kind = kind
+        self.texts: Dict[str, str] = {}  # key -> text, in the memory's order
+        self.source: Dict[str, Any] = {}  # what the memory file was when the index caught up with it
+        self._lengths: Dict[str, int] = {}
+        self._terms: Dict[str, Tuple[str, ...]] = {}
+        self._postings: Dict[str, Dict[str, int]] = {}
+        self._total = 0
+        self.position: Dict[str, int] = {}  # key -> rank in the memory's order (the order of ``texts``)
+        self._next = 0
+        self.lines = 0  # journal lines applied
+        self.offset = 0  # journal bytes applied
+        self.ident: Optional[Tuple[int, int]] = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    # ~~~ In memory ~~~
+    def _put(self, key: str, text: str) -> None:
+        if key in self.texts:
+            self._drop(key)
+        counts = Counter(features(text))
+        for term, count in counts.items():
+            self._postings.setdefault(term, {})[key] = count
+        self.texts[key] = text
+        self.position[key], self._next = self._next, self._next + 1
+        self._lengths[key] = length = sum(counts.values())
+        self._terms[key] = tuple(counts)
+        self._total += length
+
+    def _drop(self, key: str) -> None:
+        if key not in self.texts:
+            return
+        del self.texts[key]
+        del self.position[key]
+        self._total -= self._lengths.pop(key)
+        for term in self._terms.pop(key):
+            posting = self._postings[term]
+            posting.pop(key, None)
+            if not posting:
+                del self._postings[term]
+
+    def _apply(self, record: Dict[str, Any]) -> None:
+        if "put" in record:
+            self._put(str(record["put"]), str(record.get("text", "")))
+        elif "drop" in record:
+            self._drop(str(record["drop"]))
+        elif "source" in record:
+            self.source = dict(record["source"])
+
+    def search(self, query: str, limit: int = 10) -> List[Tuple[str, float]]:
+        """``[(key, score)]`` of the ``limit`` entries most relevant to ``query``, best first (ties: memory order)."""
+        if not self.texts:
+            return []
+        count = len(self.texts)
+        average = self._total / count or 1.0
+        scores: Dict[str, float] = {}
+        for term, times in Counter(features(query)).items():
+            posting = self._postings.get(term)
+            if not posting or (count > _COMMON_FROM and len(posting) > count // 2):
+                continue  # a term in most entries tells little, and scoring it costs a pass over most of them
+            idf = math.log(1.0 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
+            weight = idf * (1.0 + math.log(times)) * (0.5 if term.startswith("~") else 1.0)
+            for key, tf in posting.items():
+                norm = _K1 * (1.0 - _B + _B * self._lengths[key] / average)
+                scores[key] = scores.get(key, 0.0) + weight * tf * (_K1 + 1.0) / (tf + norm)
+        position = self.position
+        return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], position[item[0]]))
+
+    # ~~~ On disk ~~~
+    def append(self, records: List[Dict[str, Any]]) -> None:
+        """Apply ``records`` and append them to the journal with one write."""
+        for record in records:
+            self._apply(record)
+        data = "".join(_line(record) for record in records)
+        append_text(self.path, data)
+        self.lines += len(records)
+        self.offset += len(data.encode("utf-8"))
+        if self.lines > _COMPACT_RATIO * len(self.texts) + 64:
+            self.rewrite()
+
+    def rewrite(self) -> None:
+        """Write the journal whole (one line per entry), atomically."""
+        records = [{"v": _VERSION, "kind": self.kind}]
+        records += [{"put": key, "text": text} for key, text in self.texts.items()]
+        records.append({"source": self.source})
+        data = "".join(_line(record) for record in records)
+        atomic_write(self.path, data)
+        self.lines, self.offset = len(records), len(data.encode("utf-8"))
+        info = os.stat(self.path)
+        self.ident = (info.st_dev, info.st_ino)
+
+
+def _line(record: Dict[str, Any]) -> str:
+    body = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    return f"{zlib.crc32(body.encode('utf-8')):08x} {body}\n"
+
+
+class TornIndex(Exception):
+    """The journal has a line cut by a kill or not matching its checksum."""
+
+
+def _records(data: bytes) -> Iterable[Dict[str, Any]]:
+    if data and not data.endswith(b"\n"):
+        raise TornIndex("the last line is cut")
+    for raw in data.split(b"\n")[:-1]:
+        crc, _, body = raw.partition(b" ")
+        try:
+            if int(crc, 16) != zlib.crc32(body):
+                raise TornIndex("a line does not match its checksum")
+            record = json.loads(body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise TornIndex(f"a line does not read: {error}") from None
+        if not isinstance(record, dict):
+            raise TornIndex("a line is not a record")
+        yield record
+
+
+_indexes: Dict[str, MemoryIndex] = {}
+_lock = threading.RLock()
+
+
+def index_path_of(memory_file: str) -> str:
+    """Where the index of ``memory_file`` is: ``<its folder>/.index/<its name>.idx``."""
+    folder, name = os.path.split(os.path.abspath(memory_file))
+    return os.path.join(folder, INDEX_FOLDER, f"{name}.idx")
+
+
+def _load(memory_file: str, kind: str) -> Optional[MemoryIndex]:
+    """The index of ``memory_file`` as its journal has it (only the lines appended since, when it was read lately);
+    None when it is missing, torn or of another kind."""
+    path = index_path_of(memory_file)
+    try:
+        fd = open_no_link(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        info = os.fstat(fd)
+        ident = (info.st_dev, info.st_ino)
+        index = _indexes.get(path)
+        if index is None or index.ident != ident or info.st_size < index.offset or index.kind != kind:
+            index = MemoryIndex(path, kind)
+            index.ident = ident
+        data = os.pread(fd, info.st_size - index.offset, index.offset) if info.st_size > index.offset else b""
+    finally:
+        os.close(fd)
+    try:
+        records = list(_records(data))
+    except TornIndex:
+        return None
+    if index.offset == 0 and (not records or records[0].get("v") != _VERSION or records[0].get("kind") != kind):
+        return None
+    for record in records:
+        index._apply(record)
+    index.lines += len(records)
+    index.offset += len(data)
+    _indexes[path] = index
+    return index
+
+
+def _rebuild(memory_file: str, kind: str, entries: Iterable[Tuple[str, str]], source: Dict[str, Any]) -> MemoryIndex:
+    index = MemoryIndex(index_path_of(memory_file), kind)
+    for key, text in entries:
+        index._put(key, text)
+    index.source = source
+    index.rewrite()
+    _indexes[index.path] = index
+    return index
+
+
+# ~~~ The code library ~~~
+def library_index(library_path: str, text: Optional[str] = None) -> MemoryIndex:
+    """The index of the code library, caught up with it (rebuilt when missing, torn or stale). ``text``: the
+    library's text when the caller has it."""
+    fingerprint = library_fingerprint(library_path, text)
+    with _lock:
+        index = _load(library_path, "library")
+        if index is not None and index.source.get("fingerprint") == fingerprint:
+            return index
+        entries = ((entry.name, entry.text()) for entry in library_entries(library_path))
+        return _rebuild(library_path, "library", entries, {"fingerprint": fingerprint})
+
+
+def library_saved(library_path: str, old_text: str, new_text: str, code: str) -> Optional[MemoryIndex]:
+    """Bring the index up to date after ``code`` was saved into the library (``old_text`` -> ``new_text``): the
+    entries of ``code`` are appended, when the index was up to date with ``old_text``. A missing or stale index is
+    left for the next reading to rebuild (a save costs the same at any size): None then."""
+    with _lock:
+        index = _load(library_path, "library")
+        if index is None or index.source.get("fingerprint") != library_fingerprint(library_path, old_text):
+            return None
+        records: List[Dict[str, Any]] = [{"put": entry.name, "text": entry.text()} for entry in code_entries(code)]
+        records.append({"source": {"fingerprint": library_fingerprint(library_path, new_text)}})
+        index.append(records)
+        return index
+
+
+# ~~~ The logs ~~~
+def _log_state(log_path: str) -> Tuple[int, int]:
+    """The log's size and the checksum of its last bytes (0, 0 when it is missing)."""
+    try:
+        size = os.lstat(log_path).st_size
+    except FileNotFoundError:
+        return 0, 0
+    return size, _tail_at(log_path, size) or 0
+
+
+def _tail_at(log_path: str, size: int) -> Optional[int]:
+    """The checksum of the log's bytes before ``size`` (None if it is shorter)."""
+    try:
+        fd = open_no_link(log_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        if os.fstat(fd).st_size < size:
+            return None
+        return zlib.crc32(os.pread(fd, min(size, _TAIL_BYTES), size - min(size, _TAIL_BYTES)))
+    finally:
+        os.close(fd)
+
+
+def _log_records(text: str) -> List[Dict[str, Any]]:
+    from .memory_log import split_log_entries  # memory_log calls this module when it appends
+
+    return [{"put": str(number), "text": entry} for number, entry in split_log_entries(text)]
+
+
+def log_index(log_path: str) -> MemoryIndex:
+    """The index of a log, caught up with it: what was appended since is added; a log rewritten (shorter, or not
+    the same where the index stopped), a missing or torn index: rebuilt."""
+    with _lock:
+        size, tail = _log_state(log_path)
+        index = _load(log_path, "logs")
+        if index is not None:
+            known = int(index.source.get("size", -1))
+            if known == size and index.source.get("tail") == tail:
+                return index
+            if 0 <= known < size and _tail_at(log_path, known) == index.source.get("tail"):
+                with open(log_path, "rb") as f:  # only what was appended since
+                    f.seek(known)
+                    data = f.read(size - known)
+                # an entry cut mid-character by a kill: its bytes are dropped, the entries around it kept
+                text = data.decode("utf-8", errors="replace")
+                end = known + len(data)
+                index.append(_log_records(text) + [{"source": {"size": end, "tail": _tail_at(log_path, end)}}])
+                return index
+        text = read_text(log_path)
+        records = _log_records(text)
+        return _rebuild(log_path, "logs", ((r["put"], r["text"]) for r in records), {"size": size, "tail": tail})
+
+
+def forget_cached_indexes() -> None:
+    """Drop what this process keeps of the indexes (they are read again from disk)."""
+    with _lock:
+        _indexes.clear()
+

@@ -1,0 +1,311 @@
+"""The memory's search index and the prompts' choice of entries: relevant entries beyond the budgets, said so, stable
+between rounds; the index rebuilt when missing, stale or torn (a kill -9 in the middle of its update); the local
+ranking by default, offline; a goal reached by reusing a function buried among 2,000 others."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fakes import command, finish
+from waiting import wait_until
+from aiflows_jarvis.CoreFlowModule import memory_index
+from aiflows_jarvis.CoreFlowModule.memory import append_log_entry, atomic_write, read_text, set_memory_files
+from aiflows_jarvis.CoreFlowModule.memory_index import index_path_of, library_index, log_index
+from aiflows_jarvis.CoreFlowModule.usage import count_tokens
+from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow, MemorySearchAtomicFlow
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from synthetic_library import library_source, make_library, make_tasks  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_indexes():
+    """Each test reads its indexes from disk, as a new process would."""
+    memory_index.forget_cached_indexes()
+    yield
+    memory_index.forget_cached_indexes()
+
+
+def a_library(tmp_path, count):
+    functions = make_library(count)
+    path = tmp_path / "library.py"
+    path.write_text(library_source(functions))
+    return str(path), functions
+
+
+def reader(**overrides):
+    return MemoryReadingAtomicFlow.instantiate_from_default_config(
+        output_interface=["logs", "code_library"], **overrides)
+
+
+# ~~~ The offline default: a large library's relevant entries, said so ~~~
+def test_a_library_over_its_budget_shows_the_entries_a_task_needs_and_says_what_is_left_out(tmp_path):
+    library, functions = a_library(tmp_path, 500)
+    files = {"code_library": library, "logs": str(tmp_path / "logs.txt")}
+    task, needed = make_tasks(functions, 1, seed=3)[0]
+    flow = reader()
+    assert flow.flow_config["retrieval"]["embedding"] == "local", "the default needs no model and no network"
+    shown = flow.run({"memory_files": files, "goal": task, "result": ""})["code_library"]
+    assert f"def {needed}(" in shown, f"the function {task!r} needs is in the prompt"
+    first = shown.split("\n")[0]
+    left_out = 500 - shown.count("\ndef ")
+    assert f"the library defines 500 functions" in first and f"{left_out} are left out" in first
+    assert "search_library" in first, "the prompt says how to see the others"
+    assert len(shown) <= flow.flow_config["max_library_chars"]
+    assert f"def {functions[-1].name}(" in shown, "the last function saved is always shown"
+
+
+def test_a_library_within_its_budget_reads_as_before(tmp_path):
+    library, functions = a_library(tmp_path, 5)
+    out = reader().run({"memory_files": {"code_library": library, "logs": str(tmp_path / "l.txt")}, "goal": "x"})
+    assert out["code_library"].startswith("def ") and out["code_library"].count("\n\ndef ") == 4
+    assert not os.path.exists(index_path_of(library)), "no index is built for a library that fits"
+
+
+def test_recall_over_paraphrased_tasks_at_2000_functions(tmp_path):
+    library, functions = a_library(tmp_path, 2000)
+    flow = reader()
+    found = 0
+    tasks = make_tasks(functions, 50)
+    for task, name in tasks:
+        flow.flow_state["picked"] = {}
+        shown = flow.run({"memory_files": {"code_library": library, "logs": str(tmp_path / "l.txt")},
+                          "goal": task})["code_library"]
+        found += f"def {name}(" in shown
+    assert found / len(tasks) >= 0.9, f"recall {found / len(tasks):.2f} over {len(tasks)} paraphrased tasks"
+
+
+def test_the_pick_stays_the_same_between_rounds_when_nothing_relevant_changed(tmp_path):
+    library, functions = a_library(tmp_path, 800)
+    task, _ = make_tasks(functions, 1, seed=5)[0]
+    flow = reader()
+    files = {"code_library": library, "logs": str(tmp_path / "l.txt")}
+    first = flow.run({"memory_files": files, "goal": task, "result": "The plan was updated."})["code_library"]
+    again = flow.run({"memory_files": files, "goal": task, "result": "Ran the code: 42"})["code_library"]
+    assert again == first, "an irrelevant new result does not reshuffle the library's entries"
+
+
+# ~~~ Logs ~~~
+def test_a_long_log_keeps_its_last_entries_and_brings_back_an_early_relevant_one(tmp_path):
+    logs = str(tmp_path / "logs.txt")
+    append_log_entry(logs, "run_code", {"code": "fetch_tide_tables('brest')"}, "tide tables saved in tides.csv")
+    for i in range(60):
+        append_log_entry(logs, "run_code", {"code": f"x = {i}"}, f"result {i}")
+    flow = reader(max_log_entries=20)
+    out = flow.run({"memory_files": {"logs": logs, "code_library": str(tmp_path / "library.py")},
+                    "goal": "plot the tide tables of Brest", "result": ""})["logs"]
+    assert "tides.csv" in out, "the early entry relevant to the goal is shown"
+    assert "result 59" in out and "result 45" in out, "the last entries are kept"
+    assert out.startswith("[46 earlier entries are in logs.txt: the 1 most relevant"), out[:200]
+    assert "45 are left out" in out and "search_logs" in out, "how many are left out, and how to see them"
+    short = str(tmp_path / "short.txt")
+    append_log_entry(short, "ask_user", {"question": "q"}, "a")
+    from aiflows_jarvis.CoreFlowModule.memory import read_log_tail
+
+    assert flow.run({"memory_files": {"logs": short, "code_library": str(tmp_path / "library.py")}, "goal": "q"}
+                    )["logs"] == read_log_tail(short, 20, 6000), "a short log reads as before"
+
+
+def test_search_commands_answer_from_the_index(tmp_path):
+    library, functions = a_library(tmp_path, 300)
+    logs = str(tmp_path / "logs.txt")
+    append_log_entry(logs, "run_code", {"code": "print(1)"}, "the harbour volcano erupted")
+    files = {"code_library": library, "logs": logs}
+    search = MemorySearchAtomicFlow.instantiate_from_default_config()
+    target = functions[123]
+    answer = search.run({"query": target.docstring.split("\n")[0], "memory_files": files})["result"]
+    assert f"def {target.name}(" in answer.split("\n\n")[1], "the best match first"
+    logs_search = MemorySearchAtomicFlow.instantiate_from_default_config(memory="logs")
+    assert "volcano" in logs_search.run({"query": "volcano", "memory_files": files})["result"]
+    assert "query is empty" in search.run({"query": " ", "memory_files": files})["result"]
+
+
+# ~~~ Updates, staleness, torn journals ~~~
+def test_a_save_appends_to_the_index_and_a_library_edited_by_hand_is_reindexed(tmp_path):
+    library, functions = a_library(tmp_path, 50)
+    library_index(library)
+    path = index_path_of(library)
+    inode, size = os.stat(path).st_ino, os.stat(path).st_size
+    save = SaveCodeAtomicFlow.instantiate_from_default_config()
+    save.run({"code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
+              "memory_files": {"code_library": library}})
+    assert os.stat(path).st_ino == inode and os.stat(path).st_size > size, "the save appended to the journal"
+    memory_index.forget_cached_indexes()
+    assert library_index(library).search("tide height", 1)[0][0] == "tide_height"
+    assert os.stat(path).st_ino == inode, "reading an index caught up does not rebuild it"
+    with open(library, "a") as f:  # edited by hand: the index is stale
+        f.write("\n\ndef lunar_calendar(year):\n    '''The moon phases of a year.'''\n    return year\n")
+    assert library_index(library).search("moon phases", 1)[0][0] == "lunar_calendar"
+
+
+def test_a_log_rewritten_shorter_is_reindexed(tmp_path):
+    logs = str(tmp_path / "logs.txt")
+    for i in range(5):
+        append_log_entry(logs, "run_code", {"code": f"x = {i}"}, f"zebra {i}" if i == 3 else f"r {i}")
+    assert [key for key, _ in log_index(logs).search("zebra", 3)] == ["4"]
+    atomic_write(logs, "")  # a new run archived the log
+    append_log_entry(logs, "run_code", {"code": "y"}, "giraffe")
+    memory_index.forget_cached_indexes()
+    index = log_index(logs)
+    assert index.search("zebra", 3) == [] and [key for key, _ in index.search("giraffe", 3)] == ["1"]
+
+
+@pytest.mark.parametrize("damage", ["cut", "flipped"])
+def test_a_torn_journal_is_detected_and_rebuilt(tmp_path, damage):
+    library, functions = a_library(tmp_path, 40)
+    library_index(library)
+    path = index_path_of(library)
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[:len(data) // 2] if damage == "cut" else data.replace(b"Computes", b"Cumputes", 1))
+    memory_index.forget_cached_indexes()
+    index = library_index(library)
+    assert len(index) == 40 and list(index.texts) == [f.name for f in functions]
+    assert open(path, "rb").read() == data, "rebuilt as it was"
+
+
+# A child that saves a function or appends a log entry, torn in the middle of the index's write: half the line is
+# written, a file says so, and the child waits to be killed.
+KILLED_CHILD = textwrap.dedent("""
+    import os, sys, time
+    import aiflows_jarvis
+    from aiflows_jarvis.CoreFlowModule import memory_index
+    from aiflows_jarvis.CoreFlowModule.memory import append_log_entry
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+    what, memory_file, ready = sys.argv[1:4]
+    real_append = memory_index.append_text
+    def torn_append(path, text):
+        if path.endswith(".idx"):
+            real_append(path, text[:len(text) // 2])
+            open(ready, "w").close()
+            time.sleep(600)
+        real_append(path, text)
+    memory_index.append_text = torn_append
+    if what == "save":
+        SaveCodeAtomicFlow.instantiate_from_default_config().run({
+            "code": "def tide_height(hour):\\n    '''Height of the tide at an hour.'''\\n    return hour\\n",
+            "memory_files": {"code_library": memory_file}})
+    else:
+        append_log_entry(memory_file, "run_code", {"code": "tide()"}, "the tide is high")
+""")
+
+
+@pytest.mark.parametrize("what", ["save", "log"])
+def test_kill_9_during_an_index_update_leaves_an_index_that_is_rebuilt(tmp_path, what):
+    if what == "save":
+        memory_file, _ = a_library(tmp_path, 30)
+        library_index(memory_file)
+    else:
+        memory_file = str(tmp_path / "logs.txt")
+        for i in range(10):
+            append_log_entry(memory_file, "run_code", {"code": f"x = {i}"}, f"r {i}")
+    ready = tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, what, memory_file, str(ready)], cwd=tmp_path)
+    try:
+        wait_until(lambda: ready.exists() or child.poll() is not None, "the child's torn write of the index")
+        assert child.poll() is None, "the child ended before it was killed"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+    journal = open(index_path_of(memory_file), "rb").read()
+    assert not journal.endswith(b"\n"), "the kill left the journal torn"
+    memory_index.forget_cached_indexes()
+    index = library_index(memory_file) if what == "save" else log_index(memory_file)
+    key = "tide_height" if what == "save" else "11"
+    assert index.search("tide height" if what == "save" else "tide high", 1)[0][0] == key, \
+        "the memory written before the kill is in the rebuilt index"
+    assert open(index_path_of(memory_file), "rb").read().endswith(b"\n")
+    if what == "log":
+        assert "the tide is high" in read_text(memory_file)
+
+
+# ~~~ End to end: a function buried among 2,000 others is found and reused ~~~
+def coder_policy(target: str, calls: list):
+    """A scripted model: it plans to call ``target`` and calls it with run_code when it sees it in its prompt, else
+    looks for it with search_library; it finishes once the function ran."""
+    from aiflows_jarvis.CoreFlowModule import current_flow_path
+
+    def reply(messages):
+        where = current_flow_path() or ""
+        prompt = "\n".join(str(m.get("content", "")) for m in messages)
+        calls.append((where, count_tokens(prompt)))
+        sees = f"def {target}(" in prompt
+        if "Planner" in where:
+            return f"1. Run {target} on the rows.\n2. Finish." if sees else "1. Find a function for it.\n2. Finish."
+        if "RESULT=" in str(messages[-1].get("content", "")):
+            return finish("ran it")
+        if sees:
+            return command("run_code", language="python",
+                           code=f"from library import {target}\nprint('RESULT=', {target}([{{'x': 1}}], key='x'))")
+        return command("search_library", query="the function the goal needs")
+    return reply
+
+
+@pytest.mark.parametrize("size", [1, 2000])
+def test_a_goal_reuses_a_function_buried_among_2000_others(tmp_path, scripted_llm, size):
+    from aiflows_jarvis.CoderFlowModule import CoderFlow
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+
+    functions = make_library(2000)
+    task, target = make_tasks(functions, 1, seed=19)[0]
+    chosen = [f for f in functions if f.name == target] if size == 1 else functions
+    (tmp_path / "library.py").write_text(library_source(chosen))
+    set_input_source(AutoApproveInput())
+    flow = CoderFlow.instantiate_from_default_config()
+    set_memory_files(flow, str(tmp_path))
+    calls: list = []
+    scripted_llm.add(*[coder_policy(target, calls)] * 12)
+    try:
+        out = flow.call({"goal": task})
+    finally:
+        scripted_llm.replies.clear()
+        flow.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"].close()
+    assert out["status"] == "finished", out
+    assert max(tokens for _, tokens in calls) <= 8000, calls
+    assert [where.split("/")[-1] for where, _ in calls][-2:] == ["Controller", "Controller"]
+    assert len(calls) == 3, f"plan, run_code, finish: {calls}"  # the same with one function (size 1)
+
+
+# ~~~ The provider's embeddings, when configured ~~~
+def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the_words_order(tmp_path):
+    from aiflows_jarvis.VectorStoreFlowModule import Embeddings, hash_embeddings_factory, set_embeddings_factory
+
+    library, functions = a_library(tmp_path, 500)
+    task, needed = make_tasks(functions, 1, seed=3)[0]
+    files = {"code_library": library, "logs": str(tmp_path / "l.txt")}
+    asked = []
+
+    def counting_factory(config, flow_name):
+        embeddings = hash_embeddings_factory(config, flow_name)
+        real = embeddings.embed
+        embeddings.embed = lambda texts, where="": asked.append(len(texts)) or real(texts, where)
+        return embeddings
+
+    class Failing(Embeddings):
+        model = "down"
+
+        def embed(self, texts, where=""):
+            raise ConnectionError("the provider is down")
+
+    previous = set_embeddings_factory(counting_factory)
+    try:
+        flow = reader(retrieval={"embedding": "provider"})
+        shown = flow.run({"memory_files": files, "goal": task})["code_library"]
+        assert f"def {needed}(" in shown and asked, "the provider's embeddings were asked and the entry shown"
+        flow.run({"memory_files": files, "goal": task, "result": "Ran it: 42"})
+        assert len(asked) == 2 and asked[1] < asked[0] / 4, "vectors are kept: the new query and new candidates only"
+        set_embeddings_factory(lambda config, flow_name: Failing())
+        shown = reader(retrieval={"embedding": "provider"}).run({"memory_files": files, "goal": task})["code_library"]
+        assert f"def {needed}(" in shown, "a failing provider leaves the lexical ranking"
+    finally:
+        set_embeddings_factory(previous)
+    with pytest.raises(Exception, match="retrieval.embedding must be"):
+        reader(retrieval={"embedding": "nearest"}).run({"memory_files": files, "goal": task})
