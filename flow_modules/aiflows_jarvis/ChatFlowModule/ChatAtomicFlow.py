@@ -27,6 +27,7 @@ from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_toke
 
 from .backends import build_backend, listening_to_streams, reply_content, take_response_info, unwrap_backend
 from .context import fit_to_context
+from .layout import PromptBlocks
 from .servers import (
     FORMAT_REJECTION as _FORMAT_REJECTION,
     STRUCTURED_LEVELS,
@@ -110,6 +111,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._build_args: tuple = ("", None)
         self._fitted_max_tokens: Optional[int] = None
         self._free_text: Optional[bool] = None  # no reply schema (``response_format`` gives None)
+        self._blocks = self._prompt_blocks()
+        self._pending_history: List[dict] = []
+        self._pending_layout: Optional[Dict[str, Any]] = None
+        self._rebuild = False
 
     # ~~~ Construction ~~~
     @classmethod
@@ -133,10 +138,25 @@ class ChatAtomicFlow(LeanAtomicFlow):
             return instantiate(prompt_config)
         return prompt_config
 
+    def _prompt_blocks(self) -> Optional[PromptBlocks]:
+        """The layout for prefix caches (``prompt_blocks``), or None for the sliding window."""
+        config = self.flow_config.get("prompt_blocks")
+        if not config:
+            return None
+        memory = self.flow_config.get("memory_message_prompt_template")
+        memory_prompt = StrictJinjaPrompt.from_prompt(self._instantiate_prompt(memory)) if memory else None
+        where = self._where
+        return PromptBlocks(
+            config, self.flow_config.get("memory_updates") or {},
+            render_memory=lambda data: memory_prompt.render_from(data, where()) if memory_prompt else "",
+            render_first=lambda data: self.init_human_message_prompt_template.render_from(data, where()),
+            render_next=lambda data: self.human_message_prompt_template.render_from(data, where()))
+
     # ~~~ State ~~~
     def set_up_flow_state(self):
         super().set_up_flow_state()
         self.flow_state["previous_messages"] = []
+        self.flow_state["layout"] = None
 
     def _is_conversation_initialized(self) -> bool:
         return bool(self.flow_state.get("system_message"))
@@ -153,6 +173,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
         return self.system_message_prompt_template.render_from(input_data, self._where())
 
     def _render_user_message(self, input_data: Dict[str, Any]) -> str:
+        if self._blocks is not None:  # the messages before it come with it (the memory may be in them)
+            self._pending_history, user_message, self._pending_layout = self._blocks.plan(
+                self.flow_state.get("layout"), self.flow_state["previous_messages"], input_data, self._rebuild)
+            return user_message
         template = (self.human_message_prompt_template if self._is_conversation_initialized()
                     else self.init_human_message_prompt_template)
         return template.render_from(input_data, self._where())
@@ -181,6 +205,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
         Nothing is stored until ``commit_turn``: a turn whose LLM call fails leaves the chat as it was.
         """
+        self._rebuild = False
         user_message = self._render_user_message(input_data)
         self._pending_input = input_data
         self._fitted_user_message = None
@@ -197,6 +222,16 @@ class ChatAtomicFlow(LeanAtomicFlow):
         if self._fitted_user_message is not None:
             user_message, self._fitted_user_message = self._fitted_user_message, None
         self._pending_input = None
+        if self._blocks is not None:  # appended to; rebuilt when a block is full
+            self.flow_state["layout"] = self._pending_layout
+            self.flow_state["previous_messages"] = self._pending_history + [
+                {"role": "user", "content": user_message}, {"role": "assistant", "content": reply}]
+            if self._pending_system_message != self.flow_state.get("system_message"):
+                self.flow_state["system_message"] = self._pending_system_message
+                self._log_chat_message("system", self._pending_system_message)
+            self._log_chat_message("user", user_message)
+            self._log_chat_message("assistant", reply)
+            return
         if self._pending_system_message != self.flow_state.get("system_message"):
             self.flow_state["system_message"] = self._pending_system_message
             self._log_chat_message("system", self._pending_system_message)
@@ -404,15 +439,30 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
         Call after ``prepare_turn``. Raises ``ContextOverflow`` when even the shortened prompt does not fit.
         """
+        if self._rebuild and self._fitted_user_message is not None:
+            user_message = self._fitted_user_message  # a new block was started for this turn
         self._build_args = (user_message, extra)
         messages, max_tokens = fit_to_context(self, user_message, list(extra or []))
         self._built_messages, self._fitted_max_tokens = messages, max_tokens
         return messages
 
+    def rebuild_to_fit(self, input_data: Dict[str, Any]) -> bool:
+        """With ``prompt_blocks``, for a prompt that does not fit the context window: start a new block from
+        ``input_data`` (a fresh snapshot of the memory, which can be shortened), once per turn. Returns whether it
+        did."""
+        if self._blocks is None or self._rebuild or self.flow_state.get("layout") is None:
+            return False
+        self._rebuild = True
+        self._fitted_user_message = self._render_user_message(input_data)
+        return True
+
     def _assemble(self, system_message: str, user_message: str, extra: List[dict],
                   earlier_limit: Optional[int] = None) -> List[dict]:
-        conversation = self._window(self.flow_state["previous_messages"] + [{"role": "user", "content": user_message}],
-                                    keep_last=True)
+        if self._blocks is not None:
+            conversation = self._pending_history + [{"role": "user", "content": user_message}]
+        else:
+            conversation = self._window(self.flow_state["previous_messages"]
+                                        + [{"role": "user", "content": user_message}], keep_last=True)
         if earlier_limit is not None:
             conversation = [dict(m, content=shorten(m["content"], earlier_limit)) for m in conversation[:-1]] \
                 + conversation[-1:]
