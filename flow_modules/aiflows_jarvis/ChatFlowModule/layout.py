@@ -22,8 +22,10 @@ as the logs' own budget, so prompts stay as long at call 200 as at call 20.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule.memory import split_log_entries
@@ -59,6 +61,22 @@ def without_echoes(result: Any, arguments: Dict[str, str]) -> Any:
     return result
 
 
+def _items(text: str, pattern: str) -> Dict[str, str]:
+    """The items of a memory text (a library's functions, retrieved memories): it is cut where ``pattern`` matches
+    (at a line's start); each item keyed by a digest of its text after the match (a memory's number is not part
+    of it). The text before the first match is an item too."""
+    starts = [m for m in re.finditer(pattern, text, re.M)]
+    bounds = [(0, 0)] if not starts or starts[0].start() > 0 else []
+    bounds += [(m.start(), m.end()) for m in starts]
+    items: Dict[str, str] = {}
+    for i, (start, body) in enumerate(bounds):
+        end = bounds[i + 1][0] if i + 1 < len(bounds) else len(text)
+        item = text[start:end].strip()
+        if item:
+            items[hashlib.sha1(text[body:end].strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]] = item
+    return items
+
+
 def _entry_command(entry: str) -> str:
     """The command named in a log entry's header (``--- [n] <time> <command> ---``)."""
     header = entry.split("\n", 1)[0].strip(" -")
@@ -73,7 +91,9 @@ class PromptBlocks:
       when rebuilt), ``max_chars`` (appended characters that force a rebuild), ``snapshot_log_entries`` (log entries a
       snapshot shows at most; null: all the reader gives).
     - updates (dict): memory key -> the heading of its change in a later user message (e.g. ``plan: The plan is
-      now``); ``logs`` is read as log entries, the others as texts.
+      now``), or ``{heading, items}``: ``items`` is a regular expression that starts each item of the text (a
+      function of the library, a retrieved memory) and only the items the block has not shown yet are sent.
+      ``logs`` is read as log entries, the others as texts.
     - render_memory, render_first, render_next: render the snapshot, the first user message and a later user
       message (the result) from the input.
     """
@@ -86,7 +106,9 @@ class PromptBlocks:
         self.max_chars = int(config.get("max_chars") or 0) or None
         entries = config.get("snapshot_log_entries")
         self.snapshot_log_entries = int(entries) if entries else None
-        self.updates = dict(updates or {})
+        self.updates: Dict[str, Tuple[str, Optional[str]]] = {
+            key: (value.get("heading", key), value.get("items")) if isinstance(value, dict) else (str(value), None)
+            for key, value in (updates or {}).items()}
         self.render_memory, self.render_first, self.render_next = render_memory, render_first, render_next
 
     # ~~~ One turn ~~~
@@ -124,9 +146,11 @@ class PromptBlocks:
         memory = self.render_memory(shown)
         opening = "\n\n".join(part for part in (memory, self.render_first(data)) if part)
         seen_texts = {key: str(data.get(key) or "") for key in self.updates if key != LOG_KEY}
+        items = {key: sorted(_items(seen_texts[key], pattern)) for key, (_, pattern) in self.updates.items()
+                 if pattern and key in seen_texts}
         if first:
-            return [], opening, {"texts": seen_texts, "log_seen": top, "calls": 1, "marks": [top]}
-        seen = dict(seen, texts=seen_texts, calls=1)  # the snapshot shows the memory as it is now
+            return [], opening, {"texts": seen_texts, "items": items, "log_seen": top, "calls": 1, "marks": [top]}
+        seen = dict(seen, texts=seen_texts, items=items, calls=1)  # the snapshot shows the memory as it is now
         if not kept:
             return [], f"{opening}\n\n{user}", dict(seen, marks=[seen["log_seen"]])
         messages = [{"role": "user", "content": opening}] + kept
@@ -164,8 +188,9 @@ class PromptBlocks:
         parts = [self.render_next(dict(data, result=without_echoes(data["result"], arguments))
                                   if "result" in data else data)]
         seen_texts = dict(state.get("texts") or {})
+        seen_items = {key: list(value) for key, value in (state.get("items") or {}).items()}
         log_seen = int(state.get("log_seen") or 0)
-        for key, heading in self.updates.items():
+        for key, (heading, pattern) in self.updates.items():
             if key not in data:
                 continue
             text = str(data.get(key) or "")
@@ -182,8 +207,15 @@ class PromptBlocks:
             if not texts or text == seen_texts.get(key, ""):
                 continue
             seen_texts[key] = text
-            if command and text.strip() and text.strip() in arguments.values():
+            if pattern:
+                shown = set(seen_items.get(key) or [])
+                new_items = {digest: item for digest, item in _items(text, pattern).items() if digest not in shown}
+                seen_items[key] = sorted(shown | set(new_items))
+                if new_items:
+                    parts.append(f"{heading}:\n" + "\n\n".join(new_items.values()))
+            elif command and text.strip() and text.strip() in arguments.values():
                 parts.append(f"{heading} as you gave it to {command}.")
             else:
                 parts.append(f"{heading}:\n{text if text.strip() else '(empty)'}")
-        return "\n\n".join(part for part in parts if part), {"texts": seen_texts, "log_seen": log_seen}
+        return "\n\n".join(part for part in parts if part), {"texts": seen_texts, "items": seen_items,
+                                                             "log_seen": log_seen}
