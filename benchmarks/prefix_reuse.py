@@ -28,8 +28,6 @@ for _path in (ROOT, HERE, os.path.join(ROOT, "tests")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
-
 # What the layout before (memory injected into a system prompt re-rendered on every call) reached with this script,
 # and on the 200-round loop: shown beside today's figures.
 BEFORE = {"top_words": 0.42, "loop": 0.15}

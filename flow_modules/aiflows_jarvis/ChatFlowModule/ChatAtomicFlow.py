@@ -48,7 +48,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
     The system prompt is rendered from the input on the first call (and on every call with `refresh_system_prompt`,
     so memory injected into it stays current); only the newest one is sent, first, followed by a sliding window of
-    the earlier user and assistant messages (`flow_state["previous_messages"]`). Transient LLM errors (rate limits,
+    the earlier user and assistant messages (`flow_state["previous_messages"]`). With `prompt_blocks` (controllers)
+    the chat is laid out for prefix caches instead (`layout.py`): a head that never changes, the memory in its first
+    message, later messages only appended (the result and what changed in the memory), rebuilt once per block. Transient LLM errors (rate limits,
     timeouts, connection errors, 5xx, malformed bodies) are retried with backoff; authentication and bad-request
     errors stop at once; either way the error names the flow. A turn whose call fails leaves the chat as it was.
 
@@ -69,6 +71,14 @@ class ChatAtomicFlow(LeanAtomicFlow):
       sends the refreshed system prompt, the model's last reply and the new user message.
     - `refresh_system_prompt` (bool): re-render the system prompt from the input on every call (default true;
       the system template's variables must then be in `input_interface_initialized` too).
+    - `prompt_blocks` (dict or null): null: the sliding window above. Else `turns` (calls per block), `keep_turns`
+      (exchanges kept when a block is rebuilt), `max_chars` (appended characters that start a new block sooner),
+      `snapshot_log_entries` (log entries a snapshot shows at most); `previous_messages` is then not used.
+    - `memory_message_prompt_template` (dict or null): with `prompt_blocks`, the memory shown at the start of the
+      first user message of a block (e.g. plan, logs, code library).
+    - `memory_updates` (dict): with `prompt_blocks`, the memories whose changes are sent after the result: key ->
+      heading (`plan: The plan is now`), or `{heading, items}` to send only the items (functions, memories) not
+      shown yet; `logs` is read as log entries.
     - `retry` (dict): `max_attempts`, `initial_delay`, `max_delay`, `backoff`, `jitter` for transient errors;
       a server's `Retry-After` is honoured up to `max_retry_after` seconds; `call_deadline` bounds one call,
       retries included (seconds).

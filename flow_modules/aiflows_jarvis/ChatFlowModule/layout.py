@@ -187,6 +187,7 @@ class PromptBlocks:
         command, arguments = _last_command(history)
         parts = [self.render_next(dict(data, result=without_echoes(data["result"], arguments))
                                   if "result" in data else data)]
+        result = str(data.get("result") or "")
         seen_texts = dict(state.get("texts") or {})
         seen_items = {key: list(value) for key, value in (state.get("items") or {}).items()}
         log_seen = int(state.get("log_seen") or 0)
@@ -215,6 +216,8 @@ class PromptBlocks:
                     parts.append(f"{heading}:\n" + "\n\n".join(new_items.values()))
             elif command and text.strip() and text.strip() in arguments.values():
                 parts.append(f"{heading} as you gave it to {command}.")
+            elif len(text.strip()) >= ECHO_MIN_CHARS and text.strip() in result:
+                parts.append(f"{heading} as the result above says.")  # a re-plan's result holds the new plan
             else:
                 parts.append(f"{heading}:\n{text if text.strip() else '(empty)'}")
         return "\n\n".join(part for part in parts if part), {"texts": seen_texts, "items": seen_items,
