@@ -516,8 +516,8 @@ ROWS = [  # (JSON key, label, format, has a floor)
     ("warm_rt_ms_0", "warm `x = 1`, 0 files (ms)", "{:.2f}", "warm_rt_ms_floor"),
     ("warm_rt_ms_5000", "warm `x = 1`, 5,000 files (ms)", "{:.2f}", "warm_rt_ms_floor"),
     ("demo_s", "offline demo, wall time (s)", "{:.2f}", False),
-    ("prefix_share_top_words", "reusable prefix, top-words goal (before: {before_top_words})", "{:.0%}", False),
-    ("prefix_share_loop", "reusable prefix, {rounds}-round loop (before: {before_loop})", "{:.0%}", False),
+    ("prefix_share_top_words", "reusable prefix, top-words goal (before: {before_top_words})", "{:.1%}", False),
+    ("prefix_share_loop", "reusable prefix, {rounds}-round loop (before: {before_loop})", "{:.1%}", False),
 ]
 LATE_WINDOW_KEYS = ("round_ms_181_200", "round_ratio", "prompt_ratio", "peak_rss_mb")
 
