@@ -102,7 +102,7 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
     test_report = requests[6][-1]["content"]
     assert "the user's tests passed" in test_report and "checked [3.0]" in test_report, "the test result is shown"
     after_save = requests[8][-1]["content"]  # ExtendLibrary's controller, after save_code and a memory read
-    library_section = after_save.split("The code library now has:")[1]
+    library_section = after_save.split("New or changed in the code library:")[1]
     assert "def moving_average(values, window):" in library_section
     assert "Return the averages of each run" in library_section
     assert "range(len(values)" not in library_section, "the library is shown as signatures and docstrings"
