@@ -72,7 +72,7 @@ SPEC = ("top_words(text: str, n: int = 10) -> list[tuple[str, int]]: the n most 
 EXTLIB_PLAN = ("1. Write and test `top_words(text: str, n: int = 10) -> list[tuple[str, int]]`.\n"
                "2. Save it to the code library.")
 SAMPLE = ("import os\nif not os.path.exists('words.txt'):\n    with open('words.txt', 'w') as f:\n"
-          "        f.write('The cat sat on the mat. The dog sat on the log. A cat and a dog met; the cat ran.\\n' * 3)\n"
+          "        f.write('The cat sat on the mat. The dog sat on the log. A cat and a dog met.\\n' * 3)\n"
           "print(open('words.txt').read()[:200])")
 RUN = ("from library import top_words\n\nwith open('words.txt') as f:\n    words = top_words(f.read(), 10)\n"
        "with open('top_words.txt', 'w') as f:\n    for word, count in words:\n        f.write(f'{word} {count}\\n')\n"
@@ -196,7 +196,6 @@ def run_top_words() -> List[Tuple[str, List[dict]]]:
     """Jarvis on the top-words goal (configs/jarvis.yaml, everything real but the model); the requests it sent."""
     from aiflows.utils import logging
 
-    from aiflows_jarvis.ChatFlowModule import set_backend_factory
     from aiflows_jarvis.CoreFlowModule import AutoApproveInput, Console, RunContext
     from aiflows_jarvis.app import launcher
 
@@ -205,7 +204,6 @@ def run_top_words() -> List[Tuple[str, List[dict]]]:
     context = RunContext(console=Console(stream=open(os.devnull, "w")), input_source=AutoApproveInput(),
                          backend_factory=model.factory)
     with context, tempfile.TemporaryDirectory(prefix="jarvis-prefix-") as memory_dir:
-        set_backend_factory(model.factory)
         flow = launcher.instantiate(launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml")),
                                     [{"backend_used": "openai", "api_key": "scripted"}], memory_dir)
         launcher.prepare_memory(flow, memory_dir, resume=False)
@@ -255,10 +253,10 @@ def main() -> None:
         return
     for key, what in (("top_words", "the top-words goal"), ("loop", f"{args.rounds} rounds of the benchmark loop")):
         f, before = figures[key], BEFORE[key]
-        print(f"reusable prefix, {what}: {f['share']:.0%} of {f['tokens']} controller prompt tokens ({f['calls']} "
+        print(f"reusable prefix, {what}: {f['share']:.1%} of {f['tokens']} controller prompt tokens ({f['calls']} "
               f"calls after each chat's first)" + (f"; before: {before:.0%}" if before is not None else ""))
         for flow, per in sorted(f["per_flow"].items()):
-            print(f"  {flow}: {per['share']:.0%} ({per['calls']} calls)")
+            print(f"  {flow}: {per['share']:.1%} ({per['calls']} calls)")
 
 
 if __name__ == "__main__":

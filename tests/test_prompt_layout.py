@@ -62,7 +62,8 @@ def test_a_plan_it_gave_or_a_result_holds_is_named_not_repeated_and_a_long_argum
     code = "print('hello')\n" * 20
     new_plan = ("1. a new first step that is long enough to be worth naming\n2. and a second one, as long as the "
                 "first.\n3. and a third one, to make it long.")
-    scripted_llm.add(command("run_code", code=code), command("re_plan", goal="again"), command("ask_user", question="?"))
+    scripted_llm.add(command("run_code", code=code), command("re_plan", goal="again"),
+                     command("ask_user", question="?"))
     flow.run(data())
     flow.run(data(result=f"result: hello\ncode: {code}"))
     flow.run(data(plan=new_plan, result=f"The plan has been rewritten. The new plan:\n{new_plan}\nContinue."))

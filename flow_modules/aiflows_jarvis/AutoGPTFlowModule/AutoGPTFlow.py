@@ -50,9 +50,10 @@ class AutoGPTFlow(ControllerExecutorFlow):
 
     The controller's system prompt holds the goal and the commands; the memories a VectorStoreFlow retrieves for the
     goal and the last observation come in its messages (those not shown before), and its chat is rebuilt once per
-    block of calls, so its prompt stays within the same bounds however long the run. After each command the user's feedback is appended to the observation and the
-    round is written to the vector store. The interpreter's kernel (with `run_code: true`) belongs to the flow: the
-    caller shuts it down (`close()` on the interpreter), else it ends with the process.
+    block of calls, so its prompt stays within the same bounds however long the run. After each command the user's
+    feedback is appended to the observation and the round is written to the vector store. The interpreter's kernel
+    (with `run_code: true`) belongs to the flow: the caller shuts it down (`close()` on the interpreter), else it
+    ends with the process.
 
     Subflows: `Memory` (VectorStoreFlow), `Controller` (ControllerAtomicFlow), `Executor` (`wiki_search`:
     WikiSearchAtomicFlow; `ddg_search`: LCToolFlow over DuckDuckGoSearchRun; `run_code`: InterpreterAtomicFlow),

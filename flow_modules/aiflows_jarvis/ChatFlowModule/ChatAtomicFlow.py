@@ -50,9 +50,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
     so memory injected into it stays current); only the newest one is sent, first, followed by a sliding window of
     the earlier user and assistant messages (`flow_state["previous_messages"]`). With `prompt_blocks` (controllers)
     the chat is laid out for prefix caches instead (`layout.py`): a head that never changes, the memory in its first
-    message, later messages only appended (the result and what changed in the memory), rebuilt once per block. Transient LLM errors (rate limits,
-    timeouts, connection errors, 5xx, malformed bodies) are retried with backoff; authentication and bad-request
-    errors stop at once; either way the error names the flow. A turn whose call fails leaves the chat as it was.
+    message, later messages only appended (the result and what changed in the memory), rebuilt once per block.
+    Transient LLM errors (rate limits, timeouts, connection errors, 5xx, malformed bodies) are retried with backoff;
+    authentication and bad-request errors stop at once; either way the error names the flow. A turn whose call fails
+    leaves the chat as it was.
 
     *Configuration Parameters*:
     - `backend` (dict): the LLM backend, by default `aiflows.backends.llm_lite.LiteLLMBackend` with `api_infos: ???`

@@ -20,12 +20,14 @@ ECHOED_REPLY_CHARS = 4000
 class ControllerAtomicFlow(ChatAtomicFlow):
     """The controller of every boss: an LLM that picks the next command and its arguments.
 
-    Its prompt is laid out for prefix caches (ChatFlowModule/layout.py): the system prompt (goal, commands, protocol)
-    is the same on every call; what the boss knows (plan and its file, logs, the code library where configured) is in
-    the first user message, and each later call appends the result of the last command and what changed in the
-    memory since (a new plan, log entries it has not seen, new library functions), so each prompt begins with the
-    previous one. The chat is rebuilt from a fresh snapshot of the memory once per block of calls (`prompt_blocks`). The reply is one JSON object `{"command": ..., "command_args": {...}}`; where the chat's
-    `structured_output` allows, the request carries a `response_format` generated from the commands (`reply_schema`).
+    Its prompt is laid out for prefix caches (ChatFlowModule/layout.py): the system prompt (goal, commands,
+    protocol) is the same on every call; what the boss knows (plan and its file, logs, the code library where
+    configured) is in the first user message, and each later call appends the result of the last command and what
+    changed in the memory since (a new plan, log entries it has not seen, new library functions), so each prompt
+    begins with the previous one. The chat is rebuilt from a fresh snapshot of the memory once per block of calls
+    (`prompt_blocks`). The reply is one JSON object `{"command": ..., "command_args": {...}}`; where the chat's
+    `structured_output` allows, the request carries a `response_format` generated from the commands
+    (`reply_schema`).
 
     Replies are read leniently (`read_command`: each repair is counted in the run's `usage`, not corrected); one
     that is ambiguous or wrong gets a correction saying exactly what was wrong, at most `max_corrections` times,
