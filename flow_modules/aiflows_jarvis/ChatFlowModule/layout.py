@@ -87,7 +87,7 @@ class PromptBlocks:
     """The layout of one chat (its ``prompt_blocks`` config).
 
     Parameters:
-    - config (dict): ``turns`` (calls appended to a snapshot before it is rebuilt), ``keep_turns`` (exchanges kept
+    - config (dict): ``turns`` (calls per block: the first is the snapshot's), ``keep_turns`` (exchanges kept
       when rebuilt), ``max_chars`` (appended characters that force a rebuild), ``snapshot_log_entries`` (log entries a
       snapshot shows at most; null: all the reader gives).
     - updates (dict): memory key -> the heading of its change in a later user message (e.g. ``plan: The plan is
@@ -98,7 +98,7 @@ class PromptBlocks:
       message (the result) from the input.
     """
 
-    def __init__(self, config: Dict[str, Any], updates: Dict[str, str],
+    def __init__(self, config: Dict[str, Any], updates: Dict[str, Any],
                  render_memory: Callable[[Dict[str, Any]], str], render_first: Callable[[Dict[str, Any]], str],
                  render_next: Callable[[Dict[str, Any]], str]):
         self.turns = max(1, int(config.get("turns") or 10))
