@@ -25,6 +25,10 @@ package's are):
   ms per round                at rounds 1-20 and 181-200 of a 200-round loop with a scripted model (a round: the
                               time between two model calls), and their ratio;
   prompt ratio                the controller chat's prompt tokens (cl100k) at call 200 / call 20;
+  reusable prefix             the share of the controllers' prompt tokens equal to the start of the same chat's
+                              previous prompt (what a server's prefix cache need not read again; each chat's first
+                              call left out), on the unseen top-words goal and on the 200-round loop
+                              (benchmarks/prefix_reuse.py), beside the figures of the layout before;
   peak memory                 the peak RSS (VmHWM) of the process that ran the 200-round loop;
   kernel start                the interpreter's first run (kernel start + `x = 1`);
   warm round trip             `x = 1` in a started interpreter whose working folder holds 0 or 5,000 files;
@@ -71,7 +75,8 @@ LABELS = {"jarvis": "Jarvis", "aiflows": "aiflows", "smolagents": "smolagents", 
 PEER_NAMES = ("aiflows", "smolagents")
 # in every --json object (null when not measured: a peer unavailable, a measurement failed)
 REQUIRED_KEYS = ("first_request_s", "first_request_s_smolagents", "round_ms_1_20", "round_ratio", "prompt_ratio",
-                 "peak_rss_mb", "warm_rt_ms_0", "warm_rt_ms_5000", "demo_s")
+                 "peak_rss_mb", "warm_rt_ms_0", "warm_rt_ms_5000", "demo_s", "prefix_share_top_words",
+                 "prefix_share_loop")
 # a kernel as the interpreter starts one (its own interpreter, no history database), for the jupyter_client floor
 FLOOR_KERNEL_ARGV = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}",
                      "--HistoryManager.enabled=False"]
@@ -83,18 +88,21 @@ class BenchmarkError(Exception):
 
 # ~~~ Children: each measurement runs in a process of its own (`run.py --child NAME`), and prints one JSON line ~~~
 def child_loop(rounds: int) -> Dict[str, Any]:
-    """Jarvis's controller loop (benchmarks/loop_rounds.py), with the controller's prompts at two calls kept."""
+    """Jarvis's controller loop (benchmarks/loop_rounds.py), with the controller's prompts at two calls kept, and the
+    share of its prompts a prefix cache can reuse (benchmarks/prefix_reuse.py; measured after the peak memory)."""
     import loop_rounds
     from fakes import ScriptedLLM
+    from prefix_reuse import prefix_share
 
-    kept, calls = {}, [0]
+    kept, calls, every = {}, [0], []
     wanted = set(prompt_calls(rounds))
     original = ScriptedLLM.__call__
 
     def recording(script, flow_path, messages):
         calls[0] += 1
+        every.append((flow_path, plain_messages(messages)))
         if calls[0] in wanted:
-            kept[str(calls[0])] = plain_messages(messages)
+            kept[str(calls[0])] = every[-1][1]
         return original(script, flow_path, messages)
 
     ScriptedLLM.__call__ = recording  # loop_rounds times its calls around this one
@@ -102,8 +110,18 @@ def child_loop(rounds: int) -> Dict[str, Any]:
         result = loop_rounds.run(rounds, stock=False)
     finally:
         ScriptedLLM.__call__ = original
+    peak = peak_rss_mb()
     return {"calls": calls[0], "round_ms": [d * 1000 for d in result["durations"]], "prompts": kept,
-            "peak_rss_mb": peak_rss_mb(), "status": result["status"]}
+            "peak_rss_mb": peak, "status": result["status"], "prefix_share": prefix_share(every)["share"]}
+
+
+def child_prefix() -> Dict[str, Any]:
+    """Jarvis on the unseen top-words goal with a scripted model: the share of its controllers' prompts a prefix
+    cache can reuse (benchmarks/prefix_reuse.py)."""
+    from prefix_reuse import top_words_figures
+
+    figures = top_words_figures()
+    return {"prefix_share_top_words": figures["share"], "prefix_calls_top_words": figures["calls"]}
 
 
 def child_interpreter(files: int, runs: int) -> Dict[str, Any]:
@@ -188,6 +206,7 @@ CHILDREN: Dict[str, Callable[[argparse.Namespace], Dict[str, Any]]] = {
     "loop": lambda args: child_loop(args.rounds or ROUNDS),
     "interpreter": lambda args: child_interpreter(args.files, args.runs),
     "jupyter-floor": lambda args: child_jupyter_floor(args.runs),
+    "prefix": lambda args: child_prefix(),
 }
 
 
@@ -335,9 +354,11 @@ def loop_figures(results: List[Dict[str, Any]], rounds: int, what: str) -> Dict[
     first, last = prompt_calls(rounds)
     prompts = results[0]["prompts"]
     tokens_first, tokens_last = prompt_tokens(prompts[str(first)]), prompt_tokens(prompts[str(last)])
+    shares = [r["prefix_share"] for r in results if r.get("prefix_share") is not None]
     return {"round_ms_1_20": median(early), "round_ms_181_200": median(late),
             "round_ratio": median(late) / median(early), "prompt_tokens_20": tokens_first,
             "prompt_tokens_200": tokens_last, "prompt_ratio": tokens_last / tokens_first,
+            **({"prefix_share_loop": median(shares)} if shares else {}),
             "peak_rss_mb": median(rss), "rounds": rounds}
 
 
@@ -418,6 +439,8 @@ class Bench:
         self.loops()
         self.interpreter()
         self.attempt("jarvis", "offline demo", self.demo)
+        self.attempt("jarvis", "reusable prefix, top-words goal", lambda: self.figures.update(
+            run_child(own_child("prefix"), "the top-words goal")))
         for key in REQUIRED_KEYS:
             self.figures.setdefault(key, None)
         self.figures.update(quick=self.quick, peers=self.peers, machine=machine(), errors=self.errors)
@@ -493,13 +516,18 @@ ROWS = [  # (JSON key, label, format, has a floor)
     ("warm_rt_ms_0", "warm `x = 1`, 0 files (ms)", "{:.2f}", "warm_rt_ms_floor"),
     ("warm_rt_ms_5000", "warm `x = 1`, 5,000 files (ms)", "{:.2f}", "warm_rt_ms_floor"),
     ("demo_s", "offline demo, wall time (s)", "{:.2f}", False),
+    ("prefix_share_top_words", "reusable prefix, top-words goal (before: {before_top_words})", "{:.1%}", False),
+    ("prefix_share_loop", "reusable prefix, {rounds}-round loop (before: {before_loop})", "{:.1%}", False),
 ]
 LATE_WINDOW_KEYS = ("round_ms_181_200", "round_ratio", "prompt_ratio", "peak_rss_mb")
 
 
 def table(figures: Dict[str, Any]) -> str:
     rounds = figures.get("rounds", ROUNDS)
-    names = {"late": f"{rounds - 19}-{rounds}", "last": rounds, "rounds": rounds}
+    from prefix_reuse import BEFORE
+
+    names = {"late": f"{rounds - 19}-{rounds}", "last": rounds, "rounds": rounds,
+             "before_top_words": f"{BEFORE['top_words']:.0%}", "before_loop": f"{BEFORE['loop']:.0%}"}
     columns = ["jarvis", *PEER_NAMES, "floor"]
     header = ["metric", *(LABELS[c] for c in columns), "Jarvis / best peer"]
     rows, footnotes = [], []

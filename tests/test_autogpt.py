@@ -56,13 +56,15 @@ def test_a_whole_run_searches_remembers_takes_feedback_and_finishes(autogpt, loo
 
     calls = controller_calls(loopback_llm)
     assert len(calls) == 3
-    assert "(no memories yet)" in system_message(calls[0])
+    assert "(no memories yet)" in calls[0][1]["content"], "the memories: in the first message, after the head"
     assert last_user_message(calls[1]).startswith(f"Here is the observation of your previous command:\nPage: "
                                                   f"Eiffel Tower\nSummary: {EIFFEL}")
     assert "The user's feedback: Also look up its height." in last_user_message(calls[1]), "feedback appended"
-    assert "Command: wiki_search" in system_message(calls[1]) and EIFFEL in system_message(calls[1]), \
-        "the memory written after round 1 is read back into the controller's prompt"
-    assert "Height: 330 m" in system_message(calls[2])
+    assert "Command: wiki_search" in last_user_message(calls[1]) and EIFFEL in last_user_message(calls[1]), \
+        "the memory written after round 1 is read back, in the next message"
+    assert calls[1][:2] == calls[0] and calls[2][:4] == calls[1], "each call's prompt begins with the previous call's"
+    assert "Height: 330 m" in last_user_message(calls[2])
+    assert "Command: wiki_search" not in last_user_message(calls[2]), "a memory already shown is not sent again"
     assert [a["kind"] for a in user.asked] == ["feedback", "feedback"], "asked after each command, not at finish"
     assert "AutoGPT ran `wiki_search`" in user.asked[0]["prompt"]
     assert len(loopback_llm.embedding_requests) == 4, "2 reads (the first, on an empty store, needs none) + 2 writes"
@@ -104,7 +106,7 @@ def test_a_second_run_retrieves_what_the_first_one_wrote(autogpt, loopback_llm, 
     loopback_llm.add(command("finish", answer="1889, from memory"))
     second = autogpt()  # a new flow, as a new process would build it
     assert second.call({"goal": "When was the Eiffel Tower finished?"})["answer"] == "1889, from memory"
-    first_prompt = system_message(controller_calls(loopback_llm)[-1])
+    first_prompt = controller_calls(loopback_llm)[-1][1]["content"]
     assert EIFFEL in first_prompt, "the second run's first prompt holds the first run's memory"
 
 
@@ -122,7 +124,7 @@ def test_a_tool_that_raises_is_an_observation_and_the_run_goes_on(autogpt, loopb
     assert "Error: the tool ddg_search failed" in observation and "DuckDuckGo is unreachable" in observation
 
 
-def test_the_prompt_at_round_30_is_no_larger_than_at_round_5_plus_a_bound(autogpt, loopback_llm, user):
+def test_the_prompt_at_round_30_is_no_larger_than_in_an_earlier_block_plus_a_bound(autogpt, loopback_llm, user):
     rounds = 30
     loopback_llm.add(*[command("wiki_search", search_term=f"Eiffel Tower part {i}") for i in range(rounds - 1)],
                      command("finish", answer="done"))
@@ -131,9 +133,13 @@ def test_the_prompt_at_round_30_is_no_larger_than_at_round_5_plus_a_bound(autogp
     assert out["status"] == "finished"
     sizes = [sum(len(m["content"]) for m in messages) for messages in controller_calls(loopback_llm)]
     assert len(sizes) == rounds
-    bound = 200  # the memories and observations differ a little in length (numbers, feedback)
-    assert sizes[29] <= sizes[4] + bound, f"prompt sizes by round: {sizes}"
-    assert all(len(messages) <= 4 for messages in controller_calls(loopback_llm)), "system + window of 3"
+    # the chat is appended to and rebuilt once per block of 10 calls: its size goes up and down, within a bound
+    rebuilt = [n for n in range(1, rounds) if len(sizes) > n and sizes[n] < sizes[n - 1]]
+    assert rebuilt == [10, 20], f"prompt sizes by round: {sizes}"
+    bound = 800  # the memories and observations differ a little in length (numbers, feedback)
+    assert max(sizes[20:]) <= max(sizes[10:20]) + bound, f"prompt sizes by round: {sizes}"
+    assert max(len(messages) for messages in controller_calls(loopback_llm)) == 2 + 2 * 10, \
+        "head, first message, and at most 10 exchanges"
 
 
 def test_the_skeleton_that_quick_load_fills_gives_the_embeddings_their_key_too():

@@ -87,12 +87,17 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
     requests = [r["messages"] for r in loopback_llm.requests]
     assert len(requests) == 6
     assert requests[0][-1]["content"].endswith("Count the words of a sentence the user gives.")
-    first_controller_prompt = requests[1][0]["content"]
+    first_controller_prompt = requests[1][1]["content"]  # its memory: in its first message, after the head
     assert EDITED_LINE.strip() in first_controller_prompt, "the controller sees the plan the user edited"
     assert "missing argument(s): question" in requests[2][-1]["content"], "the malformed reply is corrected"
     assert "The user replied: the quick brown fox" in requests[3][-1]["content"]
-    assert requests[4][0]["content"].count("--- [") == 2, "the logs in the prompt grow by one entry per command"
-    assert "4. Tell the user the count." in requests[5][0]["content"] and "[done]" in requests[5][0]["content"]
+    assert requests[4][:-1] == requests[3] + [requests[4][-2]], "each call's prompt begins with the previous call's"
+    assert "count_words" in requests[4][-2]["content"] and "The text has 4 words." in requests[4][-1]["content"], \
+        "each command comes back as the model's reply and its result"
+    assert "--- [" not in requests[4][-1]["content"], "its own commands' log entries are not repeated"
+    assert "4. Tell the user the count." in requests[5][1]["content"]
+    assert "The plan is now as you gave it to update_plan." in requests[5][-1]["content"], \
+        "a plan it wrote itself is named, not repeated"
     assert [u["kind"] for u in user.asked] == ["approval", "approval", "question"]
 
     # ~~~ The same boss, a second task, in the same process ~~~
@@ -110,7 +115,7 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
     assert len(entries) == 6, "logs keep growing across tasks"
     assert " new_task ---" in entries[3][1] and "the entries above belong to earlier tasks" in entries[3][1], \
         "a line tells the controller where its own task's entries start"
-    assert "new_task" in loopback_llm.requests[7]["messages"][0]["content"]
+    assert "new_task" in loopback_llm.requests[7]["messages"][1]["content"], "in the memory of its first message"
     assert boss.subflows["CtrlExMem"].subflows["Controller"].flow_state["previous_messages"] == [], \
         "a finished boss is reset: its controllers' chat histories are dropped"
 

@@ -155,7 +155,8 @@ def test_a_replay_must_start_from_the_library_it_was_recorded_with(tmp_path):
     assert first.returncode == 0, first.stdout[-3000:]
     second = run_jarvis(tmp_path, "--replay", DEMO, "--yes")  # the library now already has growth_rates
     assert second.returncode == 1
-    assert "this run: Nothing was saved: the library already defines growth_rates" in second.stdout
+    assert "recorded: (nothing yet)" in second.stdout and "this run: def growth_rates(values" in second.stdout, \
+        "Coder's first prompt already shows a library that is not the recorded one"
     assert "fresh --memory-dir" in second.stdout
     assert "--resume" not in second.stdout.split("left the recording")[-1], "a replay is not resumed"
 
@@ -230,7 +231,8 @@ def test_resume_continues_from_the_stored_plan(tmp_path, demo):
         assert second.returncode == 0, second.stdout[-3000:]
         first_call = server.requests[0]["messages"]
         assert "You are Jarvis" in first_call[0]["content"], "no new plan: Jarvis's controller comes first"
-        assert plan.strip() in first_call[0]["content"] and demo.header["goal"] in first_call[0]["content"]
+        assert plan.strip() in first_call[1]["content"] and demo.header["goal"] in first_call[0]["content"], \
+            "its memory: in its first message"
     assert "resumes its plan" in second.stdout
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
     assert commands(tmp_path / "memory" / "logs_jarvis.txt", markers=True)[0] == "resume", \

@@ -92,7 +92,8 @@ def test_an_invalid_reply_is_corrected_and_not_kept_in_the_chat(scripted_llm, us
     assert "missing argument(s): question" in last_user_message(correction_call), "the correction names the problem"
     assert correction_call[-2]["content"] == command("ask_user"), "the invalid reply is shown back to the model"
     third = scripted_llm.calls[2]["messages"]
-    assert [m["role"] for m in third] == ["system", "assistant", "user"], "window: system, last reply, new message"
+    assert [m["role"] for m in third] == ["system", "user", "assistant", "user"], \
+        "the chat: its head, the first message (memory and goal), the last reply, the new message"
     assert all(m["content"] != command("ask_user") for m in third), "failed attempts are dropped from the chat"
     assert user.asked[0]["prompt"] == "Your colour?"
     (usage,) = [u for flow, u in USAGE.per_flow.items() if flow.endswith("Controller")]
@@ -145,18 +146,22 @@ def test_max_rounds_stops_the_loop_and_says_so(scripted_llm, user):
     assert out["result"] == "The user replied: b"
 
 
-def test_the_system_prompt_is_refreshed_every_call(scripted_llm):
+def test_the_head_stays_and_the_memory_comes_in_messages(scripted_llm):
     controller = ControllerAtomicFlow.instantiate_from_default_config(
         commands={"ask_user": {"description": "ask", "input_args": ["question"]}})
     scripted_llm.add(command("ask_user", question="Your colour?"), finish())
     controller.run(LOOP_INPUT)
     controller.run({**LOOP_INPUT, "plan": "1. ask [done]", "logs": "--- [1] ask_user ---", "result": "blue"})
-    first, second = (system_message(c["messages"]) for c in scripted_llm.calls)
-    assert "1. ask" in first and "plan.txt" in first, "plan and plan file location are injected"
-    assert "ask_user: ask Input arguments: question" in first, "commands come from the YAML"
-    assert "Reply with exactly one JSON object" in first, "the protocol is appended to every controller's prompt"
-    assert "1. ask [done]" in second and "--- [1] ask_user ---" in second, "the new memory is in the new prompt"
-    assert [m["role"] for m in scripted_llm.calls[1]["messages"]] == ["system", "assistant", "user"]
+    first, second = (c["messages"] for c in scripted_llm.calls)
+    head = system_message(first)
+    assert "ask_user: ask Input arguments: question" in head, "commands come from the YAML"
+    assert "Reply with exactly one JSON object" in head, "the protocol is appended to every controller's prompt"
+    assert "plan.txt" not in head and "1. ask\n" in first[1]["content"] and "plan.txt" in first[1]["content"], \
+        "plan and plan file location are in the first message, not in the head"
+    assert second[:2] == first, "the second call's messages start with the first call's"
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert "The plan is now:\n1. ask [done]" in second[-1]["content"], "the new plan comes as a message"
+    assert "--- [1] ask_user ---" not in second[-1]["content"], "its own command's log entry is not repeated"
 
 
 def test_raw_line_breaks_in_json_strings_are_accepted_and_a_cut_reply_is_named():

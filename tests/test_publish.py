@@ -259,7 +259,7 @@ def test_the_staged_autogpt_runs_its_demo_with_an_llm_server(staged, tmp_path, l
     assert "{'answer': 'In 1889.', 'status': 'finished'}" in done.stdout
     assert loopback.embedding_requests, "the memory embedded through the server"
     assert {r["headers"]["authorization"] for r in loopback.embedding_requests} == {"Bearer sk-test"}
-    second_prompt = loopback.requests[1]["messages"][0]["content"]
+    second_prompt = loopback.requests[1]["messages"][-1]["content"]  # the memories come with the observation
     assert "finished in 1889" in second_prompt, "the memory written after the search is read back"
 
 

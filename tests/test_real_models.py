@@ -162,12 +162,12 @@ def long_logs(entries=60, size=400):
 def test_a_prompt_that_would_overflow_is_shortened_oldest_log_entries_first(loopback, quiet_console):
     use_server(loopback)
     loopback.add(finish())
-    flow = controller(context_window=4096, backend={"max_tokens": 1000})
+    flow = controller(context_window=1024, backend={"max_tokens": 200})  # its snapshot's 10 entries do not fit
     out = flow.call(goal_input(logs=long_logs()))
     assert out["command"] == "finish"
     sent = loopback.requests[-1]["messages"]
-    assert count_message_tokens(sent) + 1000 <= 4096, "the prompt plus the reply's max_tokens fits the window"
-    system = sent[0]["content"]
+    assert count_message_tokens(sent) + 200 <= 1024, "the prompt plus the reply's max_tokens fits the window"
+    system = sent[1]["content"]  # the memory: in the first user message
     assert "result 60 " in system, "the newest log entries are kept"
     assert "result 1 " not in system, "the oldest went first"
     assert "earlier entries are left out to fit the model's context window" in system

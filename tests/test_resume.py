@@ -89,7 +89,7 @@ def test_a_run_stopped_in_extend_library_between_save_code_and_update_plan_resum
     assert "(auto)" in done.stdout, "--yes was remembered: plans and code are approved with nobody asked"
     assert not any("You plan how to" in r["messages"][0]["content"] for r in requests), \
         "no boss wrote a new plan: each continued with the one it had"
-    extlib_prompt = requests[2]["messages"][0]["content"]
+    extlib_prompt = "\n".join(m["content"] for m in requests[2]["messages"])  # its head, then its memory
     assert "You are the controller of ExtendLibrary" in extlib_prompt
     assert "Standard library only. [done]\n2. Save it to the code library. [done]" in extlib_prompt, \
         "the function saved before the run stopped has its steps marked done before the controller is asked"
@@ -129,7 +129,7 @@ def test_a_run_stopped_in_coder_resumes_coder_and_its_log_says_the_session_is_ne
         "extend_library", "update_plan", "run_code", "resume", "extend_library", "run_code", "update_plan"]
     assert SESSION_NOTE in entry(memory / "logs_coder.txt", "resume"), \
         "Coder's controller, which uses the session's variables, is told they are gone"
-    assert SESSION_NOTE in requests[1]["messages"][0]["content"], "... in its prompt"
+    assert SESSION_NOTE in requests[1]["messages"][1]["content"], "... in its prompt (its memory: the first message)"
     extlib = commands(memory / "logs_extlib.txt", markers=True)
     assert extlib == ["write_code", "save_code", "update_plan", "new_task", "write_code", "save_code", "update_plan"]
     assert "The run was stopped and resumed before this task" in entry(memory / "logs_extlib.txt", "new_task"), \
@@ -233,7 +233,7 @@ def test_a_function_saved_just_before_the_stop_has_its_steps_marked_done_on_resu
     seen = {}
 
     def extlib_controller(messages):
-        seen["prompt"] = messages[0]["content"]
+        seen["prompt"] = "\n".join(m["content"] for m in messages)
         return finish("The library has double.")
     scripted_llm.add(command("Coder", goal=CODER_GOAL), command("extend_library", goal="double(x): 2 * x"),
                      extlib_controller, finish("done"), finish("done"))

@@ -195,7 +195,7 @@ def test_reviews_the_editor_and_ctrl_c_work_through_a_pseudo_terminal(tmp_path):
                 terminal.text[-2000:]
             plan = (tmp_path / "memory" / "plan_jarvis.txt").read_text()
             assert "edited in the editor." in plan, plan
-            assert "edited in the editor." in server.requests[1]["json"]["messages"][0]["content"], \
+            assert "edited in the editor." in server.requests[1]["json"]["messages"][1]["content"], \
                 "the controller works from the plan as edited"
             requests = len(server.requests)
             terminal.type("\x03")  # Ctrl+C at Coder's plan review: what should be done instead?

@@ -6,9 +6,9 @@ from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 class CtrlExMemFlow(ControllerExecutorFlow):
     """Carries out a plan: Controller -> Executor -> MemoryWriting -> MemoryReading, until the controller calls finish.
 
-    The memory is re-read after every command, so the controller's system prompt always shows the current plan,
-    logs and library (a plan changed by `update_plan` or `re_plan`, functions a sub-boss saved), while a sliding
-    window keeps its chat short. What a round costs does not grow with the round number (see CoreFlowModule/lean.py
+    The memory is re-read after every command, so the controller's next message tells it what changed (a plan changed
+    by `update_plan` or `re_plan`, functions a sub-boss saved, log entries), while its chat, rebuilt once per block
+    of calls, stays short. What a round costs does not grow with the round number (see CoreFlowModule/lean.py
     and MemoryReading's `max_log_entries`).
 
     *Configuration Parameters*:

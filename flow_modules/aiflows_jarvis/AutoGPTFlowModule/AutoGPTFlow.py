@@ -48,11 +48,12 @@ class AutoGPTFlow(ControllerExecutorFlow):
     """AutoGPT (the seed's circular flow): Memory (read) -> Controller -> Executor -> HumanFeedback -> Memory (write),
     until the controller calls `finish` or the user says `q`/`stop`.
 
-    The controller's system prompt holds the goal, the commands and the memories a VectorStoreFlow retrieves for the
-    goal and the last observation (not the history), and its chat keeps a sliding window, so its prompt stays the
-    same size however long the run. After each command the user's feedback is appended to the observation and the
-    round is written to the vector store. The interpreter's kernel (with `run_code: true`) belongs to the flow: the
-    caller shuts it down (`close()` on the interpreter), else it ends with the process.
+    The controller's system prompt holds the goal and the commands; the memories a VectorStoreFlow retrieves for the
+    goal and the last observation come in its messages (those not shown before), and its chat is rebuilt once per
+    block of calls, so its prompt stays within the same bounds however long the run. After each command the user's
+    feedback is appended to the observation and the round is written to the vector store. The interpreter's kernel
+    (with `run_code: true`) belongs to the flow: the caller shuts it down (`close()` on the interpreter), else it
+    ends with the process.
 
     Subflows: `Memory` (VectorStoreFlow), `Controller` (ControllerAtomicFlow), `Executor` (`wiki_search`:
     WikiSearchAtomicFlow; `ddg_search`: LCToolFlow over DuckDuckGoSearchRun; `run_code`: InterpreterAtomicFlow),

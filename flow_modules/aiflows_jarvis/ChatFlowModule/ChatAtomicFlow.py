@@ -28,6 +28,7 @@ from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_toke
 from .backends import build_backend, listening_to_streams, reply_content, take_response_info, unwrap_backend
 from .context import fit_to_context
 from .repetition import Repetition, find_repetition
+from .layout import PromptBlocks
 from .servers import (
     FORMAT_REJECTION as _FORMAT_REJECTION,
     STRUCTURED_LEVELS,
@@ -48,9 +49,12 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
     The system prompt is rendered from the input on the first call (and on every call with `refresh_system_prompt`,
     so memory injected into it stays current); only the newest one is sent, first, followed by a sliding window of
-    the earlier user and assistant messages (`flow_state["previous_messages"]`). Transient LLM errors (rate limits,
-    timeouts, connection errors, 5xx, malformed bodies) are retried with backoff; authentication and bad-request
-    errors stop at once; either way the error names the flow. A turn whose call fails leaves the chat as it was.
+    the earlier user and assistant messages (`flow_state["previous_messages"]`). With `prompt_blocks` (controllers)
+    the chat is laid out for prefix caches instead (`layout.py`): a head that never changes, the memory in its first
+    message, later messages only appended (the result and what changed in the memory), rebuilt once per block.
+    Transient LLM errors (rate limits, timeouts, connection errors, 5xx, malformed bodies) are retried with backoff;
+    authentication and bad-request errors stop at once; either way the error names the flow. A turn whose call fails
+    leaves the chat as it was.
 
     *Configuration Parameters*:
     - `backend` (dict): the LLM backend, by default `aiflows.backends.llm_lite.LiteLLMBackend` with `api_infos: ???`
@@ -70,6 +74,14 @@ class ChatAtomicFlow(LeanAtomicFlow):
       sends the refreshed system prompt, the model's last reply and the new user message.
     - `refresh_system_prompt` (bool): re-render the system prompt from the input on every call (default true;
       the system template's variables must then be in `input_interface_initialized` too).
+    - `prompt_blocks` (dict or null): null: the sliding window above. Else `turns` (calls per block), `keep_turns`
+      (exchanges kept when a block is rebuilt), `max_chars` (appended characters that start a new block sooner),
+      `snapshot_log_entries` (log entries a snapshot shows at most); `previous_messages` is then not used.
+    - `memory_message_prompt_template` (dict or null): with `prompt_blocks`, the memory shown at the start of the
+      first user message of a block (e.g. plan, logs, code library).
+    - `memory_updates` (dict): with `prompt_blocks`, the memories whose changes are sent after the result: key ->
+      heading (`plan: The plan is now`), or `{heading, items}` to send only the items (functions, memories) not
+      shown yet; `logs` is read as log entries.
     - `retry` (dict): `max_attempts`, `initial_delay`, `max_delay`, `backoff`, `jitter` for transient errors;
       a server's `Retry-After` is honoured up to `max_retry_after` seconds; `call_deadline` bounds one call,
       retries included (seconds).
@@ -120,6 +132,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._free_text: Optional[bool] = None  # no reply schema (``response_format`` gives None)
         self.last_repetition: Optional[Repetition] = None  # what the last reply repeated, if it did
         self._reply_cap: Optional[int] = None  # max_tokens of the next call after a reply that repeated itself
+        self._blocks = self._prompt_blocks()
+        self._pending_history: List[dict] = []
+        self._pending_layout: Optional[Dict[str, Any]] = None
+        self._rebuild = False
 
     # ~~~ Construction ~~~
     @classmethod
@@ -143,10 +159,25 @@ class ChatAtomicFlow(LeanAtomicFlow):
             return instantiate(prompt_config)
         return prompt_config
 
+    def _prompt_blocks(self) -> Optional[PromptBlocks]:
+        """The layout for prefix caches (``prompt_blocks``), or None for the sliding window."""
+        config = self.flow_config.get("prompt_blocks")
+        if not config:
+            return None
+        memory = self.flow_config.get("memory_message_prompt_template")
+        memory_prompt = StrictJinjaPrompt.from_prompt(self._instantiate_prompt(memory)) if memory else None
+        where = self._where
+        return PromptBlocks(
+            config, self.flow_config.get("memory_updates") or {},
+            render_memory=lambda data: memory_prompt.render_from(data, where()) if memory_prompt else "",
+            render_first=lambda data: self.init_human_message_prompt_template.render_from(data, where()),
+            render_next=lambda data: self.human_message_prompt_template.render_from(data, where()))
+
     # ~~~ State ~~~
     def set_up_flow_state(self):
         super().set_up_flow_state()
         self.flow_state["previous_messages"] = []
+        self.flow_state["layout"] = None
 
     def _is_conversation_initialized(self) -> bool:
         return bool(self.flow_state.get("system_message"))
@@ -163,6 +194,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
         return self.system_message_prompt_template.render_from(input_data, self._where())
 
     def _render_user_message(self, input_data: Dict[str, Any]) -> str:
+        if self._blocks is not None:  # the messages before it come with it (the memory may be in them)
+            self._pending_history, user_message, self._pending_layout = self._blocks.plan(
+                self.flow_state.get("layout"), self.flow_state["previous_messages"], input_data, self._rebuild)
+            return user_message
         template = (self.human_message_prompt_template if self._is_conversation_initialized()
                     else self.init_human_message_prompt_template)
         return template.render_from(input_data, self._where())
@@ -191,6 +226,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
         Nothing is stored until ``commit_turn``: a turn whose LLM call fails leaves the chat as it was.
         """
+        self._rebuild = False
         user_message = self._render_user_message(input_data)
         self._pending_input = input_data
         self._fitted_user_message = None
@@ -207,6 +243,16 @@ class ChatAtomicFlow(LeanAtomicFlow):
         if self._fitted_user_message is not None:
             user_message, self._fitted_user_message = self._fitted_user_message, None
         self._pending_input = None
+        if self._blocks is not None:  # appended to; rebuilt when a block is full
+            self.flow_state["layout"] = self._pending_layout
+            self.flow_state["previous_messages"] = self._pending_history + [
+                {"role": "user", "content": user_message}, {"role": "assistant", "content": reply}]
+            if self._pending_system_message != self.flow_state.get("system_message"):
+                self.flow_state["system_message"] = self._pending_system_message
+                self._log_chat_message("system", self._pending_system_message)
+            self._log_chat_message("user", user_message)
+            self._log_chat_message("assistant", reply)
+            return
         if self._pending_system_message != self.flow_state.get("system_message"):
             self.flow_state["system_message"] = self._pending_system_message
             self._log_chat_message("system", self._pending_system_message)
@@ -430,6 +476,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
         Call after ``prepare_turn``. Raises ``ContextOverflow`` when even the shortened prompt does not fit.
         """
+        if self._rebuild and self._fitted_user_message is not None:
+            user_message = self._fitted_user_message  # a new block was started for this turn
         self._build_args = (user_message, extra)
         messages, max_tokens = fit_to_context(self, user_message, list(extra or []))
         if self._reply_cap:
@@ -437,10 +485,23 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._built_messages, self._fitted_max_tokens = messages, max_tokens
         return messages
 
+    def rebuild_to_fit(self, input_data: Dict[str, Any]) -> bool:
+        """With ``prompt_blocks``, for a prompt that does not fit the context window: start a new block from
+        ``input_data`` (a fresh snapshot of the memory, which can be shortened), once per turn. Returns whether it
+        did."""
+        if self._blocks is None or self._rebuild or self.flow_state.get("layout") is None:
+            return False
+        self._rebuild = True
+        self._fitted_user_message = self._render_user_message(input_data)
+        return True
+
     def _assemble(self, system_message: str, user_message: str, extra: List[dict],
                   earlier_limit: Optional[int] = None) -> List[dict]:
-        conversation = self._window(self.flow_state["previous_messages"] + [{"role": "user", "content": user_message}],
-                                    keep_last=True)
+        if self._blocks is not None:
+            conversation = self._pending_history + [{"role": "user", "content": user_message}]
+        else:
+            conversation = self._window(self.flow_state["previous_messages"]
+                                        + [{"role": "user", "content": user_message}], keep_last=True)
         if earlier_limit is not None:
             conversation = [dict(m, content=shorten(m["content"], earlier_limit)) for m in conversation[:-1]] \
                 + conversation[-1:]

@@ -1,4 +1,5 @@
-"""ChatFlowModule: one LLM chat with strict prompt templates, a sliding window, retries and token counting."""
+"""ChatFlowModule: one LLM chat with strict prompt templates, a sliding window or a layout for prefix caches, retries
+and token counting."""
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
 ]

@@ -9,7 +9,8 @@ already prove it fits) and, if it does not fit, shortened in this order:
    many were left out), other texts cut to the share of the window they may take (at most halved at a time),
    keeping their head and tail, down to ``min_input_chars``. A text too long to fit whatever its tokens (more than
    128 UTF-8 bytes, the longest cl100k token, per token of the budget) is cut before it is counted;
-2. the earlier messages of the chat's window (the last reply, kept short);
+2. the earlier messages of the chat's window (the last reply, kept short); a chat laid out in blocks
+   (``layout.py``) first starts a new block, whose snapshot of the memory is then shortened as in 1;
 3. the reply's ``max_tokens``, down to ``min_reply_tokens``.
 
 A prompt that still does not fit is never sent: ``ContextOverflow`` says how long it is and what to do.
@@ -105,6 +106,12 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
     if shortened:
         system, user_message, messages = _render(flow, data, system, extra)
     tokens = count_message_tokens(messages)
+    rebuild = getattr(flow, "rebuild_to_fit", None)
+    if tokens > budget and rebuild is not None and rebuild(data):
+        # a chat laid out in blocks starts a new one: its memory is then in this turn, and can be shortened
+        user_message = flow._fitted_user_message
+        messages = flow._assemble(system, user_message, extra)
+        tokens = count_message_tokens(messages)
     if tokens <= budget and not shortened:
         return messages, None
 

@@ -20,10 +20,14 @@ ECHOED_REPLY_CHARS = 4000
 class ControllerAtomicFlow(ChatAtomicFlow):
     """The controller of every boss: an LLM that picks the next command and its arguments.
 
-    The system prompt lists the commands and is re-rendered on every call with what the boss knows (goal, plan and
-    its file, logs, the code library where configured), so that memory is current while a sliding window keeps the
-    chat short. The reply is one JSON object `{"command": ..., "command_args": {...}}`; where the chat's
-    `structured_output` allows, the request carries a `response_format` generated from the commands (`reply_schema`).
+    Its prompt is laid out for prefix caches (ChatFlowModule/layout.py): the system prompt (goal, commands,
+    protocol) is the same on every call; what the boss knows (plan and its file, logs, the code library where
+    configured) is in the first user message, and each later call appends the result of the last command and what
+    changed in the memory since (a new plan, log entries it has not seen, new library functions), so each prompt
+    begins with the previous one. The chat is rebuilt from a fresh snapshot of the memory once per block of calls
+    (`prompt_blocks`). The reply is one JSON object `{"command": ..., "command_args": {...}}`; where the chat's
+    `structured_output` allows, the request carries a `response_format` generated from the commands
+    (`reply_schema`).
 
     Replies are read leniently (`read_command`: each repair is counted in the run's `usage`, not corrected); one
     that is ambiguous or wrong gets a correction saying exactly what was wrong, at most `max_corrections` times,
@@ -40,8 +44,9 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     - `reply_format_instructions` (str): the protocol, appended to every system prompt.
     - `opening_command` (dict or null): `{command, command_args}` issued on the first call without asking the LLM
       (argument values are Jinja templates over the input), e.g. a plan writer always starts with `write_plan`.
-    - the ChatAtomicFlow parameters (`backend`, prompt templates, `previous_messages`, `retry`, ...); the system
-      prompt gets `commands` and `plan_file_location` (from `memory_files.plan`) besides the input.
+    - the ChatAtomicFlow parameters (`backend`, prompt templates, `prompt_blocks`, `memory_message_prompt_template`,
+      `memory_updates`, `retry`, ...); the system prompt gets `commands`, and the prompts `plan_file_location` (from
+      `memory_files.plan`), besides the input.
 
     *Input Interface Non Initialized*: `goal` and the memory (`plan`, `logs`, `memory_files`, ...).
 

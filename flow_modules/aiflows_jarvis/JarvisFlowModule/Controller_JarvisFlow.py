@@ -11,9 +11,9 @@ class Controller_JarvisFlow(ControllerAtomicFlow):
     - `commands` (dict): the commands it can call (name, description, input arguments), injected into the system
       prompt: `Coder`, `ask_user`, `re_plan`, `update_plan`, `intermediate_answer`, `final_answer`, `finish`. They
       are declared once, with their flows, in CtrlExMem_JarvisFlow's `commands`, which gives them to it.
-    - `system_message_prompt_template` (dict): injected with the commands, the plan, the plan file's location, the
-      logs and the goal; refreshed on every call.
-    - `previous_messages` (dict): the sliding window (`last_k: 2`: its last command and the new result).
+    - `system_message_prompt_template` (dict): the head, with the goal and the commands; the same on every call. The
+      plan, its file's location and the logs come in messages (ControllerAtomicFlow's `memory_message_prompt_template`
+      and `memory_updates`), appended to and rebuilt once per block (`prompt_blocks`).
 
     *Input Interface Non Initialized*:
     - `goal` (str), `memory_files` (dict), `plan` (str), `logs` (str).

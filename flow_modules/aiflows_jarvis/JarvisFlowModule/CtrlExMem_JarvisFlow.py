@@ -6,8 +6,9 @@ from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
 class CtrlExMem_JarvisFlow(CtrlExMemFlow):
     """Carries out Jarvis's plan: a CtrlExMemFlow with Jarvis's controller and executors.
 
-    The controller keeps only its last messages; the logs are appended to and read again after every command, and
-    a step it sees done is marked with `update_plan`, so the next system prompt holds the current memory. Its
+    The controller's chat is appended to and rebuilt once per block of calls; the logs are appended to and read again
+    after every command, and a step it sees done is marked with `update_plan`, so the next message tells the
+    controller what changed in its memory. Its
     `commands` declare each command once with its flow: `Coder`, `ask_user`, `re_plan`, `update_plan`,
     `intermediate_answer`, `final_answer` (and `finish`, run by the loop); the last `final_answer` is kept as `answer`.
 

@@ -11,7 +11,8 @@ class JarvisFlow(AbstractBossFlow):
     its own. Its planner writes a plan with the user; its controller then calls, one at a time: `Coder` (a CoderFlow,
     itself a boss that extends the code library through ExtendLibrary and runs code in a stateful interpreter),
     `ask_user`, `re_plan`, `update_plan`, `intermediate_answer`, `final_answer`, and `finish`. Its memory is `plan`
-    and `logs`, injected into its controller's system prompt every round; the chat itself keeps a sliding window.
+    and `logs`, given to its controller in messages: a snapshot, then what changed after each round; the chat is
+    rebuilt once per block of calls.
 
     *Configuration Parameters*:
     - `memory_files` (dict): mem_name -> file path for `plan` and `logs` (plan_jarvis.txt, logs_jarvis.txt); set it

@@ -12,7 +12,7 @@ class ReplanningFlow(PlanWriterFlow):
 
     The same loop as PlanWriterFlow; its plan generator starts from the old plan and the controller's account of
     what went wrong. Its `result` tells the calling controller, in a message, that the plan changed and what it now
-    is: a refreshed system prompt alone does not make a controller notice the change. The plan it replaces (approved
+    is, so that the controller notices the change. The plan it replaces (approved
     by the user) is first copied to `archive/` beside the plan file, unless the new plan differs from it only in done
     marks; the result says where.
 

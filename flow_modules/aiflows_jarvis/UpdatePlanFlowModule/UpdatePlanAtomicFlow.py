@@ -127,7 +127,7 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
     """Writes the updated plan (the same plan with finished steps marked done) to the plan file.
 
     Called by a controller when it sees that one or more steps are done. The plan file is replaced atomically; the
-    next memory read puts the new plan into the controller's system prompt. An update that changes more than done
+    next memory read gives the new plan to the controller, in its next message. An update that changes more than done
     marks (a step reworded, added or dropped; a reply such as "ok" instead of the plan) first copies the plan it
     replaces, which the user approved, to `archive/` beside the plan file; the result says where, and which steps of
     the previous plan are gone, so that the controller can put them back.
