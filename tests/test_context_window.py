@@ -206,3 +206,11 @@ def test_a_server_that_cannot_be_reached_is_asked_once(quiet_console):
     assert window is None and "did not answer" in why
     assert window_probe.probe_context_window(probe, "another-model") == (None, why)
     assert probe.asked == {"models"}
+
+
+def test_litellm_ollama_names_are_asked_by_the_name_ollama_knows(loopback):
+    loopback.window_answers["/api/show"] = {"model_info": {"general.architecture": "llama",
+                                                           "llama.context_length": 4096}}
+    probe = window_probe.ServerProbe(loopback.url[:-3])  # litellm's Ollama provider: the root, no /v1
+    assert window_probe.probe_context_window(probe, "ollama/llama3:8b")[0] == 4096
+    assert loopback.window_requests[-1] == ("POST", "/api/show", {"model": "llama3:8b", "name": "llama3:8b"})

@@ -138,6 +138,7 @@ def probe_context_window(probe: ServerProbe, model: str, api_key: Optional[str] 
     """
     timeout = PROBE_TIMEOUT if timeout is None else timeout
     name, base, root = bare_name(model), probe.api_base.rstrip("/"), server_root(probe.api_base)
+    name = name.split("/", 1)[1] if name.startswith(("ollama/", "ollama_chat/")) else name  # litellm's Ollama names
     with probe.lock:
         try:
             if "models" not in probe.asked and not probe.unreachable:
