@@ -163,15 +163,15 @@ def main(argv=None) -> int:
             level = server.structured_output
             window = window or (f"{server.known_context_window} tokens from {server.window_source}"
                                 if server.known_context_window else "")
-            calls = [c for c in tap.calls if c.chat == path]
+            calls = [c for c in tap.calls if c.chat == path and c.status == 200]  # a refused request read nothing
             rows.append((path.replace("/Executor", "").replace("/CtrlExMem", ""), counts, seconds, figures(calls), why))
             totals.update(counts)
         every = figures([])
         for path, _ in controllers:
-            one = figures([c for c in tap.calls if c.chat == path])
+            one = figures([c for c in tap.calls if c.chat == path and c.status == 200])
             every["reused"] += one["reused"]
             every["reusable_of"] += one["reusable_of"]
-        prefill = [c.prefill_tokens for c in tap.calls if c.prefill_tokens is not None]
+        prefill = [c.prefill_tokens for c in tap.calls if c.prefill_tokens is not None and c.status == 200]
         first = [c.first_token for c in tap.calls if c.first_token is not None]
         every["prefill"] = sum(prefill) / len(prefill) if prefill else None
         every["first_token"] = sum(first) / len(first) if first else None

@@ -214,3 +214,11 @@ def test_litellm_ollama_names_are_asked_by_the_name_ollama_knows(loopback):
     probe = window_probe.ServerProbe(loopback.url[:-3])  # litellm's Ollama provider: the root, no /v1
     assert window_probe.probe_context_window(probe, "ollama/llama3:8b")[0] == 4096
     assert loopback.window_requests[-1] == ("POST", "/api/show", {"model": "llama3:8b", "name": "llama3:8b"})
+
+
+def test_a_password_in_the_api_base_is_neither_sent_to_the_host_lookup_nor_said(loopback):
+    host = loopback.url.split("://", 1)[1]
+    loopback.window_answers["/props"] = {"default_generation_settings": {"n_ctx": 4096}}
+    probe = window_probe.ServerProbe(f"http://alice:pw-secret@{host}")
+    window, source = window_probe.probe_context_window(probe, "local-model")
+    assert window == 4096 and "pw-secret" not in source and "alice" not in source

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
+from urllib.parse import urlsplit, urlunsplit
 
 from aiflows_jarvis.CoreFlowModule.models import bare_name
 
@@ -45,6 +46,15 @@ class ServerProbe:
     unreachable: Optional[str] = None     # why the server is not asked again
     shown: Dict[str, Any] = field(default_factory=dict)  # model -> the /api/show answer
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+def without_userinfo(url: str) -> str:
+    """``http://user:pw@host:8000/v1`` -> ``http://host:8000/v1``: a password never goes into a message, and the
+    questions are sent as the chat requests are (to the host and port alone)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def server_root(api_base: str) -> str:
@@ -137,7 +147,8 @@ def probe_context_window(probe: ServerProbe, model: str, api_key: Optional[str] 
     timeout: seconds to connect and to read each answer (``PROBE_TIMEOUT``).
     """
     timeout = PROBE_TIMEOUT if timeout is None else timeout
-    name, base, root = bare_name(model), probe.api_base.rstrip("/"), server_root(probe.api_base)
+    base = without_userinfo(probe.api_base).rstrip("/")
+    name, root = bare_name(model), server_root(base)
     name = name.split("/", 1)[1] if name.startswith(("ollama/", "ollama_chat/")) else name  # litellm's Ollama names
     with probe.lock:
         try:
