@@ -78,10 +78,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
     - `context_window` (int or null): the model's context window in tokens; null: what an OpenAI-compatible server
       says when asked (vLLM's /v1/models, llama.cpp's /props, Ollama's /api/show; once per server and run), else
       litellm's model map, else `default_context_window` (a server's overflow message that states its window is
-      believed). Before each call
-      the prompt plus the reply's `max_tokens` is fitted to it: `shrinkable_inputs` are shortened in order (logs
-      oldest entries first), then earlier messages, then `max_tokens` down to `min_reply_tokens`; a prompt that
-      cannot fit is not sent (ContextOverflow).
+      believed). Before each call the prompt plus the reply's `max_tokens` is fitted to it: `shrinkable_inputs` are
+      shortened in order (logs oldest entries first), then earlier messages, then `max_tokens` down to
+      `min_reply_tokens`; a prompt that cannot fit is not sent (ContextOverflow).
     - `show_replies` (bool): print each reply on the console.
 
     *Input Interface Non Initialized*: the variables of the system and first-user templates (default: `query`).

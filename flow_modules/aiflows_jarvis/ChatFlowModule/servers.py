@@ -111,7 +111,8 @@ class ServerSettings:
             said = any(isinstance(other, ServerSettings) and other is not self and other._noted
                        and other.assumed_context_window and bare_name(other.model) == name
                        for other in current_run().servers.values())
-        if self.model == UNKNOWN_MODEL or said:  # replies from a recording or a script: no model whose window to set
+        # replies from a recording or a script have no model whose window to set; another server said it already
+        if self.model == UNKNOWN_MODEL or said:
             return
         why = f" ({self._why_unknown})" if self._why_unknown else ""
         get_console().line("info", f"The context window of {name} is not known{why}; prompts are kept within "
@@ -138,12 +139,17 @@ def server_probe(api_base: str) -> ServerProbe:
     return probe
 
 
-def backend_api_key(backend: Any) -> Optional[str]:
-    """The API key a backend sends (its first ``api_infos``), looking through wrappers; None if it has none."""
-    infos = getattr(unwrap_backend(backend), "api_infos", None) if backend is not None else None
+def _first_api_info(backend: Any) -> Any:
+    """The first of a backend's ``api_infos`` (an ApiInfo or a dict), None if it has none."""
+    infos = getattr(backend, "api_infos", None)
     if isinstance(infos, dict):
         infos = list(infos.values())
-    info = infos[0] if isinstance(infos, (list, tuple)) and infos else None
+    return infos[0] if isinstance(infos, (list, tuple)) and infos else None
+
+
+def backend_api_key(backend: Any) -> Optional[str]:
+    """The API key a backend sends, looking through wrappers; None if it has none."""
+    info = _first_api_info(unwrap_backend(backend)) if backend is not None else None
     key = info.get("api_key") if isinstance(info, dict) else getattr(info, "api_key", None)
     return str(key) if key else None
 
@@ -151,10 +157,7 @@ def backend_api_key(backend: Any) -> Optional[str]:
 def backend_identity(backend: Any) -> Tuple[str, Optional[str], str]:
     """``(model, api_base, backend_used)`` of a backend, looking through wrappers (recorder, ...)."""
     backend = unwrap_backend(backend)
-    infos = getattr(backend, "api_infos", None)
-    if isinstance(infos, dict):
-        infos = list(infos.values())
-    info = infos[0] if isinstance(infos, (list, tuple)) and infos else None
+    info = _first_api_info(backend)
     if isinstance(info, dict):
         api_base, backend_used = info.get("api_base"), info.get("backend_used") or "openai"
     else:
