@@ -175,7 +175,9 @@ def main(argv=None) -> int:
         first = [c.first_token for c in tap.calls if c.first_token is not None]
         every["prefill"] = sum(prefill) / len(prefill) if prefill else None
         every["first_token"] = sum(first) / len(first) if first else None
-        report(rows, totals, every, level, window or f"not known ({args.context_window or 8192} tokens assumed)")
+        window = f"{args.context_window} tokens from --context-window" if args.context_window else \
+            window or "not known (8192 tokens assumed)"
+        report(rows, totals, every, level, window)
     return 0
 
 
