@@ -30,6 +30,11 @@ Two more services, for AutoGPT's memory and tools (they never take a scripted ch
   finds the titles sharing a word with ``srsearch``; ``prop=extracts`` returns a page's extract. Requests (their
   query parameters) are in ``wiki_requests``. With ``wiki_hangs`` set, a request is held unanswered until
   ``close()``; ``wiki_held`` counts those held now.
+
+And the questions a client asks about the context window (they never take a scripted chat reply either):
+``GET /v1/models`` (vLLM), ``GET /props`` (llama.cpp's server), ``POST /api/show`` (Ollama). Each path answers what
+``window_answers[path]`` holds (a dict, HTTPError, Malformed or Slow, as chat replies; by default HTTP 404, as a
+server without it). Requests (``(method, path, json)``) are in ``window_requests``.
 """
 from __future__ import annotations
 
@@ -60,6 +65,7 @@ NO_REPLY_LEFT = "loopback server: no scripted reply left"
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")
 WIKI_PATH = "/w/api.php"
+WINDOW_PATHS = {"/v1/models": "GET", "/models": "GET", "/props": "GET", "/api/show": "POST"}
 
 
 def embedding_vector(text: str, dimension: int = 16) -> List[float]:
@@ -298,6 +304,8 @@ class LoopbackLLMServer:
         self.wiki_requests: List[Dict[str, str]] = []
         self.wiki_hangs = False
         self.wiki_held = 0
+        self.window_answers: Dict[str, Any] = {}
+        self.window_requests: List[tuple] = []
         self.errors: List[str] = []
         self.unexpected_calls = 0
         self._httpd = _Server((host, 0), _Handler)
@@ -404,6 +412,9 @@ class LoopbackLLMServer:
         if method == "POST" and path in EMBEDDING_PATHS:
             self._serve_embeddings(handler, body)
             return
+        if WINDOW_PATHS.get(path) == method:
+            self._serve_window_question(handler, method, path, body)
+            return
         record = {
             "path": path,
             "headers": _Headers((k.lower(), v) for k, v in handler.headers.items()),
@@ -500,6 +511,27 @@ class LoopbackLLMServer:
         payload = {"object": "list", "data": data, "model": body.get("model"),
                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         handler._send(200, json.dumps(payload).encode("utf-8"))
+
+    def _serve_window_question(self, handler: _Handler, method: str, path: str, body: Any) -> None:
+        with self._lock:
+            self.window_requests.append((method, path, body))
+            answer = self.window_answers.get(path)
+        if answer is None:
+            answer = HTTPError(404, f"loopback server: no {path} here")
+        try:
+            while isinstance(answer, Slow):
+                if self._stop.wait(answer.seconds):
+                    raise _Interrupted()
+                answer = answer.reply
+        except _Interrupted:
+            handler.close_connection = True
+            return
+        if isinstance(answer, HTTPError):
+            handler._send(answer.status, answer.body(), headers=answer.headers)
+        elif isinstance(answer, Malformed):
+            handler._send(answer.status, answer.body, content_type=answer.content_type)
+        else:
+            handler._send(200, json.dumps(answer).encode("utf-8"))
 
     def _serve_wiki(self, handler: _Handler) -> None:
         query = dict(urllib.parse.parse_qsl(handler.path.split("?", 1)[1] if "?" in handler.path else ""))

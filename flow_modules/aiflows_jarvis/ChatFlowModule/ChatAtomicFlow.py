@@ -20,7 +20,6 @@ from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb
 from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
 from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
 from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.models import model_info
 from aiflows_jarvis.CoreFlowModule.redaction import redact_data
 from aiflows_jarvis.CoreFlowModule.run_context import current_run
 from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_tokens
@@ -90,11 +89,12 @@ class ChatAtomicFlow(LeanAtomicFlow):
       Ollama); `json_object` sends `{"type": "json_object", "schema": ...}` (llama-cpp-python's server, vLLM; OpenAI
       gets the type alone); `auto` takes what an OpenAI/Azure model is known to accept and asks other servers from
       the strictest form down, one level down after each rejection, kept for the rest of the run.
-    - `context_window` (int or null): the model's context window in tokens; null: litellm's model map, else
-      `default_context_window` (a server's overflow message that states its window is believed). Before each call
-      the prompt plus the reply's `max_tokens` is fitted to it: `shrinkable_inputs` are shortened in order (logs
-      oldest entries first), then earlier messages, then `max_tokens` down to `min_reply_tokens`; a prompt that
-      cannot fit is not sent (ContextOverflow).
+    - `context_window` (int or null): the model's context window in tokens; null: what an OpenAI-compatible server
+      says when asked (vLLM's /v1/models, llama.cpp's /props, Ollama's /api/show; once per server and run), else
+      litellm's model map, else `default_context_window` (a server's overflow message that states its window is
+      believed). Before each call the prompt plus the reply's `max_tokens` is fitted to it: `shrinkable_inputs` are
+      shortened in order (logs oldest entries first), then earlier messages, then `max_tokens` down to
+      `min_reply_tokens`; a prompt that cannot fit is not sent (ContextOverflow).
     - `show_replies` (bool): print each reply on the console.
 
     A reply that repeats itself (the same line or sentence again and again: a small model in a loop) is stopped
@@ -435,8 +435,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
             return server.context_window
         configured = self.flow_config.get("context_window")
         if configured:
+            server.say_window_source(int(configured), "the chat's `context_window` or --context-window")
             return int(configured)
-        known = model_info(server.model).context_window
+        known = server.learn_context_window(self.backend)  # the server, asked once per run; else litellm's map
         if known:
             return known
         server.note_assumed_context_window(int(self.flow_config.get("default_context_window") or 8192))

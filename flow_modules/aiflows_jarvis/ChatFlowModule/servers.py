@@ -12,11 +12,16 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
+from aiflows.utils import logging
+
 from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule.models import bare_name, openai_response_format_support
+from aiflows_jarvis.CoreFlowModule.models import bare_name, model_info, openai_response_format_support
 from aiflows_jarvis.CoreFlowModule.run_context import current_run
 
 from .backends import unwrap_backend
+from .window_probe import ServerProbe, probe_context_window
+
+log = logging.get_logger(f"aiflows.{__name__}")
 
 STRUCTURED_OUTPUT_MODES = ("auto", "json_schema", "json_object", "off")
 STRUCTURED_LEVELS = ("json_schema", "json_object", "off")  # what `auto` goes down through
@@ -33,7 +38,11 @@ class ServerSettings:
     structured_output: str = "json_schema"   # the level `auto` asks for now
     context_window: Optional[int] = None     # learned from the server's own overflow message
     assumed_context_window: Optional[int] = None
+    known_context_window: Optional[int] = None  # what the server says when asked, else litellm's model map
+    window_source: Optional[str] = None      # where the window came from (said with --verbose)
+    _looked_up: bool = field(default=False, repr=False)
     _noted: bool = field(default=False, repr=False)
+    _why_unknown: str = field(default="", repr=False)
 
     @property
     def official(self) -> bool:
@@ -53,18 +62,62 @@ class ServerSettings:
     def provider(self) -> Dict[str, Any]:
         return {"model": self.model, "api_base": self.api_base, "backend_used": self.backend_used}
 
+    @property
+    def askable(self) -> bool:
+        """A server of someone else's, reached over HTTP as OpenAI's protocol: it may say its context window."""
+        return bool(self.api_base) and not self.official and self.backend_used == "openai" \
+            and self.model != UNKNOWN_MODEL
+
+    def learn_context_window(self, backend: Any = None) -> Optional[int]:
+        """The context window the server states when asked (once per server and run; OpenAI's and Azure's APIs are
+        not asked), else litellm's model map's, else None. ``backend``: the chat's, for its API key."""
+        with _LOCK:
+            if self._looked_up:
+                return self.known_context_window
+        window, source = None, ""
+        if self.askable:
+            window, source = probe_context_window(server_probe(self.api_base), self.model, backend_api_key(backend))
+            self._why_unknown = "" if window else source
+        if not window:
+            window = model_info(self.model).context_window
+            source = "litellm's model map" if window else source
+        with _LOCK:
+            if not self._looked_up:
+                self._looked_up, self.known_context_window = True, window
+                if window:
+                    self.window_source = source
+        if window:
+            self.say_window_source(window, source)
+        return self.known_context_window
+
+    def say_window_source(self, window: int, source: str) -> None:
+        """With --verbose (aiflows' log at info), say once where the model's context window came from."""
+        with _LOCK:
+            if self._noted:
+                return
+            self._noted = True
+        if self.model != UNKNOWN_MODEL:
+            log.info(f"The context window of {bare_name(self.model)} is {window} tokens (from {source}).")
+
     def note_assumed_context_window(self, tokens: int) -> None:
-        """A model whose context window nobody knows: assume ``tokens`` and say so, once per server."""
+        """A model whose context window nobody knows (nor its server, asked): assume ``tokens`` and say so, once
+        per model in a run."""
+        name = bare_name(self.model)
         with _LOCK:
             if self._noted:
                 return
             self._noted = True
             self.assumed_context_window = tokens
-        if self.model == UNKNOWN_MODEL:  # replies from a recording or a script: no model whose window to set
+            said = any(isinstance(other, ServerSettings) and other is not self and other._noted
+                       and other.assumed_context_window and bare_name(other.model) == name
+                       for other in current_run().servers.values())
+        # replies from a recording or a script have no model whose window to set; another server said it already
+        if self.model == UNKNOWN_MODEL or said:
             return
-        get_console().line("info", f"The context window of {bare_name(self.model)} is not known; prompts are kept "
-                                   f"within {tokens} tokens (`context_window` in the chat's configuration, or the "
-                                   "command line's --context-window N, says it).")
+        why = f" ({self._why_unknown})" if self._why_unknown else ""
+        get_console().line("info", f"The context window of {name} is not known{why}; prompts are kept within "
+                                   f"{tokens} tokens (`context_window` in the chat's configuration, or the command "
+                                   "line's --context-window N, says it).")
 
 
 _LOCK = threading.Lock()
@@ -76,13 +129,35 @@ def reset_servers() -> None:
         current_run().servers.clear()
 
 
-def backend_identity(backend: Any) -> Tuple[str, Optional[str], str]:
-    """``(model, api_base, backend_used)`` of a backend, looking through wrappers (recorder, ...)."""
-    backend = unwrap_backend(backend)
+def server_probe(api_base: str) -> ServerProbe:
+    """What the server at ``api_base`` said about its context window in this run (one per server)."""
+    key = ("window probe", api_base.rstrip("/"))
+    with _LOCK:
+        probe = current_run().servers.get(key)
+        if probe is None:
+            probe = current_run().servers[key] = ServerProbe(api_base.rstrip("/"))
+    return probe
+
+
+def _first_api_info(backend: Any) -> Any:
+    """The first of a backend's ``api_infos`` (an ApiInfo or a dict), None if it has none."""
     infos = getattr(backend, "api_infos", None)
     if isinstance(infos, dict):
         infos = list(infos.values())
-    info = infos[0] if isinstance(infos, (list, tuple)) and infos else None
+    return infos[0] if isinstance(infos, (list, tuple)) and infos else None
+
+
+def backend_api_key(backend: Any) -> Optional[str]:
+    """The API key a backend sends, looking through wrappers; None if it has none."""
+    info = _first_api_info(unwrap_backend(backend)) if backend is not None else None
+    key = info.get("api_key") if isinstance(info, dict) else getattr(info, "api_key", None)
+    return str(key) if key else None
+
+
+def backend_identity(backend: Any) -> Tuple[str, Optional[str], str]:
+    """``(model, api_base, backend_used)`` of a backend, looking through wrappers (recorder, ...)."""
+    backend = unwrap_backend(backend)
+    info = _first_api_info(backend)
     if isinstance(info, dict):
         api_base, backend_used = info.get("api_base"), info.get("backend_used") or "openai"
     else:

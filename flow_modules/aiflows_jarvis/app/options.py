@@ -84,7 +84,8 @@ def build_parser(app: App) -> argparse.ArgumentParser:
     limits.add_argument("--max-time", type=duration, metavar="TIME", help="stop after this long (e.g. 900, 15m, 2h)")
     model = parser.add_argument_group("the model's limits and replies")
     model.add_argument("--context-window", type=positive_int, metavar="N",
-                       help="the model's context window in tokens (needed for local servers: the server's n_ctx)")
+                       help="the model's context window in tokens (default: what the server says when asked, "
+                            "else litellm's model map; llama-cpp-python's server: its --n_ctx)")
     model.add_argument("--structured-output", choices=("auto", "json_schema", "json_object", "off"),
                        help="the response_format controllers ask for (default auto: what the server accepts)")
     return parser
