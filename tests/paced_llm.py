@@ -136,6 +136,9 @@ class PacedLLMServer:
     def _handle(self, handler: _Handler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         body = json.loads(handler.rfile.read(length) or b"{}")
+        if not handler.path.rstrip("/").endswith("/chat/completions"):  # e.g. a question about the context window
+            handler.send_error(404)
+            return
         with self._idle:
             self._busy += 1
         try:
