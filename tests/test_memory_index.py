@@ -309,3 +309,24 @@ def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the
         set_embeddings_factory(previous)
     with pytest.raises(Exception, match="retrieval.embedding must be"):
         reader(retrieval={"embedding": "nearest"}).run({"memory_files": files, "goal": task})
+
+
+def test_jarvis_gives_the_memory_readers_the_servers_embeddings_and_a_replay_local_ones(loopback):
+    """`retrieval.embedding: provider` under the command line: the run's embeddings come from the configured server
+    (the same credentials as its chats); a replay's from local vectors, so it needs no server."""
+    from types import SimpleNamespace
+
+    from aiflows.backends.api_info import ApiInfo
+    from aiflows_jarvis.app.jarvis import JARVIS
+    from aiflows_jarvis.CoreFlowModule.run_context import current_run
+    from aiflows_jarvis.VectorStoreFlowModule.embeddings import HashEmbeddings
+
+    live = SimpleNamespace(transcript=None,
+                           api_infos=[ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)])
+    JARVIS.hooks.sources(live)
+    embeddings = current_run().embeddings_factory({"model_name": "text-embedding-3-small"}, "MemoryReading")
+    vectors = embeddings.embed(["count the words of a file"])
+    assert len(vectors) == 1 and loopback.embedding_requests, "the server's /v1/embeddings was asked"
+    JARVIS.hooks.sources(SimpleNamespace(transcript=object(), api_infos=[]))
+    replayed = current_run().embeddings_factory({"model_name": "text-embedding-3-small"}, "MemoryReading")
+    assert isinstance(replayed, HashEmbeddings)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
+
+from aiflows_jarvis.CoreFlowModule.run_context import current_run
 
 from . import ending, launcher
 from .options import parse_args as _parse_args
@@ -39,6 +41,20 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--editor", metavar="CMD", help="the editor plans and code open in (default: $VISUAL/$EDITOR)")
 
 
+def _sources(session: Any) -> None:
+    """Embeddings for the memory readers configured with `retrieval.embedding: provider`: the run's provider when
+    live, deterministic local vectors on a replay. The vector stores are imported only when one is asked for."""
+
+    def factory(config: Dict[str, Any], flow_name: str) -> Any:
+        from aiflows_jarvis.VectorStoreFlowModule import embeddings_with_api_infos, hash_embeddings_factory
+
+        if session.transcript is not None:
+            return hash_embeddings_factory(config, flow_name)
+        return embeddings_with_api_infos(session.api_infos)(config, flow_name)
+
+    current_run().embeddings_factory = factory
+
+
 def _prepare(session: Any) -> None:
     if session.args.editor:
         launcher.set_editor(session.flow, session.args.editor)
@@ -63,7 +79,7 @@ JARVIS = App(
         resume_does="continue from the plan",
         new_run=" (the plans and logs are then archived)",
     ),
-    hooks=Hooks(prepare=_prepare, memory_lines=lambda session: ending.memory_lines(session.memory)),
+    hooks=Hooks(prepare=_prepare, sources=_sources, memory_lines=lambda session: ending.memory_lines(session.memory)),
 )
 
 
