@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow
-from aiflows_jarvis.CoreFlowModule.memory import library_summary, memory_path, read_log_tail, read_text
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError
+from aiflows_jarvis.CoreFlowModule.library_package import package_summary
+from aiflows_jarvis.CoreFlowModule.memory import memory_path, read_log_tail, read_text
 
 READERS = ("text", "log_tail", "signatures")
 
@@ -13,8 +14,9 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
 
     `plan` and other memories are read whole. `logs` is read from its end: the last `max_log_entries` entries, with
     a line saying how many earlier ones are in the file, so what goes into a prompt does not grow with the run.
-    `code_library` is read as the signatures and docstrings of the library's functions and classes (parsed with
-    `ast`), not their bodies. A missing file reads as "".
+    `code_library` is read as the library package's structure (its modules, one line each) and the signatures and
+    docstrings of its functions and classes, not their bodies, from the package's index (a `library.py` is migrated
+    into the package first). A missing file reads as "".
 
     *Configuration Parameters*:
     - `output_interface` (list): the memories to read, e.g. `[plan, logs, code_library]`.
@@ -43,7 +45,10 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
                 out[key] = read_log_tail(path, self.flow_config.get("max_log_entries"),
                                          self.flow_config.get("max_log_chars"))
             elif reader == "signatures":
-                out[key] = library_summary(read_text(path), self.flow_config.get("max_library_chars"))
+                try:
+                    out[key] = package_summary(path, self.flow_config.get("max_library_chars"))
+                except MemoryFileError as error:  # a library.py that does not compile is not migrated
+                    out[key] = f"(the code library cannot be read: {error})"
             elif reader == "text":
                 out[key] = read_text(path).strip()
             else:

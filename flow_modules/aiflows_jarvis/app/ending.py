@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional
 
+from aiflows_jarvis.CoreFlowModule.library_package import library_location
+
 from . import launcher
 
 
@@ -56,7 +58,8 @@ def memory_lines(memory: Any) -> List[str]:
         existing = [p for k, p in files.items() if k != "code_library" and os.path.isfile(p)]
         if "plan" in files and existing:  # the bosses' files; the code writers only point at the library
             lines.append(f"{breadcrumb_parts(boss, boss=True)[-1]}: " + ", ".join(shown(p) for p in existing))
-    lines += [f"code library: {shown(p)}" for p in sorted(library) if os.path.isfile(p)]
+    locations = sorted({where for where in map(library_location, library) if where})
+    lines += [f"code library: {shown(p)}" for p in locations]
     return lines
 
 

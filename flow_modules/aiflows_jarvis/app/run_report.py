@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from aiflows_jarvis.CoreFlowModule.library_package import library_location
 from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
 from aiflows_jarvis.CoreFlowModule.redaction import without_credentials
 
@@ -302,7 +303,8 @@ def _library_html(r: _Run) -> str:
 
 def _files_html(r: _Run) -> str:
     groups = [(b.name, [b.files["plan"], b.files["logs"]]) for b in r.bosses]
-    groups += [("code library", [r.library])] if r.library else []
+    location = library_location(r.library) if r.library else None
+    groups += [("code library", [location])] if location else []
     made = [p for p, _ in r.images] + r.other_files
     groups += [("made by the run", made)] if made else []
     groups += [("trace", [r.trace])] if r.trace else []
