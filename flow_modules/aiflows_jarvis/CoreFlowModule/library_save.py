@@ -155,9 +155,9 @@ def _joined(module: str, old_text: str, futures: List[str], body: str) -> str:
     return head + ("\n\n" + rest.strip("\n") + "\n" if rest.strip() else "") + "\n\n" + body.strip("\n") + "\n"
 
 
-def update_index(package: str, modules: Dict[str, str]) -> Dict[str, Any]:
-    """Index the modules just written (``{module: text}``; "" for a module removed) and write the index."""
-    index = load_index(package, held=True)
+def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any]) -> Dict[str, Any]:
+    """Index the modules just written (``{module: text}``) over ``index`` (as read before they were written: read
+    now, it would find them changed and parse them again) and write the index."""
     index = {"version": INDEX_VERSION, "modules": dict(index["modules"]), "names": dict(index["names"])}
     redone: Dict[str, List[Dict[str, Any]]] = {}
     for module, text in modules.items():
@@ -221,7 +221,7 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
     modules_written[module] = new_text
     for name, text in modules_written.items():
         atomic_write(module_path(package, name), text)
-    update_index(package, modules_written)
+    update_index(package, modules_written, index)
     return "", module, clashes
 
 
@@ -348,14 +348,15 @@ def migrate_library(package: str) -> List[str]:
                 os.rmdir(package)
             os.rename(staging, package)
         else:
-            taken = dict(load_index(package, held=True)["names"])
+            index = load_index(package, held=True)
+            taken = dict(index["names"])
             modules, skipped = plan_migration(text, taken) if text and text.strip() else ({}, [])
             written = {}
             for module, body in modules.items():
                 old = read_text(module_path(package, module))
                 written[module] = _joined(module, old, [], _split_module(body)[2]) if old.strip() else body
                 atomic_write(module_path(package, module), written[module])
-            update_index(package, written)
+            update_index(package, written, index)
         if text is not None:
             if text.strip():
                 archive_copy(legacy, text)
