@@ -19,7 +19,7 @@ import re
 import shutil
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-from .code_library import split_future_imports
+from .code_library import _whole_error, split_future_imports
 from .errors import MemoryFileError
 from .file_io import archive_copy, atomic_write, read_text
 from .library_package import (INDEX_VERSION, entries_of_source, init_text, load_index, module_entries,
@@ -233,24 +233,47 @@ def bound_names_of(tree: ast.Module) -> Set[str]:
 
 
 # ~~~ Migration of a single-file library ~~~
-def _segments(text: str) -> List[Tuple[ast.stmt, str]]:
-    """The top-level statements of ``text`` (its `from __future__` imports and docstring apart) with their text,
-    comments and blank lines above them included."""
-    tree = ast.parse(text)
-    lines = text.split("\n")
-    out, previous = [], 0
-    body = tree.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        previous = body[0].end_lineno
-        body = body[1:]
-    for node in body:
-        end = node.end_lineno
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-            previous = end
-            continue
-        out.append((node, "\n".join(lines[previous:end]).strip("\n")))
-        previous = end
-    return out
+class _Segment:
+    """What migration needs of one top-level statement: its text (comments above included), the name it defines
+    (a function or class) or None, its docstring, the names it uses and binds. No tree is kept."""
+
+    __slots__ = ("text", "name", "doc", "used", "bound")
+
+    def __init__(self, node: ast.stmt, text: str):
+        definition = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        self.text, self.name = text, node.name if definition else None
+        self.doc = (ast.get_docstring(node) or "") if definition else ""
+        self.used, self.bound = used_names(node), bound_names(node)
+
+
+def _segments(text: str, block_chars: int = 1 << 15) -> Tuple[List[str], List[_Segment]]:
+    """``(the `from __future__` imports, the other top-level statements)`` of ``text`` (its docstring apart), parsed
+    in blocks of about ``block_chars`` (a tree of a whole large library is many times its size)."""
+    from .code_library import _block_end
+    futures: List[str] = []
+    out: List[_Segment] = []
+    start, size, first = 0, block_chars, True
+    while start < len(text):
+        end = _block_end(text, start, size)
+        chunk = text[start:end]
+        try:
+            body = ast.parse(chunk).body
+        except SyntaxError:
+            if end < len(text):
+                size *= 2  # cut inside a statement: tried again twice as long
+                continue
+            raise
+        lines, previous = chunk.split("\n"), 0
+        if first and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            previous, body = body[0].end_lineno, body[1:]
+        for node in body:
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                futures.append("\n".join(lines[node.lineno - 1:node.end_lineno]).strip())
+            else:
+                out.append(_Segment(node, "\n".join(lines[previous:node.end_lineno]).strip("\n")))
+            previous = node.end_lineno
+        start, size, first = end, block_chars, False
+    return futures, out
 
 
 def plan_migration(text: str, taken: Dict[str, str]) -> Tuple[Dict[str, str], List[str]]:
@@ -258,58 +281,54 @@ def plan_migration(text: str, taken: Dict[str, str]) -> Tuple[Dict[str, str], Li
     other statement (imports, constants) in every module that uses what it binds (in `general` when none does),
     functions of other modules imported at each module's end. ``taken``: names the package already has (those
     definitions are skipped: the archived file keeps them)."""
-    futures, _ = split_future_imports(text)
-    segments = _segments(text)
-    definitions = [(node, seg) for node, seg in segments
-                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-    skipped = [node.name for node, _ in definitions if node.name in taken]
+    futures, segments = _segments(text)
+    skipped = [seg.name for seg in segments if seg.name in taken]
+    all_names = {seg.name for seg in segments if seg.name} | set(taken)
     counts: Dict[str, int] = {}
+    next_number: Dict[str, int] = {}
     home: Dict[str, str] = {}
-    all_names = {node.name for node, _ in definitions} | set(taken)
-    for node, _ in definitions:
-        if node.name in taken or node.name in home:
+    for seg in segments:
+        if not seg.name or seg.name in taken or seg.name in home:
             continue
-        topic = topic_of(node.name, ast.get_docstring(node) or "")
-        number, module = 1, topic
+        topic = topic_of(seg.name, seg.doc)
+        number = next_number.get(topic, 1)
+        module = topic if number == 1 else f"{topic}_{number}"
         while counts.get(module, 0) >= MAX_MODULE_ENTRIES or module in all_names:
             number += 1
             module = f"{topic}_{number}"
+        next_number[topic] = number
         counts[module] = counts.get(module, 0) + 1
-        home[node.name] = module
-    members: Dict[str, List[int]] = {}
+        home[seg.name] = module
+    members: Dict[str, Set[int]] = {}
     uses: Dict[str, Set[str]] = {}
-    for position, (node, _) in enumerate(segments):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if node.name in home:
-                module = home[node.name]
-                if position not in members.setdefault(module, []):
-                    members[module].append(position)
-                uses.setdefault(module, set()).update(used_names(node))
-    others = [(i, node) for i, (node, _) in enumerate(segments)
-              if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    for position, seg in enumerate(segments):
+        if seg.name in home and seg.name not in taken:
+            members.setdefault(home[seg.name], set()).add(position)
+            uses.setdefault(home[seg.name], set()).update(seg.used)
+    others = [i for i, seg in enumerate(segments) if not seg.name]
     placed: Set[int] = set()
     changed = True
     while changed:  # a statement goes where what it binds is used (a constant using an import brings it too)
         changed = False
-        for i, node in others:
+        for i in others:
             for module, used in uses.items():
-                if bound_names(node) & used and i not in members[module]:
-                    members[module].append(i)
-                    used.update(used_names(node))
+                if segments[i].bound & used and i not in members[module]:
+                    members[module].add(i)
+                    used.update(segments[i].used)
                     placed.add(i)
                     changed = True
-    rest = [i for i, _ in others if i not in placed]
+    rest = [i for i in others if i not in placed]
     if rest:
-        members.setdefault(DEFAULT_MODULE, []).extend(rest)
-        uses.setdefault(DEFAULT_MODULE, set()).update(*(used_names(segments[i][0]) for i in rest))
+        members.setdefault(DEFAULT_MODULE, set()).update(rest)
+        uses.setdefault(DEFAULT_MODULE, set()).update(*(segments[i].used for i in rest))
     result: Dict[str, str] = {}
     for module, positions in members.items():
-        local = {segments[i][0].name for i in positions if hasattr(segments[i][0], "name")}
+        local = {segments[i].name for i in positions} | {n for i in positions for n in segments[i].bound}
         outside: Dict[str, List[str]] = {}
-        for name in uses.get(module, set()):
-            if name in home and home[name] != module and name not in local:
+        for name in uses.get(module, set()) - local:
+            if name in home and home[name] != module:
                 outside.setdefault(home[name], []).append(name)
-        body = "\n\n\n".join(segments[i][1] for i in sorted(positions))
+        body = "\n\n\n".join(segments[i].text for i in sorted(positions))
         footer = cross_imports(outside)
         result[module] = module_text(module, futures, body + ("\n\n\n" + footer if footer else ""))
     return result, skipped
@@ -327,18 +346,18 @@ def migrate_library(package: str) -> List[str]:
                 shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
         has_package = os.path.isfile(os.path.join(package, "__init__.py"))
         text = read_text(legacy) if os.path.lexists(legacy) else None
-        if text is not None:
-            try:
-                ast.parse(text)
-            except SyntaxError as error:
-                raise MemoryFileError(
-                    f"{legacy} does not compile (line {error.lineno}: {error.msg}), so it cannot be moved into the "
-                    f"library package {package}/: fix it, or move it away, then run again.") from error
+        index = load_index(package, held=True) if has_package else {"names": {}}
+        try:
+            modules, skipped = plan_migration(text, dict(index["names"])) if text and text.strip() else ({}, [])
+        except (SyntaxError, ValueError):
+            error = SyntaxError(*_whole_error(text))
+            raise MemoryFileError(
+                f"{legacy} does not compile (line {error.lineno}: {error.msg}), so it cannot be moved into the "
+                f"library package {package}/: fix it, or move it away, then run again.") from None
         if not has_package:
             staging = os.path.join(folder, f".library-migrating-{os.getpid()}")
             os.makedirs(staging)
             atomic_write(os.path.join(staging, "__init__.py"), init_text())
-            modules, skipped = plan_migration(text, {}) if text and text.strip() else ({}, [])
             for module, body in modules.items():
                 atomic_write(os.path.join(staging, module + ".py"), body)
             if os.path.isdir(package):  # a folder without __init__ (made by hand): its files are kept
@@ -348,9 +367,6 @@ def migrate_library(package: str) -> List[str]:
                 os.rmdir(package)
             os.rename(staging, package)
         else:
-            index = load_index(package, held=True)
-            taken = dict(index["names"])
-            modules, skipped = plan_migration(text, taken) if text and text.strip() else ({}, [])
             written = {}
             for module, body in modules.items():
                 old = read_text(module_path(package, module))
