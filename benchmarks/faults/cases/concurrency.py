@@ -9,7 +9,7 @@ import time
 
 from ..harness import case
 from ..support import (
-    GOAL, PLAN, LoopbackLLMServer, Run, Slow, defined, handled_exit, jarvis, library_names, memory_whole,
+    GOAL, PLAN, LoopbackLLMServer, Run, Slow, handled_exit, jarvis, library_names, memory_whole,
     python_child, read, short_run,
 )
 

@@ -8,7 +8,7 @@ import time
 
 from ..harness import case
 from ..support import (
-    CODER_GOAL, GOAL, LoopbackLLMServer, coder_run, command, defined, demo, handled_exit, jarvis, library_names,
+    CODER_GOAL, GOAL, LoopbackLLMServer, coder_run, command, demo, handled_exit, jarvis, library_names,
     memory_whole, read, short_run, stopped_run,
 )
 
