@@ -266,3 +266,30 @@ def test_an_empty_library_reads_as_nothing(tmp_path, legacy):
         (tmp_path / "library.py").write_text("")
     assert package_summary(str(tmp_path / "library.py"), 2000) == ""
     assert (tmp_path / "library" / "__init__.py").exists() and not (tmp_path / "library.py").exists()
+
+
+_KILLED_MIGRATION = """
+import os, sys
+from aiflows_jarvis.CoreFlowModule import library_save
+if sys.argv[2] == "before_rename":
+    library_save.os.rename = lambda *a: os.kill(os.getpid(), 9)
+else:  # the package is in place, library.py is neither archived nor removed yet
+    library_save.archive_copy = lambda *a: os.kill(os.getpid(), 9)
+library_save.migrate_library(os.path.join(sys.argv[1], "library"))
+"""
+
+
+@pytest.mark.parametrize("point", ["before_rename", "after_rename"])
+def test_a_migration_killed_at_any_point_is_finished_by_the_next_use(tmp_path, point):
+    (tmp_path / "library.py").write_text(LEGACY)
+    child = subprocess.run([sys.executable, "-c", _KILLED_MIGRATION, str(tmp_path), point], capture_output=True,
+                           text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert (tmp_path / "library.py").read_text() == LEGACY, "the original is still there"
+    names = [e["name"] for e in library_entries(str(tmp_path / "library.py"))]
+    assert sorted(n for n in names if n[0].islower() or n == "Shape") == \
+        ["Shape", "circle_area", "count_words", "growth_rates", "largest_growth"]
+    assert not (tmp_path / "library.py").exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".library-migrating-")], "the staging folder is left"
+    assert any(p.read_text() == LEGACY for p in (tmp_path / "archive").iterdir())
+    assert run_python(tmp_path, USES).stdout.strip() == "ok"

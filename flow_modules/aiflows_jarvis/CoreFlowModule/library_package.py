@@ -34,6 +34,7 @@ _INIT_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libra
 # (package dir) -> (key of what was read, the index); (module index path) -> (its stat, its entries)
 _indexes: Dict[str, Tuple[Any, Dict[str, Any]]] = {}
 _module_entries: Dict[str, Tuple[Any, List[Dict[str, Any]]]] = {}
+_listed: Dict[str, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}  # (package dir) -> (the index, its entries)
 _cache_lock = threading.Lock()
 
 
@@ -238,10 +239,18 @@ def ensure_library(code_library: str) -> str:
 def library_entries(code_library: str) -> List[Dict[str, Any]]:
     """Every entry of the library, module by module (the modules in the index's order, entries in file order):
     dicts with ``module``, ``name``, ``kind``, ``signature``, ``doc`` (the whole docstring), ``line`` and, for a
-    class, ``methods``. Cheap on repeated calls: only what changed on disk is read again."""
+    class, ``methods``. Cheap on repeated calls: the same list while nothing changed on disk (do not change it), and
+    only what changed is read again."""
     package = ensure_library(code_library)
     index = load_index(package)
-    return [{"module": module, **entry} for module in index["modules"] for entry in module_entries(package, module)]
+    with _cache_lock:
+        cached = _listed.get(package)
+    if cached is not None and cached[0] is index:
+        return cached[1]
+    entries = [{"module": module, **entry} for module in index["modules"] for entry in module_entries(package, module)]
+    with _cache_lock:
+        _listed[package] = (index, entries)
+    return entries
 
 
 def library_structure(code_library: str) -> List[Dict[str, Any]]:
