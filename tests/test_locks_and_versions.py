@@ -275,6 +275,18 @@ def test_a_library_deleted_by_shell_code_is_archived_and_reported(tmp_path):
     assert copy.read_text() == LIBRARY and "was deleted while this code ran" in out["result"]
 
 
+def test_a_module_of_the_library_package_overwritten_by_run_code_is_archived_and_reported(tmp_path):
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+
+    SaveCodeAtomicFlow.instantiate_from_default_config().run(
+        {"code": LIBRARY, "memory_files": {"code_library": str(tmp_path / "library.py")}, "module": "data"})
+    before = (tmp_path / "library" / "data.py").read_text()
+    out = run_code(tmp_path, "open('library/data.py', 'w').write('x = 1\\n')")
+    (copy,) = archived(tmp_path)
+    assert copy.read_text() == before and copy.name.startswith("library.data-")
+    assert "library/data.py, the code library, was changed while this code ran" in out["result"]
+
+
 def test_a_run_that_leaves_the_library_alone_says_nothing_about_it(tmp_path):
     atomic_write(str(tmp_path / "library.py"), LIBRARY)
     out = run_code(tmp_path, "from library import growth\nprint(round(growth(100, 117.2), 3))")
