@@ -50,6 +50,7 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
         "e", "",                 # the generated function: edited in the editor, then approved
         lambda prompt, kind: USER_TEST if "Tests for this code?" in prompt else "unexpected question",
         "",                      # test results: fine
+        "",                      # save_code: the module proposed is kept
         "", "",                  # run_code 1: run it; the result is fine
         "", "",                  # run_code 2: run it; the result is fine
     )
@@ -117,7 +118,8 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
     assert len(opened) == 3 and "code_runs" not in opened[0], "the function was opened in the editor once"
     assert all("/code_runs/run_" in path for path in opened[1:]), "each run_code's file opened in the editor first"
     assert [a["kind"] for a in user.asked] == ["approval", "approval", "approval", "approval", "feedback",
-                                               "feedback", "approval", "feedback", "approval", "feedback"]
+                                               "feedback", "approval", "approval", "feedback", "approval", "feedback"]
+    assert "Save moving_average into library/" in user.asked[6]["prompt"], "the module is shown before the save"
     # ~~~ resets: a finished sub-boss drops its chats, at once ~~~
     assert seen_after_extend_library["chat"] == [], "ExtendLibrary's controller chat was dropped when it finished"
     assert "plan" not in seen_after_extend_library["state"] and seen_after_extend_library["state"]["status"] == \
