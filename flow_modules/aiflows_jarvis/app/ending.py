@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional
 
-from aiflows_jarvis.CoreFlowModule.library_package import library_location
+from aiflows_jarvis.CoreFlowModule.library_package import library_location, package_dir
 
 from . import launcher
 
@@ -72,6 +72,7 @@ def made_files(session: Any) -> List[str]:
     if not workdir:
         return []
     own = {p for files in memory.values() for p in files.values()} if memory else set()
+    own |= {package_dir(files["code_library"]) for files in (memory or {}).values() if files.get("code_library")}
     own |= {os.path.join(memory_dir, name) for name in (REPORT_NAME, session.app.run_file)}
     skip = tuple(own) + (() if os.path.abspath(workdir) == memory_dir else (memory_dir,))
     return launcher.new_files(workdir, session.started, suffixes=None, skip=skip)
