@@ -70,7 +70,12 @@ def __getattr__(name):
         return sorted(_names())
     if name.startswith("__"):
         raise AttributeError(name)
-    module = _names().get(name)
+    module = _state["names"].get(name)  # what was read last: a name used in a loop costs no stat
+    if module is not None:
+        found = getattr(_importlib.import_module(__name__ + "." + module), name, _state)
+        if found is not _state:
+            return found
+    module = _names().get(name)  # a new name, or one that moved: the index is read again if it changed
     if module is None:
         raise AttributeError("the code library has no %r (its modules: %s)" % (name, ", ".join(_module_files())))
     return getattr(_importlib.import_module(__name__ + "." + module), name)

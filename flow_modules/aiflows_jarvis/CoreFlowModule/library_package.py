@@ -35,6 +35,7 @@ _INIT_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libra
 _indexes: Dict[str, Tuple[Any, Dict[str, Any]]] = {}
 _module_entries: Dict[str, Tuple[Any, List[Dict[str, Any]]]] = {}
 _listed: Dict[str, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}  # (package dir) -> (the index, its entries)
+_init_checked: set = set()  # packages whose __init__.py was compared with today's in this process
 _cache_lock = threading.Lock()
 
 
@@ -229,7 +230,13 @@ def ensure_library(code_library: str) -> str:
     """The package for a configured `code_library`, made (empty) or migrated from `library.py` when needed; returns
     its folder. Cheap when there is nothing to do (two stats)."""
     package = package_dir(code_library)
-    if os.path.isfile(os.path.join(package, "__init__.py")) and not os.path.lexists(legacy_file(code_library)):
+    init = os.path.join(package, "__init__.py")
+    if os.path.isfile(init) and not os.path.lexists(legacy_file(code_library)):
+        if package not in _init_checked:  # once a process: a package made by an older Jarvis gets today's __init__
+            _init_checked.add(package)
+            if read_text(init) != init_text():
+                with file_lock(package):
+                    atomic_write(init, init_text())
         return package
     from .library_save import migrate_library
     migrate_library(package)
