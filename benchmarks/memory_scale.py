@@ -70,8 +70,6 @@ def one(size: int, mode: str, log_entries: int, task_count: int) -> dict:
     from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
     from synthetic_library import library_source, make_library, make_tasks
 
-    if mode == "cut":  # today's save: no index kept
-        sys.modules[SaveCodeAtomicFlow.__module__].library_saved = lambda *args, **kwargs: None
     functions = make_library(size + 1)
     extra, functions = functions[-1], functions[:-1]
     tasks = make_tasks(functions, task_count)
