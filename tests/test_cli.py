@@ -158,7 +158,7 @@ def test_a_replay_must_start_from_the_library_it_was_recorded_with(tmp_path):
     assert first.returncode == 0, first.stdout[-3000:]
     second = run_jarvis(tmp_path, "--replay", DEMO, "--yes")  # the library now already has growth_rates
     assert second.returncode == 1
-    assert "recorded: (nothing yet)" in second.stdout and "this run: def growth_rates(values" in second.stdout, \
+    assert "recorded: (nothing yet)" in second.stdout and "this run: The library is the package" in second.stdout, \
         "Coder's first prompt already shows a library that is not the recorded one"
     assert "fresh --memory-dir" in second.stdout
     assert "--resume" not in second.stdout.split("left the recording")[-1], "a replay is not resumed"
