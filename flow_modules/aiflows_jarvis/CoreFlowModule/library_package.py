@@ -288,7 +288,8 @@ def structure_text(structure: List[Dict[str, Any]], max_chars: Optional[int] = N
 
 
 def render_entry(entry: Dict[str, Any], detail: str = "full") -> str:
-    """One entry as the summary (and the memory index) shows it: signature, and its docstring whole, by its first line, or not at all."""
+    """One entry as the summary (and the memory index) shows it: signature, and its docstring whole, by its first
+    line, or not at all."""
     def doc_lines(doc: str, indent: str) -> List[str]:
         if detail == "signatures":
             return []
