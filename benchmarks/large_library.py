@@ -1,11 +1,14 @@
 """What a large code library costs a run: the demo goal through the loopback server, with a memory folder whose
-library.py already holds SIZE megabytes of functions (each with a docstring).
+library already holds SIZE megabytes of functions (each with a docstring).
 
-    python benchmarks/large_library.py [--size-mb 5] [--root PATH_TO_A_CHECKOUT]
+    python benchmarks/large_library.py [--size-mb 5] [--layout package|file] [--root PATH_TO_A_CHECKOUT]
 
 Prints the run's wall time, its peak memory (the child's maximum RSS) and how it ended. ``--size-mb 0`` gives the
-figure of an empty library to compare with. ``--root`` runs another checkout's run_jarvis.py. The run writes
-bytecode caches as Python does by default (PYTHONDONTWRITEBYTECODE is left out of its environment).
+figure of an empty library to compare with. ``--layout package`` (the default) gives the run a library already in
+the package layout (the single `library.py` is migrated before the run, and that migration's time is printed);
+``--layout file`` leaves `library.py` for the run to migrate on first use (a checkout without the package layout
+uses it as it is). ``--root`` runs another checkout's run_jarvis.py. The run writes bytecode caches as Python does
+by default (PYTHONDONTWRITEBYTECODE is left out of its environment).
 """
 from __future__ import annotations
 
@@ -48,6 +51,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, default=5.0, help="the library's size in megabytes (default 5)")
     parser.add_argument("--root", default=ROOT, help="the checkout whose run_jarvis.py runs (default: this one)")
+    parser.add_argument("--layout", choices=("package", "file"), default="package",
+                        help="package: migrate library.py into the package before the run (default); file: not")
     args = parser.parse_args()
     transcript = Transcript.load(DEMO)
     with tempfile.TemporaryDirectory() as work, LoopbackLLMServer(replies=transcript.replies()) as server:
@@ -56,6 +61,12 @@ def main() -> int:
         library = library_of(int(args.size_mb * 1_000_000)) if args.size_mb > 0 else ""
         with open(os.path.join(memory, "library.py"), "w", encoding="utf-8") as f:
             f.write(library)
+        migration = None
+        if args.layout == "package":
+            from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+            started = time.monotonic()
+            migrate_library(os.path.join(memory, "library"))
+            migration = time.monotonic() - started
         env = {k: v for k, v in os.environ.items()
                if k not in ("OPENAI_API_KEY", "AZURE_API_KEY", "PYTHONDONTWRITEBYTECODE")}
         env["NO_COLOR"] = "1"
@@ -70,7 +81,10 @@ def main() -> int:
         calls = len(server.requests)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     print(f"checkout: {os.path.abspath(args.root)}")
-    print(f"library.py: {len(library) / 1e6:.1f} MB; LLM calls: {calls}; exit code {done.returncode}")
+    print(f"library: {len(library) / 1e6:.1f} MB ({args.layout} layout); LLM calls: {calls}; exit code "
+          f"{done.returncode}")
+    if migration is not None:
+        print(f"migration of library.py into the package, before the run: {migration:.1f} s")
     print(f"wall time: {took:.1f} s; peak RSS of the largest child: {peak:.0f} MiB")
     if done.returncode != 0:
         print("\n".join(done.stdout.strip().splitlines()[-12:]))

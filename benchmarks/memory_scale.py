@@ -41,7 +41,10 @@ def _controller_template():
     with open(os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "CoderFlowModule", "CoderFlow.yaml")) as f:
         config = yaml.safe_load(f)
     loop = config["subflows_config"]["CtrlExMem"]
-    template = loop["subflows_config"]["Controller"]["system_message_prompt_template"]["template"]
+    controller = loop["subflows_config"]["Controller"]
+    # the head (system message), then the memory (the first user message of a block)
+    template = (controller["system_message_prompt_template"]["template"] + "\n\n"
+                + controller["memory_message_prompt_template"]["template"])
     commands = "\n".join(f"- {name}: {spec['description']} Arguments: {spec.get('input_args')}"
                          for name, spec in loop["commands"].items())
     return template, commands
@@ -70,8 +73,6 @@ def one(size: int, mode: str, log_entries: int, task_count: int) -> dict:
     from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
     from synthetic_library import library_source, make_library, make_tasks
 
-    if mode == "cut":  # today's save: no index kept
-        sys.modules[SaveCodeAtomicFlow.__module__].library_saved = lambda *args, **kwargs: None
     functions = make_library(size + 1)
     extra, functions = functions[-1], functions[:-1]
     tasks = make_tasks(functions, task_count)

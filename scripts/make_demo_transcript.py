@@ -171,7 +171,7 @@ EXTLIB = f"{CODER}/CtrlExMem/Executor/extend_library"
 WRITE_CODE = f"{EXTLIB}/CtrlExMem/Executor/write_code"
 
 
-def extend_library(plan: str, spec: str, code: str, tests: str, name: str, summary: str) -> list:
+def extend_library(plan: str, spec: str, code: str, tests: str, name: str, summary: str, module: str) -> list:
     """ExtendLibrary's exchanges for one function: plan, write_code (generate, test with proposed tests, finish),
     save_code, update_plan, finish."""
     return [
@@ -180,7 +180,7 @@ def extend_library(plan: str, spec: str, code: str, tests: str, name: str, summa
         (f"{WRITE_CODE}/Executor/write_code/CodeGenerator", code),
         (f"{WRITE_CODE}/Controller", cmd("test", tests=tests)),
         (f"{WRITE_CODE}/Controller", cmd("finish", summary=summary)),
-        (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code")),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code", module=module)),
         (f"{EXTLIB}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(plan, 1, 2))),
         (f"{EXTLIB}/CtrlExMem/Controller", cmd("finish", summary=f"The code library now has {name}, tested.")),
     ]
@@ -199,7 +199,7 @@ REPLIES = [
     (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=GROWTH_SPEC)),
     *extend_library(EXTLIB_PLAN_GROWTH, GROWTH_SPEC, GROWTH_RATES, GROWTH_TESTS, "growth_rates(values)", (
         "growth_rates(values) returns the month-over-month percentage changes; the proposed tests passed and the "
-        "user accepted it.")),
+        "user accepted it."), "data"),
     (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1))),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
         "from library import growth_rates\n\n"
@@ -214,7 +214,7 @@ REPLIES = [
     *extend_library(EXTLIB_PLAN_CHART, CHART_SPEC, SVG_BAR_CHART, CHART_TESTS,
                     "svg_bar_chart(labels, values, path, title)", (
                         "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; the proposed "
-                        "tests passed and the user accepted it.")),
+                        "tests passed and the user accepted it."), "charts"),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
         "from library import svg_bar_chart\n\n"
         "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"))),
@@ -293,8 +293,8 @@ def main() -> None:
             (f"status {output['status']!r}", output["status"] != "finished"),
             (f"{len(llm.replies)} replies left", bool(llm.replies)),
             ("no chart", not os.path.exists(chart)),
-            ("the second run_code did not reload the library", "library.py changed since the last run: reloaded"
-             not in coder_logs),
+            ("the functions are not in the library's data and charts modules",
+             "(library/data.py;" not in extlib_logs or "(library/charts.py;" not in extlib_logs),
             ("the proposed tests did not pass twice", extlib_logs.count("the proposed tests passed") != 2),
         ) if wrong]
         if problems:

@@ -120,3 +120,16 @@ def carried_size(flow) -> int:
 def carried_messages(flow) -> int:
     """Messages kept in the histories of a flow tree."""
     return len(flow.history.messages) + sum(carried_messages(s) for s in getattr(flow, "subflows", {}).values())
+
+
+def library_text(code_library: str) -> str:
+    """The text of every module of the code library package (`library.py` -> the `library/` folder beside it), in
+    module order: what a test of the single-file library read whole."""
+    import os
+
+    from aiflows_jarvis.CoreFlowModule.library_package import module_names, module_path, package_dir
+    from aiflows_jarvis.CoreFlowModule.memory import read_text
+
+    package = package_dir(code_library)
+    return "".join(read_text(module_path(package, module)) for module in module_names(package)) \
+        if os.path.isdir(package) else read_text(code_library)

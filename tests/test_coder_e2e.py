@@ -1,7 +1,7 @@
 """Coder end to end through LiteLLMBackend -> litellm -> HTTP (loopback server), with a real kernel.
 
 Like the seed's example run: Coder plans, calls extend_library; ExtendLibrary plans, writes a function (the user edits
-it in the fake editor), tests it (a user-given test passes), saves it into library.py, updates its plan, finishes
+it in the fake editor), tests it (a user-given test passes), saves it into the library package, updates its plan, finishes
 and is reset; back in Coder, run_code imports the function and keeps a value in a variable, a second run_code uses
 that variable, Coder updates its plan and finishes.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from fakes import command, finish
+from fakes import command, finish, library_text
 from aiflows_jarvis.CoderFlowModule import CoderFlow
 from aiflows_jarvis.CoreFlowModule.memory import read_text, set_memory_files, split_log_entries
 
@@ -50,6 +50,7 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
         "e", "",                 # the generated function: edited in the editor, then approved
         lambda prompt, kind: USER_TEST if "Tests for this code?" in prompt else "unexpected question",
         "",                      # test results: fine
+        "",                      # save_code: the module proposed is kept
         "", "",                  # run_code 1: run it; the result is fine
         "", "",                  # run_code 2: run it; the result is fine
     )
@@ -87,7 +88,7 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
     assert out["status"] == "finished", out
     assert out["summary"] == "`averages` holds the 8 moving averages of 1..10; the largest is 9.0."
     # ~~~ files ~~~
-    library = read_text(files["CoderFlow"]["code_library"])
+    library = library_text(files["CoderFlow"]["code_library"])
     assert "def moving_average(values, window):" in library and "raise ValueError('window must be positive')" in library, \
         "the library holds the function as the user edited it"
     assert read_text(files["CoderFlow"]["plan"]).startswith("1. [done]")
@@ -117,7 +118,8 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
     assert len(opened) == 3 and "code_runs" not in opened[0], "the function was opened in the editor once"
     assert all("/code_runs/run_" in path for path in opened[1:]), "each run_code's file opened in the editor first"
     assert [a["kind"] for a in user.asked] == ["approval", "approval", "approval", "approval", "feedback",
-                                               "feedback", "approval", "feedback", "approval", "feedback"]
+                                               "feedback", "approval", "approval", "feedback", "approval", "feedback"]
+    assert "Save moving_average into library/" in user.asked[6]["prompt"], "the module is shown before the save"
     # ~~~ resets: a finished sub-boss drops its chats, at once ~~~
     assert seen_after_extend_library["chat"] == [], "ExtendLibrary's controller chat was dropped when it finished"
     assert "plan" not in seen_after_extend_library["state"] and seen_after_extend_library["state"]["status"] == \

@@ -500,6 +500,27 @@ def test_the_library_is_reloaded_and_imported_names_rebound(make_interpreter):
     assert interpreter.run("f()").output == "4"
 
 
+def test_a_library_package_module_saved_into_is_reloaded_and_a_new_module_imports(make_interpreter):
+    """The library as a package: save_code changes one module; the kernel reloads that module only (names imported
+    from it are rebound), and a function saved into a new module imports without any reload."""
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+
+    interpreter = make_interpreter()
+    os.makedirs(interpreter.workspace, exist_ok=True)
+    files = {"code_library": os.path.join(interpreter.workspace, "library.py")}
+    save = SaveCodeAtomicFlow.instantiate_from_default_config()
+    save.run({"code": "def slugify(t):\n    return t + '-1'\n", "memory_files": files, "module": "text"})
+    save.run({"code": "def total(v):\n    return sum(v)\n", "memory_files": files, "module": "data"})
+    assert interpreter.run("from library import slugify\nimport library\nslugify('a'), library.total([1])").output \
+        == "('a-1', 1)"
+    save.run({"code": "def slugify(t):\n    return t + '-2'\n", "memory_files": files, "replace_existing": True})
+    save.run({"code": "def svg_line(v):\n    return 'svg'\n", "memory_files": files, "module": "charts"})
+    second = interpreter.run("slugify('a'), library.slugify('b'), library.svg_line([])")
+    assert second.output == ("[library/text.py changed since the last run: reloaded, its new functions can be "
+                             "imported]\n('a-2', 'b-2', 'svg')"), "only text.py is reloaded; charts imports"
+    assert interpreter.run("from library import svg_line\nsvg_line([])").output == "'svg'"
+
+
 # ~~~ Threads, closing, exit ~~~
 def test_two_threads_do_not_run_code_on_one_kernel_at_once(shared):
     outputs = []

@@ -1,12 +1,11 @@
-"""The code library is parsed once per version of its text, not at every memory read: MemoryReading reads it every
-round and save_code again, and a 5 MB library took seconds per parse (`benchmarks/large_library.py` gives figures)."""
+"""Code library text is parsed once per version of its text, block by block (the summary of a text, its names, its
+future imports): what reads a module of the library, or a `library.py` not migrated yet, shares one parse."""
 from __future__ import annotations
 
 import pytest
 
 from aiflows_jarvis.CoreFlowModule import code_library
 from aiflows_jarvis.CoreFlowModule.memory import defined_names, library_summary, split_future_imports
-from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
 
 
 @pytest.fixture
@@ -28,24 +27,6 @@ def a_library(tag: str, functions: int = 400) -> str:
     return "from __future__ import annotations\n\n" + "".join(
         f'def {tag}_{n}(x: int) -> int:\n    """Adds {n} ({tag})."""\n    return x + {n}\n\n\n'
         for n in range(functions))
-
-
-def test_an_unchanged_library_is_not_parsed_again_and_a_changed_one_is(tmp_path, parses):
-    path = tmp_path / "library.py"
-    path.write_text(a_library("first"))
-    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"],
-                                                              retrieval={"enabled": False})  # the summary's cut
-    files = {"memory_files": {"code_library": str(path)}}
-    first = reader.run(files)["code_library"]
-    assert first.startswith("(the library is large") and "first_0," in first
-    for _ in range(5):
-        assert reader.run(files)["code_library"] == first
-    assert len(parses) == 1, "five more reads of the same library, no parse"
-
-    path.write_text(a_library("second"))
-    second = reader.run(files)["code_library"]
-    assert "second_0," in second and "first_0" not in second
-    assert len(parses) == 2, "a changed library is parsed again"
 
 
 def test_save_codes_reads_of_a_library_share_the_parse_of_the_summary(parses):
@@ -88,78 +69,6 @@ def test_only_a_few_versions_are_kept_and_small_code_is_not(parses):
     defined_names(small)
     assert parses.count(small) == 2, "code of one save_code is parsed each time, and does not push a library out"
     assert len(code_library._views) == code_library._VIEWS_KEPT
-
-
-def test_a_save_into_a_large_library_parses_it_once_and_compiles_it_never(tmp_path, parses, monkeypatch):
-    """save_code into a library read at the last round (its view cached): the new library is parsed once (its view
-    serves the next read, ExtendLibrary's digests and the run report's added functions); the joined text is not
-    compiled again (both parts parse), which took seconds for a 5 MB library."""
-    import ast
-    import builtins
-
-    from aiflows_jarvis.app.run_report import Entry, added_functions
-    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
-    from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
-
-    big = []
-    real_compile, real_ast_parse = builtins.compile, ast.parse
-
-    def counting_compile(source, *args, **kwargs):
-        flags = args[2] if len(args) > 2 else kwargs.get("flags", 0)
-        if isinstance(source, str) and len(source) > 10_000 and not flags & ast.PyCF_ONLY_AST:  # (ast.parse's)
-            big.append("compile")
-        return real_compile(source, *args, **kwargs)
-
-    def counting_ast_parse(source, *args, **kwargs):
-        if isinstance(source, str) and len(source) > 10_000 and source not in parses:
-            big.append("ast.parse")
-        return real_ast_parse(source, *args, **kwargs)
-
-    path = tmp_path / "library.py"
-    path.write_text(a_library("big"))
-    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"],
-                                                              retrieval={"enabled": False})  # the summary's cut
-    files = {"memory_files": {"code_library": str(path)}}
-    reader.run(files)
-    before = definition_digests(path.read_text())
-    assert len(parses) == 1
-    monkeypatch.setattr(builtins, "compile", counting_compile)
-    monkeypatch.setattr(ast, "parse", counting_ast_parse)
-    save = SaveCodeAtomicFlow.instantiate_from_default_config()
-    out = save.run({"code": "def added(x):\n    '''One more.'''\n    return x\n", **files})
-    assert out["result"].startswith("Saved added in the code library") and "401 function(s)" in out["result"]
-    reader.run(files)
-    after = definition_digests(path.read_text())
-    assert set(after) - set(before) == {"added"}
-    entry = Entry(boss="ExtendLibrary", number=1, when=None, command="save_code", arguments="", result=out["result"])
-    assert [name for name, source in added_functions([entry], str(path)) if source] == ["added"]
-    large = [p for p in parses if len(p) > 10_000]
-    assert len(large) == 2, "the library once before the save, the new one once after"
-    assert big == [], "no other parse or compile of the large library"
-
-
-def test_a_large_library_is_parsed_in_blocks_and_a_save_parses_only_its_last_block(tmp_path, parses):
-    """A library of megabytes is parsed block by block (no tree of the whole text: about 100 times its size), and
-    the version a save_code makes (the library and one more function) parses only the block that changed."""
-    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
-
-    path = tmp_path / "library.py"
-    source = a_library("many", functions=6000)  # about 470 KB
-    path.write_text(source)
-    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"],
-                                                              retrieval={"enabled": False})  # the summary's cut
-    files = {"memory_files": {"code_library": str(path)}}
-    summary = reader.run(files)["code_library"]
-    assert summary.startswith("(the library is large") and "many_0" in summary
-    assert max(map(len, parses)) < 100_000, "the whole library was parsed at once"
-    assert sum(map(len, parses)) < 1.2 * len(source)
-    parses.clear()
-    save = SaveCodeAtomicFlow.instantiate_from_default_config()
-    out = save.run({"code": "def added(x):\n    '''One more.'''\n    return x\n", **files})
-    assert "6001 function(s)" in out["result"]
-    reader.run(files)
-    assert sum(map(len, parses)) < 100_000, "the new version parsed more than its last block"
-    assert defined_names(path.read_text())[-2:] == ["many_5999", "added"]
 
 
 def test_blocks_cut_inside_a_statement_are_joined_and_line_numbers_are_the_files():

@@ -27,7 +27,8 @@ from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, MemoryFileError, set_input_source
 from aiflows_jarvis.CoreFlowModule.errors import MemoryInUseError
 from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME, RunLock, file_lock, lock_path_of
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write, defined_names, read_text
+from aiflows_jarvis.CoreFlowModule.library_package import library_entries, package_dir
+from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
 from aiflows_jarvis.RunCodeFlowModule import RunCodeFlow
 from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
 
@@ -84,10 +85,11 @@ def test_two_processes_saving_into_one_library_lose_no_function(tmp_path):
     for saver in savers:
         out, err = saver.communicate(timeout=120)
         assert saver.returncode == 0, out[-2000:] + err[-2000:]
-    names = defined_names(read_text(library))
+    names = [entry["name"] for entry in library_entries(library)]
     expected = ["mine"] + [f"{p}_{i}" for p in ("first", "second") for i in range(20)]
     assert sorted(names) == sorted(expected), f"lost: {sorted(set(expected) - set(names))}"
-    assert os.path.exists(lock_path_of(library)) and read_text(lock_path_of(library)) == "", \
+    package = package_dir(library)
+    assert os.path.exists(lock_path_of(package)) and read_text(lock_path_of(package)) == "", \
         "the lock's sidecar is left, emptied (deleting it would let two processes hold different files)"
 
 
@@ -271,6 +273,18 @@ def test_a_library_deleted_by_shell_code_is_archived_and_reported(tmp_path):
     out = run_code(tmp_path, "rm library.py", "bash")
     (copy,) = archived(tmp_path)
     assert copy.read_text() == LIBRARY and "was deleted while this code ran" in out["result"]
+
+
+def test_a_module_of_the_library_package_overwritten_by_run_code_is_archived_and_reported(tmp_path):
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+
+    SaveCodeAtomicFlow.instantiate_from_default_config().run(
+        {"code": LIBRARY, "memory_files": {"code_library": str(tmp_path / "library.py")}, "module": "data"})
+    before = (tmp_path / "library" / "data.py").read_text()
+    out = run_code(tmp_path, "open('library/data.py', 'w').write('x = 1\\n')")
+    (copy,) = archived(tmp_path)
+    assert copy.read_text() == before and copy.name.startswith("library.data-")
+    assert "library/data.py, the code library, was changed while this code ran" in out["result"]
 
 
 def test_a_run_that_leaves_the_library_alone_says_nothing_about_it(tmp_path):

@@ -1,6 +1,7 @@
 """The memory's search index and the prompts' choice of entries: relevant entries beyond the budgets, said so, stable
-between rounds; the index rebuilt when missing, stale or torn (a kill -9 in the middle of its update); the local
-ranking by default, offline; a goal reached by reusing a function buried among 2,000 others."""
+between rounds; the library's index caught up with the package entry by entry; a log's index rebuilt when missing,
+stale or torn (a kill -9 in the middle of its update); the local ranking by default, offline; a goal reached by
+reusing a function buried among 2,000 others."""
 from __future__ import annotations
 
 import os
@@ -54,19 +55,30 @@ def test_a_library_over_its_budget_shows_the_entries_a_task_needs_and_says_what_
     assert flow.flow_config["retrieval"]["embedding"] == "local", "the default needs no model and no network"
     shown = flow.run({"memory_files": files, "goal": task, "result": ""})["code_library"]
     assert f"def {needed}(" in shown, f"the function {task!r} needs is in the prompt"
-    first = shown.split("\n")[0]
+    structure, _, entries = shown.partition("\n\n")
+    assert structure.startswith("The library is the package `library`") and "\n- data: " in structure, \
+        "the package's modules come first, one line each"
+    note = entries.split("\n")[0]
     left_out = 500 - shown.count("\ndef ")
-    assert f"the library defines 500 functions" in first and f"{left_out} are left out" in first
-    assert "search_library" in first, "the prompt says how to see the others"
+    assert "the library defines 500 functions" in note and f"{left_out} are left out" in note
+    assert "search_library" in note, "the prompt says how to see the others"
+    module = next(m for m in os.listdir(tmp_path / "library") if m.endswith(".py") and
+                  f"def {needed}(" in (tmp_path / "library" / m).read_text())
+    assert f"# library/{module}\n" in shown.split(f"def {needed}(")[0], "under its module's header"
     assert len(shown) <= flow.flow_config["max_library_chars"]
-    assert f"def {functions[-1].name}(" in shown, "the last function saved is always shown"
+    SaveCodeAtomicFlow.instantiate_from_default_config().run({
+        "code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
+        "memory_files": files})
+    again = flow.run({"memory_files": files, "goal": task, "result": "Saved tide_height"})["code_library"]
+    assert "def tide_height(" in again and f"def {needed}(" in again, "the last function saved is always shown"
 
 
-def test_a_library_within_its_budget_reads_as_before(tmp_path):
+def test_a_library_within_its_budget_reads_whole_and_builds_no_index(tmp_path):
     library, functions = a_library(tmp_path, 5)
     out = reader().run({"memory_files": {"code_library": library, "logs": str(tmp_path / "l.txt")}, "goal": "x"})
-    assert out["code_library"].startswith("def ") and out["code_library"].count("\n\ndef ") == 4
-    assert not os.path.exists(index_path_of(library)), "no index is built for a library that fits"
+    assert out["code_library"].startswith("The library is the package") and out["code_library"].count("\ndef ") == 5
+    assert "(the library" not in out["code_library"]
+    assert not memory_index._indexes, "no index is built for a library that fits"
 
 
 def test_recall_over_paraphrased_tasks_at_2000_functions(tmp_path):
@@ -128,21 +140,26 @@ def test_search_commands_answer_from_the_index(tmp_path):
 
 
 # ~~~ Updates, staleness, torn journals ~~~
-def test_a_save_appends_to_the_index_and_a_library_edited_by_hand_is_reindexed(tmp_path):
+def test_the_library_index_takes_a_save_entry_by_entry_and_a_module_edited_by_hand(tmp_path, monkeypatch):
     library, functions = a_library(tmp_path, 50)
-    library_index(library)
-    path = index_path_of(library)
-    inode, size = os.stat(path).st_ino, os.stat(path).st_size
+    index = library_index(library)
+    assert len(index) == 50 and all("." in key for key in index.texts), "keys are module.name"
+    assert not os.path.exists(tmp_path / ".index"), "no journal: the package's own index is the source"
+    indexed = []
+    real_features = memory_index.features
+    monkeypatch.setattr(memory_index, "features", lambda text: indexed.append(text) or real_features(text))
     save = SaveCodeAtomicFlow.instantiate_from_default_config()
     save.run({"code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
               "memory_files": {"code_library": library}})
-    assert os.stat(path).st_ino == inode and os.stat(path).st_size > size, "the save appended to the journal"
-    memory_index.forget_cached_indexes()
-    assert library_index(library).search("tide height", 1)[0][0] == "tide_height"
-    assert os.stat(path).st_ino == inode, "reading an index caught up does not rebuild it"
-    with open(library, "a") as f:  # edited by hand: the index is stale
+    assert library_index(library) is index
+    assert indexed == ['def tide_height(hour):\n    """Height of the tide at an hour."""'], \
+        "only the saved function is indexed again"
+    assert library_index(library).search("tide height", 1)[0][0] == "dates.tide_height"
+    with open(tmp_path / "library" / "dates.py", "a") as f:  # edited by hand: the package indexes it again
         f.write("\n\ndef lunar_calendar(year):\n    '''The moon phases of a year.'''\n    return year\n")
-    assert library_index(library).search("moon phases", 1)[0][0] == "lunar_calendar"
+    assert library_index(library).search("moon phases", 1)[0][0] == "dates.lunar_calendar"
+    memory_index.forget_cached_indexes()
+    assert list(library_index(library).texts) == list(index.texts), "a new process finds the same entries, in order"
 
 
 def test_a_log_rewritten_shorter_is_reindexed(tmp_path):
@@ -159,27 +176,29 @@ def test_a_log_rewritten_shorter_is_reindexed(tmp_path):
 
 @pytest.mark.parametrize("damage", ["cut", "flipped"])
 def test_a_torn_journal_is_detected_and_rebuilt(tmp_path, damage):
-    library, functions = a_library(tmp_path, 40)
-    library_index(library)
-    path = index_path_of(library)
+    logs = str(tmp_path / "logs.txt")
+    for i in range(40):
+        append_log_entry(logs, "run_code", {"code": f"x = {i}"}, f"Computes {i}")
+    path = index_path_of(logs)
+    os.remove(path)
+    log_index(logs)  # built whole: one line per entry
     data = open(path, "rb").read()
     with open(path, "wb") as f:
         f.write(data[:len(data) // 2] if damage == "cut" else data.replace(b"Computes", b"Cumputes", 1))
     memory_index.forget_cached_indexes()
-    index = library_index(library)
-    assert len(index) == 40 and list(index.texts) == [f.name for f in functions]
+    index = log_index(logs)
+    assert len(index) == 40 and list(index.texts) == [str(n) for n in range(1, 41)]
     assert open(path, "rb").read() == data, "rebuilt as it was"
 
 
-# A child that saves a function or appends a log entry, torn in the middle of the index's write: half the line is
-# written, a file says so, and the child waits to be killed.
+# A child that appends a log entry, torn in the middle of the index's write: half the line is written, a file says
+# so, and the child waits to be killed. (The library has no journal; a save killed midway: test_library_package.py.)
 KILLED_CHILD = textwrap.dedent("""
     import os, sys, time
     import aiflows_jarvis
     from aiflows_jarvis.CoreFlowModule import memory_index
     from aiflows_jarvis.CoreFlowModule.memory import append_log_entry
-    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
-    what, memory_file, ready = sys.argv[1:4]
+    memory_file, ready = sys.argv[1:3]
     real_append = memory_index.append_text
     def torn_append(path, text):
         if path.endswith(".idx"):
@@ -188,26 +207,16 @@ KILLED_CHILD = textwrap.dedent("""
             time.sleep(600)
         real_append(path, text)
     memory_index.append_text = torn_append
-    if what == "save":
-        SaveCodeAtomicFlow.instantiate_from_default_config().run({
-            "code": "def tide_height(hour):\\n    '''Height of the tide at an hour.'''\\n    return hour\\n",
-            "memory_files": {"code_library": memory_file}})
-    else:
-        append_log_entry(memory_file, "run_code", {"code": "tide()"}, "the tide is high")
+    append_log_entry(memory_file, "run_code", {"code": "tide()"}, "the tide is high")
 """)
 
 
-@pytest.mark.parametrize("what", ["save", "log"])
-def test_kill_9_during_an_index_update_leaves_an_index_that_is_rebuilt(tmp_path, what):
-    if what == "save":
-        memory_file, _ = a_library(tmp_path, 30)
-        library_index(memory_file)
-    else:
-        memory_file = str(tmp_path / "logs.txt")
-        for i in range(10):
-            append_log_entry(memory_file, "run_code", {"code": f"x = {i}"}, f"r {i}")
+def test_kill_9_during_an_index_update_leaves_an_index_that_is_rebuilt(tmp_path):
+    memory_file = str(tmp_path / "logs.txt")
+    for i in range(10):
+        append_log_entry(memory_file, "run_code", {"code": f"x = {i}"}, f"r {i}")
     ready = tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, what, memory_file, str(ready)], cwd=tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, memory_file, str(ready)], cwd=tmp_path)
     try:
         wait_until(lambda: ready.exists() or child.poll() is not None, "the child's torn write of the index")
         assert child.poll() is None, "the child ended before it was killed"
@@ -218,13 +227,10 @@ def test_kill_9_during_an_index_update_leaves_an_index_that_is_rebuilt(tmp_path,
     journal = open(index_path_of(memory_file), "rb").read()
     assert not journal.endswith(b"\n"), "the kill left the journal torn"
     memory_index.forget_cached_indexes()
-    index = library_index(memory_file) if what == "save" else log_index(memory_file)
-    key = "tide_height" if what == "save" else "11"
-    assert index.search("tide height" if what == "save" else "tide high", 1)[0][0] == key, \
-        "the memory written before the kill is in the rebuilt index"
+    index = log_index(memory_file)
+    assert index.search("tide high", 1)[0][0] == "11", "the memory written before the kill is in the rebuilt index"
     assert open(index_path_of(memory_file), "rb").read().endswith(b"\n")
-    if what == "log":
-        assert "the tide is high" in read_text(memory_file)
+    assert "the tide is high" in read_text(memory_file)
 
 
 # ~~~ End to end: a function buried among 2,000 others is found and reused ~~~

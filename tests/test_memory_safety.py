@@ -278,10 +278,10 @@ def test_a_library_with_a_byte_order_mark_is_read_and_saved_into(tmp_path):
         {"code": 'def g(x):\n    """Triples x."""\n    return 3 * x\n',
          "memory_files": {"code_library": str(library)}})
     assert saved["result"].startswith("Saved g"), saved["result"]
-    text = library.read_bytes()
+    module = tmp_path / "library" / "general.py"
+    text = module.read_bytes()
     assert not text.startswith(b"\xef\xbb\xbf"), "the mark is dropped when the library is written back"
     assert b"def f(x):" in text and b"def g(x):" in text
-    assert read_text(str(library)).startswith("def f(x):")
 
 
 def test_a_run_file_that_cannot_be_written_leaves_the_previous_run_whole(tmp_path, monkeypatch, capsys):

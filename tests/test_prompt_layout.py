@@ -150,3 +150,48 @@ def test_a_failed_call_leaves_the_block_as_it_was(scripted_llm):
     flow.run(data(result="a"))
     first, _, third = (c["messages"] for c in scripted_llm.calls)
     assert third[:len(first)] == first and len(third) == len(first) + 2
+
+
+def test_a_function_saved_into_the_library_package_comes_alone_under_its_modules_header(scripted_llm, tmp_path):
+    """Coder's own memory_updates over the package's summary: a save sends the function and its module's line, right
+    under the module's header, not the summary again nor the functions around it."""
+    import os
+
+    import yaml
+
+    from aiflows_jarvis.CoreFlowModule.library_package import package_summary
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "flow_modules", "aiflows_jarvis", "CoderFlowModule", "CoderFlow.yaml")) as f:
+        updates = yaml.safe_load(f)["subflows_config"]["CtrlExMem"]["subflows_config"]["Controller"]["memory_updates"]
+    library = {"code_library": str(tmp_path / "library")}
+    save = SaveCodeAtomicFlow.instantiate_from_default_config()
+
+    def saved(code, module):
+        assert save.run({"code": code, "module": module, "memory_files": library})["result"].startswith("Saved")
+        return package_summary(library["code_library"])
+
+    saved('def growth_rates(values):\n    """Percent change from each value to the next."""\n    return values', "data")
+    summary = saved('def slugify(text):\n    """A URL slug of a text."""\n    return text', "text")
+    flow = controller(
+        memory_message_prompt_template={"template": "Library:\n{{code_library}}", "input_variables": ["code_library"]},
+        memory_updates={"code_library": updates["code_library"]},
+        input_interface_initialized=["goal", "plan", "logs", "memory_files", "code_library", "result"])
+    scripted_llm.add(*[command("ask_user", question=str(i)) for i in range(4)])
+    flow.run(data(code_library=summary))
+    summary = saved('def mean_of(values):\n    """The mean of the values."""\n    return 0', "data")
+    flow.run(data(code_library=summary, result="saved mean_of"))
+    summary = saved('def svg_bar_chart(labels, values):\n    """An SVG bar chart."""\n    return ""', "charts")
+    flow.run(data(code_library=summary, result="saved svg_bar_chart"))
+    flow.run(data(code_library=summary, result="ok"))
+    second, third, fourth = (c["messages"][-1]["content"] for c in scripted_llm.calls[1:])
+    delta = second.split("New or changed in the code library:\n", 1)[1]
+    assert "\n# library/data.py\ndef mean_of(values):" in f"\n{delta}", delta
+    assert delta.startswith("- data: ") and "mean_of" in delta.split("\n")[0], "the module's line, updated"
+    for shown_before in ("def growth_rates", "def slugify", "# library/text.py", "The library is the package"):
+        assert shown_before not in delta, f"{shown_before} was shown already"
+    delta = third.split("New or changed in the code library:\n", 1)[1]
+    assert "# library/charts.py\ndef svg_bar_chart(labels, values):" in delta and "mean_of" not in delta, delta
+    assert "# library/data.py" not in delta
+    assert fourth == "Here is the result of your previous command:\nok"

@@ -594,7 +594,7 @@ def test_argument_types_come_from_the_yaml(controllers):
     (code_writer,) = [c for p, c in controllers.items() if p.endswith(FAMILIES["CodeWriter"])]
     assert next(c for c in code_writer.commands if c.name == "test").type_of("tests") == "string", \
         "TestCode parses the tests as Python source"
-    assert "optional: replace_existing (boolean)" in render_commands(extend_library.commands)
+    assert "optional: module, replace_existing (boolean)" in render_commands(extend_library.commands)
     strict = reply_schema([save_code], "json_schema")["json_schema"]["schema"]
     assert strict["properties"]["command_args"]["anyOf"][0]["properties"]["replace_existing"] == \
         {"type": ["boolean", "null"]}

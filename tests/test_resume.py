@@ -12,14 +12,15 @@ import os
 
 import pytest
 
-from fakes import command, finish
+from fakes import command, finish, library_text
 from loopback_llm import LoopbackLLMServer
 from test_cli import DEMO, commands, run_jarvis
 from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
 from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded
-from aiflows_jarvis.CoreFlowModule.memory import defined_names, read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule.library_package import library_entries
+from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
 from aiflows_jarvis.ExtendLibraryFlowModule.ExtendLibraryFlow import steps_done_by_saving
 from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
 from aiflows_jarvis.app import launcher
@@ -32,6 +33,11 @@ LOGS = ("logs_jarvis.txt", "logs_coder.txt", "logs_extlib.txt")
 DRAW_AGAIN = command("run_code", language="python", code=(
     'from library import svg_bar_chart\n\nmonths = ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]\n'
     'sales = [120, 135, 128, 150, 171, 165]\nprint(svg_bar_chart(months, sales, "sales_chart.svg", "Monthly sales"))'))
+
+
+def library_names(memory) -> list:
+    """The names the library package defines, module by module (functions and classes)."""
+    return [e["name"] for e in library_entries(str(memory / "library.py")) if e["kind"] != "constant"]
 
 
 def entry(log, command_name):
@@ -78,7 +84,7 @@ def resumed_run(tmp_path, replies):
 def test_a_run_stopped_in_extend_library_between_save_code_and_update_plan_resumes_there(tmp_path, replies):
     memory = tmp_path / "memory"
     first_run(tmp_path, replies, 21)  # the 22nd call, ExtendLibrary's controller after save_code, is not made
-    assert defined_names(read_text(memory / "library.py")) == ["growth_rates", "svg_bar_chart"]
+    assert library_names(memory) == ["growth_rates", "svg_bar_chart"]
     assert "[done]" not in read_text(memory / "plan_extlib.txt"), "the run stopped before update_plan"
     assert task_records(memory) == sorted(LOGS), "each boss was inside its task when the run stopped"
     run_file = json.loads(read_text(memory / "jarvis_run.json"))
@@ -110,7 +116,7 @@ def test_a_run_stopped_in_extend_library_between_save_code_and_update_plan_resum
 
     plan = read_text(memory / "plan_extlib.txt")
     assert plan.count("[done]") == 2
-    assert defined_names(read_text(memory / "library.py")) == ["growth_rates", "svg_bar_chart"], \
+    assert library_names(memory) == ["growth_rates", "svg_bar_chart"], \
         "every function saved is in the library once"
     assert "<svg" in read_text(tmp_path / "sales_chart.svg"), "the code ran in the working folder (the run's, remembered)"
     assert json.loads(read_text(memory / "jarvis_run.json"))["yes"] is True
@@ -136,7 +142,7 @@ def test_a_run_stopped_in_coder_resumes_coder_and_its_log_says_the_session_is_ne
         "ExtendLibrary's finished task is not resumed: its next one is new"
     assert read_text(memory / "plan_coder.txt").strip() == json.loads(replies[24])["command_args"]["updated_plan"], \
         "Coder's plan is the one it resumed, updated by its controller"
-    assert defined_names(read_text(memory / "library.py")) == ["growth_rates", "svg_bar_chart"]
+    assert library_names(memory) == ["growth_rates", "svg_bar_chart"]
     assert task_records(memory) == []
 
 
@@ -228,7 +234,7 @@ def test_a_function_saved_just_before_the_stop_has_its_steps_marked_done_on_resu
                      command("save_code"), BudgetExceeded("The run reached its budget."))
     with pytest.raises(BudgetExceeded):
         start(False).call({"goal": GOAL})
-    assert "def double" in read_text(memory / "library.py") and "[done]" not in read_text(memory / "plan_extlib.txt")
+    assert "def double" in library_text(str(memory / "library.py")) and "[done]" not in read_text(memory / "plan_extlib.txt")
 
     seen = {}
 
@@ -244,7 +250,7 @@ def test_a_function_saved_just_before_the_stop_has_its_steps_marked_done_on_resu
     assert commands(memory / "logs_extlib.txt", markers=True) == ["write_code", "save_code", "resume"]
     resume = entry(memory / "logs_extlib.txt", "resume")
     assert "double was saved into the library before the run stopped" in resume and UNSAVED_NOTE in resume
-    assert defined_names(read_text(memory / "library.py")) == ["double"]
+    assert library_names(memory) == ["double"]
 
 
 def test_a_new_run_archives_the_task_records_with_the_logs(jarvis, scripted_llm):

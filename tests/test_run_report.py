@@ -123,6 +123,9 @@ def test_the_demo_writes_a_self_contained_report_of_the_whole_run(demo_run):
     library = section(page, "library")
     assert "def growth_rates(values: list[float]) -> list[float]:" in library
     assert "def svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str:" in library
+    assert "growth_rates (library/data.py)" in library and "svg_bar_chart (library/charts.py)" in library
+    assert "The library's modules" in library
+    assert re.search(r"charts\s+\(1\): Charts and images", library), "the library's modules, one line each"
     usage = section(page, "usage")
     assert "29 LLM calls" in usage and "extend_library/write_code/CodeGenerator" in usage and "total" in usage
 

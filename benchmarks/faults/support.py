@@ -323,6 +323,28 @@ def saved_functions(memory) -> List[str]:
     return names
 
 
+def library_modules(memory) -> List[str]:
+    """The files of the code library in a memory folder: the package's modules (`library/*.py`), and a `library.py`
+    not migrated yet (links are left out: they are not followed)."""
+    package = os.path.join(str(memory), "library")
+    found = [os.path.join(package, n) for n in sorted(os.listdir(package)) if n.endswith(".py")] \
+        if os.path.isdir(package) and not os.path.islink(package) else []
+    legacy = os.path.join(str(memory), "library.py")
+    return found + ([legacy] if os.path.isfile(legacy) and not os.path.islink(legacy) else [])
+
+
+def library_names(memory) -> Optional[List[str]]:
+    """The functions and classes the code library defines, module by module (None when there is no library);
+    SyntaxError when a module does not parse."""
+    files = library_modules(memory)
+    return [name for path in files for name in defined(read(path))] if files else None
+
+
+def library_source(memory) -> str:
+    """The text of every file of the code library, joined (to look for a function's name or body)."""
+    return "\n".join(read(path) for path in library_modules(memory))
+
+
 def defined(source: str) -> List[str]:
     tree = ast.parse(source)
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
@@ -359,17 +381,13 @@ def memory_whole(ctx: Ctx, memory, *, goal: Optional[str] = None, run_file: bool
                 ok &= ctx.keep(False, f"{name}: entry [{match.group(1)}] is glued to the end of a cut entry")
         if logs_end_whole and text:
             ok &= ctx.keep(text.endswith("\n"), f"{name} ends with a cut entry")
-    library = os.path.join(memory, "library.py")
     names = set(saved) | set(saved_functions(memory))
-    if os.path.lexists(library) and not os.path.islink(library):
-        try:
-            present = set(defined(read(library)))
-            missing = sorted(names - present)
-            ok &= ctx.keep(not missing, f"library.py lacks saved function(s): {', '.join(missing)}")
-        except SyntaxError as error:
-            ok &= ctx.keep(False, f"library.py is corrupted: {error}")
-    elif names:
-        ok &= ctx.keep(False, f"library.py is missing; it had {', '.join(sorted(names))}")
+    try:
+        present = library_names(memory)
+        missing = sorted(names - set(present)) if present is not None else sorted(names)
+        ok &= ctx.keep(not missing, f"the library lacks saved function(s): {', '.join(missing)}")
+    except SyntaxError as error:
+        ok &= ctx.keep(False, f"the library is corrupted: {error}")
     if plan is not None:
         ok &= ctx.keep(plan_kept(memory, plan), "the approved plan is neither in plan_jarvis.txt nor in the archive")
     return ok

@@ -7,8 +7,8 @@ import time
 
 from ..harness import ROOT, case
 from ..support import (
-    LoopbackLLMServer, Run, Slow, command, demo, handled_exit, memory_whole, no_processes_left, plan_kept,
-    python_child, read,
+    LoopbackLLMServer, Run, Slow, command, demo, handled_exit, library_source, memory_whole, no_processes_left,
+    plan_kept, python_child, read,
 )
 
 from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
@@ -87,8 +87,7 @@ def _killed_run(point: int):
             killed = run.finish(timeout=30)
         if not ctx.expect(reached and killed.code == -9, f"the run ended ({killed.code}) before its kill"):
             return
-        saved = [n for n in ("growth_rates", "svg_bar_chart") if n in read(memory / "library.py")] \
-            if (memory / "library.py").exists() else []
+        saved = [n for n in ("growth_rates", "svg_bar_chart") if n in library_source(memory)]
         plan = read(memory / "plan_jarvis.txt") if (memory / "plan_jarvis.txt").exists() else None
         memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True)
         # The next run: --resume, ending at once (final answer, finish), after the lock of the killed run is taken over

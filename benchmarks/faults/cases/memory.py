@@ -10,8 +10,8 @@ import time
 
 from ..harness import case
 from ..support import (
-    ANSWER, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis, memory_whole,
-    previous_run, previous_run_untouched, read, short_run, stopped_run,
+    ANSWER, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis, library_source,
+    memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
 )
 
 
@@ -219,12 +219,14 @@ def library_deleted_by_shell_code(ctx):
     memory.mkdir()
     library = b"def mine(x):\n    '''The user's own.'''\n    return x\n"
     (memory / "library.py").write_bytes(library)
-    with LoopbackLLMServer(replies=coder_run("rm library.py", "bash")) as server:
+    with LoopbackLLMServer(replies=coder_run(f"rm {memory / 'library' / 'general.py'}", "bash")) as server:
         done = jarvis(ctx, GOAL, server=server)
     handled_exit(ctx, done, [0])
     ctx.expect("was deleted while this code ran" in read(memory / "logs_coder.txt"), "Coder was not told")
-    copies = [p for p in (memory / "archive").rglob("library*.py")] if (memory / "archive").exists() else []
-    ctx.keep(any(p.read_bytes() == library for p in copies), "the user's library is lost")
+    # (the run moved library.py into the package, library/general.py, and archived it: the copy sought is the
+    # module's, kept when the code changed it)
+    copies = [p for p in (memory / "archive").rglob("library.general-*.py")] if (memory / "archive").exists() else []
+    ctx.keep(any(b"def mine(x):" in p.read_bytes() for p in copies), "the user's library is lost")
 
 
 @case("memory_folder", "run_code_overwrites_the_library", slow=True,
@@ -235,12 +237,15 @@ def run_code_overwrites_the_library(ctx):
     memory.mkdir()
     library = b"def mine(x):\n    '''The user's own.'''\n    return x\n"
     (memory / "library.py").write_bytes(library)
-    with LoopbackLLMServer(replies=coder_run("open('library.py', 'w').write('x = 1\\n')")) as server:
+    module = str(memory / "library" / "general.py")
+    with LoopbackLLMServer(replies=coder_run(f"open({module!r}, 'w').write('x = 1\\n')")) as server:
         done = jarvis(ctx, GOAL, server=server)
     handled_exit(ctx, done, [0])
     ctx.expect("was changed while this code ran" in read(memory / "logs_coder.txt"), "Coder was not told")
-    copies = [p for p in (memory / "archive").rglob("library*.py")] if (memory / "archive").exists() else []
-    ctx.keep(any(p.read_bytes() == library for p in copies), "the user's library is lost")
+    # (the run moved library.py into the package, library/general.py, and archived it: the copy sought is the
+    # module's, kept when the code changed it)
+    copies = [p for p in (memory / "archive").rglob("library.general-*.py")] if (memory / "archive").exists() else []
+    ctx.keep(any(b"def mine(x):" in p.read_bytes() for p in copies), "the user's library is lost")
 
 
 def _save(library: str, code: str) -> str:
@@ -257,8 +262,7 @@ def library_with_a_byte_order_mark(ctx):
     library.write_bytes(b"\xef\xbb\xbfdef f(x):\n    '''Doubles x.'''\n    return 2 * x\n")
     result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
     ctx.expect(result.startswith("Saved g"), f"not saved: {result}")
-    text = library.read_bytes()
-    ctx.keep(b"def f(x):" in text, "f is gone")
+    ctx.keep("def f(x):" in library_source(os.path.dirname(str(library))), "f is gone")
 
 
 @case("memory_folder", "library_that_does_not_compile", handled="SaveCodeAtomicFlow refuses to save into a "

@@ -8,8 +8,8 @@ import time
 
 from ..harness import case
 from ..support import (
-    CODER_GOAL, GOAL, LoopbackLLMServer, coder_run, command, defined, demo, handled_exit, jarvis, memory_whole, read,
-    short_run, stopped_run,
+    CODER_GOAL, GOAL, LoopbackLLMServer, coder_run, command, demo, handled_exit, jarvis, library_names,
+    memory_whole, read, short_run, stopped_run,
 )
 
 from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
@@ -53,7 +53,7 @@ def library_of_5_mb(ctx):
     ctx.expect(done.seconds <= 3 * baseline.seconds + 10, f"the run took {done.seconds:.0f} s, "
                                                           f"{baseline.seconds:.0f} s on an empty library")
     ctx.expect(peak < 1000, f"a process of the run took {peak} MB")
-    names = set(defined(read(memory / "library.py")))
+    names = set(library_names(memory) or [])
     ctx.keep({f"helper_{i}" for i in range(FUNCTIONS)} <= names, "a function of the library is missing")
     memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True, saved=["growth_rates", "svg_bar_chart"])
 

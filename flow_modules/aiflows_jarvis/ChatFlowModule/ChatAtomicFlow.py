@@ -79,8 +79,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
     - `memory_message_prompt_template` (dict or null): with `prompt_blocks`, the memory shown at the start of the
       first user message of a block (e.g. plan, logs, code library).
     - `memory_updates` (dict): with `prompt_blocks`, the memories whose changes are sent after the result: key ->
-      heading (`plan: The plan is now`), or `{heading, items}` to send only the items (functions, memories) not
-      shown yet; `logs` is read as log entries.
+      heading (`plan: The plan is now`), or `{heading, items, headers}` to send only the items (functions,
+      memories) not shown yet, each under its group's header (`headers`: a library module's) when given; `logs` is
+      read as log entries.
     - `retry` (dict): `max_attempts`, `initial_delay`, `max_delay`, `backoff`, `jitter` for transient errors;
       a server's `Retry-After` is honoured up to `max_retry_after` seconds; `call_deadline` bounds one call,
       retries included (seconds).

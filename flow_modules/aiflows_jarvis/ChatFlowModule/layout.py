@@ -62,9 +62,9 @@ def without_echoes(result: Any, arguments: Dict[str, str]) -> Any:
 
 
 def _items(text: str, pattern: str) -> Dict[str, str]:
-    """The items of a memory text (a library's functions, retrieved memories): it is cut where ``pattern`` matches
-    (at a line's start); each item keyed by a digest of its text after the match (a memory's number is not part
-    of it). The text before the first match is an item too."""
+    """The items of a memory text (a library's functions, retrieved memories), in the text's order: it is cut where
+    ``pattern`` matches (at a line's start); each item keyed by a digest of its text after the match (a memory's
+    number is not part of it). The text before the first match is an item too."""
     starts = [m for m in re.finditer(pattern, text, re.M)]
     bounds = [(0, 0)] if not starts or starts[0].start() > 0 else []
     bounds += [(m.start(), m.end()) for m in starts]
@@ -75,6 +75,30 @@ def _items(text: str, pattern: str) -> Dict[str, str]:
         if item:
             items[hashlib.sha1(text[body:end].strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]] = item
     return items
+
+
+def _new_items(text: str, pattern: str, headers: Optional[str], shown: set) -> Dict[str, str]:
+    """The items of ``text`` not in ``shown`` (digests), each new one under its header when ``headers`` (a regular
+    expression of the lines that head a group of items: a library module's ``# library/<module>.py``) is given: a
+    header is cut as an item too, and sent only above a new item of its group (once), right above it."""
+    split = f"(?:{pattern})|(?:{headers})" if headers else pattern
+    is_header = re.compile(headers).match if headers else (lambda item: None)
+    new: Dict[str, str] = {}
+    header: Optional[Tuple[str, str]] = None
+    sent_under = None
+    for digest, item in _items(text, split).items():
+        if is_header(item):
+            header = (digest, item)
+            continue
+        if digest in shown:
+            continue
+        if header is not None and header[0] != sent_under:
+            new[header[0]] = header[1] + "\n" + item  # the header right above its first new item
+            sent_under = header[0]
+            new[digest] = ""
+        else:
+            new[digest] = item
+    return new
 
 
 def _entry_command(entry: str) -> str:
@@ -91,9 +115,10 @@ class PromptBlocks:
       when rebuilt), ``max_chars`` (appended characters that force a rebuild), ``snapshot_log_entries`` (log entries a
       snapshot shows at most; null: all the reader gives).
     - updates (dict): memory key -> the heading of its change in a later user message (e.g. ``plan: The plan is
-      now``), or ``{heading, items}``: ``items`` is a regular expression that starts each item of the text (a
-      function of the library, a retrieved memory) and only the items the block has not shown yet are sent.
-      ``logs`` is read as log entries, the others as texts.
+      now``), or ``{heading, items, headers}``: ``items`` is a regular expression that starts each item of the text
+      (a function of the library, a retrieved memory) and only the items the block has not shown yet are sent;
+      ``headers`` (optional) one that starts the lines heading a group of items (a library module's header), sent
+      right above the group's new items. ``logs`` is read as log entries, the others as texts.
     - render_memory, render_first, render_next: render the snapshot, the first user message and a later user
       message (the result) from the input.
     """
@@ -109,6 +134,8 @@ class PromptBlocks:
         self.updates: Dict[str, Tuple[str, Optional[str]]] = {
             key: (value.get("heading", key), value.get("items")) if isinstance(value, dict) else (str(value), None)
             for key, value in (updates or {}).items()}
+        self.headers: Dict[str, str] = {key: value["headers"] for key, value in (updates or {}).items()
+                                        if isinstance(value, dict) and value.get("headers")}
         self.render_memory, self.render_first, self.render_next = render_memory, render_first, render_next
 
     # ~~~ One turn ~~~
@@ -146,8 +173,8 @@ class PromptBlocks:
         memory = self.render_memory(shown)
         opening = "\n\n".join(part for part in (memory, self.render_first(data)) if part)
         seen_texts = {key: str(data.get(key) or "") for key in self.updates if key != LOG_KEY}
-        items = {key: sorted(_items(seen_texts[key], pattern)) for key, (_, pattern) in self.updates.items()
-                 if pattern and key in seen_texts}
+        items = {key: sorted(_new_items(seen_texts[key], pattern, self.headers.get(key), set()))
+                 for key, (_, pattern) in self.updates.items() if pattern and key in seen_texts}
         if first:
             return [], opening, {"texts": seen_texts, "items": items, "log_seen": top, "calls": 1, "marks": [top]}
         seen = dict(seen, texts=seen_texts, items=items, calls=1)  # the snapshot shows the memory as it is now
@@ -223,10 +250,10 @@ class PromptBlocks:
             seen_texts[key] = text
             if pattern:
                 shown = set(seen_items.get(key) or [])
-                new_items = {digest: item for digest, item in _items(text, pattern).items() if digest not in shown}
+                new_items = _new_items(text, pattern, self.headers.get(key), shown)
                 seen_items[key] = sorted(shown | set(new_items))
                 if new_items:
-                    parts.append(f"{heading}:\n" + "\n\n".join(new_items.values()))
+                    parts.append(f"{heading}:\n" + "\n\n".join(item for item in new_items.values() if item))
             elif command and text.strip() and text.strip() in arguments.values():
                 parts.append(f"{heading} as you gave it to {command}.")
             elif len(text.strip()) >= ECHO_MIN_CHARS and text.strip() in result:

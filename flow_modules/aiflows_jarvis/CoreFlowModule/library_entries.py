@@ -1,82 +1,71 @@
-"""The code library as a list of entries (module, name, signature, docstring): what the memory index holds of it.
+"""The code library as the memory index sees it: its functions and classes, each keyed ``module.name``, and a
+fingerprint of what the package holds.
 
-This is the one place that knows how the library is laid out on disk; the index and the prompts read entries only.
-Today the library is one file, ``library.py``, whose module is ``library``.
+The library package (``library_package``) already keeps what every module defines, in ``library/_index/``: a module
+is parsed again only when its file changed. This adapter reads that index, through the package's API, so the memory
+index never parses the library nor keeps a copy of it on disk; the entries' text is the package's rendering
+(``render_entry``), the one prompts show.
 """
 from __future__ import annotations
 
-import ast
+import json
 import zlib
-from typing import Iterator, List, NamedTuple, Optional
+from itertools import islice
+from typing import Any, Container, Dict, List, NamedTuple, Tuple
 
-from .code_library import _BLOCK_CHARS, _block_end, _parse, _signature
-from .file_io import read_text
+from .library_package import ensure_library, library_entries as package_entries, load_index, render_entry
 
-LIBRARY_MODULE = "library"
+_INDEXED_KINDS = ("function", "class")
+
+
+def entry_key(module: str, name: str) -> str:
+    """The index's key of a definition: ``module.name`` (a name could be defined in two modules edited by hand)."""
+    return f"{module}.{name}"
+
+
+def key_pair(key: str) -> Tuple[str, str]:
+    """``(module, name)`` of an index key, as ``package_summary`` takes the entries it shows."""
+    module, _, name = key.partition(".")
+    return module, name
 
 
 class LibraryEntry(NamedTuple):
-    """One top-level function or class of the library."""
+    """One top-level function or class of the library, as the package's index records it."""
 
     module: str
     name: str
-    signature: str
-    docstring: str
+    digest: str  # of the definition's source: the entry changed when it changed
+    record: Dict[str, Any]  # the package's entry (kind, signature, doc, methods, ...)
+
+    @property
+    def key(self) -> str:
+        return entry_key(self.module, self.name)
 
     def text(self) -> str:
         """The entry as a prompt shows it: its signature and its docstring (no body)."""
-        doc = self.docstring or "(no docstring)"
-        lines = doc.split("\n")
-        if len(lines) == 1:
-            return f'{self.signature}\n    """{doc}"""'
-        body = "\n".join(f"    {line}" if line else "" for line in lines[1:])
-        return f'{self.signature}\n    """{lines[0]}\n{body}\n    """'
+        return render_entry(self.record)
 
 
-def _entry_of(node: ast.stmt, module: str) -> LibraryEntry:
-    if isinstance(node, ast.ClassDef):
-        bases = ", ".join(ast.unparse(b) for b in node.bases)
-        signature = f"class {node.name}({bases}):" if bases else f"class {node.name}:"
-        methods = [f"    {_signature(item)}" for item in node.body
-                   if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   and (not item.name.startswith("_") or item.name == "__init__")]
-        doc = ast.get_docstring(node) or ""
-        return LibraryEntry(module, node.name, "\n".join([signature] + methods), doc)
-    return LibraryEntry(module, node.name, _signature(node), ast.get_docstring(node) or "")
+def library_entries(code_library: str) -> List[LibraryEntry]:
+    """Every function and class of the library, module by module, in the package's order (a `library.py` is
+    migrated into the package first: MemoryFileError when it does not compile)."""
+    return [LibraryEntry(e["module"], e["name"], e.get("digest", ""), e)
+            for e in package_entries(code_library) if e.get("kind") in _INDEXED_KINDS]
 
 
-def code_entries(code: str, module: str = LIBRARY_MODULE) -> List[LibraryEntry]:
-    """The entries ``code`` defines (SyntaxError if it does not parse), parsed block by block: a large text is never
-    held as one tree."""
-    entries: List[LibraryEntry] = []
-    start = 0
-    size = _BLOCK_CHARS
-    while start < len(code):
-        end = _block_end(code, start, size)
-        try:
-            tree = _parse(code[start:end])
-        except SyntaxError:
-            if end < len(code):
-                size *= 2  # cut inside a statement: tried again longer
-                continue
-            raise
-        entries += [_entry_of(node, module) for node in tree.body
-                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-        start, size = end, _BLOCK_CHARS
-    return entries
+def library_fingerprint(code_library: str) -> str:
+    """What the package's modules are, in a few characters: each module's file size and time as its index recorded
+    them (the package re-indexes a module whose file no longer matches). Another fingerprint: the entries changed."""
+    index = load_index(ensure_library(code_library))
+    modules = sorted((module, record.get("stat"), record.get("error", ""))
+                     for module, record in index["modules"].items())
+    data = json.dumps(modules).encode("utf-8")
+    return f"{len(modules)}:{zlib.crc32(data):08x}"
 
 
-def library_entries(library_path: str) -> Iterator[LibraryEntry]:
-    """Every entry of the library at ``library_path`` (none if it is missing or does not parse: a library that does
-    not parse is reported by its summary, not by the index)."""
-    try:
-        return iter(code_entries(read_text(library_path), LIBRARY_MODULE))
-    except (SyntaxError, ValueError):
-        return iter(())
-
-
-def library_fingerprint(library_path: str, text: Optional[str] = None) -> str:
-    """What the library's files hold, in a few characters: the index built from another fingerprint is stale.
-    ``text``: the library's text when the caller has read it already."""
-    data = (read_text(library_path) if text is None else text).encode("utf-8")
-    return f"{len(data)}:{zlib.crc32(data):08x}"
+def recent_keys(code_library: str, count: int, indexed: Container[str]) -> List[str]:
+    """The keys of the ``count`` functions and classes (of ``indexed``) saved last, latest first: the names index
+    lists the names of the module a save wrote last, in its file order, and a save appends the code to the module."""
+    names = load_index(ensure_library(code_library))["names"]
+    keys = (entry_key(module, name) for name, module in reversed(names.items()))
+    return list(islice((key for key in keys if key in indexed), max(count, 0)))

@@ -1,7 +1,9 @@
 """Memory files: plans, logs and the code library, read and written in one place.
 
 Each concern has its file: ``file_io`` (atomic replacement, appends, no symbolic links, the sweep of temporary files,
-archived copies), ``memory_log`` (log entries, read from the end), ``code_library`` (the library's summary and names).
+archived copies), ``memory_log`` (log entries, read from the end), ``code_library`` (a library text's summary and
+names), ``library_package`` (the library as a package of modules: entries, structure, summary) and ``library_save``
+(saving into one module, migrating a single `library.py`).
 This module says which file holds a memory (``memory_files_of``, ``set_memory_files``) and is where callers import
 all of them from.
 """
@@ -11,6 +13,7 @@ import os
 from typing import Any, Dict, Optional
 
 from .code_library import defined_names, definition_spans, library_summary, split_future_imports
+from .library_package import ensure_library, library_entries, library_structure, package_summary
 from .errors import ConfigurationError
 from .run_context import current_run
 from .file_io import append_text, archive_copy, atomic_write, read_text, sweep_temporary_files
@@ -20,6 +23,7 @@ from .memory_log import (CUT_ENTRY_MARKER, append_log_entry, format_log_entry, l
 __all__ = ["append_text", "archive_copy", "atomic_write", "read_text", "sweep_temporary_files", "CUT_ENTRY_MARKER",
            "append_log_entry", "format_log_entry", "last_log_number", "read_log_tail", "shorten", "split_log_entries",
            "summarize_arguments", "defined_names", "definition_spans", "library_summary", "split_future_imports",
+           "ensure_library", "library_entries", "library_structure", "package_summary",
            "memory_files_of", "memory_path", "with_memory_files", "set_memory_files"]
 
 
@@ -61,7 +65,8 @@ def set_memory_files(flow: Any, memory_dir: Optional[str] = None,
     One call configures a whole hierarchy (Jarvis -> Coder -> ExtendLibrary, ...): each boss names its own files
     (``plan_coder.txt``, ...) in its YAML, and code runners without a ``workspace`` get ``workdir`` (default: the
     current working directory, as on the command line, so that code reads the user's files where the script runs),
-    with ``memory_dir`` as their ``library_dir`` (so ``import library`` works there). ``flow`` is a
+    with ``memory_dir`` as their ``library_dir`` (so ``import library`` works there: the library is the package
+    ``library/`` in ``memory_dir``). ``flow`` is a
     flow, or a configuration dict (``{_target_: ..., subflows_config: ...}``) before it is instantiated: there every
     ``memory_files: ???`` is filled (hydra refuses to build a config that still has one). Returns
     ``{path: memory_files}`` for what was set.

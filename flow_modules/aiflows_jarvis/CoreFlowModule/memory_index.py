@@ -1,12 +1,18 @@
 """Search indexes of the memory: the code library's entries and the logs' entries, ranked by relevance to a query.
 
 When the library or the logs outgrow what a prompt may hold, the entries shown are the ones relevant to the task; the
-index says which. Each memory file has its index in ``<memory folder>/.index/<file name>.idx``: a journal with one
-line per change (an entry put or dropped, and what the memory file was when the index last caught up with it), each
-line with its checksum. A change is one appended line, so a save or a log entry costs the same at any size. A journal
-torn by a kill (a line cut or not matching its checksum), missing, or describing another version of its memory file
-(edited by hand, a kill between the memory's write and the index's) is rebuilt from the memory file, written whole
-to a temporary file and renamed over the journal; so is a journal with many lines superseded.
+index says which.
+
+A log has its index in ``<memory folder>/.index/<file name>.idx``: a journal with one line per change (an entry put,
+and what the log was when the index last caught up with it), each line with its checksum. An entry is one appended
+line, so a log entry costs the same at any length. A journal torn by a kill (a line cut or not matching its
+checksum), missing, or describing another version of its log (rewritten, a kill between the log's write and the
+index's) is rebuilt from the log, written whole to a temporary file and renamed over the journal; so is a journal with
+many lines superseded.
+
+The code library has no journal: the library package keeps its own index of what each module defines
+(``library/_index/``, see ``library_package``), which the library's search index is built from, in memory, and caught
+up with entry by entry (``library_entries`` is the adapter).
 
 Ranking is lexical, with no model and no network: BM25 over words (camelCase and snake_case split) and their stems, so
 "normalise the temperatures" finds ``def normalize_temperature``. The provider's embeddings can re-rank what it finds
@@ -25,7 +31,7 @@ from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .file_io import append_text, atomic_write, open_no_link, read_text
-from .library_entries import code_entries, library_entries, library_fingerprint
+from .library_entries import library_entries, library_fingerprint
 
 INDEX_FOLDER = ".index"
 _VERSION = 1
@@ -109,6 +115,12 @@ class MemoryIndex:
             posting.pop(key, None)
             if not posting:
                 del self._postings[term]
+
+    def reorder(self, keys: List[str]) -> None:
+        """Put the entries in the memory's order ``keys`` (the same keys as held): ties in a search follow it."""
+        self.texts = {key: self.texts[key] for key in keys}
+        self.position = {key: rank for rank, key in enumerate(keys)}
+        self._next = len(keys)
 
     def _apply(self, record: Dict[str, Any]) -> None:
         if "put" in record:
@@ -239,29 +251,30 @@ def _rebuild(memory_file: str, kind: str, entries: Iterable[Tuple[str, str]], so
 
 
 # ~~~ The code library ~~~
-def library_index(library_path: str, text: Optional[str] = None) -> MemoryIndex:
-    """The index of the code library, caught up with it (rebuilt when missing, torn or stale). ``text``: the
-    library's text when the caller has it."""
-    fingerprint = library_fingerprint(library_path, text)
+def library_index(code_library: str) -> MemoryIndex:
+    """The index of the code library, kept in memory only and caught up with the package: the library package keeps
+    its own index of what each module defines (``library/_index/``, parsed once per change of a module), so this
+    one is built from it (``library_entries``) and, when the package's fingerprint changed, only the entries whose
+    digest changed are put again and those gone are dropped. MemoryFileError: a `library.py` that does not compile
+    (it is not migrated)."""
+    fingerprint = library_fingerprint(code_library)
+    key = "library:" + os.path.abspath(os.path.expanduser(str(code_library)))
     with _lock:
-        index = _load(library_path, "library")
+        index = _indexes.get(key)
         if index is not None and index.source.get("fingerprint") == fingerprint:
             return index
-        entries = ((entry.name, entry.text()) for entry in library_entries(library_path))
-        return _rebuild(library_path, "library", entries, {"fingerprint": fingerprint})
-
-
-def library_saved(library_path: str, old_text: str, new_text: str, code: str) -> Optional[MemoryIndex]:
-    """Bring the index up to date after ``code`` was saved into the library (``old_text`` -> ``new_text``): the
-    entries of ``code`` are appended, when the index was up to date with ``old_text``. A missing or stale index is
-    left for the next reading to rebuild (a save costs the same at any size): None then."""
-    with _lock:
-        index = _load(library_path, "library")
-        if index is None or index.source.get("fingerprint") != library_fingerprint(library_path, old_text):
-            return None
-        records: List[Dict[str, Any]] = [{"put": entry.name, "text": entry.text()} for entry in code_entries(code)]
-        records.append({"source": {"fingerprint": library_fingerprint(library_path, new_text)}})
-        index.append(records)
+        index = index or MemoryIndex(key, "library")
+        digests: Dict[str, str] = index.source.get("digests") or {}
+        entries = library_entries(code_library)
+        fresh = {entry.key: entry.digest for entry in entries}
+        for gone in [k for k in index.texts if k not in fresh]:
+            index._drop(gone)
+        for entry in entries:
+            if entry.key not in index.texts or digests.get(entry.key) != entry.digest or not entry.digest:
+                index._put(entry.key, entry.text())
+        index.reorder(list(fresh))
+        index.source = {"fingerprint": fingerprint, "digests": fresh}
+        _indexes[key] = index
         return index
 
 

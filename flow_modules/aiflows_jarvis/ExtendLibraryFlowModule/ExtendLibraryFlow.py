@@ -5,14 +5,15 @@ from typing import Any, Dict, List
 
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.CoreFlowModule import get_console
+from aiflows_jarvis.CoreFlowModule import MemoryFileError
+from aiflows_jarvis.CoreFlowModule.library_package import ensure_library
+from aiflows_jarvis.CoreFlowModule.library_save import library_digests
 from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
 from aiflows_jarvis.UpdatePlanFlowModule.UpdatePlanAtomicFlow import (
     describe_update,
     mark_steps_done,
     plan_steps,
 )
-
-from .SaveCodeAtomicFlow import definition_digests
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
 # What names a function in a step: `code` in backticks, or a name followed by "(".
@@ -37,15 +38,17 @@ class ExtendLibraryFlow(AbstractBossFlow):
     """A boss that extends the code library: plans the functions to write, then writes, tests and saves each one.
 
     Configured over AbstractBossFlow. Its controller's commands: `write_code` (a CodeWriterFlow: write and test one
-    function with the user), `save_code` (a SaveCodeAtomicFlow: append it to `library.py`), `ask_user`, `re_plan`,
-    `update_plan`, `finish`. Its memory: `plan`, `logs` and `code_library` (signatures and docstrings).
+    function with the user), `save_code` (a SaveCodeAtomicFlow: save it into a module of the `library` package),
+    `ask_user`, `re_plan`, `update_plan`, `finish`. Its memory: `plan`, `logs` and `code_library` (the library's
+    modules, signatures and docstrings).
 
     On a resume the library is the truth about what was saved: the plan steps of functions saved since the task
     started (its task record holds digests of the definitions) are marked "[done]", so that a function saved just
     before the run stopped is not written again; the `resume` entry says which, and that unsaved code is gone.
 
     *Configuration Parameters*:
-    - `memory_files` (dict): `plan`, `logs`, `code_library` (e.g. plan_extlib.txt, logs_extlib.txt, library.py).
+    - `memory_files` (dict): `plan`, `logs`, `code_library` (e.g. plan_extlib.txt, logs_extlib.txt, library:
+      the package folder; a `library.py` there is migrated into it).
     - `memory_file_names` (dict): the file names `set_memory_files` uses in a memory folder.
     - `resume_note` (str): see AbstractBossFlow.
     - `subflows_config`: `MemoryReading`, `Planner`, `CtrlExMem` (see AbstractBossFlow).
@@ -82,11 +85,12 @@ class ExtendLibraryFlow(AbstractBossFlow):
 
     @staticmethod
     def _library_digests(memory_files: Dict[str, str]):
-        """Digests of the library's definitions, or None when there is no library or it does not compile."""
+        """Digests of the library's definitions (from its index), or None when there is no library or it cannot be
+        read (a `library.py` that does not compile)."""
         path = memory_files.get("code_library")
         if not path:
             return None
         try:
-            return definition_digests(read_text(path))
-        except SyntaxError:
+            return library_digests(ensure_library(path))
+        except MemoryFileError:
             return None

@@ -4,19 +4,12 @@ import ast
 import hashlib
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, get_console
-from aiflows_jarvis.CoreFlowModule.errors import MemoryFileError
+from aiflows_jarvis.CoreFlowModule import (APPROVAL, LeanAtomicFlow, MemoryFileError, get_console, get_input_source,
+                                           is_approval)
+from aiflows_jarvis.CoreFlowModule.library_package import ensure_library, entries_of_source, load_index
+from aiflows_jarvis.CoreFlowModule.library_save import check_module_name, default_module, save_code
 from aiflows_jarvis.CoreFlowModule.locks import file_lock
-from aiflows_jarvis.CoreFlowModule.memory_index import library_saved
-from aiflows_jarvis.CoreFlowModule.memory import (
-    archive_copy,
-    atomic_write,
-    defined_names,
-    definition_spans,
-    memory_path,
-    read_text,
-    split_future_imports,
-)
+from aiflows_jarvis.CoreFlowModule.memory import defined_names, definition_spans, memory_path
 
 
 def definition_digests(source: str) -> Dict[str, str]:
@@ -73,31 +66,30 @@ def _describe(code: str, node: ast.stmt, limit: int = 60) -> str:
     return f"line {node.lineno}: `{text if len(text) <= limit else text[:limit - 3] + '...'}`"
 
 
-def without_definitions(source: str, names: set) -> str:
-    """``source`` with the top-level definitions of ``names`` removed."""
-    lines = source.split("\n")
-    spans = [span for span in definition_spans(source) if span[0] in names]
-    for _, start, end in sorted(spans, key=lambda span: -span[1]):
-        del lines[start - 1:end]
-    return "\n".join(lines)
-
-
 class SaveCodeAtomicFlow(LeanAtomicFlow):
-    """Appends code (a function written and tested by `write_code`) to the code library file.
+    """Saves code (a function written and tested by `write_code`) into a module of the code library package.
+
+    The library is the package `library/` in the memory folder, one module per topic (a `library.py` is moved into
+    it on first use, and kept in `archive/`). The controller may name the `module`; by default it is the topic's
+    (from the function's name and docstring). With `confirm_module`, the user is shown the module and may type
+    another one (an approval keeps it; any other answer is returned as feedback and nothing is saved).
 
     The library is imported by every run, so what goes in must compile and must not do anything on import: code
     with top-level statements (a call, a print, a loop: they belong in `run_code`) is refused, while imports,
     definitions, assignments, constants, `if`/`try` blocks of those and `if __name__ == "__main__":` are accepted.
-    Redefining a name the library has is refused unless `replace_existing: true` (the old library is then kept in
-    `archive/`). The library is changed under its lock (`locks.file_lock`) and written atomically, so two processes
-    saving at once never lose a function. A refusal is returned to the controller and shown as a warning.
+    Redefining a name the library has (in any module) is refused unless `replace_existing: true` (the module as it
+    was is then kept in `archive/`). Only the module changed is read and written, under the library's lock and
+    atomically (see `CoreFlowModule.library_save`). A refusal is returned to the controller and shown as a warning.
 
     *Configuration Parameters*:
-    - `memory_files` (dict, optional): used when the input has none; `code_library` is the library file.
+    - `memory_files` (dict, optional): used when the input has none; `code_library` is the library (its package
+      folder, or a `library.py` to migrate).
+    - `confirm_module` (bool): ask the user to confirm or change the module before saving (default false).
 
     *Input Interface*:
     - `code` (str): the code to save.
-    - `memory_files` (dict): `code_library` is the library file.
+    - `memory_files` (dict): `code_library` is the library.
+    - `module` (str, optional): the library module to save into (e.g. `text`, `charts`).
     - `replace_existing` (bool, optional): allow replacing definitions the library has.
 
     *Output Interface*:
@@ -131,55 +123,49 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         names = defined_names(code)
         if not names:
             return "Nothing was saved: the code defines no function or class.", False
-        path = memory_path(self, input_data, "code_library")
+        try:
+            package = ensure_library(memory_path(self, input_data, "code_library"))
+        except MemoryFileError as error:
+            return f"Nothing was saved: {error}", False
         replace = str(input_data.get("replace_existing", False)).strip().lower() in ("true", "1", "yes")
+        module = str(input_data.get("module") or "").strip().lower().removesuffix(".py").removeprefix("library.")
+        module = module.removeprefix("library/") or None
+        if self.flow_config.get("confirm_module"):
+            module, feedback = self._confirm(package, names, code, module)
+            if feedback:
+                return f"Nothing was saved: the user said: {feedback}", False
         # Read, change and write back under the library's lock: another process saving at the same time (a second
-        # Jarvis, a program using save_code) would otherwise write back a library without this function, or this
-        # save would drop its function.
-        with file_lock(path):
-            old_library = read_text(path)
-            refusal, clashes, new_library = self._merge(path, old_library, code, names, replace)
-            if refusal:
-                return refusal, False
-            atomic_write(path, new_library)
-            try:  # the library's search index takes the new entries (one line appended to it)
-                library_saved(path, old_library, new_library, code)
-            except (MemoryFileError, OSError):
-                pass  # the function is saved; the index, stale, is rebuilt when it is next read
+        # Jarvis, a program using save_code) would otherwise write back a module without this function.
+        with file_lock(package):
+            refusal, module, clashes = save_code(package, code, module, replace)
+        if refusal:
+            return refusal, False
         verb = "Replaced" if clashes else "Saved"
-        total = len(defined_names(new_library))
-        get_console().line("result", f"{verb} {', '.join(names)} in {path}.")
-        return (f"{verb} {', '.join(names)} in the code library ({path}); it now defines {total} "
-                f"function(s)/class(es)."), True
+        index = load_index(package)
+        where = f"library/{module}.py"
+        get_console().line("result", f"{verb} {', '.join(names)} in {where} ({package}).")
+        return (f"{verb} {', '.join(names)} in the code library, module {module} ({where}; `from library import "
+                f"{names[0]}`); it now defines {len(index['names'])} name(s) in {len(index['modules'])} "
+                "module(s)."), True
 
     @staticmethod
-    def _merge(path: str, library: str, code: str, names: List[str], replace: bool) -> Tuple[str, List[str], str]:
-        """``(why nothing may be saved, or "", the definitions replaced, the new library)``; keeps the library as it
-        was in `archive/` when definitions are replaced. Called with the library's lock held, with its text."""
-        try:
-            existing = set(defined_names(library)) if library.strip() else set()
-        except SyntaxError as error:
-            return (f"Nothing was saved: {path} itself does not compile (line {error.lineno}: {error.msg}); it must "
-                    "be fixed first."), [], ""
-        clashes = sorted(existing & set(names))
-        if clashes and not replace:
-            return (f"Nothing was saved: the library already defines {', '.join(clashes)}. To replace the existing "
-                    "definition, call save_code again with replace_existing: true; to keep both, rename the new "
-                    "function with write_code."), clashes, ""
-        kept = without_definitions(library, set(clashes)) if clashes else library
-        library_futures, library_body = split_future_imports(kept) if kept.strip() else ([], "")
-        code_futures, code_body = split_future_imports(code)
-        futures = list(dict.fromkeys(library_futures + code_futures))  # they must open the file
-        head = "\n".join(futures) + "\n\n" if futures else ""
-        new_library = head + (library_body.rstrip() + "\n\n\n" if library_body.strip() else "") + code_body + "\n"
-        # The library and the code each parse, so does the two joined; only a `__future__` import the code brings
-        # to the library can change how the library's text reads, so only then is the whole (maybe large) compiled
-        if set(code_futures) - set(library_futures):
-            try:
-                compile(new_library, path, "exec")
-            except SyntaxError as error:
-                return (f"Nothing was saved: the library would not compile with the code's `from __future__` imports "
-                        f"(line {error.lineno}: {error.msg})."), clashes, ""
-        if clashes:
-            archive_copy(path, library)
-        return "", clashes, new_library
+    def _confirm(package: str, names: List[str], code: str, module: Optional[str]) -> Tuple[str, str]:
+        """``(the module the user chose, their feedback or "")``: the module proposed is kept on approval, replaced
+        by a module name typed, and any other answer is feedback."""
+        index = load_index(package)
+        entries = entries_of_source(code)[1]
+        proposed = module or default_module(package, names, entries[0]["doc"] if entries else "", index)
+        while True:
+            state = "an existing module" if proposed in index["modules"] else "a new module"
+            answer = get_input_source().ask(
+                f"Save {', '.join(names)} into library/{proposed}.py ({state})? Enter to save it there, or type the "
+                "name of another module.", kind=APPROVAL).strip()
+            if is_approval(answer):
+                return proposed, ""
+            candidate = answer.lower().removesuffix(".py").removeprefix("library/")
+            if " " in candidate or not candidate:
+                return proposed, answer
+            why = check_module_name(candidate, index["names"])
+            if not why:
+                return candidate, ""
+            get_console().line("warning", why)

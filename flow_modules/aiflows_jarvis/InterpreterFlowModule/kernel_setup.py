@@ -14,10 +14,12 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
         sys.path.remove(workspace)
     sys.path.insert(0, workspace)
     warnings.filterwarnings("ignore", message=r".*is non-interactive, and thus cannot be shown")
-    # the library module last seen, the digest of its file then, and a copy of its namespace then
-    state = {"module": None, "digest": None, "snapshot": {}, "figures": 0}
+    # per module of the library (the module, or the package and each of its modules imported): the module last seen,
+    # the digest of its file then, and a copy of its namespace then
+    libs = {}
+    state = {"figures": 0}
 
-    # ~~~ The code library: reloaded before a run when its file changed ~~~
+    # ~~~ The code library: a module reloaded before a run when its file changed ~~~
     def digest_of(module):
         path = getattr(module, "__file__", None)
         if not path:
@@ -28,68 +30,87 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
         except OSError:
             return None
 
-    def record(module, digest):
-        state["module"], state["digest"] = module, digest
-        state["snapshot"] = dict(vars(module)) if module is not None else {}
+    def record(name, module, digest):
+        libs[name] = {"module": module, "digest": digest,
+                      "snapshot": dict(vars(module)) if module is not None else {}}
 
-    def rebind(module):
-        """Point the user's names that held the library's old objects to the new ones of the same name."""
-        old = state["snapshot"]
+    def rebind(name, module):
+        """Point the user's names that held the module's old objects to the new ones of the same name."""
+        seen = libs.get(name) or {}
+        old = seen.get("snapshot") or {}
         ids = {}
         for attr, value in old.items():
             if not attr.startswith("__"):
                 ids.setdefault(id(value), attr)
         fresh = vars(module)
         ns = ip.user_ns
-        for name, value in list(ns.items()):
+        for user_name, value in list(ns.items()):
             attr = ids.get(id(value))
-            if attr is None or value is module or value is state["module"] or old.get(attr) is not value:
+            if attr is None or value is module or value is seen.get("module") or old.get(attr) is not value:
                 continue
-            if (name == attr or getattr(value, "__module__", None) == library) and attr in fresh:
-                ns[name] = fresh[attr]
+            if (user_name == attr or getattr(value, "__module__", None) == name) and attr in fresh:
+                ns[user_name] = fresh[attr]
+
+    def shown(name, module):
+        """How the module's file is named in messages: ``library.py``, ``library/data.py``."""
+        path = getattr(module, "__file__", None) or ""
+        if name == library or not path:
+            return name + ".py"
+        return name.replace(".", "/") + ".py"
+
+    def reload_one(name):
+        seen = libs.get(name) or {}
+        module = sys.modules.get(name)
+        if module is None:
+            module = seen.get("module")
+            if module is None:
+                return
+            # it failed to reload before (and was taken out of sys.modules): try again once its file changes
+            digest = digest_of(module)
+            if digest is None or digest == seen.get("digest"):
+                return
+            sys.modules[name] = module
+        elif module is not seen.get("module"):
+            after_import(name, module)
+            return
+        else:
+            digest = digest_of(module)
+            if digest is None or digest == seen.get("digest"):
+                return
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                importlib.reload(module)
+        except BaseException as error:
+            # leave it out of sys.modules, so that the user's own `import library` shows the error
+            sys.modules.pop(name, None)
+            seen["digest"] = digest
+            libs[name] = seen
+            print("[%s changed since the last run and could not be reloaded: %s: %s]"
+                  % (shown(name, module), type(error).__name__, error))
+            return
+        rebind(name, module)
+        record(name, module, digest)
+        # said, so that the controller knows the new definitions are in use
+        print("[%s changed since the last run: reloaded, its new functions can be imported]" % shown(name, module))
+
+    def library_modules():
+        names = set(libs)
+        names.update(n for n in list(sys.modules) if n == library or n.startswith(library + "."))
+        return sorted(names)
 
     def reload_library():
         if not library:
             return
-        try:
-            module = sys.modules.get(library)
-            if module is None:
-                module = state["module"]
-                if module is None:
-                    return
-                # it failed to reload before (and was taken out of sys.modules): try again once its file changes
-                digest = digest_of(module)
-                if digest is None or digest == state["digest"]:
-                    return
-                sys.modules[library] = module
-            elif module is not state["module"]:
-                after_import(module)
-                return
-            else:
-                digest = digest_of(module)
-                if digest is None or digest == state["digest"]:
-                    return
+        for name in library_modules():
             try:
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    importlib.reload(module)
-            except BaseException as error:
-                # leave it out of sys.modules, so that the user's own `import library` shows the error
-                sys.modules.pop(library, None)
-                state["digest"] = digest
-                print("[%s.py changed since the last run and could not be reloaded: %s: %s]"
-                      % (library, type(error).__name__, error))
-                return
-            rebind(module)
-            record(module, digest)
-            # said, so that the controller knows the new definitions are in use
-            print("[%s.py changed since the last run: reloaded, its new functions can be imported]" % library)
-        except BaseException:
-            pass
+                reload_one(name)
+            except BaseException:
+                pass
 
-    def after_import(module):
-        if state["module"] is not None:
-            rebind(module)
-        record(module, digest_of(module))
+    def after_import(name, module):
+        if (libs.get(name) or {}).get("module") is not None:
+            rebind(name, module)
+        record(name, module, digest_of(module))
 
     # ~~~ matplotlib figures left open: saved as PNG files ~~~
     def save_figures():
@@ -502,9 +523,10 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
         except KeyboardInterrupt:  # the run's time is up while it waited: the rest is the timeout's to say
             pass
         try:
-            module = sys.modules.get(library) if library else None
-            if module is not None and module is not state["module"]:
-                after_import(module)
+            for name in library_modules() if library else ():
+                module = sys.modules.get(name)
+                if module is not None and module is not (libs.get(name) or {}).get("module"):
+                    after_import(name, module)
         except BaseException:
             pass
         try:

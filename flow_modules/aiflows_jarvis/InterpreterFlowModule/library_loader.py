@@ -9,7 +9,8 @@ block only. The module is otherwise the one ``import`` makes (same file, ``__fil
 ``from __future__`` imports of the first block applied to all, the same SyntaxError for a file that does not compile).
 
 This file's text is also written into the test script and sent to the kernel: it imports nothing at module level and
-defines one function, which installs the loader for the module named ``module`` found on ``sys.path``.
+defines one function, which installs the loader for the module named ``module`` found on ``sys.path`` and, when it
+is a package (the library's modules), for its submodules (its ``__init__`` is imported as usual).
 """
 
 
@@ -29,8 +30,8 @@ def __jarvis_library_loader(module, block_chars=1 << 15):
         return len(source) if found is None else found.start()
 
     class BlockLoader(importlib.abc.Loader):
-        def __init__(self, path):
-            self.path = path
+        def __init__(self, name, path):
+            self.name, self.path = name, path
 
         def create_module(self, spec):
             return None
@@ -38,7 +39,7 @@ def __jarvis_library_loader(module, block_chars=1 << 15):
         def exec_module(self, target):
             with open(self.path, "rb") as f:
                 source = importlib.util.decode_source(f.read())
-            folder = os.path.join(os.path.dirname(self.path), "__pycache__", module + ".blocks")
+            folder = os.path.join(os.path.dirname(self.path), "__pycache__", self.name + ".blocks")
             used, flags, start, line, size = set(), 0, 0, 0, block_chars
             codes = []
             while start < len(source):
@@ -100,12 +101,14 @@ def __jarvis_library_loader(module, block_chars=1 << 15):
 
     class BlockFinder(importlib.abc.MetaPathFinder):
         def find_spec(self, fullname, path=None, target=None):
-            if fullname != module:
+            if fullname != module and not fullname.startswith(module + "."):
                 return None
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader) \
+                    or spec.submodule_search_locations is not None:  # a package's __init__: imported as usual
                 return spec
-            return importlib.util.spec_from_file_location(fullname, spec.origin, loader=BlockLoader(spec.origin))
+            loader = BlockLoader(fullname, spec.origin)
+            return importlib.util.spec_from_file_location(fullname, spec.origin, loader=loader)
 
     sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "BlockFinder"]
     sys.meta_path.insert(0, BlockFinder())

@@ -2,14 +2,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow
-from aiflows_jarvis.CoreFlowModule.memory import library_summary, memory_path, read_log_tail, read_text
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError
+from aiflows_jarvis.CoreFlowModule.library_package import package_summary, summary_is_cut
+from aiflows_jarvis.CoreFlowModule.memory import memory_path, read_log_tail, read_text
 
 from .retrieval import Reranker, make_query, relevant_library, relevant_logs
 
 READERS = ("text", "log_tail", "signatures")
-# How library_summary starts when the library did not fit its budget.
-LARGE_LIBRARY = "(the library is large"
 
 
 class MemoryReadingAtomicFlow(LeanAtomicFlow):
@@ -17,8 +16,9 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
 
     `plan` and other memories are read whole. `logs` is read from its end: the last `max_log_entries` entries, with
     a line saying how many earlier ones are in the file, so what goes into a prompt does not grow with the run.
-    `code_library` is read as the signatures and docstrings of the library's functions and classes (parsed with
-    `ast`), not their bodies. A missing file reads as "".
+    `code_library` is read as the library package's structure (its modules, one line each) and the signatures and
+    docstrings of its functions and classes, not their bodies, from the package's index (a `library.py` is migrated
+    into the package first). A missing file reads as "".
 
     When the library or the log outgrows its budget, the entries shown are chosen by relevance to the task and the
     last result (`retrieval.py`, over the memory's search index): the last entries are always kept, and a line says
@@ -72,14 +72,16 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
                 else:
                     out[key] = read_log_tail(path, max_entries, self.flow_config.get("max_log_chars"))
             elif reader == "signatures":
-                text = read_text(path)
                 max_chars = self.flow_config.get("max_library_chars")
-                out[key] = library_summary(text, max_chars)
-                if retrieval.get("enabled") and max_chars and out[key].startswith(LARGE_LIBRARY):
-                    out[key], picked[key] = relevant_library(
-                        path, text, query, int(max_chars), picked.get(key, []),
-                        int(retrieval.get("recent_library_entries", 3)), int(retrieval.get("candidates", 40)),
-                        self._reranker_of(retrieval))
+                try:
+                    out[key] = package_summary(path, max_chars)
+                    if retrieval.get("enabled") and max_chars and summary_is_cut(out[key]):
+                        out[key], picked[key] = relevant_library(
+                            path, query, int(max_chars), picked.get(key, []),
+                            int(retrieval.get("recent_library_entries", 3)), int(retrieval.get("candidates", 40)),
+                            self._reranker_of(retrieval))
+                except MemoryFileError as error:  # a library.py that does not compile is not migrated
+                    out[key] = f"(the code library cannot be read: {error})"
             elif reader == "text":
                 out[key] = read_text(path).strip()
             else:

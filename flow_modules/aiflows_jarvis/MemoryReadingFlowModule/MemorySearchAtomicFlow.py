@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, get_console
-from aiflows_jarvis.CoreFlowModule.memory import memory_path, read_text
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError, get_console
+from aiflows_jarvis.CoreFlowModule.memory import memory_path
 from aiflows_jarvis.CoreFlowModule.memory_index import library_index, log_index
 
 from .retrieval import search_text
@@ -40,7 +40,10 @@ class MemorySearchAtomicFlow(LeanAtomicFlow):
         if not query:
             return {"result": "Nothing was searched: the query is empty. Give a few words of what you look for."}
         path = memory_path(self, input_data, memory)
-        index = library_index(path, read_text(path)) if memory == "code_library" else log_index(path)
+        try:
+            index = library_index(path) if memory == "code_library" else log_index(path)
+        except MemoryFileError as error:  # a library.py that does not compile is not migrated
+            return {"result": f"Nothing was searched: the {_WHAT[memory]} cannot be read: {error}"}
         result = search_text(index, query, _WHAT[memory], int(self.flow_config.get("max_results", 8)),
                              int(self.flow_config.get("max_chars", 4000)))
         get_console().line("result", result.split("\n", 1)[0])

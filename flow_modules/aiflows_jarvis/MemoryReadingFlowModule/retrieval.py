@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, current_run, get_console
 from aiflows_jarvis.CoreFlowModule.memory import read_log_tail, shorten, split_log_entries
+from aiflows_jarvis.CoreFlowModule.library_entries import key_pair, recent_keys
+from aiflows_jarvis.CoreFlowModule.library_package import package_summary, summary_head
 from aiflows_jarvis.CoreFlowModule.memory_index import MemoryIndex, library_index, log_index
 
 # What of the last result goes into the query (a long output would drown the task's words).
@@ -81,36 +83,45 @@ def _ranked(index: MemoryIndex, query: str, candidates: int, reranker: Optional[
     return [key for key, _ in found]
 
 
-def _pick(order: List[str], texts: Dict[str, str], budget: int, size=len) -> List[str]:
-    """The keys of ``order`` (first is most wanted) that fit ``budget`` characters together."""
-    chosen, used = [], 0
+def _pick(order: List[str], budget: int, cost: Callable[[str], int],
+          group: Optional[Callable[[str], Tuple[str, int]]] = None) -> List[str]:
+    """The keys of ``order`` (first is most wanted) whose ``cost`` (plus 2, their separator) fits ``budget`` together;
+    ``group``: key -> (its group, the cost of the group's header), counted with the first key of the group."""
+    chosen, used, groups = [], 0, set()
     for key in dict.fromkeys(order):
-        cost = size(texts[key]) + 2
-        if used + cost <= budget:
+        name, header = group(key) if group else ("", 0)
+        more = cost(key) + 2 + (0 if name in groups else header)
+        if used + more <= budget:
             chosen.append(key)
-            used += cost
+            used += more
+            groups.add(name)
     return chosen
 
 
-def relevant_library(library_path: str, text: str, query: str, max_chars: int, previous: List[str],
-                     recent: int = 3, candidates: int = 40,
-                     reranker: Optional[Reranker] = None) -> Tuple[str, List[str]]:
-    """``(the library's entries for the prompt, the names picked)``: the ``recent`` last saved, then the most
-    relevant to ``query`` (those of ``previous`` first), in the library's order, within ``max_chars``; a first line
-    says how many are left out and how to see them."""
-    index = library_index(library_path, text)
-    keys = list(index.texts)
+def relevant_library(code_library: str, query: str, max_chars: int, previous: List[str], recent: int = 3,
+                     candidates: int = 40, reranker: Optional[Reranker] = None) -> Tuple[str, List[str]]:
+    """``(the library for the prompt, the keys picked)``: the package's summary (``package_summary``: its modules, one
+    line each, then the entries under their modules' headers) of the ``recent`` last saved functions and the most
+    relevant to ``query`` (those of ``previous`` first), within ``max_chars``; a line before the entries says how
+    many are left out and how to see them."""
+    index = library_index(code_library)
     found = _ranked(index, query, candidates, reranker)
     kept = set(previous)
-    order = keys[-recent:][::-1] if recent else []
+    order = recent_keys(code_library, recent, index.texts)
     order += [key for key in found if key in kept] + [key for key in found if key not in kept]
-    header = (f"(the library defines {len(keys)} functions and classes: the ones most relevant to the task and the "
-              f"last saved follow; {len(keys)} are left out: call search_library with a few words of what you need "
-              "to see others)")
-    chosen = _pick(order, index.texts, max_chars - len(header) - 8)
-    shown = sorted(chosen, key=index.position.__getitem__)
-    header = header.replace(f"; {len(keys)} are left out", f"; {len(keys) - len(shown)} are left out", 1)
-    return header + "\n" + "\n\n".join(index.texts[key] for key in shown), chosen
+    total = len(index)
+    note = (f"(the library defines {total} functions and classes: the ones most relevant to the task and the last "
+            f"saved follow; {total} are left out: call search_library with a few words of what you need to see "
+            "others)")
+    room = max_chars - len(summary_head(code_library, max_chars)) - 2 - len(note) - 1
+
+    def module_header(key: str) -> Tuple[str, int]:  # as package_summary counts: a module's header line, once
+        module = key_pair(key)[0]
+        return module, len(f"# library/{module}.py") + 1
+
+    chosen = _pick(order, room, lambda key: len(index.texts[key]), module_header)
+    note = note.replace(f"; {total} are left out", f"; {total - len(chosen)} are left out", 1)
+    return package_summary(code_library, max_chars, [key_pair(key) for key in chosen], note), chosen
 
 
 def relevant_logs(log_path: str, query: str, max_entries: int, max_chars: Optional[int], previous: List[str],
@@ -136,7 +147,7 @@ def relevant_logs(log_path: str, query: str, max_entries: int, max_chars: Option
     order = [key for key in earlier if key in kept] + [key for key in earlier if key not in kept]
     each = (max_chars // 4 // relevant) if max_chars else 1500
     order = order[:relevant]
-    chosen = _pick(order, index.texts, (max_chars // 4) if max_chars else 10 ** 9, size=lambda t: min(len(t), each))
+    chosen = _pick(order, (max_chars // 4) if max_chars else 10 ** 9, lambda key: min(len(index.texts[key]), each))
     shown = sorted(chosen, key=int)
     left_out = first_recent - 1 - len(shown)
     name = os.path.basename(log_path)

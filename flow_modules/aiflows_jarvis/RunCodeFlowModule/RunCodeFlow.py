@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional
 from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.CoreFlowModule import JarvisError, LeanSequentialFlow, get_console
+from aiflows_jarvis.CoreFlowModule.library_package import legacy_file, package_dir
 from aiflows_jarvis.CoreFlowModule.memory import archive_copy, with_memory_files
 
 _SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell": ".sh", "sh": ".sh"}
@@ -114,33 +115,50 @@ class RunCodeFlow(LeanSequentialFlow):
             result = f"{result}\n{note}"
         return {"result": result, "failed": bool(output_payload.get("failed"))}
 
-    def _read_library(self) -> Optional[bytes]:
-        """The library's content, or None when there is none (or no library is configured, or it cannot be read:
-        this check must not fail a run)."""
+    def _read_library(self) -> Optional[Dict[str, bytes]]:
+        """``{path: content}`` of the library's files (a `library.py`, the package's modules), or None when no
+        library is configured (a file that cannot be read is left out: this check must not fail a run)."""
         path = getattr(self, "_library_path", None)
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        except (OSError, TypeError):
+        if not path:
             return None
+        package = package_dir(path)
+        paths = [legacy_file(path)] + [os.path.join(package, name) for name in sorted(os.listdir(package))
+                                       if name.endswith(".py")] if os.path.isdir(package) else [legacy_file(path)]
+        found: Dict[str, bytes] = {}
+        for one in paths:
+            try:
+                with open(one, "rb") as f:
+                    found[one] = f.read()
+            except OSError:
+                pass
+        return found
 
     def _library_changed_note(self) -> str:
-        """If the code just run changed or deleted the library: keep the version from before the run in `archive/`,
-        warn the user, and return the note for the controller ('' if the library is as it was)."""
+        """If the code just run changed or deleted the library's files: keep their versions from before the run in
+        `archive/`, warn the user, and return the note for the controller ('' if the library is as it was)."""
         before, self._library_before = getattr(self, "_library_before", None), None
-        if before is None:
+        if not before:
             return ""
-        after = self._read_library()
-        if after == before:
+        after = self._read_library() or {}
+        changed = [p for p in before if after.get(p) != before[p]]
+        if not changed:
             return ""
-        name = os.path.basename(self._library_path)
-        try:
-            copy = archive_copy(self._library_path, before.decode("utf-8", errors="replace"))
-            kept = f"the version from before the run is kept in {copy}"
-        except (OSError, JarvisError) as error:
-            kept = f"the version from before the run could not be copied to archive/ ({error})"
-        what = "deleted" if after is None else "changed"
-        get_console().line("warning", f"This run {what} {name}, the code library; {kept}.")
-        return (f"[{name}, the code library, was {what} while this code ran; {kept}. Functions are added to the "
+        folder = os.path.dirname(legacy_file(self._library_path))
+        names, kept = [], []
+        for path in changed:
+            name = os.path.relpath(path, folder)
+            names.append(name)
+            try:
+                copy = archive_copy(os.path.join(folder, name.replace(os.sep, ".")),
+                                    before[path].decode("utf-8", errors="replace"))
+                kept.append(copy)
+            except (OSError, JarvisError) as error:
+                kept.append(f"(not copied: {error})")
+        what = "deleted" if all(p not in after for p in changed) else "changed"
+        shown = ", ".join(names)
+        where = (f"the version from before the run is kept in {', '.join(kept)}" if len(kept) == 1 else
+                 f"the versions from before the run are kept in {', '.join(kept)}")
+        get_console().line("warning", f"This run {what} {shown}, the code library; {where}.")
+        return (f"[{shown}, the code library, was {what} while this code ran; {where}. Functions are added to the "
                 "library by saving them (save_code, which tests them), "
                 "not by code run here.]")

@@ -7,7 +7,9 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Tuple
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, get_console
+from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, MemoryFileError, get_console
+from aiflows_jarvis.CoreFlowModule.library_package import ensure_library, load_index
+from aiflows_jarvis.CoreFlowModule.library_save import bound_names_of, used_names
 from aiflows_jarvis.CoreFlowModule.memory import memory_path, split_future_imports
 from aiflows_jarvis.InterpreterFlowModule.executor import library_loader_code
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
@@ -132,16 +134,18 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
             which = "the tests" if tests and error.text and error.text.strip() in tests else "the code"
             return {"result": f"Syntax error in {which}, line {error.lineno}: {error.msg}", "passed": False}
 
-        library_path = memory_path(self, input_data, "code_library")
-        library_dir = os.path.dirname(os.path.abspath(library_path))
-        module = os.path.splitext(os.path.basename(library_path))[0]
-        library_import = f"from {module} import *" if os.path.exists(library_path) else ""
+        try:
+            package = ensure_library(memory_path(self, input_data, "code_library"))
+        except MemoryFileError as error:  # a library.py that does not compile cannot be moved into the package
+            return {"result": f"The code cannot be tested with the library: {error}", "passed": False}
+        library_dir, module = os.path.dirname(package), os.path.basename(package)
+        library_import = self._library_import(package, module, tree, tests)
         futures, code_body = split_future_imports(code)
         required, optional = imported_modules(tree)
         script = _SCRIPT.format(futures="\n".join(futures), library_dir=library_dir, modules=required,
                                 imports_mark=IMPORTS_MARK, optional=optional, optional_mark=OPTIONAL_MARK,
                                 library_import=library_import, code=code_body, tests=tests or "pass",
-                                library_loader=library_loader_code(module) if library_import else "",
+                                library_loader=library_loader_code(module),
                                 passed_mark=PASSED_MARK)
         with tempfile.TemporaryDirectory(prefix="jarvis_test_") as folder:
             with open(os.path.join(folder, "test_code.py"), "w", encoding="utf-8") as f:
@@ -176,3 +180,14 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
             passed = False
         get_console().show("result" if passed else "error", "Test result:", result)
         return {"result": result, "passed": passed}
+
+    @staticmethod
+    def _library_import(package: str, module: str, tree: ast.AST, tests: str) -> str:
+        """``from library import a, b``: the library's names the code and the tests use (the code runs as if it were
+        in the library, where they are found); only their modules are imported, not the whole library."""
+        names = load_index(package)["names"]
+        used = used_names(tree) - bound_names_of(tree)
+        if tests:
+            used |= used_names(ast.parse(tests))
+        wanted = sorted(name for name in used if name in names)
+        return f"from {module} import {', '.join(wanted)}" if wanted else ""

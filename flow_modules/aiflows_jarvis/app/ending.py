@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional
 
+from aiflows_jarvis.CoreFlowModule.library_package import library_location, package_dir
+
 from . import launcher
 
 
@@ -56,7 +58,8 @@ def memory_lines(memory: Any) -> List[str]:
         existing = [p for k, p in files.items() if k != "code_library" and os.path.isfile(p)]
         if "plan" in files and existing:  # the bosses' files; the code writers only point at the library
             lines.append(f"{breadcrumb_parts(boss, boss=True)[-1]}: " + ", ".join(shown(p) for p in existing))
-    lines += [f"code library: {shown(p)}" for p in sorted(library) if os.path.isfile(p)]
+    locations = sorted({where for where in map(library_location, library) if where})
+    lines += [f"code library: {shown(p)}" for p in locations]
     return lines
 
 
@@ -69,6 +72,7 @@ def made_files(session: Any) -> List[str]:
     if not workdir:
         return []
     own = {p for files in memory.values() for p in files.values()} if memory else set()
+    own |= {package_dir(files["code_library"]) for files in (memory or {}).values() if files.get("code_library")}
     own |= {os.path.join(memory_dir, name) for name in (REPORT_NAME, session.app.run_file)}
     skip = tuple(own) + (() if os.path.abspath(workdir) == memory_dir else (memory_dir,))
     return launcher.new_files(workdir, session.started, suffixes=None, skip=skip)

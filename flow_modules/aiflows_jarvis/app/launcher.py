@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError  # noqa: F401  (tests import it here)
 from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+from aiflows_jarvis.CoreFlowModule.library_package import package_dir
 from aiflows_jarvis.CoreFlowModule.memory import set_memory_files, shorten, sweep_temporary_files
 
 # When no configuration file is at hand (an install without the repository's configuration folder): Jarvis's
@@ -293,7 +294,7 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     The code library is kept (it is what Jarvis has learned) unless ``archive_library`` (a demo replays from an empty
     one). With ``resume`` everything is kept and the bosses continue their interrupted tasks. A plan or log that is
     a symbolic link is archived, never followed, so the new run writes files of its own. Temporary files of writes
-    killed earlier are removed. Code runs in ``workdir`` (default: ``memory_dir``), with ``library.py`` importable.
+    killed earlier are removed. Code runs in ``workdir`` (default: ``memory_dir``), with the library importable.
     ``with_files``: names of other files in ``memory_dir`` that belong to the previous run (its report), archived
     with its plans and logs.
     """
@@ -310,6 +311,7 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     archive = os.path.join(memory_dir, "archive", f"{stamp}-{number}")
     keys = ("plan", "logs", "code_library") if archive_library else ("plan", "logs")
     paths = {path for files in layout.values() for key, path in files.items() if key in keys}
+    paths |= {package_dir(p) for p in list(paths) if p.endswith(".py")} if archive_library else set()
     # A boss's task record goes with its log: a new run has no interrupted task for a boss to resume.
     paths |= {task_record_path(files["logs"]) for files in layout.values() if "logs" in files}
     paths |= {os.path.join(memory_dir, name) for name in with_files if os.path.isfile(os.path.join(memory_dir, name))}

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import read_task_record
-from aiflows_jarvis.CoreFlowModule.errors import MemoryFileError
-from aiflows_jarvis.CoreFlowModule.memory import definition_spans, read_text, split_log_entries, summarize_arguments
+from aiflows_jarvis.CoreFlowModule.errors import JarvisError, MemoryFileError
+from aiflows_jarvis.CoreFlowModule.library_package import definition_sources
+from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries, summarize_arguments
 
 REPORT_NAME = "report.html"
 RUN_FILE = "jarvis_run.json"
@@ -31,7 +32,7 @@ _MARKERS = ("new_task", "resume")
 _FIGURE_NOTE = re.compile(r"^\s*\[figure saved: (.+)\]\s*$", re.M)
 _FILES_NOTE = re.compile(r"^\s*\[files created or modified: (.+?)(?: \(and \d+ more\))?"
                          r"(?: \(the workspace .*\))?\]\s*$", re.M)
-_SAVED = re.compile(r"^(?:Saved|Replaced) (.+?) in the code library \(")
+_SAVED = re.compile(r"^(?:Saved|Replaced) (.+?) in the code library(?:,| \()")
 _USER_SAID = re.compile(r"^\s*(?:feedback: (?!\(none\)\s*$)(.+)|.*?The user replied: (.+)|.*?Their feedback: "
                         r"(?!\(none\)\s*$)(.+)|The user interrupted .* and said: (.+))$", re.M)
 _STEP = re.compile(r"^\s*\d+[.)]\s")
@@ -330,14 +331,12 @@ def added_functions(entries: Iterable[Entry], library_path: Optional[str]) -> Li
             names += [n.strip() for n in match.group(1).split(",") if n.strip() and n.strip() not in names]
     if not names:  # nothing saved: the library (maybe large) is not read
         return []
-    library = _optional_text(library_path) if library_path else ""
-    try:  # the view the run's last read of the library left (a large library is slow to parse)
-        spans = definition_spans(library) if library else []
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        spans = []
-    lines = library.split("\n")
-    sources = {name: "\n".join(lines[start - 1:end]) for name, start, end in spans if name in names}
-    return [(name, sources.get(name)) for name in names]
+    try:  # only the modules holding them are read
+        sources = definition_sources(library_path, names) if library_path else {}
+    except (OSError, JarvisError):
+        sources = {}
+    return [(f"{name} (library/{sources[name][0]}.py)" if sources.get(name, ("",))[0] else name,
+             sources[name][1] if name in sources else None) for name in names]
 
 
 def files_noted(results: Iterable[str], folders: Iterable[str]) -> List[str]:

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from aiflows_jarvis.CoreFlowModule.errors import JarvisError
+from aiflows_jarvis.CoreFlowModule.library_package import library_location, library_structure, package_dir
 from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
 from aiflows_jarvis.CoreFlowModule.redaction import without_credentials
 
@@ -296,13 +298,23 @@ def _library_html(r: _Run) -> str:
     shown = "".join(f"<h3 class=\"mono\">{esc(name)}</h3>" +
                     (_pre(source) if source is not None else "<p>(no longer in the library)</p>")
                     for name, source in functions)
+    modules = ""
+    package = package_dir(r.library) if r.library else None
+    if package and os.path.isfile(os.path.join(package, "__init__.py")) and not os.path.lexists(package + ".py"):
+        try:  # the package as it is now (read from its index; nothing is migrated by a report)
+            items = "".join(f"<li><span class=\"mono\">{esc(m['module'])}</span> ({m['count']}): {esc(m['line'])}</li>"
+                            for m in library_structure(r.library))
+            modules = f"<h3>The library's modules</h3><ul>{items}</ul>" if items else ""
+        except (OSError, JarvisError):
+            modules = ""
     return (f"<section id=\"library\"><h2>Library functions added</h2>"
-            f"{shown or '<p>The run added nothing to the code library.</p>'}</section>")
+            f"{shown or '<p>The run added nothing to the code library.</p>'}{modules}</section>")
 
 
 def _files_html(r: _Run) -> str:
     groups = [(b.name, [b.files["plan"], b.files["logs"]]) for b in r.bosses]
-    groups += [("code library", [r.library])] if r.library else []
+    location = library_location(r.library) if r.library else None
+    groups += [("code library", [location])] if location else []
     made = [p for p, _ in r.images] + r.other_files
     groups += [("made by the run", made)] if made else []
     groups += [("trace", [r.trace])] if r.trace else []

@@ -1,0 +1,85 @@
+"""The code library's package: its modules hold the functions, grouped by topic, and `from library import f` finds
+`f` in whichever module holds it.
+
+Nothing is imported until it is asked for: the names index (`_index/names.json`, kept by Jarvis's save_code) says
+which module defines a name, and only that module is imported. A module whose file changed since the index was
+written (edited by hand) is scanned for its top-level names, so its new names are found too.
+
+(This text is written by Jarvis as `library/__init__.py` in the memory folder; edit the modules, not this file.)
+"""
+import importlib as _importlib
+import json as _json
+import os as _os
+import re as _re
+
+_HERE = _os.path.dirname(_os.path.abspath(__file__))
+_INDEX = _os.path.join(_HERE, "_index", "names.json")
+_TOP_NAME = _re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", _re.M)
+_state = {"key": None, "names": {}}
+
+
+def _stat(path):
+    try:
+        found = _os.stat(path)
+        return [found.st_mtime_ns, found.st_size]
+    except OSError:
+        return None
+
+
+def _module_files():
+    try:
+        return sorted(entry[:-3] for entry in _os.listdir(_HERE)
+                      if entry.endswith(".py") and not entry.startswith("_") and entry[:-3].isidentifier())
+    except OSError:
+        return []
+
+
+def _names():
+    """``{name: module}``, read again when the index or a module's file changed."""
+    modules = _module_files()
+    stats = {module: _stat(_os.path.join(_HERE, module + ".py")) for module in modules}
+    key = (repr(_stat(_INDEX)), repr(sorted(stats.items())))
+    if key == _state["key"]:
+        return _state["names"]
+    try:
+        with open(_INDEX, "r", encoding="utf-8") as f:
+            index = _json.load(f)
+    except (OSError, ValueError):
+        index = {}
+    known = index.get("modules") or {}
+    names = {name: module for name, module in (index.get("names") or {}).items() if module in stats}
+    for module in modules:
+        if (known.get(module) or {}).get("stat") == stats[module]:
+            continue
+        names = {name: where for name, where in names.items() if where != module}
+        try:
+            with open(_os.path.join(_HERE, module + ".py"), "r", encoding="utf-8-sig") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for match in _TOP_NAME.finditer(text):
+            name = match.group(1) or match.group(2)
+            if not name.startswith("_"):
+                names.setdefault(name, module)
+    _state["key"], _state["names"] = key, names
+    return names
+
+
+def __getattr__(name):
+    if name == "__all__":
+        return sorted(_names())
+    if name.startswith("__"):
+        raise AttributeError(name)
+    module = _state["names"].get(name)  # what was read last: a name used in a loop costs no stat
+    if module is not None:
+        found = getattr(_importlib.import_module(__name__ + "." + module), name, _state)
+        if found is not _state:
+            return found
+    module = _names().get(name)  # a new name, or one that moved: the index is read again if it changed
+    if module is None:
+        raise AttributeError("the code library has no %r (its modules: %s)" % (name, ", ".join(_module_files())))
+    return getattr(_importlib.import_module(__name__ + "." + module), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_names()))

@@ -1,0 +1,415 @@
+"""The code library as a package: `library/` in the memory folder, one module per topic, and a names index.
+
+A single `library.py` of thousands of functions made every save read, parse and rewrite the whole file, and every
+prompt parse it again. The package keeps each module small, and its index (`library/_index/`) says what each module
+defines: ``names.json`` (which module defines each name, each module's one line and the file's size and time when
+indexed) and ``<module>.json`` (each definition's kind, signature and docstring). A module whose file does not match
+what the index recorded (edited by hand, or a save killed between the module and its index) is indexed again; the
+others are never parsed to list or summarise the library.
+
+This module reads the package: where it is (``package_dir``), its entries (``library_entries``), its structure
+(``library_structure``) and the summary prompts show (``package_summary``). Saving and migration are in
+``library_save``. Everything here takes the configured `code_library` path: the package itself (`.../library`) or a
+legacy single file (`.../library.py`, migrated into the package beside it on first use).
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .code_library import _signature
+from .file_io import atomic_write, read_text
+from .locks import file_lock
+from .memory_log import shorten
+
+PACKAGE = "library"
+INDEX_FOLDER = "_index"
+INDEX_VERSION = 1
+_INIT_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "library_init.py")
+# (package dir) -> (key of what was read, the index); (module index path) -> (its stat, its entries)
+_indexes: Dict[str, Tuple[Any, Dict[str, Any]]] = {}
+_module_entries: Dict[str, Tuple[Any, List[Dict[str, Any]]]] = {}
+_listed: Dict[str, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}  # (package dir) -> (the index, its entries)
+_init_checked: set = set()  # packages whose __init__.py was compared with today's in this process
+_cache_lock = threading.Lock()
+
+
+def package_dir(code_library: str) -> str:
+    """The package folder for a configured `code_library`: `x/library.py` -> `x/library`, a folder as it is."""
+    path = os.path.abspath(os.path.expanduser(str(code_library)))
+    return path[:-3] if path.endswith(".py") else path
+
+
+def legacy_file(code_library: str) -> str:
+    """The single-file library the package replaces (`x/library.py`), migrated when it exists."""
+    return package_dir(code_library) + ".py"
+
+
+def module_path(package: str, module: str) -> str:
+    return os.path.join(package, module + ".py")
+
+
+def _index_path(package: str, module: Optional[str] = None) -> str:
+    return os.path.join(package, INDEX_FOLDER, (module or "names") + ".json")
+
+
+def stat_of(path: str) -> Optional[List[int]]:
+    """``[mtime_ns, size]`` of a file, or None: what tells the index that a module changed."""
+    try:
+        found = os.stat(path)
+        return [found.st_mtime_ns, found.st_size]
+    except OSError:
+        return None
+
+
+def module_names(package: str) -> List[str]:
+    """The modules of the package, sorted (files `<identifier>.py`, not starting with `_`)."""
+    try:
+        return sorted(entry[:-3] for entry in os.listdir(package)
+                      if entry.endswith(".py") and not entry.startswith("_") and entry[:-3].isidentifier())
+    except OSError:
+        return []
+
+
+def init_text() -> str:
+    """The text of the package's ``__init__.py`` (lazy: it imports a module when one of its names is asked for)."""
+    with open(_INIT_TEMPLATE, "r", encoding="utf-8") as f:
+        return f.read()
+
+
+# ~~~ What one module defines ~~~
+def _docstring(node: ast.AST) -> str:
+    return ast.get_docstring(node) or ""
+
+
+def entries_of_source(source: str) -> Tuple[str, List[Dict[str, Any]]]:
+    """``(the module's docstring, its entries)``: each top-level function, class and constant, with ``name``,
+    ``kind`` (function, class, constant), ``signature``, ``doc`` (the docstring), ``line`` and, for a class, its
+    public ``methods`` as ``[signature, doc]``. SyntaxError if the source does not parse."""
+    tree = ast.parse(source)
+    lines = source.split("\n")
+
+    def digest(node: ast.AST) -> str:  # of the definition's text: tells a resumed task what was saved since
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        return hashlib.sha256("\n".join(lines[first - 1:node.end_lineno]).encode("utf-8")).hexdigest()[:16]
+
+    entries: List[Dict[str, Any]] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            entries.append({"name": node.name, "kind": "function", "signature": _signature(node),
+                            "doc": _docstring(node), "line": node.lineno, "digest": digest(node)})
+        elif isinstance(node, ast.ClassDef):
+            bases = ", ".join(ast.unparse(b) for b in node.bases)
+            methods = [[_signature(item), _docstring(item)] for item in node.body
+                       if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and (not item.name.startswith("_") or item.name == "__init__")]
+            entries.append({"name": node.name, "kind": "class", "doc": _docstring(node), "line": node.lineno,
+                            "signature": f"class {node.name}({bases}):" if bases else f"class {node.name}:",
+                            "methods": methods, "digest": digest(node)})
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and not target.id.startswith("_"):
+                    entries.append({"name": target.id, "kind": "constant", "doc": "", "line": node.lineno,
+                                    "signature": shorten(ast.get_source_segment(source, node) or target.id, 100)})
+    return (ast.get_docstring(tree) or "").strip().split("\n")[0], entries
+
+
+def _module_record(package: str, module: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """``(names.json's record of a module, its entries)`` from its file (parsed); a module that does not parse is
+    recorded with its error and no entries."""
+    path = module_path(package, module)
+    stat = stat_of(path)
+    try:
+        doc, entries = entries_of_source(read_text(path))
+        return {"stat": stat, "doc": doc}, entries
+    except SyntaxError as error:
+        return {"stat": stat, "doc": "", "error": f"line {error.lineno}: {error.msg}"}, []
+
+
+# ~~~ The index ~~~
+def _read_json(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        value = json.loads(read_text(path) or "null")
+    except (ValueError, OSError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _stale_modules(package: str, index: Optional[Dict[str, Any]]) -> Tuple[List[str], List[str]]:
+    """``(modules to index again, modules gone)`` against what ``index`` recorded."""
+    known = (index or {}).get("modules") or {}
+    modules = module_names(package)
+    stale = [m for m in modules if (known.get(m) or {}).get("stat") != stat_of(module_path(package, m))
+             or stat_of(_index_path(package, m)) is None]
+    return stale, [m for m in known if m not in modules]
+
+
+def write_index(package: str, index: Dict[str, Any], modules: Dict[str, List[Dict[str, Any]]]) -> None:
+    """Write the entries of ``modules`` (``{module: entries}``), then ``names.json``: a save killed in between leaves
+    a module newer than names.json records, which is indexed again on the next read. Called under the lock."""
+    os.makedirs(os.path.join(package, INDEX_FOLDER), exist_ok=True)
+    for module, entries in modules.items():
+        atomic_write(_index_path(package, module), json.dumps({"entries": entries}, ensure_ascii=False))
+    atomic_write(_index_path(package), json.dumps(index, ensure_ascii=False))
+
+
+def _reindex(package: str, index: Optional[Dict[str, Any]], stale: List[str],
+             gone: List[str]) -> Dict[str, Any]:
+    """The index with ``stale`` modules parsed again and ``gone`` ones dropped; written to the package."""
+    index = {"version": INDEX_VERSION, "modules": dict((index or {}).get("modules") or {}),
+             "names": dict((index or {}).get("names") or {})}
+    redone: Dict[str, List[Dict[str, Any]]] = {}
+    changed = set(stale) | set(gone)
+    index["names"] = {n: m for n, m in index["names"].items() if m not in changed}
+    for module in gone:
+        index["modules"].pop(module, None)
+        try:
+            os.remove(_index_path(package, module))
+        except OSError:
+            pass
+    for module in stale:
+        record, entries = _module_record(package, module)
+        index["modules"][module] = record
+        redone[module] = entries
+        for entry in entries:
+            index["names"].setdefault(entry["name"], module)
+    write_index(package, index, redone)
+    return index
+
+
+def load_index(package: str, held: bool = False) -> Dict[str, Any]:
+    """The names index, indexed again for the modules that changed since (under the library's lock, written back;
+    ``held``: the caller holds it); the same object while nothing changed (a stat of the folder's files, no parse)."""
+    names_path = _index_path(package)
+    key = (repr(stat_of(names_path)), repr([(m, stat_of(module_path(package, m))) for m in module_names(package)]))
+    with _cache_lock:
+        cached = _indexes.get(package)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    index = _read_json(names_path)
+    stale, gone = _stale_modules(package, index)
+    if stale or gone or index is None or index.get("version") != INDEX_VERSION:
+        with (contextlib.nullcontext() if held else file_lock(package)):
+            index = _read_json(names_path)
+            if index is not None and index.get("version") != INDEX_VERSION:
+                index = None
+            stale, gone = _stale_modules(package, index)
+            if index is None:
+                stale = module_names(package)
+            index = _reindex(package, index, stale, gone)
+        key = (repr(stat_of(names_path)),
+               repr([(m, stat_of(module_path(package, m))) for m in module_names(package)]))
+    with _cache_lock:
+        _indexes[package] = (key, index)
+    return index
+
+
+def module_entries(package: str, module: str) -> List[Dict[str, Any]]:
+    """The entries of one module from its index file (read again only when that file changed)."""
+    path = _index_path(package, module)
+    stat = stat_of(path)
+    with _cache_lock:
+        cached = _module_entries.get(path)
+    if cached is not None and cached[0] == stat:
+        return cached[1]
+    data = _read_json(path) or {}
+    entries = data.get("entries") if isinstance(data.get("entries"), list) else []
+    with _cache_lock:
+        _module_entries[path] = (stat, entries)
+    return entries
+
+
+# ~~~ What callers use ~~~
+def ensure_library(code_library: str) -> str:
+    """The package for a configured `code_library`, made (empty) or migrated from `library.py` when needed; returns
+    its folder. Cheap when there is nothing to do (two stats)."""
+    package = package_dir(code_library)
+    init = os.path.join(package, "__init__.py")
+    if os.path.isfile(init) and not os.path.lexists(legacy_file(code_library)):
+        if package not in _init_checked:  # once a process: a package made by an older Jarvis gets today's __init__
+            _init_checked.add(package)
+            if read_text(init) != init_text():
+                with file_lock(package):
+                    atomic_write(init, init_text())
+        return package
+    from .library_save import migrate_library
+    migrate_library(package)
+    return package
+
+
+def library_entries(code_library: str) -> List[Dict[str, Any]]:
+    """Every entry of the library, module by module (the modules in the index's order, entries in file order):
+    dicts with ``module``, ``name``, ``kind``, ``signature``, ``doc`` (the whole docstring), ``line`` and, for a
+    class, ``methods``. Cheap on repeated calls: the same list while nothing changed on disk (do not change it), and
+    only what changed is read again."""
+    package = ensure_library(code_library)
+    index = load_index(package)
+    with _cache_lock:
+        cached = _listed.get(package)
+    if cached is not None and cached[0] is index:
+        return cached[1]
+    entries = [{"module": module, **entry} for module in index["modules"] for entry in module_entries(package, module)]
+    with _cache_lock:
+        _listed[package] = (index, entries)
+    return entries
+
+
+def library_structure(code_library: str) -> List[Dict[str, Any]]:
+    """The library's modules, each with ``module``, ``line`` (one line: its docstring's first line and its names),
+    ``count`` (definitions) and ``error`` (why it does not parse, or "")."""
+    package = ensure_library(code_library)
+    index = load_index(package)
+    out = []
+    for module, record in index["modules"].items():
+        names = [e["name"] for e in module_entries(package, module)]
+        doc = record.get("doc") or ""
+        listed = ", ".join(names[:6]) + (f", +{len(names) - 6} more" if len(names) > 6 else "")
+        line = f"{doc} ({listed})" if doc and names else doc or listed or "(empty)"
+        if record.get("error"):
+            line = f"(does not parse: {record['error']})"
+        out.append({"module": module, "line": shorten(line, 110), "count": len(names),
+                    "error": record.get("error", "")})
+    return out
+
+
+def structure_text(structure: List[Dict[str, Any]], max_chars: Optional[int] = None) -> str:
+    """The structure as prompt lines (``- module: line``); over ``max_chars``, names and counts only."""
+    head = "The library is the package `library` (`from library import name`); its modules:"
+    text = "\n".join([head] + [f"- {m['module']}: {m['line']}" for m in structure])
+    if max_chars and len(text) > max_chars:
+        text = shorten(f"{head} " + ", ".join(f"{m['module']} ({m['count']})" for m in structure), max_chars)
+    return text
+
+
+def render_entry(entry: Dict[str, Any], detail: str = "full") -> str:
+    """One entry as the summary (and the memory index) shows it: signature, and its docstring whole, by its first
+    line, or not at all."""
+    def doc_lines(doc: str, indent: str) -> List[str]:
+        if detail == "signatures":
+            return []
+        lines = (doc or "(no docstring)").split("\n")
+        if detail == "first_line" or len(lines) == 1:
+            return [f'{indent}"""{lines[0].strip() if detail == "first_line" else lines[0]}"""']
+        return [f'{indent}"""{lines[0]}'] + [f"{indent}{line}" if line else "" for line in lines[1:]] + [f'{indent}"""']
+
+    if entry["kind"] == "constant":
+        return entry["signature"]
+    lines = [entry["signature"]] + doc_lines(entry.get("doc", ""), "    ")
+    for signature, doc in entry.get("methods") or []:
+        lines += ["    " + signature] + doc_lines(doc, "        ")
+    return "\n".join(lines)
+
+
+def _render_all(entries: List[Dict[str, Any]], detail: str, limit: Optional[int]) -> Optional[str]:
+    separator = "\n\n" if detail == "full" else "\n"
+    parts: List[str] = []
+    size, module = 0, None
+    for entry in entries:
+        if entry["module"] != module:
+            module = entry["module"]
+            parts.append(f"# library/{module}.py")
+            size += len(parts[-1]) + 1
+        parts.append(render_entry(entry, detail))
+        size += len(parts[-1]) + len(separator)
+        if limit and size > limit:
+            return None
+    return _join(parts, separator)
+
+
+def _join(parts: List[str], separator: str) -> str:
+    """The parts joined by ``separator``, a module's header line right above its first entry."""
+    out = ""
+    for part in parts:
+        if not out:
+            out = part
+        elif out.endswith(".py") and out.rsplit("\n", 1)[-1].startswith("# library/"):
+            out += "\n" + part
+        else:
+            out += separator + part
+    return out
+
+
+LARGE_LIBRARY = "(the library is large"  # how a summary's entries start when they did not fit whole
+
+
+def summary_head(code_library: str, max_chars: Optional[int] = None,
+                 structure: Optional[List[Dict[str, Any]]] = None) -> str:
+    """The start of the library's summary: its structure (modules, one line each) within half of ``max_chars``.
+    ``structure``: ``library_structure``'s, when the caller has it."""
+    structure = library_structure(code_library) if structure is None else structure
+    return structure_text(structure, max_chars // 2 if max_chars else None)
+
+
+def summary_is_cut(summary: str) -> bool:
+    """Whether a ``package_summary`` did not hold every entry's whole docstring (the library is over its budget)."""
+    return summary.partition("\n\n")[2].startswith(LARGE_LIBRARY)  # the head has no blank line
+
+
+def package_summary(code_library: str, max_chars: Optional[int] = None,
+                    chosen: Optional[Iterable[Tuple[str, str]]] = None, note: str = "") -> str:
+    """What prompts show of the library: its structure (modules, one line each), then the signatures and docstrings
+    of ``chosen`` entries (``(module, name)`` pairs; default every entry, modules in order) under their modules'
+    headers, within ``max_chars``: beyond it the docstrings are cut to their first line, then only signatures are
+    given, and at the last the names (a line says so). ``note``: a line put before the entries (what was chosen and
+    how to see the others). "" for an empty library."""
+    structure = library_structure(code_library)
+    entries = library_entries(code_library)
+    if not entries and not any(m["error"] for m in structure):
+        return ""
+    if chosen is not None:
+        wanted = {tuple(pair) for pair in chosen}
+        entries = [e for e in entries if (e["module"], e["name"]) in wanted]
+    head = summary_head(code_library, max_chars, structure)
+    room = max(max_chars - len(head) - 2 - (len(note) + 1 if note else 0), 0) if max_chars else None
+    body = _render_all(entries, "full", room)
+    if body is None:
+        for detail in ("first_line", "signatures"):
+            body = _render_all(entries, detail, room)
+            if body is not None:
+                what = "first docstring lines" if detail == "first_line" else "signatures"
+                body = f"{LARGE_LIBRARY}: {what} only)\n{body}"
+                break
+    if body is None:
+        body = shorten(f"{LARGE_LIBRARY}: names only) " + ", ".join(e["name"] for e in entries), room or 80)
+    body = f"{note}\n{body}" if note and body else note or body
+    return f"{head}\n\n{body}" if body else head
+
+
+def library_location(code_library: str) -> Optional[str]:
+    """Where the library is on disk, for lists of files: the package folder, else a `library.py` not migrated yet,
+    else None."""
+    package = package_dir(code_library)
+    if os.path.isdir(package):
+        return package
+    return legacy_file(code_library) if os.path.isfile(legacy_file(code_library)) else None
+
+
+def definition_sources(code_library: str, names: Iterable[str]) -> Dict[str, Tuple[str, str]]:
+    """``{name: (module, its source)}`` for the ``names`` the library defines (functions and classes), reading only
+    the modules that hold them; nothing is migrated (a report reads an old run's `library.py` as it is)."""
+    from .code_library import definition_spans
+    wanted = set(names)
+    package = package_dir(code_library)
+    if os.path.isfile(os.path.join(package, "__init__.py")):
+        where = {n: m for n, m in load_index(package)["names"].items() if n in wanted}
+        files = {m: module_path(package, m) for m in set(where.values())}
+    else:
+        files, where = {"": legacy_file(code_library)}, {n: "" for n in wanted}
+    found: Dict[str, Tuple[str, str]] = {}
+    for module, path in files.items():
+        text = read_text(path)
+        try:
+            spans = definition_spans(text) if text else []
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        lines = text.split("\n")
+        for name, start, end in spans:
+            if where.get(name) == module:
+                found[name] = (module, "\n".join(lines[start - 1:end]))
+    return found

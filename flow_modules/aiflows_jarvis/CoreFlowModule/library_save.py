@@ -1,0 +1,392 @@
+"""Changing the library package: saving code into one module, and migrating a single-file `library.py`.
+
+A save reads and writes one module (two when a replaced definition moves), that module's index file and the names
+index: it never reads the other modules, and checks what the change can break: a name defined in another module
+(``from library import f`` must find one), a module name equal to a definition's, the module's `from __future__`
+imports. Names the code uses from other modules are imported at the end of the module, after its own definitions,
+so that two modules using each other's functions import each other without a cycle failing.
+
+Every file is replaced atomically, under the library's lock, the module first and its index after: a save killed
+between the two leaves a module the index does not match, indexed again on the next read.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import keyword
+import os
+import re
+import shutil
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from .code_library import _whole_error, split_future_imports
+from .errors import MemoryFileError
+from .file_io import archive_copy, atomic_write, read_text
+from .library_package import (INDEX_VERSION, entries_of_source, init_text, load_index, module_entries,
+                              module_names, module_path, stat_of, write_index)
+from .locks import file_lock
+
+MAX_MODULE_ENTRIES = 200  # a topic's module is continued in `<topic>_2` past this many definitions
+DEFAULT_MODULE = "general"
+# Topics a function is put in by default: (module, its one line, words of names and docstrings that point to it).
+TOPICS: Tuple[Tuple[str, str, frozenset], ...] = tuple((name, line, frozenset(words.split())) for name, line, words in (
+    ("text", "Text: strings, words, formatting and parsing.",
+     "text texts string strings str word words format slug slugify regex sentence sentences char chars characters "
+     "title upper lower split tokens token markdown"),
+    ("files", "Files and paths: reading and writing files and folders.",
+     "file files path paths folder folders directory directories dir csv json yaml read write load save"),
+    ("data", "Data: tables, records, series and statistics.",
+     "data table tables row rows record records stats statistics statistic mean average median growth rate rates "
+     "series sales percent percentage total totals sum count counts column columns dataframe"),
+    ("maths", "Numbers and maths.",
+     "math maths number numbers prime primes factor factors sqrt matrix vector integer integers fibonacci gcd "
+     "factorial divisible round"),
+    ("dates", "Dates and times.", "date dates time times day days month months year years week weeks calendar "
+     "timestamp duration hour hours"),
+    ("charts", "Charts and images: SVG, plots, colours.",
+     "chart charts plot plots svg bar bars graph graphs image images draw drawing color colour colors colours "
+     "figure pie histogram"),
+    ("web", "Web: URLs, HTTP and HTML.", "url urls http https html web request requests download fetch api page"),
+    ("collections", "Lists, dictionaries and other collections.",
+     "list lists dict dicts dictionary items sort sorted unique flatten chunk chunks group merge filter pairs"),
+))
+_LINES = {DEFAULT_MODULE: "Functions of no particular topic.", **{name: line for name, line, _ in TOPICS}}
+_WORD = re.compile(r"[a-z]+")
+_MODULE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def topic_of(name: str, doc: str = "") -> str:
+    """The topic module a definition goes in by default: the topic whose words its name (counted twice) and its
+    docstring's first line use most; `general` when none."""
+    words = _WORD.findall(name.lower().replace("_", " ")) * 2 + _WORD.findall((doc or "").split("\n")[0].lower())
+    best, score = DEFAULT_MODULE, 0
+    for topic, _, vocabulary in TOPICS:
+        found = sum(1 for word in words if word in vocabulary or word.rstrip("s") in vocabulary)
+        if found > score:
+            best, score = topic, found
+    return best
+
+
+def check_module_name(module: str, defined: Iterable[str] = ()) -> str:
+    """``module`` if it can name a module of the library, else a sentence saying why not."""
+    if not _MODULE_NAME.match(module) or keyword.iskeyword(module):
+        return (f"`{module}` cannot name a library module: use lowercase letters, digits and underscores, starting "
+                "with a letter (e.g. `text`, `charts`)")
+    if module in set(defined):
+        return f"`{module}` is the name of a function or class of the library, so it cannot also name a module"
+    return ""
+
+
+def default_module(package: str, names: List[str], doc: str, index: Dict[str, Any]) -> str:
+    """The module for new code: its topic's, or that topic's next module when it is full; never a library name."""
+    topic = topic_of(names[0] if names else "", doc)
+    counts: Dict[str, int] = {}
+    for where in index["names"].values():
+        counts[where] = counts.get(where, 0) + 1
+    number, module = 1, topic
+    while counts.get(module, 0) >= MAX_MODULE_ENTRIES or module in index["names"] or module in names:
+        number += 1
+        module = f"{topic}_{number}"
+    return module
+
+
+def used_names(tree: ast.AST) -> Set[str]:
+    """Names read anywhere in ``tree`` (function bodies included), but builtins."""
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+            and not hasattr(builtins, node.id)}
+
+
+def bound_names(node: ast.stmt) -> Set[str]:
+    """Names a top-level statement binds (imports, assignments, definitions, names bound in `if`/`try` blocks)."""
+    found: Set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is node:
+            found.add(sub.name)
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            found.update((a.asname or a.name).split(".")[0] for a in sub.names if a.name != "*")
+        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            found.add(sub.id)
+    return found
+
+
+def cross_imports(names_by_module: Dict[str, List[str]]) -> str:
+    """``from .module import a, b`` lines, one per module."""
+    return "\n".join(f"from .{module} import {', '.join(sorted(set(names)))}  # defined in library/{module}.py"
+                     for module, names in sorted(names_by_module.items()) if names)
+
+
+def module_text(module: str, futures: List[str], body: str) -> str:
+    """A module's file: its docstring (one line), its `from __future__` imports, then the body."""
+    topic = module.rstrip("0123456789").rstrip("_") if module[-1:].isdigit() else module
+    line = _LINES.get(topic, f"Functions on {module.replace('_', ' ')}.")
+    head = f'"""{line}"""\n' + ("\n".join(futures) + "\n" if futures else "")
+    return head + ("\n\n" + body.strip("\n") + "\n" if body.strip() else "")
+
+
+def _split_module(text: str) -> Tuple[List[str], str, str]:
+    """``(futures, docstring line or "", the rest)`` of a module's text."""
+    futures, body = split_future_imports(text) if text.strip() else ([], "")
+    tree = ast.parse(body)
+    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant) \
+            and isinstance(tree.body[0].value.value, str):
+        lines = body.split("\n")
+        end = tree.body[0].end_lineno
+        return futures, "\n".join(lines[:end]), "\n".join(lines[end:]).strip("\n")
+    return futures, "", body
+
+
+def _without(text: str, names: Set[str]) -> str:
+    """``text`` without its top-level definitions of ``names``."""
+    lines = text.split("\n")
+    for node in sorted(ast.parse(text).body, key=lambda n: -n.lineno):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            del lines[first - 1:node.end_lineno]
+    return "\n".join(lines)
+
+
+def _joined(module: str, old_text: str, futures: List[str], body: str) -> str:
+    """The module's new text: its old one (or a new module's head) with ``body`` appended, futures first."""
+    if not old_text.strip():
+        return module_text(module, futures, body)
+    old_futures, doc, rest = _split_module(old_text)
+    all_futures = list(dict.fromkeys(old_futures + futures))
+    head = (doc + "\n" if doc else "") + ("\n".join(all_futures) + "\n" if all_futures else "")
+    return head + ("\n\n" + rest.strip("\n") + "\n" if rest.strip() else "") + "\n\n" + body.strip("\n") + "\n"
+
+
+def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any]) -> Dict[str, Any]:
+    """Index the modules just written (``{module: text}``) over ``index`` (as read before they were written: read
+    now, it would find them changed and parse them again) and write the index."""
+    index = {"version": INDEX_VERSION, "modules": dict(index["modules"]), "names": dict(index["names"])}
+    redone: Dict[str, List[Dict[str, Any]]] = {}
+    for module, text in modules.items():
+        index["names"] = {n: m for n, m in index["names"].items() if m != module}
+        if not text:
+            index["modules"].pop(module, None)
+            continue
+        doc, entries = entries_of_source(text)
+        index["modules"][module] = {"stat": stat_of(module_path(package, module)), "doc": doc}
+        redone[module] = entries
+        for entry in entries:
+            index["names"].setdefault(entry["name"], module)
+    write_index(package, index, redone)
+    return index
+
+
+def save_code(package: str, code: str, module: Optional[str], replace: bool) -> Tuple[str, str, List[str]]:
+    """Save ``code`` (it parses and runs nothing on import: the caller checked) into ``module`` (None: its topic's).
+
+    Returns ``(why nothing was saved or "", the module saved into, the definitions replaced)``. Called under the
+    library's lock (``file_lock(package)``)."""
+    index = load_index(package, held=True)
+    tree = ast.parse(code)
+    doc, entries = entries_of_source(code)
+    names = [e["name"] for e in entries]
+    where = index["names"]
+    clashes = sorted(n for n in names if n in where)
+    if clashes and not replace:
+        places = ", ".join(f"{n} (in library/{where[n]}.py)" for n in clashes)
+        return (f"Nothing was saved: the library already defines {places}. To replace the existing definition, call "
+                "save_code again with replace_existing: true; to keep both, rename the new function with "
+                "write_code."), "", clashes
+    if not module:
+        module = where[clashes[0]] if clashes else default_module(package, names, entries[0]["doc"] if entries
+                                                                  else doc, index)
+    why = check_module_name(module, set(where) | set(names))
+    if why:
+        return f"Nothing was saved: {why}.", module, clashes
+    modules_written: Dict[str, str] = {}
+    for other in sorted({where[n] for n in clashes} - {module}):  # a replaced definition moves to `module`
+        old = read_text(module_path(package, other))
+        archive_copy(os.path.join(os.path.dirname(package), f"library.{other}.py"), old)
+        modules_written[other] = _without(old, {n for n in clashes if where[n] == other})
+    path = module_path(package, module)
+    old_text = read_text(path)
+    kept = _without(old_text, set(clashes)) if clashes and module in {where[n] for n in clashes} else old_text
+    futures, body = split_future_imports(code)
+    outside: Dict[str, List[str]] = {}
+    for name in used_names(tree) - set(names) - bound_names_of(tree):
+        if name in where and where[name] not in (module,) and name not in clashes:
+            outside.setdefault(where[name], []).append(name)
+    imports = cross_imports(outside)
+    new_text = _joined(module, kept, futures, (imports + "\n\n\n" if imports else "") + body)
+    try:
+        compile(new_text, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        return (f"Nothing was saved: library/{module}.py would not compile with the code (line {error.lineno}: "
+                f"{error.msg})."), module, clashes
+    if clashes and module in {where[n] for n in clashes}:
+        archive_copy(os.path.join(os.path.dirname(package), f"library.{module}.py"), old_text)
+    modules_written[module] = new_text
+    for name, text in modules_written.items():
+        atomic_write(module_path(package, name), text)
+    update_index(package, modules_written, index)
+    return "", module, clashes
+
+
+def bound_names_of(tree: ast.Module) -> Set[str]:
+    found: Set[str] = set()
+    for node in tree.body:
+        found |= bound_names(node)
+    return found
+
+
+# ~~~ Migration of a single-file library ~~~
+class _Segment:
+    """What migration needs of one top-level statement: its text (comments above included), the name it defines
+    (a function or class) or None, its docstring, the names it uses and binds. No tree is kept."""
+
+    __slots__ = ("text", "name", "doc", "used", "bound")
+
+    def __init__(self, node: ast.stmt, text: str):
+        definition = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        self.text, self.name = text, node.name if definition else None
+        self.doc = (ast.get_docstring(node) or "") if definition else ""
+        self.used, self.bound = used_names(node), bound_names(node)
+
+
+def _segments(text: str, block_chars: int = 1 << 15) -> Tuple[List[str], List[_Segment]]:
+    """``(the `from __future__` imports, the other top-level statements)`` of ``text`` (its docstring apart), parsed
+    in blocks of about ``block_chars`` (a tree of a whole large library is many times its size)."""
+    from .code_library import _block_end
+    futures: List[str] = []
+    out: List[_Segment] = []
+    start, size, first = 0, block_chars, True
+    while start < len(text):
+        end = _block_end(text, start, size)
+        chunk = text[start:end]
+        try:
+            body = ast.parse(chunk).body
+        except SyntaxError:
+            if end < len(text):
+                size *= 2  # cut inside a statement: tried again twice as long
+                continue
+            raise
+        lines, previous = chunk.split("\n"), 0
+        if first and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            previous, body = body[0].end_lineno, body[1:]
+        for node in body:
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                futures.append("\n".join(lines[node.lineno - 1:node.end_lineno]).strip())
+            else:
+                out.append(_Segment(node, "\n".join(lines[previous:node.end_lineno]).strip("\n")))
+            previous = node.end_lineno
+        start, size, first = end, block_chars, False
+    return futures, out
+
+
+def plan_migration(text: str, taken: Dict[str, str]) -> Tuple[Dict[str, str], List[str]]:
+    """``({module: text}, names skipped)`` for a single-file library: each definition in its topic's module, each
+    other statement (imports, constants) in every module that uses what it binds (in `general` when none does),
+    functions of other modules imported at each module's end. ``taken``: names the package already has (those
+    definitions are skipped: the archived file keeps them)."""
+    futures, segments = _segments(text)
+    skipped = [seg.name for seg in segments if seg.name in taken]
+    all_names = {seg.name for seg in segments if seg.name} | set(taken)
+    counts: Dict[str, int] = {}
+    next_number: Dict[str, int] = {}
+    home: Dict[str, str] = {}
+    for seg in segments:
+        if not seg.name or seg.name in taken or seg.name in home:
+            continue
+        topic = topic_of(seg.name, seg.doc)
+        number = next_number.get(topic, 1)
+        module = topic if number == 1 else f"{topic}_{number}"
+        while counts.get(module, 0) >= MAX_MODULE_ENTRIES or module in all_names:
+            number += 1
+            module = f"{topic}_{number}"
+        next_number[topic] = number
+        counts[module] = counts.get(module, 0) + 1
+        home[seg.name] = module
+    members: Dict[str, Set[int]] = {}
+    uses: Dict[str, Set[str]] = {}
+    for position, seg in enumerate(segments):
+        if seg.name in home and seg.name not in taken:
+            members.setdefault(home[seg.name], set()).add(position)
+            uses.setdefault(home[seg.name], set()).update(seg.used)
+    others = [i for i, seg in enumerate(segments) if not seg.name]
+    placed: Set[int] = set()
+    changed = True
+    while changed:  # a statement goes where what it binds is used (a constant using an import brings it too)
+        changed = False
+        for i in others:
+            for module, used in uses.items():
+                if segments[i].bound & used and i not in members[module]:
+                    members[module].add(i)
+                    used.update(segments[i].used)
+                    placed.add(i)
+                    changed = True
+    rest = [i for i in others if i not in placed]
+    if rest:
+        members.setdefault(DEFAULT_MODULE, set()).update(rest)
+        uses.setdefault(DEFAULT_MODULE, set()).update(*(segments[i].used for i in rest))
+    result: Dict[str, str] = {}
+    for module, positions in members.items():
+        local = {segments[i].name for i in positions} | {n for i in positions for n in segments[i].bound}
+        outside: Dict[str, List[str]] = {}
+        for name in uses.get(module, set()) - local:
+            if name in home and home[name] != module:
+                outside.setdefault(home[name], []).append(name)
+        body = "\n\n\n".join(segments[i].text for i in sorted(positions))
+        footer = cross_imports(outside)
+        result[module] = module_text(module, futures, body + ("\n\n\n" + footer if footer else ""))
+    return result, skipped
+
+
+def migrate_library(package: str) -> List[str]:
+    """Make the package when it is missing, and move a `library.py` beside it into it (the file is kept in the
+    memory folder's `archive/`, then removed). Returns the names that were not moved because the package has them
+    (the archived copy keeps them). MemoryFileError if `library.py` does not parse: it stays as it is."""
+    legacy = package + ".py"
+    with file_lock(package):
+        folder = os.path.dirname(package)
+        for entry in os.listdir(folder) if os.path.isdir(folder) else []:
+            if entry.startswith(".library-migrating-"):  # a migration killed before its end
+                shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
+        has_package = os.path.isfile(os.path.join(package, "__init__.py"))
+        text = read_text(legacy) if os.path.lexists(legacy) else None
+        index = load_index(package, held=True) if has_package else {"names": {}}
+        try:
+            modules, skipped = plan_migration(text, dict(index["names"])) if text and text.strip() else ({}, [])
+        except (SyntaxError, ValueError):
+            error = SyntaxError(*_whole_error(text))
+            raise MemoryFileError(
+                f"{legacy} does not compile (line {error.lineno}: {error.msg}), so it cannot be moved into the "
+                f"library package {package}/: fix it, or move it away, then run again.") from None
+        if not has_package:
+            staging = os.path.join(folder, f".library-migrating-{os.getpid()}")
+            os.makedirs(staging)
+            atomic_write(os.path.join(staging, "__init__.py"), init_text())
+            for module, body in modules.items():
+                atomic_write(os.path.join(staging, module + ".py"), body)
+            if os.path.isdir(package):  # a folder without __init__ (made by hand): its files are kept
+                for entry in os.listdir(package):
+                    if not os.path.exists(os.path.join(staging, entry)):
+                        shutil.move(os.path.join(package, entry), os.path.join(staging, entry))
+                os.rmdir(package)
+            os.rename(staging, package)
+        else:
+            written = {}
+            for module, body in modules.items():
+                old = read_text(module_path(package, module))
+                written[module] = _joined(module, old, [], _split_module(body)[2]) if old.strip() else body
+                atomic_write(module_path(package, module), written[module])
+            update_index(package, written, index)
+        if text is not None:
+            if text.strip():
+                archive_copy(legacy, text)
+            os.remove(legacy)
+        load_index(package, held=True)
+    return skipped
+
+
+def library_digests(package: str) -> Dict[str, str]:
+    """``{name: digest of its definition}`` of every function and class (from the index: no module is parsed)."""
+    index = load_index(package)
+    return {e["name"]: e.get("digest", "") for m in index["modules"] for e in module_entries(package, m)
+            if e["kind"] != "constant"}
+
+
+__all__ = ["MAX_MODULE_ENTRIES", "DEFAULT_MODULE", "TOPICS", "topic_of", "check_module_name", "default_module",
+           "save_code", "plan_migration", "migrate_library", "library_digests", "module_names", "update_index"]

@@ -1,0 +1,295 @@
+"""The code library as a package of topic modules: migration of a single `library.py`, `import library` of every
+earlier function, names that clash across modules, what a save reads and writes, a save killed at any point, and the
+entries and structure the prompts (and retrieval) read."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from aiflows_jarvis.CoreFlowModule import library_package, library_save
+from aiflows_jarvis.CoreFlowModule.library_package import (library_entries, library_structure, load_index,
+                                                           package_summary)
+from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
+
+LEGACY = textwrap.dedent('''\
+    """My library."""
+    from __future__ import annotations
+
+    import math
+    import re
+
+    WORD = re.compile(r"\\w+")
+    SCALE = 2
+
+
+    def count_words(text: str) -> int:
+        """Counts the words of a text."""
+        return len(WORD.findall(text))
+
+
+    # growth of a series
+    def growth_rates(values):
+        """Month-over-month growth rates in percent."""
+        return [round((b - a) / a * 100, 1) for a, b in zip(values, values[1:])]
+
+
+    def largest_growth(values):
+        """Index of the month with the largest growth (uses count_words, of another topic)."""
+        rates = growth_rates(values)
+        return rates.index(max(rates)) + 1 + count_words("")
+
+
+    def circle_area(r):
+        """Area of a circle (maths)."""
+        return math.pi * r * r * SCALE / 2
+
+
+    class Shape:
+        """A shape."""
+
+        def area(self) -> float:
+            return 0.0
+    ''')
+
+USES = textwrap.dedent('''\
+    import library
+    from library import count_words, growth_rates, largest_growth, circle_area, Shape, WORD
+    assert count_words("a b c") == 3
+    assert growth_rates([100, 110]) == [10.0]
+    assert largest_growth([1, 2, 4, 5]) == 1
+    assert abs(library.circle_area(1) - 3.14159) < 0.001
+    assert Shape().area() == 0.0 and WORD.pattern
+    assert {"Shape", "WORD", "SCALE", "circle_area", "count_words"} <= set(library.__all__)
+    print("ok")
+    ''')
+
+
+def run_python(folder, code: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(folder)}
+    return subprocess.run([sys.executable, "-c", code], cwd=str(folder), env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def save(memory, code: str, **args) -> str:
+    flow = SaveCodeAtomicFlow.instantiate_from_default_config()
+    return flow.run({"code": code, "memory_files": {"code_library": str(memory / "library.py")}, **args})["result"]
+
+
+def test_a_single_file_library_is_migrated_on_first_use_and_every_function_still_imports(tmp_path):
+    (tmp_path / "library.py").write_text(LEGACY)
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    summary = reader.run({"memory_files": {"code_library": str(tmp_path / "library.py")}})["code_library"]
+    assert not (tmp_path / "library.py").exists()
+    archived = list((tmp_path / "archive").iterdir())
+    assert len(archived) == 1 and archived[0].read_text() == LEGACY, "the original is kept whole in the archive"
+    modules = {m["module"] for m in library_structure(str(tmp_path / "library.py"))}
+    assert {"text", "data", "maths"} <= modules, modules
+    assert "# library/data.py" in summary and "def growth_rates(values):" in summary
+    assert "- data: Data: tables" in summary, "the structure: one line per module"
+    done = run_python(tmp_path, USES)
+    assert done.stdout.strip() == "ok", done.stderr
+    data = (tmp_path / "library" / "data.py").read_text()
+    assert "from .text import count_words" in data, "a function of another module is imported"
+    assert data.index("def largest_growth") < data.index("from .text import"), "after the module's definitions"
+
+
+def test_a_library_py_that_does_not_compile_is_left_as_it_is_and_said(tmp_path):
+    (tmp_path / "library.py").write_text("def broken(:\n    pass\n")
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    summary = reader.run({"memory_files": {"code_library": str(tmp_path / "library.py")}})["code_library"]
+    assert "does not compile (line 1" in summary and "fix it" in summary
+    assert (tmp_path / "library.py").read_text() == "def broken(:\n    pass\n"
+    assert "Nothing was saved" in save(tmp_path, "def f():\n    return 1\n")
+
+
+def test_a_library_py_written_beside_the_package_is_moved_in_without_losing_either(tmp_path):
+    save(tmp_path, "def growth_rates(v):\n    '''Growth.'''\n    return v\n")
+    (tmp_path / "library.py").write_text("def growth_rates(v):\n    return 0\n\n\ndef slugify(t):\n    return t\n")
+    assert [e["name"] for e in library_entries(str(tmp_path / "library.py"))] == ["growth_rates", "slugify"]
+    assert "return v" in (tmp_path / "library" / "data.py").read_text(), "the package's definition is kept"
+    assert any("return 0" in p.read_text() for p in (tmp_path / "archive").iterdir()), "the other is archived"
+
+
+def test_names_clash_across_modules_and_a_replacement_moves_the_definition(tmp_path):
+    assert "module text" in save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    refused = save(tmp_path, "def slugify(t):\n    return t.lower()\n", module="web")
+    assert refused.startswith("Nothing was saved") and "slugify (in library/text.py)" in refused
+    assert "replace_existing" in refused
+    assert not (tmp_path / "library" / "web.py").exists()
+    replaced = save(tmp_path, "def slugify(t):\n    return t.lower()\n", module="web", replace_existing=True)
+    assert replaced.startswith("Replaced slugify") and "module web" in replaced
+    assert "def slugify" not in (tmp_path / "library" / "text.py").read_text()
+    assert "t.lower()" in (tmp_path / "library" / "web.py").read_text()
+    assert any(p.name.startswith("library.text-") for p in (tmp_path / "archive").iterdir())
+    assert run_python(tmp_path, "from library import slugify; print(slugify('AB'))").stdout.strip() == "ab"
+    bad = save(tmp_path, "def other(t):\n    return t\n", module="slugify")
+    assert bad.startswith("Nothing was saved") and "cannot also name a module" in bad
+    assert save(tmp_path, "def g():\n    return 1\n", module="Bad Name").startswith("Nothing was saved: `bad name`")
+
+
+def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatch):
+    package = tmp_path / "library"
+    for topic in range(10):  # 2,000 functions in 10 modules, indexed
+        body = "".join(f"def f_{topic}_{n}(x):\n    '''Adds {n}.'''\n    return x + {n}\n\n\n" for n in range(200))
+        save(tmp_path, body, module=f"topic_{topic}")
+    assert len(load_index(str(package))["names"]) == 2000
+    touched = {"read": [], "written": [], "parsed": []}
+    for module in (library_package, library_save):
+        real_read, real_write = module.read_text, module.atomic_write
+        monkeypatch.setattr(module, "read_text", lambda p, r=real_read: touched["read"].append(p) or r(p))
+        monkeypatch.setattr(module, "atomic_write",
+                            lambda p, t, w=real_write: touched["written"].append(p) or w(p, t))
+    real_entries = library_package.entries_of_source
+    counting = lambda s, r=real_entries: touched["parsed"].append(len(s)) or r(s)  # noqa: E731
+    monkeypatch.setattr(library_package, "entries_of_source", counting)
+    monkeypatch.setattr(library_save, "entries_of_source", counting)
+    result = save(tmp_path, "def added(x):\n    '''One more.'''\n    return f_3_1(x)\n", module="topic_7")
+    assert result.startswith("Saved added") and "2001 name(s)" in result
+    python = lambda paths: sorted({os.path.relpath(p, package) for p in paths if p.endswith(".py")})  # noqa: E731
+    assert python(touched["read"]) == ["topic_7.py"], "another module was read"
+    assert python(touched["written"]) == ["topic_7.py"], "another module was written"
+    assert sorted(os.path.basename(p) for p in touched["written"] if p.endswith(".json")) == \
+        ["names.json", "topic_7.json"], touched["written"]
+    assert max(touched["parsed"]) < 60_000, "more than the code and its module was parsed"
+    assert "from .topic_3 import f_3_1" in (package / "topic_7.py").read_text()
+    assert run_python(tmp_path, "from library import added; print(added(1))").stdout.strip() == "2"
+
+
+_KILLED_SAVE = textwrap.dedent("""\
+    import os, sys
+    from aiflows_jarvis.CoreFlowModule import library_save
+    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
+    if sys.argv[2] == "between":  # killed after the module is written, before its index
+        library_save.update_index = lambda *a, **k: os.kill(os.getpid(), 9)
+    flow = SaveCodeAtomicFlow.instantiate_from_default_config()
+    files = {"code_library": os.path.join(sys.argv[1], "library.py")}
+    for n in range(10_000):
+        out = flow.run({"code": f"def saved_{n}(x):\\n    '''Number {n}.'''\\n    return x + {n}\\n",
+                        "memory_files": files, "module": f"m{n % 3}"})["result"]
+        print(out.split(" in the code library")[0], flush=True)
+    """)
+
+
+def test_a_save_killed_between_the_module_and_its_index_loses_nothing(tmp_path):
+    save(tmp_path, "def first(x):\n    return x\n", module="m0")
+    child = subprocess.run([sys.executable, "-c", _KILLED_SAVE, str(tmp_path), "between"], capture_output=True,
+                           text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL and child.stdout == ""
+    names = [e["name"] for e in library_entries(str(tmp_path / "library.py"))]
+    assert names == ["first", "saved_0"], "the module newer than its index is indexed again"
+    done = run_python(tmp_path, "from library import first, saved_0; print(saved_0(1))")
+    assert done.stdout.strip() == "1", done.stderr
+
+
+def test_saves_killed_at_any_moment_lose_no_function_reported_saved(tmp_path):
+    for attempt in range(3):
+        child = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(tmp_path), "any"], stdout=subprocess.PIPE,
+                                 text=True)
+        reported = [child.stdout.readline().strip() for _ in range(5 + 7 * attempt)]
+        child.kill()
+        child.wait()
+        rest = child.stdout.read().split("\n")
+        child.stdout.close()
+        saved = {line.split()[1] for line in reported + rest if line.startswith("Saved")}
+        names = {e["name"] for e in library_entries(str(tmp_path / "library.py"))}
+        assert saved <= names, f"reported saved but missing: {saved - names}"
+        check = "import library; [getattr(library, n) for n in library.__all__]; print(len(library.__all__))"
+        done = run_python(tmp_path, check)
+        assert done.returncode == 0 and int(done.stdout) == len(names), done.stderr
+        index = json.loads((tmp_path / "library" / "_index" / "names.json").read_text())
+        assert set(index["names"]) == names
+
+
+def test_entries_and_structure_are_read_from_the_index_and_kept_while_nothing_changes(tmp_path, monkeypatch):
+    save(tmp_path, "def slugify(text: str) -> str:\n    '''Makes a slug.\n\n    Lowercase.'''\n    return text\n")
+    save(tmp_path, "class Chart:\n    '''An SVG chart.'''\n    def draw(self, path):\n        '''Draws it.'''\n")
+    where = str(tmp_path / "library.py")
+    entries = library_entries(where)
+    assert [(e["module"], e["name"], e["kind"]) for e in entries] == [("text", "slugify", "function"),
+                                                                      ("charts", "Chart", "class")]
+    assert entries[0]["signature"] == "def slugify(text: str) -> str:" and entries[0]["doc"].endswith("Lowercase.")
+    assert entries[1]["methods"] == [["def draw(self, path):", "Draws it."]]
+    assert [s["module"] for s in library_structure(where)] == ["text", "charts"]
+    parsed = []
+    monkeypatch.setattr(library_package, "entries_of_source", lambda s: parsed.append(s) or (_ for _ in ()).throw(
+        AssertionError("parsed")))
+    assert library_entries(where) == entries and library_entries(str(tmp_path / "library")) == entries
+    assert parsed == []
+    chosen = package_summary(where, 4000, chosen=[("charts", "Chart")])
+    assert "class Chart:" in chosen and "def slugify" not in chosen and "- text:" in chosen
+
+
+def test_a_module_edited_by_hand_is_indexed_again_and_imports(tmp_path):
+    save(tmp_path, "def slugify(t):\n    return t\n")
+    library_entries(str(tmp_path / "library.py"))
+    with open(tmp_path / "library" / "text.py", "a") as f:
+        f.write("\n\ndef shout(t):\n    '''Upper case.'''\n    return t.upper()\n")
+    assert run_python(tmp_path, "from library import shout; print(shout('a'))").stdout.strip() == "A"
+    assert [e["name"] for e in library_entries(str(tmp_path / "library.py"))] == ["slugify", "shout"]
+    summary = package_summary(str(tmp_path / "library.py"), 2000)
+    assert "def shout(t):" in summary
+
+
+def test_the_module_is_shown_to_the_user_who_can_change_it(tmp_path, user):
+    flow = SaveCodeAtomicFlow.instantiate_from_default_config(confirm_module=True)
+    files = {"code_library": str(tmp_path / "library.py")}
+    user.add("my_tools", "")
+    out = flow.run({"code": "def slugify(t):\n    return t\n", "memory_files": files})["result"]
+    assert "library/text.py (a new module)" in user.asked[0]["prompt"] and "module my_tools" in out
+    out = flow.run({"code": "def shout(t):\n    return t\n", "memory_files": files, "module": "my_tools"})["result"]
+    assert "library/my_tools.py (an existing module)" in user.asked[1]["prompt"] and "module my_tools" in out
+    user.add("please rename it first")
+    out = flow.run({"code": "def other(t):\n    return t\n", "memory_files": files})["result"]
+    assert out == "Nothing was saved: the user said: please rename it first"
+
+
+def test_the_default_module_follows_the_topic_and_a_full_module_continues_in_the_next(tmp_path, monkeypatch):
+    assert library_save.topic_of("svg_bar_chart") == "charts"
+    assert library_save.topic_of("growth_rates", "Growth in percent.") == "data"
+    assert library_save.topic_of("frobnicate") == "general"
+    monkeypatch.setattr(library_save, "MAX_MODULE_ENTRIES", 2)
+    for n in range(3):
+        save(tmp_path, f"def chart_{n}(v):\n    return v\n")
+    assert [s["module"] for s in library_structure(str(tmp_path / "library.py"))] == ["charts", "charts_2"]
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_an_empty_library_reads_as_nothing(tmp_path, legacy):
+    if legacy:
+        (tmp_path / "library.py").write_text("")
+    assert package_summary(str(tmp_path / "library.py"), 2000) == ""
+    assert (tmp_path / "library" / "__init__.py").exists() and not (tmp_path / "library.py").exists()
+
+
+_KILLED_MIGRATION = """
+import os, sys
+from aiflows_jarvis.CoreFlowModule import library_save
+if sys.argv[2] == "before_rename":
+    library_save.os.rename = lambda *a: os.kill(os.getpid(), 9)
+else:  # the package is in place, library.py is neither archived nor removed yet
+    library_save.archive_copy = lambda *a: os.kill(os.getpid(), 9)
+library_save.migrate_library(os.path.join(sys.argv[1], "library"))
+"""
+
+
+@pytest.mark.parametrize("point", ["before_rename", "after_rename"])
+def test_a_migration_killed_at_any_point_is_finished_by_the_next_use(tmp_path, point):
+    (tmp_path / "library.py").write_text(LEGACY)
+    child = subprocess.run([sys.executable, "-c", _KILLED_MIGRATION, str(tmp_path), point], capture_output=True,
+                           text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert (tmp_path / "library.py").read_text() == LEGACY, "the original is still there"
+    names = [e["name"] for e in library_entries(str(tmp_path / "library.py"))]
+    assert sorted(n for n in names if n[0].islower() or n == "Shape") == \
+        ["Shape", "circle_area", "count_words", "growth_rates", "largest_growth"]
+    assert not (tmp_path / "library.py").exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".library-migrating-")], "the staging folder is left"
+    assert any(p.read_text() == LEGACY for p in (tmp_path / "archive").iterdir())
+    assert run_python(tmp_path, USES).stdout.strip() == "ok"
