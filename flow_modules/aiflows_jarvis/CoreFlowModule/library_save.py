@@ -174,6 +174,19 @@ def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any]) -
     return index
 
 
+def _index_appended(package: str, index: Dict[str, Any], module: str, appended: str, lines_before: int) -> None:
+    """Index ``appended``, just added at the end of ``module`` after ``lines_before`` lines: its entries join the
+    module's (as read before the write), and the index is written."""
+    _, added = entries_of_source(appended)
+    for entry in added:
+        entry["line"] += lines_before
+    index = {"version": INDEX_VERSION, "modules": dict(index["modules"]), "names": dict(index["names"])}
+    index["modules"][module] = dict(index["modules"][module], stat=stat_of(module_path(package, module)))
+    for entry in added:
+        index["names"].setdefault(entry["name"], module)
+    write_index(package, index, {module: list(module_entries(package, module)) + added})
+
+
 def save_code(package: str, code: str, module: Optional[str], replace: bool) -> Tuple[str, str, List[str]]:
     """Save ``code`` (it parses and runs nothing on import: the caller checked) into ``module`` (None: its topic's).
 
@@ -210,7 +223,21 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
         if name in where and where[name] not in (module,) and name not in clashes:
             outside.setdefault(where[name], []).append(name)
     imports = cross_imports(outside)
-    new_text = _joined(module, kept, futures, (imports + "\n\n\n" if imports else "") + body)
+    added = (imports + "\n\n\n" if imports else "") + body
+    if not clashes and not futures and kept.strip() and module in index["modules"]:
+        # The common save: new names appended to a module that compiles (it is indexed). Appending top-level code
+        # that compiles alone keeps it so: only the new code is compiled and indexed, whatever the module's size.
+        start = kept.rstrip("\n") + "\n\n\n"
+        appended = added.strip("\n") + "\n"
+        try:
+            compile(appended, path, "exec", dont_inherit=True)
+        except SyntaxError as error:
+            return (f"Nothing was saved: library/{module}.py would not compile with the code (line "
+                    f"{(error.lineno or 0) + start.count(chr(10))}: {error.msg})."), module, clashes
+        atomic_write(path, start + appended)
+        _index_appended(package, index, module, appended, start.count("\n"))
+        return "", module, clashes
+    new_text = _joined(module, kept, futures, added)
     try:
         compile(new_text, path, "exec", dont_inherit=True)
     except SyntaxError as error:
