@@ -20,6 +20,7 @@ Ranking is lexical, with no model and no network: BM25 over words (camelCase and
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import math
@@ -57,16 +58,21 @@ def _stem(word: str) -> str:
     return word[:6]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _terms(word: str) -> Tuple[str, ...]:
+    """The terms of one word as written (a library's words repeat: each is lowered and stemmed once)."""
+    word = word.lower()
+    if len(word) < 2 or word in _STOP:
+        return ()
+    return word, "~" + _stem(word)
+
+
 def features(text: str) -> List[str]:
     """The terms a text is indexed and searched by: its words (lowercase, identifiers split), and their stems (the
     first letters without a common suffix: `temperatures`, `temperature` share one)."""
     out: List[str] = []
     for word in _WORD.findall(text):
-        word = word.lower()
-        if len(word) < 2 or word in _STOP:
-            continue
-        out.append(word)
-        out.append("~" + _stem(word))
+        out.extend(_terms(word))
     return out
 
 
