@@ -47,7 +47,7 @@ so not no yes but all any each per than then there these those via using use use
 _SUFFIXES = ("ational", "ations", "ation", "ising", "izing", "ments", "ment", "ness", "ings", "ing", "ies", "ied",
              "ers", "er", "ed", "es", "ly", "al", "s", "e")
 _K1, _B = 1.2, 0.75
-_COMMON_FROM = 200  # entries from which terms in more than half of them are not scored
+_COMMON_FROM = 50  # entries from which terms in more than half of them are not scored
 
 
 def _stem(word: str) -> str:

@@ -136,7 +136,15 @@ def relevant_logs(log_path: str, query: str, max_entries: int, max_chars: Option
     if not relevant or not entries or entries[0][0] <= 1 or max_entries <= relevant:
         return whole, []
     recent_chars = (max_chars * 3 // 4) if max_chars else None
-    recent = split_log_entries(read_log_tail(log_path, max_entries - relevant, recent_chars))
+    recent = entries[-(max_entries - relevant):]  # the tail as read_log_tail would give it, from the one read
+    if recent_chars:
+        total, keep = 0, 0
+        for _, entry in reversed(recent):
+            total += len(entry) + 1
+            if keep and total > recent_chars:
+                break
+            keep += 1
+        recent = recent[-keep:]
     if not recent:
         return whole, []
     first_recent = recent[0][0]
