@@ -336,3 +336,41 @@ def test_jarvis_gives_the_memory_readers_the_servers_embeddings_and_a_replay_loc
     JARVIS.hooks.sources(SimpleNamespace(transcript=object(), api_infos=[]))
     replayed = current_run().embeddings_factory({"model_name": "text-embedding-3-small"}, "MemoryReading")
     assert isinstance(replayed, HashEmbeddings)
+
+
+def test_a_search_of_the_library_answers_from_the_index_and_shows_in_the_logs_and_the_report(tmp_path, scripted_llm):
+    """The controller asks search_library; the answer names the function (from the index), goes into Coder's log
+    like any result, and the run's report shows the command and its answer."""
+    from aiflows_jarvis.app import run_report
+    from aiflows_jarvis.CoderFlowModule import CoderFlow
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, current_flow_path, set_input_source
+
+    functions = make_library(300)
+    task, target = make_tasks(functions, 1, seed=7)[0]
+    (tmp_path / "library.py").write_text(library_source(functions))
+    set_input_source(AutoApproveInput())
+    flow = CoderFlow.instantiate_from_default_config()
+    set_memory_files(flow, str(tmp_path))
+    searched = []
+
+    def reply(messages):
+        where, last = current_flow_path() or "", str(messages[-1].get("content", ""))
+        if "Planner" in where:
+            return "1. Find the function the goal needs.\n2. Finish."
+        if not searched:
+            searched.append(True)
+            return command("search_library", query=task)
+        return finish(f"found {target}") if f"def {target}(" in last else finish("not found")
+
+    scripted_llm.add(*[reply] * 8)
+    try:
+        out = flow.call({"goal": task})
+    finally:
+        scripted_llm.replies.clear()
+        flow.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"].close()
+    assert out["status"] == "finished" and target in str(out), out
+    logs = read_text(str(tmp_path / "logs_coder.txt"))
+    assert "search_library" in logs and f"def {target}(" in logs, "the search and its answer are in the log"
+    layout = {"Coder": {"plan": str(tmp_path / "plan_coder.txt"), "logs": str(tmp_path / "logs_coder.txt")}}
+    page = run_report.build_report(str(tmp_path), layout, outcome={"status": "finished", "answer": "found"})
+    assert "search_library" in page and target in page, "the report shows the search and what it found"
