@@ -60,7 +60,9 @@ def store_of_another_kind(ctx):
         server.add(command("finish", answer="1889, from memory"))
         migrated = autogpt(ctx, server, "--store", "faiss", "--migrate", GOAL)
         handled_exit(ctx, migrated, [0], says=["Copied 1 memory from the Chroma store into a FAISS store"])
-        prompt = server.requests[-1]["messages"][0]["content"] if server.requests[calls:] else ""
+        # the memories are in the prompt's head or its first message (the prefix-cache layout)
+        prompt = "\n".join(m["content"] for m in server.requests[-1]["messages"][:2]) if server.requests[calls:] \
+            else ""
         ctx.keep(EIFFEL in prompt, "the migrated run's controller did not get the Chroma memory")
     ctx.keep(EIFFEL in " ".join(texts(ctx.path("memory", "vector_store.chroma"), "chroma")),
              "the kept Chroma store lost its memory")

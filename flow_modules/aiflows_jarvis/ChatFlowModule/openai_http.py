@@ -400,8 +400,10 @@ def merged_stream_messages(chunks: Iterator[Dict[str, Any]], n: int = 1) -> List
                 continue
             delta = choice.get("delta") or {}
             content = delta.get("content") if isinstance(delta, dict) else None
+            texts = parts.setdefault(int(choice.get("index") or 0), [])
             if isinstance(content, str) and content:
-                parts.setdefault(int(choice.get("index") or 0), []).append(content)
+                texts.append(content)
     count = max([max(1, int(n or 1))] + [index + 1 for index in parts])
-    # a choice that got no text at all is {} (as merge_streams leaves it): no reply, not an empty one
+    # a choice the stream spoke of without text (a role, a finish_reason) is an empty reply, which the model is told
+    # of like any invalid one; a choice never spoken of is {} (as merge_streams leaves it): no reply at all
     return [{"content": "".join(parts[index])} if index in parts else {} for index in range(count)]
