@@ -177,3 +177,19 @@ def test_autogpts_report_shows_its_commands_from_the_trace(tmp_path):
     assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
     assert 'id="run"' not in (tmp_path / "memory" / "report.html").read_text(encoding="utf-8"), \
         "without a trace there are no steps to show"
+
+
+def test_a_ctrl_c_in_the_last_steps_of_a_run_still_releases_the_memory_folders_lock(tmp_path, monkeypatch, capsys):
+    """A signal while the report is written (after the flow finished) stops the run with 130, and the lock record
+    goes with it: the next run is not told of a run that "did not end cleanly"."""
+    from aiflows_jarvis.app import ending, jarvis
+    from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ending, "write_run_report", interrupted)
+    monkeypatch.chdir(tmp_path)
+    assert jarvis.main(["--demo", "--memory-dir", str(tmp_path / "memory")]) == 130
+    lock = tmp_path / "memory" / RUN_LOCK_NAME
+    assert lock.read_text() == "", "the lock's record was left as by a killed run"

@@ -173,7 +173,12 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
     # with it, however the run ends.
     with RunContext(input_source=caller.input_source, console=console,
                     closed_input_hint=app.words.closed_input) as run:
-        return _run_in(app, args, Session(app, args, run.console, os.path.abspath(args.memory_dir), time.time()))
+        session = Session(app, args, run.console, os.path.abspath(args.memory_dir), time.time())
+        try:
+            return _run_in(app, args, session)
+        finally:  # a signal in the run's last steps (its report, closing the kernel) must not leave its lock record
+            if session.run_lock is not None:
+                session.run_lock.release()
 
 
 def _run_in(app: App, args: Any, session: Session) -> int:
