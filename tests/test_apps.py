@@ -180,15 +180,16 @@ def test_autogpts_report_shows_its_commands_from_the_trace(tmp_path):
 
 
 def test_a_ctrl_c_in_the_last_steps_of_a_run_still_releases_the_memory_folders_lock(tmp_path, monkeypatch, capsys):
-    """A signal while the report is written (after the flow finished) stops the run with 130, and the lock record
+    """A signal while the run ends (the flow finished, its kernel closed) stops the run with 130, and the lock record
     goes with it: the next run is not told of a run that "did not end cleanly"."""
-    from aiflows_jarvis.app import ending, jarvis
+    from aiflows_jarvis.app import jarvis, launcher
     from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME
 
-    def interrupted(*args, **kwargs):
+    def closed_then_interrupted(flow, real=launcher.close_interpreters):
+        real(flow)  # the kernel is shut down, then Ctrl+C comes
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ending, "write_run_report", interrupted)
+    monkeypatch.setattr(launcher, "close_interpreters", closed_then_interrupted)
     monkeypatch.chdir(tmp_path)
     assert jarvis.main(["--demo", "--memory-dir", str(tmp_path / "memory")]) == 130
     lock = tmp_path / "memory" / RUN_LOCK_NAME
