@@ -270,7 +270,8 @@ def cli_children_outlive_jarvis(ctx):
         done = jarvis(ctx, GOAL, server=server)
     handled_exit(ctx, done, [0])
     memory = ctx.path("memory")
-    pids = [int(p) for p in read(memory / "sleepers.txt").split()] if (memory / "sleepers.txt").exists() else []
+    listed = ctx.folder / "sleepers.txt"  # written by the code, in the working folder (where Jarvis was started)
+    pids = [int(p) for p in read(listed).split()] if listed.exists() else []
     ctx.expect(len(pids) == 2, "the sleepers did not start")
     ctx.expect(not [p for p in pids if alive(p)], f"{len([p for p in pids if alive(p)])} of them outlived Jarvis")
     no_processes_left(ctx, memory)
