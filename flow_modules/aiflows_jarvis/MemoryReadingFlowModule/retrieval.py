@@ -156,6 +156,8 @@ def relevant_logs(log_path: str, query: str, max_entries: int, max_chars: Option
     each = (max_chars // 4 // relevant) if max_chars else 1500
     order = order[:relevant]
     chosen = _pick(order, (max_chars // 4) if max_chars else 10 ** 9, lambda key: min(len(index.texts[key]), each))
+    if not chosen:  # no earlier entry is more relevant than another (the task's words are in most of them)
+        return whole, []
     shown = sorted(chosen, key=int)
     left_out = first_recent - 1 - len(shown)
     name = os.path.basename(log_path)
