@@ -257,3 +257,29 @@ def test_a_folder_holding_both_kinds_is_refused_then_merged_by_migrate(tmp_path)
                    migrate=True)
     assert merged.read("capital of France", 1) == ["Paris is the capital of France."]
     assert merged._set_up_retriever().count() == 4 and (tmp_path / "vs.chroma+faiss").is_dir()
+
+
+@needs_chroma
+@needs_faiss
+def test_a_migration_killed_between_its_two_renames_is_finished_by_the_next_run(tmp_path, monkeypatch):
+    """The old folder was moved aside and the new store, whole, not yet put in place: the next open puts it there
+    instead of starting an empty store."""
+    from aiflows_jarvis.VectorStoreFlowModule import store_folder
+
+    folder = written(tmp_path, "chroma")
+    real_rename = os.rename
+
+    def killed_at_the_second(source, target):
+        if source.endswith(".migrating-faiss"):
+            raise KeyboardInterrupt  # the process ends here: the second rename never happens
+        real_rename(source, target)
+
+    monkeypatch.setattr(store_folder.os, "rename", killed_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        at(folder, "faiss", migrate=True).prepare_store()
+    monkeypatch.setattr(store_folder.os, "rename", real_rename)
+    assert not folder.exists() and (tmp_path / "vs.migrating-faiss").is_dir()
+    reopened = at(folder, "faiss")  # a later run, without --migrate
+    assert reopened.read("When was the Eiffel Tower finished?", 1) == [FACTS[0]]
+    assert json.loads((folder / "store.json").read_text()) == {"type": "faiss"}
+    assert (tmp_path / "vs.chroma").is_dir(), "the folder as it was is still kept"

@@ -87,8 +87,24 @@ def kept_path(path: str, kinds: List[str]) -> str:
     return candidate
 
 
+def finish_migration(path: str) -> Optional[str]:
+    """A migration killed between its two renames left no ``path``, the folder as it was kept beside it, and the new
+    store whole in ``<path>.migrating-<kind>`` (its kind is recorded last): that store is put in place. Returns its
+    kind, or None when there was nothing to finish."""
+    if os.path.lexists(path):
+        return None
+    for kind in NAMES:
+        made = f"{path}.migrating-{kind}"
+        if os.path.isfile(os.path.join(made, RECORD)) and recorded_kind(made) == kind:
+            os.rename(made, path)
+            return kind
+    return None
+
+
 def check_folder(kind: str, path: str) -> None:
-    """Raise StoreKindMismatch if ``path`` holds a store of another kind than ``kind`` (or of two kinds)."""
+    """Raise StoreKindMismatch if ``path`` holds a store of another kind than ``kind`` (or of two kinds). A
+    migration killed before its end is finished first (``finish_migration``)."""
+    finish_migration(path)
     kinds, recorded = folder_kinds(path)
     if not kinds or kinds == [kind]:
         return
