@@ -177,8 +177,11 @@ def _run_in_child(found: Case, folder: str, write_fd: int) -> None:
         os.dup2(log, 2)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(number, signal.SIG_DFL)
+        # SIGPIPE stays ignored, as Python sets it: a case's loopback server writing a reply the client stopped
+        # reading (a stream closed early) gets BrokenPipeError in its thread, not the whole case killed. The
+        # processes a case starts get the default back (subprocess restores it), as from a shell.
         ctx = Ctx(found, folder)
         started = time.monotonic()
         skipped = None
