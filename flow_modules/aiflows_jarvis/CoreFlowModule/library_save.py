@@ -156,16 +156,23 @@ def _joined(module: str, old_text: str, futures: List[str], body: str) -> str:
 
 
 def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any]) -> Dict[str, Any]:
-    """Index the modules just written (``{module: text}``) over ``index`` (as read before they were written: read
-    now, it would find them changed and parse them again) and write the index."""
+    """Index the modules just written (``{module: text}``; an empty text: the module is gone) over ``index`` (as
+    read before they were written: read now, it would find them changed and parse them again) and write the index."""
+    return _write_modules(package, index, {module: entries_of_source(text) if text else None
+                                           for module, text in modules.items()})
+
+
+def _write_modules(package: str, index: Dict[str, Any],
+                   found: Dict[str, Optional[Tuple[str, List[Dict[str, Any]]]]]) -> Dict[str, Any]:
+    """Write the index with the modules of ``found`` (``{module: (docstring, entries)}``, None: gone) as given."""
     index = {"version": INDEX_VERSION, "modules": dict(index["modules"]), "names": dict(index["names"])}
     redone: Dict[str, List[Dict[str, Any]]] = {}
-    for module, text in modules.items():
+    for module, parsed in found.items():
         index["names"] = {n: m for n, m in index["names"].items() if m != module}
-        if not text:
+        if parsed is None:
             index["modules"].pop(module, None)
             continue
-        doc, entries = entries_of_source(text)
+        doc, entries = parsed
         index["modules"][module] = {"stat": stat_of(module_path(package, module)), "doc": doc}
         redone[module] = entries
         for entry in entries:
@@ -176,15 +183,12 @@ def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any]) -
 
 def _index_appended(package: str, index: Dict[str, Any], module: str, appended: str, lines_before: int) -> None:
     """Index ``appended``, just added at the end of ``module`` after ``lines_before`` lines: its entries join the
-    module's (as read before the write), and the index is written."""
+    module's (as read before the write); nothing else of the module is parsed."""
     _, added = entries_of_source(appended)
     for entry in added:
         entry["line"] += lines_before
-    index = {"version": INDEX_VERSION, "modules": dict(index["modules"]), "names": dict(index["names"])}
-    index["modules"][module] = dict(index["modules"][module], stat=stat_of(module_path(package, module)))
-    for entry in added:
-        index["names"].setdefault(entry["name"], module)
-    write_index(package, index, {module: list(module_entries(package, module)) + added})
+    doc = index["modules"][module].get("doc", "")
+    _write_modules(package, index, {module: (doc, list(module_entries(package, module)) + added)})
 
 
 def save_code(package: str, code: str, module: Optional[str], replace: bool) -> Tuple[str, str, List[str]]:

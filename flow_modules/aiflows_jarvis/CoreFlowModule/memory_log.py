@@ -318,6 +318,20 @@ def append_log_entry(path: str, command: str, command_args: Optional[Dict[str, A
     return number
 
 
+def last_within(entries: List[Tuple[int, str]], max_chars: Optional[int]) -> List[Tuple[int, str]]:
+    """The last of ``entries`` that fit ``max_chars`` together (a line break each), at least one; all without a
+    limit."""
+    if not max_chars:
+        return entries
+    total, keep = 0, 0
+    for _, entry in reversed(entries):
+        total += len(entry) + 1
+        if keep and total > max_chars:
+            break
+        keep += 1
+    return entries[len(entries) - keep:]
+
+
 def read_log_tail(path: str, max_entries: Optional[int], max_chars: Optional[int] = None) -> str:
     """The last entries of a log: at most ``max_entries`` (all if None) and at most ``max_chars`` characters (but at
     least one entry), with a line saying how many earlier ones are left out."""
@@ -339,15 +353,7 @@ def read_log_tail(path: str, max_entries: Optional[int], max_chars: Optional[int
         if max_chars and len(text) > max_chars:
             text, whole = text[-max_chars:], False
         return text if whole else f"[the end of {os.path.basename(path)}, which has no entry headers there]\n{text}"
-    shown = entries[-max_entries:]
-    if max_chars:
-        total, keep = 0, 0
-        for _, entry in reversed(shown):
-            total += len(entry) + 1
-            if keep and total > max_chars:
-                break
-            keep += 1
-        shown = shown[-keep:]
+    shown = last_within(entries[-max_entries:], max_chars)
     first_shown = shown[0][0]
     body = "\n".join(entry for _, entry in shown)
     if first_shown > 1:

@@ -12,10 +12,10 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, current_run, get_console
-from aiflows_jarvis.CoreFlowModule.memory import read_log_tail, shorten, split_log_entries
 from aiflows_jarvis.CoreFlowModule.library_entries import key_pair, recent_keys
 from aiflows_jarvis.CoreFlowModule.library_package import package_summary, summary_head
 from aiflows_jarvis.CoreFlowModule.memory_index import MemoryIndex, library_index, log_index
+from aiflows_jarvis.CoreFlowModule.memory_log import last_within, read_log_tail, shorten, split_log_entries
 
 # What of the last result goes into the query (a long output would drown the task's words).
 _RESULT_QUERY_CHARS = 1500
@@ -136,15 +136,7 @@ def relevant_logs(log_path: str, query: str, max_entries: int, max_chars: Option
     if not relevant or not entries or entries[0][0] <= 1 or max_entries <= relevant:
         return whole, []
     recent_chars = (max_chars * 3 // 4) if max_chars else None
-    recent = entries[-(max_entries - relevant):]  # the tail as read_log_tail would give it, from the one read
-    if recent_chars:
-        total, keep = 0, 0
-        for _, entry in reversed(recent):
-            total += len(entry) + 1
-            if keep and total > recent_chars:
-                break
-            keep += 1
-        recent = recent[-keep:]
+    recent = last_within(entries[-(max_entries - relevant):], recent_chars)  # as read_log_tail gives it
     if not recent:
         return whole, []
     first_recent = recent[0][0]
