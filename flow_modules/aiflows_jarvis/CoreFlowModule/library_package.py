@@ -346,18 +346,15 @@ def summary_head(code_library: str, max_chars: Optional[int] = None,
     return structure_text(structure, max_chars // 2 if max_chars else None)
 
 
-def summary_is_cut(summary: str) -> bool:
-    """Whether a ``package_summary`` did not hold every entry's whole docstring (the library is over its budget)."""
-    return summary.partition("\n\n")[2].startswith(LARGE_LIBRARY)  # the head has no blank line
-
-
 def package_summary(code_library: str, max_chars: Optional[int] = None,
-                    chosen: Optional[Iterable[Tuple[str, str]]] = None, note: str = "") -> str:
+                    chosen: Optional[Iterable[Tuple[str, str]]] = None, note: str = "",
+                    whole_only: bool = False) -> Optional[str]:
     """What prompts show of the library: its structure (modules, one line each), then the signatures and docstrings
     of ``chosen`` entries (``(module, name)`` pairs; default every entry, modules in order) under their modules'
     headers, within ``max_chars``: beyond it the docstrings are cut to their first line, then only signatures are
     given, and at the last the names (a line says so). ``note``: a line put before the entries (what was chosen and
-    how to see the others). "" for an empty library."""
+    how to see the others). "" for an empty library. ``whole_only``: None instead of a cut summary (a caller that
+    then picks the entries itself does not pay for the cut ones)."""
     structure = library_structure(code_library)
     entries = library_entries(code_library)
     if not entries and not any(m["error"] for m in structure):
@@ -368,6 +365,8 @@ def package_summary(code_library: str, max_chars: Optional[int] = None,
     head = summary_head(code_library, max_chars, structure)
     room = max(max_chars - len(head) - 2 - (len(note) + 1 if note else 0), 0) if max_chars else None
     body = _render_all(entries, "full", room)
+    if body is None and whole_only:
+        return None
     if body is None:
         for detail in ("first_line", "signatures"):
             body = _render_all(entries, detail, room)

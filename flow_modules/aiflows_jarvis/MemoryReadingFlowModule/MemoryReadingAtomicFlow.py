@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError
-from aiflows_jarvis.CoreFlowModule.library_package import package_summary, summary_is_cut
+from aiflows_jarvis.CoreFlowModule.library_package import package_summary
 from aiflows_jarvis.CoreFlowModule.memory import memory_path, read_log_tail, read_text
 
 from .retrieval import Reranker, make_query, relevant_library, relevant_logs
@@ -74,8 +74,10 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
             elif reader == "signatures":
                 max_chars = self.flow_config.get("max_library_chars")
                 try:
-                    out[key] = package_summary(path, max_chars)
-                    if retrieval.get("enabled") and max_chars and summary_is_cut(out[key]):
+                    pick = bool(retrieval.get("enabled") and max_chars)
+                    summary = package_summary(path, max_chars, whole_only=pick)
+                    out[key] = summary
+                    if summary is None:  # over its budget: the relevant entries are picked
                         out[key], picked[key] = relevant_library(
                             path, query, int(max_chars), picked.get(key, []),
                             int(retrieval.get("recent_library_entries", 3)), int(retrieval.get("candidates", 40)),
