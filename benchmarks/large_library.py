@@ -1,10 +1,11 @@
 """What a large code library costs a run: the demo goal through the loopback server, with a memory folder whose
 library already holds SIZE megabytes of functions (each with a docstring).
 
-    python benchmarks/large_library.py [--size-mb 5] [--layout package|file] [--root PATH_TO_A_CHECKOUT]
+    python benchmarks/large_library.py [--size-mb 5] [--layout package|file] [--runs N] [--compare] [--root CHECKOUT]
 
-Prints the run's wall time, its peak memory (the child's maximum RSS) and how it ended. ``--size-mb 0`` gives the
-figure of an empty library to compare with. ``--layout package`` (the default) gives the run a library already in
+Prints the run's wall time, its peak memory (the run's maximum RSS) and how it ended. ``--size-mb 0`` gives the
+figure of an empty library to compare with; ``--compare`` runs both, alternately, ``--runs`` times each, and prints
+the ratio of the median times. ``--layout package`` (the default) gives the run a library already in
 the package layout (the single `library.py` is migrated before the run, and that migration's time is printed);
 ``--layout file`` leaves `library.py` for the run to migrate on first use (a checkout without the package layout
 uses it as it is). ``--root`` runs another checkout's run_jarvis.py. The run writes bytecode caches as Python does
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,47 +48,78 @@ def library_of(size: int) -> str:
     return "".join(parts)
 
 
+def run_once(size_mb: float, layout: str, root: str) -> dict:
+    """One run of the demo goal with a library of ``size_mb`` megabytes: its wall time, the run's own peak RSS, how
+    it ended, and the time of the migration made before it (package layout)."""
+    transcript = Transcript.load(DEMO)
+    with tempfile.TemporaryDirectory() as work, LoopbackLLMServer(replies=transcript.replies()) as server:
+        memory = os.path.join(work, "memory")
+        os.makedirs(memory)
+        library = library_of(int(size_mb * 1_000_000)) if size_mb > 0 else ""
+        with open(os.path.join(memory, "library.py"), "w", encoding="utf-8") as f:
+            f.write(library)
+        migration = None
+        if layout == "package":  # in a process of its own: this one stays small (its size would be the run's peak)
+            started = time.monotonic()
+            subprocess.run([sys.executable, "-c", "import sys; from aiflows_jarvis.CoreFlowModule.library_save import "
+                            "migrate_library; migrate_library(sys.argv[1])", os.path.join(memory, "library")],
+                           check=True)
+            migration = time.monotonic() - started
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OPENAI_API_KEY", "AZURE_API_KEY", "PYTHONDONTWRITEBYTECODE")}
+        env["NO_COLOR"] = "1"
+        # (LARGE_LIBRARY_PYTHON_ARGS="-m cProfile -o run.prof" profiles the run)
+        python = [sys.executable, *os.environ.get("LARGE_LIBRARY_PYTHON_ARGS", "").split()]
+        with tempfile.TemporaryFile("w+") as out:
+            started = time.monotonic()
+            child = subprocess.Popen([*python, os.path.join(os.path.abspath(root), "run_jarvis.py"),
+                                      "--api-base", server.url, "--model", "local-model", "--yes",
+                                      transcript.header["goal"]],
+                                     cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                     stdin=subprocess.DEVNULL)
+            _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest of every run so far
+            took = time.monotonic() - started
+            child.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            output = out.read()
+        return {"took": took, "peak": usage.ru_maxrss / 1024, "code": child.returncode, "calls": len(server.requests),
+                "migration": migration, "size": len(library), "output": output}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, default=5.0, help="the library's size in megabytes (default 5)")
     parser.add_argument("--root", default=ROOT, help="the checkout whose run_jarvis.py runs (default: this one)")
     parser.add_argument("--layout", choices=("package", "file"), default="package",
                         help="package: migrate library.py into the package before the run (default); file: not")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each size; the medians are printed (default 1)")
+    parser.add_argument("--compare", action="store_true",
+                        help="also run with an empty library, alternately, and print the ratio of the medians")
     args = parser.parse_args()
-    transcript = Transcript.load(DEMO)
-    with tempfile.TemporaryDirectory() as work, LoopbackLLMServer(replies=transcript.replies()) as server:
-        memory = os.path.join(work, "memory")
-        os.makedirs(memory)
-        library = library_of(int(args.size_mb * 1_000_000)) if args.size_mb > 0 else ""
-        with open(os.path.join(memory, "library.py"), "w", encoding="utf-8") as f:
-            f.write(library)
-        migration = None
-        if args.layout == "package":
-            from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
-            started = time.monotonic()
-            migrate_library(os.path.join(memory, "library"))
-            migration = time.monotonic() - started
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("OPENAI_API_KEY", "AZURE_API_KEY", "PYTHONDONTWRITEBYTECODE")}
-        env["NO_COLOR"] = "1"
-        started = time.monotonic()
-        # (LARGE_LIBRARY_PYTHON_ARGS="-m cProfile -o run.prof" profiles the run)
-        python = [sys.executable, *os.environ.get("LARGE_LIBRARY_PYTHON_ARGS", "").split()]
-        done = subprocess.run([*python, os.path.join(os.path.abspath(args.root), "run_jarvis.py"),
-                               "--api-base", server.url, "--model", "local-model", "--yes", transcript.header["goal"]],
-                              cwd=work, env=env, capture_output=True, text=True, timeout=1800,
-                              stdin=subprocess.DEVNULL)
-        took = time.monotonic() - started
-        calls = len(server.requests)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+    sizes = [0.0, args.size_mb] if args.compare else [args.size_mb]
+    results: dict = {size: [] for size in sizes}
+    for _ in range(max(args.runs, 1)):
+        for size in sizes:
+            results[size].append(run_once(size, args.layout, args.root))
     print(f"checkout: {os.path.abspath(args.root)}")
-    print(f"library: {len(library) / 1e6:.1f} MB ({args.layout} layout); LLM calls: {calls}; exit code "
-          f"{done.returncode}")
-    if migration is not None:
-        print(f"migration of library.py into the package, before the run: {migration:.1f} s")
-    print(f"wall time: {took:.1f} s; peak RSS of the largest child: {peak:.0f} MiB")
-    if done.returncode != 0:
-        print("\n".join(done.stdout.strip().splitlines()[-12:]))
+    medians = {}
+    for size, runs in results.items():
+        last = runs[-1]
+        medians[size] = statistics.median(r["took"] for r in runs)
+        print(f"library: {last['size'] / 1e6:.1f} MB ({args.layout} layout); LLM calls: {last['calls']}; exit codes "
+              f"{sorted({r['code'] for r in runs})}")
+        if last["migration"] is not None:
+            print(f"  migration of library.py into the package, before the run: "
+                  f"{statistics.median(r['migration'] for r in runs):.2f} s")
+        times = ", ".join(f"{r['took']:.2f}" for r in runs)
+        print(f"  wall time: {medians[size]:.2f} s (median of {len(runs)}: {times}); "
+              f"peak RSS: {max(r['peak'] for r in runs):.0f} MiB")
+        for r in runs:
+            if r["code"] != 0:
+                print("\n".join(r["output"].strip().splitlines()[-12:]))
+                break
+    if args.compare and medians[0.0] > 0:
+        print(f"ratio of the medians, {args.size_mb:g} MB over empty: {medians[args.size_mb] / medians[0.0]:.2f}x")
     return 0
 
 

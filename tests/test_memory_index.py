@@ -1,6 +1,7 @@
 """The memory's search index and the prompts' choice of entries: relevant entries beyond the budgets, said so, stable
 between rounds; the library's index caught up with the package entry by entry; a log's index rebuilt when missing,
-stale or torn (a kill -9 in the middle of its update); the local ranking by default, offline; a goal reached by
+stale or torn (a kill -9 in the middle of its update); a large library's index kept between runs, built again when
+its file does not read; the local ranking by default, offline; a goal reached by
 reusing a function buried among 2,000 others."""
 from __future__ import annotations
 
@@ -160,6 +161,93 @@ def test_the_library_index_takes_a_save_entry_by_entry_and_a_module_edited_by_ha
     assert library_index(library).search("moon phases", 1)[0][0] == "dates.lunar_calendar"
     memory_index.forget_cached_indexes()
     assert list(library_index(library).texts) == list(index.texts), "a new process finds the same entries, in order"
+
+
+# ~~~ A large library's index, kept between runs ~~~
+def counting_features(monkeypatch):
+    """The texts the index tokenizes from now on (what a run pays for)."""
+    indexed = []
+    real_features = memory_index.features
+    monkeypatch.setattr(memory_index, "features", lambda text: indexed.append(text) or real_features(text))
+    return indexed
+
+
+def test_a_large_library_keeps_its_index_for_the_next_run_which_puts_only_what_changed(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    monkeypatch.setattr(memory_index, "_RECACHE_EVERY", 5)
+    library, functions = a_library(tmp_path, 60)
+    cache = tmp_path / "library" / "_index" / "search.bin"
+    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+    migrate_library(str(tmp_path / "library"))
+    assert cache.is_file(), "the migration of a library of 60 entries (over _CACHE_FROM) indexed it and kept it"
+    memory_index.forget_cached_indexes()
+    built = library_index(library)
+    query = functions[17].docstring.split("\n")[0]
+    expected = built.search(query, 5)
+    memory_index.forget_cached_indexes()  # a new run
+    indexed = counting_features(monkeypatch)
+    index = library_index(library)
+    assert index.search(query, 5) == expected and list(index.texts) == list(built.texts)
+    assert indexed == [query], "the next run tokenizes no entry of the library (only the query)"
+    save = SaveCodeAtomicFlow.instantiate_from_default_config()
+    save.run({"code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
+              "memory_files": {"code_library": library}})
+    memory_index.forget_cached_indexes()
+    indexed.clear()
+    assert library_index(library).search("tide height", 1)[0][0] == "dates.tide_height"
+    assert indexed == ['def tide_height(hour):\n    """Height of the tide at an hour."""', "tide height"], \
+        "a run after a save puts the saved function only: the cache is a catch-up away"
+    for place in ("oslo", "lima", "kyoto", "cairo", "perth", "quito"):
+        save.run({"code": f"def ebb_{place}(hour):\n    '''The ebb at {place}.'''\n    return hour\n",
+                  "memory_files": {"code_library": library}})
+        library_index(library)
+    memory_index.forget_cached_indexes()
+    indexed.clear()
+    assert library_index(library).search("ebb kyoto", 1)[0][0].endswith(".ebb_kyoto")
+    # tide_height and four ebbs made _RECACHE_EVERY changes: the cache was written again then, and a new run puts the
+    # two saved after it only
+    assert [text.split("(")[0] for text in indexed] == ["def ebb_perth", "def ebb_quito", "ebb kyoto"]
+
+
+@pytest.mark.parametrize("damage", ["cut", "flipped", "other_rules", "link", "folder"])
+def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch, damage):
+    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    library, functions = a_library(tmp_path, 50)
+    cache = tmp_path / "library" / "_index" / "search.bin"
+    expected = library_index(library).search("temperature", 5)
+    data = cache.read_bytes()
+    cache.unlink()
+    if damage == "cut":
+        cache.write_bytes(data[:len(data) // 2])
+    elif damage == "flipped":
+        cache.write_bytes(data[:-10] + bytes([data[-10] ^ 1]) + data[-9:])
+    elif damage == "other_rules":  # a cache an older Jarvis made with other stems
+        monkeypatch.setattr(memory_index, "_CACHE_RULES", "0 0 00000000")
+        cache.write_bytes(data)
+    elif damage == "link":
+        (tmp_path / "elsewhere.bin").write_bytes(data)
+        cache.symlink_to(tmp_path / "elsewhere.bin")
+    else:
+        cache.mkdir()
+    memory_index.forget_cached_indexes()
+    indexed = counting_features(monkeypatch)
+    index = library_index(library)
+    assert len(indexed) == 50, "built again from the package's entries"
+    assert index.search("temperature", 5) == expected
+    if damage == "link":
+        assert not cache.is_symlink() and (tmp_path / "elsewhere.bin").read_bytes() == data, \
+            "the link is replaced by the rebuilt cache; what it pointed to is never written"
+    if damage in ("cut", "flipped", "other_rules", "link"):
+        memory_index.forget_cached_indexes()
+        indexed.clear()
+        library_index(library)
+        assert indexed == [], "the rebuilt index was kept in place of the bad one"
+
+
+def test_a_small_library_keeps_no_index_on_disk(tmp_path):
+    library, _ = a_library(tmp_path, 50)
+    library_index(library)
+    assert not os.path.exists(tmp_path / "library" / "_index" / "search.bin")
 
 
 def test_a_log_rewritten_shorter_is_reindexed(tmp_path):

@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import time
-from typing import List, Tuple
+from typing import List, Tuple, Union
 
 from .errors import MemoryFileError
 
@@ -68,8 +68,9 @@ def _create_exclusive(prefix: str, suffix: str) -> Tuple[int, str]:
             continue
 
 
-def atomic_write(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (temporary file in the same folder, fsync, rename).
+def atomic_write(path: str, text: Union[str, bytes]) -> None:
+    """Replace ``path`` with ``text`` (UTF-8 text, or bytes as they are) atomically (temporary file in the same
+    folder, fsync, rename).
 
     A symbolic link at ``path`` is replaced by the file (the rename replaces the link itself): what it pointed to is
     never written. A regular file replaced keeps its mode; a new file gets 0666 minus the umask.
@@ -80,7 +81,7 @@ def atomic_write(path: str, text: str) -> None:
         # Created 0666 minus the umask, as any new file of the user's (mkstemp would make it 0600).
         fd, tmp = _create_exclusive(os.path.join(folder, f".{os.path.basename(path)}."), ".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())

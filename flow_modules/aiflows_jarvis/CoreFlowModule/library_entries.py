@@ -3,17 +3,20 @@ fingerprint of what the package holds.
 
 The library package (``library_package``) already keeps what every module defines, in ``library/_index/``: a module
 is parsed again only when its file changed. This adapter reads that index, through the package's API, so the memory
-index never parses the library nor keeps a copy of it on disk; the entries' text is the package's rendering
-(``render_entry``), the one prompts show.
+index never parses the library; the entries' text is the package's rendering (``render_entry``), the one prompts show.
+A large library's search index is kept in the package's index folder between runs (``search_cache_path``): a cache,
+caught up with the package by each entry's digest.
 """
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from itertools import islice
 from typing import Any, Container, Dict, List, NamedTuple, Tuple
 
-from .library_package import ensure_library, library_entries as package_entries, load_index, render_entry
+from .library_package import INDEX_FOLDER, ensure_library, library_entries as package_entries, load_index, \
+    package_dir, render_entry
 
 _INDEXED_KINDS = ("function", "class")
 
@@ -61,6 +64,25 @@ def library_fingerprint(code_library: str) -> str:
                      for module, record in index["modules"].items())
     data = json.dumps(modules).encode("utf-8")
     return f"{len(modules)}:{zlib.crc32(data):08x}"
+
+
+def library_key(code_library: str) -> str:
+    """One name for the library however it is configured (`x/library.py` and `x/library` are the same package)."""
+    return package_dir(code_library)
+
+
+def rendering_id() -> str:
+    """What the entries' rendering is, in a few characters: a function and a class rendered as ``text`` gives them
+    (a search index kept from a Jarvis that rendered them otherwise holds other texts)."""
+    function = {"kind": "function", "signature": "def f(x: int) -> int:", "doc": "One.\n\nTwo."}
+    cls = {"kind": "class", "signature": "class C(B):", "doc": "C.", "methods": [["def m(self):", ""]]}
+    return f"{zlib.crc32((render_entry(function) + render_entry(cls)).encode('utf-8')):08x}"
+
+
+def search_cache_path(code_library: str) -> str:
+    """Where the library's search index is kept between runs: in the package's own index folder, which moves and is
+    archived with it (``search.bin``: never the name of a module's index, ``<module>.json``)."""
+    return os.path.join(package_dir(code_library), INDEX_FOLDER, "search.bin")
 
 
 def recent_keys(code_library: str, count: int, indexed: Container[str]) -> List[str]:

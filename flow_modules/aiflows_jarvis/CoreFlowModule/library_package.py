@@ -35,6 +35,7 @@ _INIT_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libra
 _indexes: Dict[str, Tuple[Any, Dict[str, Any]]] = {}
 _module_entries: Dict[str, Tuple[Any, List[Dict[str, Any]]]] = {}
 _listed: Dict[str, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}  # (package dir) -> (the index, its entries)
+_structured: Dict[str, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}  # (package dir) -> (the index, its modules)
 _init_checked: set = set()  # packages whose __init__.py was compared with today's in this process
 _cache_lock = threading.Lock()
 
@@ -262,9 +263,14 @@ def library_entries(code_library: str) -> List[Dict[str, Any]]:
 
 def library_structure(code_library: str) -> List[Dict[str, Any]]:
     """The library's modules, each with ``module``, ``line`` (one line: its docstring's first line and its names),
-    ``count`` (definitions) and ``error`` (why it does not parse, or "")."""
+    ``count`` (definitions) and ``error`` (why it does not parse, or ""). The same list while nothing changed on
+    disk (do not change it)."""
     package = ensure_library(code_library)
     index = load_index(package)
+    with _cache_lock:
+        cached = _structured.get(package)
+    if cached is not None and cached[0] is index:
+        return cached[1]
     out = []
     for module, record in index["modules"].items():
         names = [e["name"] for e in module_entries(package, module)]
@@ -275,6 +281,8 @@ def library_structure(code_library: str) -> List[Dict[str, Any]]:
             line = f"(does not parse: {record['error']})"
         out.append({"module": module, "line": shorten(line, 110), "count": len(names),
                     "error": record.get("error", "")})
+    with _cache_lock:
+        _structured[package] = (index, out)
     return out
 
 

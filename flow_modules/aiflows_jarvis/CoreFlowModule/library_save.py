@@ -409,6 +409,9 @@ def migrate_library(package: str) -> List[str]:
                 archive_copy(legacy, text)
             os.remove(legacy)
         load_index(package, held=True)
+    if text and text.strip():
+        from .memory_index import keep_library_index  # (the search index reads the package this module writes)
+        keep_library_index(package)
     return skipped
 
 

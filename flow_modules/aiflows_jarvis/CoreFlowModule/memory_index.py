@@ -12,7 +12,10 @@ many lines superseded.
 
 The code library has no journal: the library package keeps its own index of what each module defines
 (``library/_index/``, see ``library_package``), which the library's search index is built from, in memory, and caught
-up with entry by entry (``library_entries`` is the adapter).
+up with entry by entry (``library_entries`` is the adapter). Tokenizing thousands of docstrings is most of what a large
+library costs a run, so from ``_CACHE_FROM`` entries the built index is also kept in ``library/_index/search.bin`` (a
+cache with its checksum: one that does not read, or made by other indexing rules, is built again) and the next run
+starts from it, putting again only the entries whose digest changed since.
 
 Ranking is lexical, with no model and no network: BM25 over words (camelCase and snake_case split) and their stems, so
 "normalise the temperatures" finds ``def normalize_temperature``. The provider's embeddings can re-rank what it finds
@@ -23,16 +26,19 @@ from __future__ import annotations
 import functools
 import heapq
 import json
+import marshal
 import math
 import os
 import re
+import stat
 import threading
 import zlib
 from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from .errors import MemoryFileError
 from .file_io import append_text, atomic_write, open_no_link, read_text
-from .library_entries import library_entries, library_fingerprint
+from .library_entries import library_entries, library_fingerprint, library_key, rendering_id, search_cache_path
 
 INDEX_FOLDER = ".index"
 _VERSION = 1
@@ -48,6 +54,8 @@ _SUFFIXES = ("ational", "ations", "ation", "ising", "izing", "ments", "ment", "n
              "ers", "er", "ed", "es", "ly", "al", "s", "e")
 _K1, _B = 1.2, 0.75
 _COMMON_FROM = 50  # entries from which terms in more than half of them are not scored
+_CACHE_FROM = 1000  # entries from which the library's search index is kept on disk between runs
+_RECACHE_EVERY = 200  # entries put or dropped since the cache was written (or 5% of them) before it is again
 
 
 def _stem(word: str) -> str:
@@ -93,6 +101,7 @@ class MemoryIndex:
         self.lines = 0  # journal lines applied
         self.offset = 0  # journal bytes applied
         self.ident: Optional[Tuple[int, int]] = None
+        self.unsaved = 0  # entries put or dropped since the library's cache was written (or read)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -258,30 +267,103 @@ def _rebuild(memory_file: str, kind: str, entries: Iterable[Tuple[str, str]], so
 
 # ~~~ The code library ~~~
 def library_index(code_library: str) -> MemoryIndex:
-    """The index of the code library, kept in memory only and caught up with the package: the library package keeps
-    its own index of what each module defines (``library/_index/``, parsed once per change of a module), so this
-    one is built from it (``library_entries``) and, when the package's fingerprint changed, only the entries whose
-    digest changed are put again and those gone are dropped. MemoryFileError: a `library.py` that does not compile
-    (it is not migrated)."""
+    """The index of the code library, caught up with the package: the library package keeps its own index of what
+    each module defines (``library/_index/``, parsed once per change of a module), so this one is built from it
+    (``library_entries``) and, when the package's fingerprint changed, only the entries whose digest changed are put
+    again and those gone are dropped. A large library starts from the index the last run kept (``_CACHE_FROM``).
+    MemoryFileError: a `library.py` that does not compile (it is not migrated)."""
     fingerprint = library_fingerprint(code_library)
-    key = "library:" + os.path.abspath(os.path.expanduser(str(code_library)))
+    key = "library:" + library_key(code_library)
     with _lock:
         index = _indexes.get(key)
         if index is not None and index.source.get("fingerprint") == fingerprint:
             return index
+        cache = search_cache_path(code_library)
+        if index is None:
+            index = _read_library_cache(cache, key)
         index = index or MemoryIndex(key, "library")
-        digests: Dict[str, str] = index.source.get("digests") or {}
-        entries = library_entries(code_library)
-        fresh = {entry.key: entry.digest for entry in entries}
-        for gone in [k for k in index.texts if k not in fresh]:
-            index._drop(gone)
-        for entry in entries:
-            if entry.key not in index.texts or digests.get(entry.key) != entry.digest or not entry.digest:
-                index._put(entry.key, entry.text())
-        index.reorder(list(fresh))
-        index.source = {"fingerprint": fingerprint, "digests": fresh}
+        if index.source.get("fingerprint") != fingerprint:
+            digests: Dict[str, str] = index.source.get("digests") or {}
+            entries = library_entries(code_library)
+            fresh = {entry.key: entry.digest for entry in entries}
+            texts = index.texts
+            for gone in [k for k in texts if k not in fresh]:
+                index._drop(gone)
+                index.unsaved += 1
+            for entry in entries:
+                entry_key, digest = entry.key, entry.digest
+                if not digest or digests.get(entry_key) != digest or entry_key not in texts:
+                    index._put(entry_key, entry.text())
+                    index.unsaved += 1
+            index.reorder(list(fresh))
+            index.source = {"fingerprint": fingerprint, "digests": fresh}
+            if len(index) >= _CACHE_FROM and index.unsaved >= min(len(index), max(_RECACHE_EVERY, len(index) // 20)):
+                _write_library_cache(index, cache)
         _indexes[key] = index
         return index
+
+
+def keep_library_index(code_library: str) -> None:
+    """Build a large library's index now and keep it for the runs to come (a migration calls it: a library that
+    arrives whole is indexed once, there, rather than at a run's first prompt); nothing for a small one."""
+    if len(library_entries(code_library)) >= _CACHE_FROM:
+        library_index(code_library)
+
+
+# The cache's rules: an index made by other indexing rules (words, stop words, stems: bump _VERSION when the code of
+# ``features`` changes), from entries rendered otherwise, or in another marshal format is built again.
+_CACHE_MAGIC = b"jarvis library search index\n"
+_CACHE_RULES = "{} {} {:08x} {}".format(_VERSION, marshal.version,
+                                        zlib.crc32(repr((_WORD.pattern, sorted(_STOP), _SUFFIXES)).encode("utf-8")),
+                                        rendering_id())
+
+
+def _write_library_cache(index: MemoryIndex, path: str) -> None:
+    """Keep the library's index in ``path`` for the next run (marshal: the fastest to read back of what Python has;
+    a checksum tells a file cut or changed). A cache that cannot be written is left to the next run to make."""
+    payload = marshal.dumps((index.source, index.texts, index._lengths, index._terms, index._postings, index._total))
+    head = f"{_CACHE_RULES} {zlib.crc32(payload):08x} {len(payload)}\n".encode("ascii")
+    try:
+        atomic_write(path, _CACHE_MAGIC + head + payload)
+    except MemoryFileError:
+        return
+    index.unsaved = 0
+
+
+def _read_library_cache(path: str, key: str) -> Optional[MemoryIndex]:
+    """The index the cache in ``path`` holds (its ``source`` says what the package was), or None when there is none
+    or it does not read: missing, cut, changed, made by other rules, a link or not a file."""
+    try:
+        fd = open_no_link(path, os.O_RDONLY)
+    except (OSError, MemoryFileError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not data.startswith(_CACHE_MAGIC):
+        return None
+    head, _, payload = data[len(_CACHE_MAGIC):].partition(b"\n")
+    try:
+        *rules, crc, length = head.decode("ascii").split(" ")
+        if " ".join(rules) != _CACHE_RULES or int(length) != len(payload) or int(crc, 16) != zlib.crc32(payload):
+            return None
+        source, texts, lengths, terms, postings, total = marshal.loads(payload)
+    except (ValueError, EOFError, TypeError, UnicodeDecodeError):
+        return None
+    if not all(isinstance(part, dict) for part in (source, texts, lengths, terms, postings)) \
+            or not isinstance(total, int) or not len(texts) == len(lengths) == len(terms):
+        return None
+    index = MemoryIndex(key, "library")
+    index.texts, index._lengths, index._terms, index._postings, index._total = texts, lengths, terms, postings, total
+    index.reorder(list(texts))
+    index.source = source
+    return index
 
 
 # ~~~ The logs ~~~
