@@ -10,8 +10,8 @@ import time
 
 from ..harness import case
 from ..support import (
-    ANSWER, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis, library_source,
-    memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
+    ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis, library_names,
+    library_source, memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
 )
 
 
@@ -275,3 +275,30 @@ def library_that_does_not_compile(ctx):
     result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
     ctx.expect("does not compile" in result and result.startswith("Nothing was saved"), f"result: {result}")
     file_kept(ctx, library, broken, "the library")
+
+
+@case("memory_folder", "library_search_index_is_a_link", handled="exit 0: the kept search index of a library of "
+      "1,200 functions, replaced by a link to a file outside, is not read; the index is built again and kept in the "
+      "link's place", lost="the link's target is changed, or a function of the library is missing")
+def library_search_index_is_a_link(ctx):
+    memory = ctx.path("memory")
+    memory.mkdir()
+    count = 1200  # over the count from which the index is kept (memory_index._CACHE_FROM)
+    (memory / "library.py").write_text("\n\n".join(
+        f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n" for i in range(count)))
+    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+    migrate_library(str(memory / "library"))  # (indexes the library and keeps the index)
+    kept = memory / "library" / "_index" / "search.bin"
+    ctx.expect(kept.is_file(), "the migration kept no search index")
+    secret = _outside(ctx, "notes.bin", "the user's own notes\n")
+    kept.unlink()
+    os.symlink(str(secret), str(kept))
+    code = "from library import tide_3\nprint(tide_3(1))"
+    with LoopbackLLMServer(replies=coder_run(code)) as server:  # (Coder's prompts show the library)
+        done = jarvis(ctx, CODER_GOAL, server=server)
+        sent = json.dumps([r["messages"] for r in server.requests])
+    handled_exit(ctx, done, [0])
+    ctx.expect("own notes" not in sent, "the link's target was sent to the LLM")
+    ctx.expect(kept.is_file() and not kept.is_symlink(), "the index was not built again in the link's place")
+    file_kept(ctx, secret, b"the user's own notes\n", "the link's target")
+    ctx.keep(set(library_names(memory) or []) >= {f"tide_{i}" for i in range(count)}, "a function is missing")
