@@ -1,15 +1,19 @@
 """What a large code library costs a run: the demo goal through the loopback server, with a memory folder whose
 library already holds SIZE megabytes of functions (each with a docstring).
 
-    python benchmarks/large_library.py [--size-mb 5] [--layout package|file] [--runs N] [--compare] [--root CHECKOUT]
+    python benchmarks/large_library.py [--size-mb 5] [--layout package|file] [--runs N] [--compare] [--no-kept-index]
+                                       [--root CHECKOUT]
 
 Prints the run's wall time, its peak memory (the run's maximum RSS) and how it ended. ``--size-mb 0`` gives the
 figure of an empty library to compare with; ``--compare`` runs both, alternately, ``--runs`` times each, and prints
-the ratio of the median times. ``--layout package`` (the default) gives the run a library already in
-the package layout (the single `library.py` is migrated before the run, and that migration's time is printed);
-``--layout file`` leaves `library.py` for the run to migrate on first use (a checkout without the package layout
-uses it as it is). ``--root`` runs another checkout's run_jarvis.py. The run writes bytecode caches as Python does
-by default (PYTHONDONTWRITEBYTECODE is left out of its environment).
+the ratio of the median times.
+
+``--layout package`` (the default) gives the run a library already in the package layout: the single `library.py`
+is migrated before the run (that migration's time is printed), which keeps the library's search index as a user's
+earlier runs would have; ``--no-kept-index`` removes it, for the figure of a first run. ``--layout file`` leaves
+`library.py` for the run to migrate on first use (a checkout without the package layout uses it as it is).
+``--root`` runs another checkout's run_jarvis.py. The run writes bytecode caches as Python does by default
+(PYTHONDONTWRITEBYTECODE is left out of its environment).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,9 +53,10 @@ def library_of(size: int) -> str:
     return "".join(parts)
 
 
-def run_once(size_mb: float, layout: str, root: str) -> dict:
+def run_once(size_mb: float, layout: str, root: str, kept_index: bool = True) -> dict:
     """One run of the demo goal with a library of ``size_mb`` megabytes: its wall time, the run's own peak RSS, how
-    it ended, and the time of the migration made before it (package layout)."""
+    it ended, and the time of the migration made before it (package layout; it keeps the library's search index
+    unless ``kept_index`` is False)."""
     transcript = Transcript.load(DEMO)
     with tempfile.TemporaryDirectory() as work, LoopbackLLMServer(replies=transcript.replies()) as server:
         memory = os.path.join(work, "memory")
@@ -65,6 +71,9 @@ def run_once(size_mb: float, layout: str, root: str) -> dict:
                             "migrate_library; migrate_library(sys.argv[1])", os.path.join(memory, "library")],
                            check=True)
             migration = time.monotonic() - started
+            kept = os.path.join(memory, "library", "_index", "search.bin")
+            if not kept_index and os.path.exists(kept):
+                os.remove(kept)
         env = {k: v for k, v in os.environ.items()
                if k not in ("OPENAI_API_KEY", "AZURE_API_KEY", "PYTHONDONTWRITEBYTECODE")}
         env["NO_COLOR"] = "1"
@@ -77,7 +86,12 @@ def run_once(size_mb: float, layout: str, root: str) -> dict:
                                       transcript.header["goal"]],
                                      cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
                                      stdin=subprocess.DEVNULL)
-            _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest of every run so far
+            deadline = threading.Timer(1800, child.kill)  # a run that hangs is killed (and its exit code shown)
+            deadline.start()
+            try:
+                _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest of all runs
+            finally:
+                deadline.cancel()
             took = time.monotonic() - started
             child.returncode = os.waitstatus_to_exitcode(status)
             out.seek(0)
@@ -93,6 +107,8 @@ def main() -> int:
     parser.add_argument("--layout", choices=("package", "file"), default="package",
                         help="package: migrate library.py into the package before the run (default); file: not")
     parser.add_argument("--runs", type=int, default=1, help="runs of each size; the medians are printed (default 1)")
+    parser.add_argument("--no-kept-index", action="store_true",
+                        help="remove the search index the migration keeps: the run builds it (a first run)")
     parser.add_argument("--compare", action="store_true",
                         help="also run with an empty library, alternately, and print the ratio of the medians")
     args = parser.parse_args()
@@ -100,7 +116,7 @@ def main() -> int:
     results: dict = {size: [] for size in sizes}
     for _ in range(max(args.runs, 1)):
         for size in sizes:
-            results[size].append(run_once(size, args.layout, args.root))
+            results[size].append(run_once(size, args.layout, args.root, not args.no_kept_index))
     print(f"checkout: {os.path.abspath(args.root)}")
     medians = {}
     for size, runs in results.items():

@@ -244,6 +244,55 @@ def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch
         assert indexed == [], "the rebuilt index was kept in place of the bad one"
 
 
+def test_a_name_defined_twice_in_a_module_is_indexed_by_its_last_definition_whatever_the_cache_held(tmp_path,
+                                                                                                    monkeypatch):
+    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    library, _ = a_library(tmp_path, 50)
+    library_index(library)
+    with open(tmp_path / "library" / "dates.py", "a") as f:  # edited by hand: one name, two definitions
+        f.write("\n\ndef tide(x):\n    '''The zebra crossing.'''\n    return x\n"
+                "\n\ndef tide(x):\n    '''The giraffe crossing.'''\n    return x\n")
+    for when in ("caught up", "after another change", "in a new run, from the cache"):
+        index = library_index(library)
+        assert [key for key, _ in index.search("giraffe", 3)] == ["dates.tide"], when
+        assert index.search("zebra", 3) == [], f"{when}: the first definition is not what `from library import " \
+                                               "tide` gets"
+        if when == "caught up":
+            with open(tmp_path / "library" / "text.py", "a") as f:
+                f.write("\n\ndef lunar_calendar(year):\n    return year\n")
+        if when == "after another change":
+            memory_index.forget_cached_indexes()
+
+
+def test_a_cache_of_the_wrong_shape_with_a_right_checksum_is_built_again(tmp_path, monkeypatch):
+    import marshal
+    import zlib
+
+    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    library, _ = a_library(tmp_path, 50)
+    index = library_index(library)
+    cache = tmp_path / "library" / "_index" / "search.bin"
+    postings = dict(index._postings, zebra={"nowhere.held": 1})  # a posting of an entry the index does not hold
+    payload = marshal.dumps((index.source, index.texts, index._lengths, index._terms, postings, index._total))
+    cache.write_bytes(memory_index._CACHE_MAGIC + f"{memory_index._CACHE_RULES} {zlib.crc32(payload):08x} "
+                      f"{len(payload)}\n".encode("ascii") + payload)
+    memory_index.forget_cached_indexes()
+    indexed = counting_features(monkeypatch)
+    assert library_index(library).search("zebra", 3) == [] and len(indexed) == 51, "built again"
+
+
+def test_a_fifo_in_place_of_the_cache_does_not_block_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    library, _ = a_library(tmp_path, 50)
+    expected = library_index(library).search("temperature", 5)
+    cache = tmp_path / "library" / "_index" / "search.bin"
+    cache.unlink()
+    os.mkfifo(cache)
+    memory_index.forget_cached_indexes()
+    assert library_index(library).search("temperature", 5) == expected  # (a blocking open would hang here)
+    assert cache.is_file(), "the rebuilt index is kept in the FIFO's place"
+
+
 def test_a_small_library_keeps_no_index_on_disk(tmp_path):
     library, _ = a_library(tmp_path, 50)
     library_index(library)

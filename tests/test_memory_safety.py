@@ -160,20 +160,22 @@ def test_only_old_temporary_files_of_atomic_writes_are_swept(tmp_path):
     stale_archive = tmp_path / "archive" / ".library-20260101-1.py.ccddeeff0011.tmp"
     fresh = tmp_path / ".plan.txt.445566778899.tmp"
     users = tmp_path / "results.tmp"
+    stale_search = tmp_path / "library" / "_index" / ".search.bin.0123456789ab.tmp"  # the library's kept index
     stale_archive.parent.mkdir()
-    for path in (stale, stale_archive, fresh, users):
+    stale_search.parent.mkdir(parents=True)
+    for path in (stale, stale_archive, stale_search, fresh, users):
         path.write_text("x")
     target = tmp_path / "kept.txt"
     target.write_text("a link's target")
     link = tmp_path / ".notes.txt.aabbccddeeff.tmp"
     link.symlink_to(target)
-    for path in (stale, stale_archive, users, target):
+    for path in (stale, stale_archive, stale_search, users, target):
         os.utime(path, (old, old))
     os.utime(link, (old, old), follow_symlinks=False)
 
     removed = sweep_temporary_files(str(tmp_path))
 
-    assert sorted(removed) == sorted([str(stale), str(stale_archive)])
+    assert sorted(removed) == sorted([str(stale), str(stale_archive), str(stale_search)])
     assert fresh.exists() and users.exists(), "a fresh temporary file and the user's own files are kept"
     assert link.is_symlink() and target.exists(), "a link is neither removed nor followed"
 

@@ -10,8 +10,8 @@ import time
 
 from ..harness import case
 from ..support import (
-    ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis, library_names,
-    library_source, memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
+    ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis,
+    library_names, library_source, memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
 )
 
 
@@ -284,8 +284,9 @@ def library_search_index_is_a_link(ctx):
     memory = ctx.path("memory")
     memory.mkdir()
     count = 1200  # over the count from which the index is kept (memory_index._CACHE_FROM)
-    (memory / "library.py").write_text("\n\n".join(
-        f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n" for i in range(count)))
+    functions = (f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n"
+                 for i in range(count))
+    (memory / "library.py").write_text("\n\n".join(functions))
     from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
     migrate_library(str(memory / "library"))  # (indexes the library and keeps the index)
     kept = memory / "library" / "_index" / "search.bin"

@@ -122,8 +122,8 @@ def append_text(path: str, text: str) -> None:
 
 
 def sweep_temporary_files(folder: str, older_than: float = 600.0) -> List[str]:
-    """Remove the temporary files ``atomic_write`` left in ``folder`` (and its ``archive/`` and ``.index/``, the
-    search indexes) when it was killed.
+    """Remove the temporary files ``atomic_write`` left in ``folder`` (and its ``archive/``, ``.index/`` (the logs'
+    search indexes), and the library package's ``library/`` and ``library/_index/``) when it was killed.
 
     Only files named as it names them (``.<name>.<12 hex digits>.tmp``), only regular files (never what a link points
     to), and only those not modified for ``older_than`` seconds: a write takes milliseconds, so a younger one may be
@@ -131,7 +131,8 @@ def sweep_temporary_files(folder: str, older_than: float = 600.0) -> List[str]:
     """
     removed = []
     now = time.time()
-    for where in (folder, os.path.join(folder, "archive"), os.path.join(folder, ".index")):
+    for where in (folder, os.path.join(folder, "archive"), os.path.join(folder, ".index"),
+                  os.path.join(folder, "library"), os.path.join(folder, "library", "_index")):
         try:
             names = os.listdir(where)
         except OSError:

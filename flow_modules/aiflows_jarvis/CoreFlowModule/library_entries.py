@@ -13,10 +13,10 @@ import json
 import os
 import zlib
 from itertools import islice
-from typing import Any, Container, Dict, List, NamedTuple, Tuple
+from typing import Any, Container, Dict, List, Tuple
 
-from .library_package import INDEX_FOLDER, ensure_library, library_entries as package_entries, load_index, \
-    package_dir, render_entry
+from .library_package import INDEX_FOLDER, INDEX_VERSION, ensure_library, entries_of_source, \
+    library_entries as package_entries, load_index, once_per_version, package_dir, render_entry
 
 _INDEXED_KINDS = ("function", "class")
 
@@ -32,28 +32,24 @@ def key_pair(key: str) -> Tuple[str, str]:
     return module, name
 
 
-class LibraryEntry(NamedTuple):
-    """One top-level function or class of the library, as the package's index records it."""
-
-    module: str
-    name: str
-    digest: str  # of the definition's source: the entry changed when it changed
-    record: Dict[str, Any]  # the package's entry (kind, signature, doc, methods, ...)
-
-    @property
-    def key(self) -> str:
-        return entry_key(self.module, self.name)
-
-    def text(self) -> str:
-        """The entry as a prompt shows it: its signature and its docstring (no body)."""
-        return render_entry(self.record)
+def entry_text(record: Dict[str, Any]) -> str:
+    """An entry as a prompt shows it, and as it is indexed: its signature and its docstring (no body)."""
+    return render_entry(record)
 
 
-def library_entries(code_library: str) -> List[LibraryEntry]:
-    """Every function and class of the library, module by module, in the package's order (a `library.py` is
-    migrated into the package first: MemoryFileError when it does not compile)."""
-    return [LibraryEntry(e["module"], e["name"], e.get("digest", ""), e)
-            for e in package_entries(code_library) if e.get("kind") in _INDEXED_KINDS]
+_keyed: Dict[str, Tuple[Any, Dict[str, Tuple[str, Dict[str, Any]]]]] = {}  # (package dir) -> (its entries, keyed)
+
+
+def library_entries(code_library: str) -> Dict[str, Tuple[str, Dict[str, Any]]]:
+    """``{key: (digest, record)}`` of every function and class of the library, module by module, in the package's
+    order: the digest of the definition's source (the entry changed when it changed) and the package's record (kind,
+    signature, doc, methods, ...). A name defined twice in a module: its last definition, as Python has it. The same
+    dict while nothing changed on disk (do not change it). A `library.py` is migrated into the package first:
+    MemoryFileError when it does not compile."""
+    entries = package_entries(code_library)
+    return once_per_version(_keyed, package_dir(code_library), entries, lambda: {
+        entry_key(e["module"], e["name"]): (e.get("digest", ""), e)
+        for e in entries if e.get("kind") in _INDEXED_KINDS})
 
 
 def library_fingerprint(code_library: str) -> str:
@@ -72,11 +68,14 @@ def library_key(code_library: str) -> str:
 
 
 def rendering_id() -> str:
-    """What the entries' rendering is, in a few characters: a function and a class rendered as ``text`` gives them
-    (a search index kept from a Jarvis that rendered them otherwise holds other texts)."""
-    function = {"kind": "function", "signature": "def f(x: int) -> int:", "doc": "One.\n\nTwo."}
-    cls = {"kind": "class", "signature": "class C(B):", "doc": "C.", "methods": [["def m(self):", ""]]}
-    return f"{zlib.crc32((render_entry(function) + render_entry(cls)).encode('utf-8')):08x}"
+    """What the entries' texts are made by, in a few characters: the package index's version and a sample module
+    as ``entries_of_source`` reads it and ``entry_text`` renders it (a search index kept from a Jarvis that read or
+    rendered the library otherwise holds other texts, under the same digests)."""
+    source = ('def f(x: int = 1, *args, **kw) -> int:\n    """One.\n\n    Two."""\n    return x\n\n\n'
+              'class C(B):\n    """C."""\n    def __init__(self, y):\n        pass\n\n    def m(self) -> str:\n'
+              '        """M."""\n        return ""\n')
+    texts = "\n".join(entry_text(entry) for entry in entries_of_source(source)[1])
+    return f"{INDEX_VERSION}:{zlib.crc32(texts.encode('utf-8')):08x}"
 
 
 def search_cache_path(code_library: str) -> str:

@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 from .code_library import _signature
 from .file_io import atomic_write, read_text
@@ -38,6 +38,7 @@ _listed: Dict[str, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}  # (package
 _structured: Dict[str, Tuple[Dict[str, Any], List[Dict[str, Any]]]] = {}  # (package dir) -> (the index, its modules)
 _init_checked: set = set()  # packages whose __init__.py was compared with today's in this process
 _cache_lock = threading.Lock()
+T = TypeVar("T")
 
 
 def package_dir(code_library: str) -> str:
@@ -244,6 +245,19 @@ def ensure_library(code_library: str) -> str:
     return package
 
 
+def once_per_version(table: Dict[str, Tuple[Any, Any]], package: str, version: Any, make: Callable[[], T]) -> T:
+    """What ``make()`` gives for ``package``, made once per ``version`` (an object replaced whenever the package
+    changed on disk, such as ``load_index``'s): the same value while it is the same object (do not change it)."""
+    with _cache_lock:
+        cached = table.get(package)
+    if cached is not None and cached[0] is version:
+        return cached[1]
+    value = make()
+    with _cache_lock:
+        table[package] = (version, value)
+    return value
+
+
 def library_entries(code_library: str) -> List[Dict[str, Any]]:
     """Every entry of the library, module by module (the modules in the index's order, entries in file order):
     dicts with ``module``, ``name``, ``kind``, ``signature``, ``doc`` (the whole docstring), ``line`` and, for a
@@ -251,14 +265,8 @@ def library_entries(code_library: str) -> List[Dict[str, Any]]:
     only what changed is read again."""
     package = ensure_library(code_library)
     index = load_index(package)
-    with _cache_lock:
-        cached = _listed.get(package)
-    if cached is not None and cached[0] is index:
-        return cached[1]
-    entries = [{"module": module, **entry} for module in index["modules"] for entry in module_entries(package, module)]
-    with _cache_lock:
-        _listed[package] = (index, entries)
-    return entries
+    return once_per_version(_listed, package, index, lambda: [
+        {"module": module, **entry} for module in index["modules"] for entry in module_entries(package, module)])
 
 
 def library_structure(code_library: str) -> List[Dict[str, Any]]:
@@ -267,10 +275,10 @@ def library_structure(code_library: str) -> List[Dict[str, Any]]:
     disk (do not change it)."""
     package = ensure_library(code_library)
     index = load_index(package)
-    with _cache_lock:
-        cached = _structured.get(package)
-    if cached is not None and cached[0] is index:
-        return cached[1]
+    return once_per_version(_structured, package, index, lambda: _structure(package, index))
+
+
+def _structure(package: str, index: Dict[str, Any]) -> List[Dict[str, Any]]:
     out = []
     for module, record in index["modules"].items():
         names = [e["name"] for e in module_entries(package, module)]
@@ -281,8 +289,6 @@ def library_structure(code_library: str) -> List[Dict[str, Any]]:
             line = f"(does not parse: {record['error']})"
         out.append({"module": module, "line": shorten(line, 110), "count": len(names),
                     "error": record.get("error", "")})
-    with _cache_lock:
-        _structured[package] = (index, out)
     return out
 
 

@@ -38,7 +38,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .errors import MemoryFileError
 from .file_io import append_text, atomic_write, open_no_link, read_text
-from .library_entries import library_entries, library_fingerprint, library_key, rendering_id, search_cache_path
+from .library_entries import (entry_text, library_entries, library_fingerprint, library_key, rendering_id,
+                              search_cache_path)
 
 INDEX_FOLDER = ".index"
 _VERSION = 1
@@ -55,7 +56,7 @@ _SUFFIXES = ("ational", "ations", "ation", "ising", "izing", "ments", "ment", "n
 _K1, _B = 1.2, 0.75
 _COMMON_FROM = 50  # entries from which terms in more than half of them are not scored
 _CACHE_FROM = 1000  # entries from which the library's search index is kept on disk between runs
-_RECACHE_EVERY = 200  # entries put or dropped since the cache was written (or 5% of them) before it is again
+_RECACHE_EVERY = 200  # entries put or dropped since the cache was written before it is again (5% when more)
 
 
 def _stem(word: str) -> str:
@@ -270,8 +271,9 @@ def library_index(code_library: str) -> MemoryIndex:
     """The index of the code library, caught up with the package: the library package keeps its own index of what
     each module defines (``library/_index/``, parsed once per change of a module), so this one is built from it
     (``library_entries``) and, when the package's fingerprint changed, only the entries whose digest changed are put
-    again and those gone are dropped. A large library starts from the index the last run kept (``_CACHE_FROM``).
-    MemoryFileError: a `library.py` that does not compile (it is not migrated)."""
+    again and those gone are dropped. A large library starts from the index the last run kept (``_CACHE_FROM``),
+    compared entry by entry with the package. MemoryFileError: a `library.py` that does not compile (it is not
+    migrated)."""
     fingerprint = library_fingerprint(code_library)
     key = "library:" + library_key(code_library)
     with _lock:
@@ -282,23 +284,23 @@ def library_index(code_library: str) -> MemoryIndex:
         if index is None:
             index = _read_library_cache(cache, key)
         index = index or MemoryIndex(key, "library")
-        if index.source.get("fingerprint") != fingerprint:
-            digests: Dict[str, str] = index.source.get("digests") or {}
-            entries = library_entries(code_library)
-            fresh = {entry.key: entry.digest for entry in entries}
-            texts = index.texts
-            for gone in [k for k in texts if k not in fresh]:
-                index._drop(gone)
-                index.unsaved += 1
-            for entry in entries:
-                entry_key, digest = entry.key, entry.digest
-                if not digest or digests.get(entry_key) != digest or entry_key not in texts:
-                    index._put(entry_key, entry.text())
-                    index.unsaved += 1
-            index.reorder(list(fresh))
-            index.source = {"fingerprint": fingerprint, "digests": fresh}
-            if len(index) >= _CACHE_FROM and index.unsaved >= min(len(index), max(_RECACHE_EVERY, len(index) // 20)):
-                _write_library_cache(index, cache)
+        digests: Dict[str, str] = index.source.get("digests") or {}
+        latest = library_entries(code_library)
+        built = _indexes.get(key)
+        if built is not None and built is not index:  # (reading the entries migrated a library.py, which built it)
+            return built
+        texts = index.texts
+        for gone in [k for k in texts if k not in latest]:
+            index._drop(gone)
+            index.unsaved += 1
+        for entry_key, (digest, record) in latest.items():
+            if not digest or digests.get(entry_key) != digest or entry_key not in texts:
+                index._put(entry_key, entry_text(record))
+                index.unsaved += bool(digest)
+        index.reorder(list(latest))
+        index.source = {"fingerprint": fingerprint, "digests": {k: digest for k, (digest, _) in latest.items()}}
+        if len(index) >= _CACHE_FROM and index.unsaved >= min(len(index), max(_RECACHE_EVERY, len(index) // 20)):
+            _write_library_cache(index, cache)
         _indexes[key] = index
         return index
 
@@ -310,17 +312,25 @@ def keep_library_index(code_library: str) -> None:
         library_index(code_library)
 
 
-# The cache's rules: an index made by other indexing rules (words, stop words, stems: bump _VERSION when the code of
-# ``features`` changes), from entries rendered otherwise, or in another marshal format is built again.
+# The kept index of a large library (``library/_index/search.bin``): a magic line, a head line (the rules it was made
+# by, the payload's CRC and length), then the payload in marshal's format, the fastest Python reads back (about 60 ms
+# for 22,000 functions, where tokenizing them again takes 400 ms). An index made by other rules is built again: other
+# indexing (words, stop words, stems: bump _CACHE_VERSION when the code of ``features`` changes), entries read or
+# rendered otherwise (``rendering_id``), another marshal format. The file is as trusted as the library beside it,
+# whose code runs: the checks below catch a file cut, changed, or in the wrong shape, not one crafted to exhaust
+# memory (marshal is not made for hostile data).
+_CACHE_VERSION = 1
 _CACHE_MAGIC = b"jarvis library search index\n"
-_CACHE_RULES = "{} {} {:08x} {}".format(_VERSION, marshal.version,
+_CACHE_RULES = "{} {} {:08x} {}".format(_CACHE_VERSION, marshal.version,
                                         zlib.crc32(repr((_WORD.pattern, sorted(_STOP), _SUFFIXES)).encode("utf-8")),
                                         rendering_id())
+_CACHE_HEAD_MAX = 256
+_CACHE_MAX_BYTES = 2 << 30
 
 
 def _write_library_cache(index: MemoryIndex, path: str) -> None:
-    """Keep the library's index in ``path`` for the next run (marshal: the fastest to read back of what Python has;
-    a checksum tells a file cut or changed). A cache that cannot be written is left to the next run to make."""
+    """Keep the library's index in ``path`` for the next run. A cache that cannot be written is left to the next run
+    to make."""
     payload = marshal.dumps((index.source, index.texts, index._lengths, index._terms, index._postings, index._total))
     head = f"{_CACHE_RULES} {zlib.crc32(payload):08x} {len(payload)}\n".encode("ascii")
     try:
@@ -331,38 +341,61 @@ def _write_library_cache(index: MemoryIndex, path: str) -> None:
 
 
 def _read_library_cache(path: str, key: str) -> Optional[MemoryIndex]:
-    """The index the cache in ``path`` holds (its ``source`` says what the package was), or None when there is none
-    or it does not read: missing, cut, changed, made by other rules, a link or not a file."""
+    """The index the cache in ``path`` holds, to be compared entry by entry with the package (its ``source`` says
+    what the package was), or None when there is none or it does not read: missing, cut, changed, made by other
+    rules, of the wrong shape, a link or not a regular file."""
     try:
-        fd = open_no_link(path, os.O_RDONLY)
+        fd = open_no_link(path, os.O_RDONLY | os.O_NONBLOCK)  # (a FIFO there does not block the open)
     except (OSError, MemoryFileError):
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _CACHE_MAX_BYTES:
+            return None
+        start = os.pread(fd, len(_CACHE_MAGIC) + _CACHE_HEAD_MAX, 0)
+        if not start.startswith(_CACHE_MAGIC) or b"\n" not in start[len(_CACHE_MAGIC):]:
+            return None
+        head = start[len(_CACHE_MAGIC):].split(b"\n", 1)[0]
+        *rules, crc, length = head.decode("ascii").split(" ")
+        offset = len(_CACHE_MAGIC) + len(head) + 1
+        if " ".join(rules) != _CACHE_RULES or int(length) != info.st_size - offset:
             return None
         with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read()
-    except OSError:
+            f.seek(offset)
+            payload = f.read()
+        if len(payload) != int(length) or int(crc, 16) != zlib.crc32(payload):
+            return None
+        parts = marshal.loads(payload)
+        del payload
+        index = _index_of(parts, key)
+    except (OSError, ValueError, EOFError, TypeError, UnicodeDecodeError, MemoryError, RecursionError,
+            OverflowError):
         return None
     finally:
         os.close(fd)
-    if not data.startswith(_CACHE_MAGIC):
+    return index
+
+
+def _index_of(parts: Any, key: str) -> Optional[MemoryIndex]:
+    """The index ``parts`` (a cache's payload) describes, or None when they are not of its shape: every entry with
+    its length and terms, every term's postings of entries held (a few ms for 22,000 entries)."""
+    if not isinstance(parts, tuple) or len(parts) != 6:
         return None
-    head, _, payload = data[len(_CACHE_MAGIC):].partition(b"\n")
-    try:
-        *rules, crc, length = head.decode("ascii").split(" ")
-        if " ".join(rules) != _CACHE_RULES or int(length) != len(payload) or int(crc, 16) != zlib.crc32(payload):
-            return None
-        source, texts, lengths, terms, postings, total = marshal.loads(payload)
-    except (ValueError, EOFError, TypeError, UnicodeDecodeError):
+    source, texts, lengths, terms, postings, total = parts
+    if not all(type(part) is dict for part in (source, texts, lengths, terms, postings)) or type(total) is not int:
         return None
-    if not all(isinstance(part, dict) for part in (source, texts, lengths, terms, postings)) \
-            or not isinstance(total, int) or not len(texts) == len(lengths) == len(terms):
+    if not texts.keys() == lengths.keys() == terms.keys() or type(source.get("digests")) is not dict:
+        return None
+    if not all(type(text) is str for text in texts.values()) or not all(type(n) is int for n in lengths.values()):
+        return None
+    if not all(type(held) is tuple for held in terms.values()) or not all(type(p) is dict for p in postings.values()):
+        return None
+    if not set().union(*terms.values()) <= postings.keys() or not set().union(*postings.values()) <= texts.keys():
         return None
     index = MemoryIndex(key, "library")
     index.texts, index._lengths, index._terms, index._postings, index._total = texts, lengths, terms, postings, total
     index.reorder(list(texts))
-    index.source = source
+    index.source = {"digests": source["digests"]}  # (no fingerprint: compared with the package entry by entry)
     return index
 
 
