@@ -37,9 +37,11 @@ logging.set_verbosity_warning()
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The slow half of the suite (three fifths of its time): kernels, command lines run whole, the fault suite, staging.
-# CI runs it on the default Python only; the other Pythons of the supported range run the rest (`-m "not slow"`).
-SLOW_FILES = {"test_interpreter.py", "test_kernel_security.py", "test_cli.py", "test_faults_fast.py", "test_publish.py"}
+# The slow half of the suite (over half of its time): kernels, command lines run whole, the fault suite, staging,
+# paced streaming servers, the benchmark's own run. CI runs it on the default Python only; the other Pythons of the
+# supported range run the rest (`-m "not slow"`).
+SLOW_FILES = {"test_interpreter.py", "test_kernel_security.py", "test_cli.py", "test_faults_fast.py", "test_publish.py",
+              "test_streaming.py", "test_benchmark_run.py"}
 
 
 def pytest_collection_modifyitems(items):
