@@ -124,7 +124,7 @@ class MemoryIndex:
         if key not in self.texts:
             return
         del self.texts[key]
-        del self.position[key]
+        self.position.pop(key, None)  # (an index read from the library's cache has its positions made at its end)
         self._total -= self._lengths.pop(key)
         for term in self._terms.pop(key):
             posting = self._postings[term]
@@ -360,9 +360,7 @@ def _read_library_cache(path: str, key: str) -> Optional[MemoryIndex]:
         offset = len(_CACHE_MAGIC) + len(head) + 1
         if " ".join(rules) != _CACHE_RULES or int(length) != info.st_size - offset:
             return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            f.seek(offset)
-            payload = f.read()
+        payload = os.pread(fd, int(length), offset)
         if len(payload) != int(length) or int(crc, 16) != zlib.crc32(payload):
             return None
         parts = marshal.loads(payload)
@@ -394,8 +392,8 @@ def _index_of(parts: Any, key: str) -> Optional[MemoryIndex]:
         return None
     index = MemoryIndex(key, "library")
     index.texts, index._lengths, index._terms, index._postings, index._total = texts, lengths, terms, postings, total
-    index.reorder(list(texts))
-    index.source = {"digests": source["digests"]}  # (no fingerprint: compared with the package entry by entry)
+    # no fingerprint: ``library_index`` compares it with the package entry by entry, then ``reorder`` gives positions
+    index.source = {"digests": source["digests"]}
     return index
 
 
