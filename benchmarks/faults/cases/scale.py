@@ -134,3 +134,28 @@ def plan_of_5_mb(ctx):
     handled_exit(ctx, done, [0, 1])
     ctx.expect(max(sizes, default=0) < 100_000, f"a request of {max(sizes, default=0)} characters")
     ctx.keep(read(memory / "plan_jarvis.txt") in (plan, plan.rstrip("\n")), "the plan changed")
+
+
+@case("scale", "reply_of_10_mb", slow=True, timeout=400, handled="a controller reply of 10 MB (run_code with a 10 MB "
+      "data literal streamed in 1.7M chunks, with a budget that allows it) is read, run and answered: exit 0 within "
+      "3 minutes, no later prompt over 200 KB (the repetition guard re-read the whole reply at each piece: it never "
+      "ended)",
+      lost="the memory folder's plans or logs are missing")
+def reply_of_10_mb(ctx):
+    small = ctx.path("small")
+    small.mkdir()
+    with LoopbackLLMServer(replies=coder_run("print('one line')")) as server:
+        baseline = jarvis(ctx, CODER_GOAL, server=server, cwd=str(small))
+    handled_exit(ctx, baseline, [0])
+    code = "data = [" + ", ".join(str(i * 7919 % 100003) for i in range(1_700_000)) + "]\nprint(len(data))"
+    with LoopbackLLMServer(replies=coder_run(code)) as server:
+        done = jarvis(ctx, CODER_GOAL, "--max-tokens", "50000000", "--max-cost", "100000", server=server, timeout=350)
+        sizes = [len(json.dumps(r["messages"])) for r in server.requests]
+    ctx.figure("reply MB", round(len(code) / 1e6, 1))
+    ctx.figure("seconds (one line)", round(baseline.seconds, 1))
+    ctx.figure("seconds (10 MB reply)", round(done.seconds, 1))
+    handled_exit(ctx, done, [0])
+    ctx.expect(done.seconds <= 180, f"the run took {done.seconds:.0f} s")
+    ctx.expect(max(sizes, default=0) < 200_000, f"a prompt of {max(sizes, default=0)} characters")
+    ctx.expect("1700000" in done.text, "the script's output (1700000) is not shown")
+    memory_whole(ctx, ctx.path("memory"), goal=CODER_GOAL, run_file=True)
