@@ -370,7 +370,9 @@ ROLES = [  # (role, a phrase of its system prompt); the first that matches
     ("plan_writer", "write a step-by-step plan"),
     ("jarvis", "You are Jarvis"),
     ("coder", "controller of Coder"),
+    ("coder", "You are Coder"),
     ("extlib", "controller of ExtendLibrary"),
+    ("extlib", "You are ExtendLibrary"),
     ("codegen", "You write Python functions"),
     ("codewriter", "write one Python function"),
 ]
@@ -442,8 +444,13 @@ def mark(plan: str, numbers: List[int]) -> str:
     return "\n".join(lines)
 
 
-def offers(messages: List[dict], argument: str) -> bool:
-    return argument in str(messages[0].get("content") or "")
+def offers(messages: List[dict], argument: str, command: str = "") -> bool:
+    """Whether the prompt's list of commands offers ``argument`` (for ``command``, or for any command)."""
+    system = str(messages[0].get("content") or "")
+    if not command:
+        return argument in system
+    line = re.search(rf"^\d+\. {re.escape(command)}: .*$", system, re.M)
+    return bool(line) and argument in line.group(0)
 
 
 def plan_steps_shown(messages: List[dict]) -> int:
@@ -515,15 +522,17 @@ class GoodModel:
         answered_from_library = self.library_shown(messages) and plan_steps_shown(messages) <= 1
         work = [] if answered_from_library else self.goal.work
         count = len([c for c, _ in done if c in ("Coder", "ask_user")])
-        completes = offers(messages, "completes_step")
+        completes = offers(messages, "completes_step", "Coder")
         if count and not completes and count not in steps_marked(messages):
             return cmd("update_plan", updated_plan=mark(plan_shown(messages), list(range(1, count + 1))))
         if count < len(work):
             item, extra = work[count], ({"completes_step": count + 1} if completes else {})
             if isinstance(item, Ask):
+                extra = extra if offers(messages, "completes_step", "ask_user") else {}
                 return cmd("ask_user", question=item.question, **extra)
             return cmd("Coder", goal=item.goal, **extra)
-        return cmd("final_answer", answer=self.goal.answer, **({"completes_step": len(work) + 1} if completes else {}))
+        extra = {"completes_step": len(work) + 1} if offers(messages, "completes_step", "final_answer") else {}
+        return cmd("final_answer", answer=self.goal.answer, **extra)
 
     def coder(self, messages: List[dict]) -> str:
         task = self.task_of(messages)
@@ -546,6 +555,8 @@ class GoodModel:
                 elif steps > 1 and last_of_step:
                     extra = {"completes_step": step}
             if action.function:
+                if offers(messages, "module", "extend_library"):
+                    extra["module"] = action.function.module
                 return cmd("extend_library", goal=action.function.spec, **extra)
             return cmd("run_code", language=action.language, code=action.code, **extra)
         return cmd("finish", summary=task.summary)
@@ -590,9 +601,12 @@ class Outcome:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    reuse: Optional[float] = None  # all controllers' calls after their chat's first
+    reuse: Optional[float] = None  # all controllers' calls after their chat's first: of the previous prompt
     lowest_reuse: Optional[float] = None
     lowest_chat: str = ""
+    reuse_with_reply: Optional[float] = None  # of the previous prompt and its reply (what a server's KV cache holds)
+    lowest_with_reply: Optional[float] = None
+    new_tokens: int = 0  # controllers' prompt tokens not reusable from their previous call (prompt and reply)
     per_role: Dict[str, int] = dataclasses.field(default_factory=dict)
     problems: List[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
@@ -612,11 +626,14 @@ def _common(a: List[int], b: List[int]) -> int:
 
 
 def measure(model: GoodModel, outcome: Outcome) -> None:
+    """Calls, tokens, and per controller chat the share of each prompt equal to the start of the chat's previous
+    prompt (as OpenAI's prompt caching reuses it), and of the previous prompt followed by its reply (as a llama.cpp or
+    vLLM server's cache holds it: the reply was generated there)."""
     from aiflows_jarvis.CoreFlowModule.usage import _cl100k
 
     encode = _cl100k().encode
-    previous: Dict[str, List[int]] = {}
-    reused: Dict[str, List[int]] = defaultdict(lambda: [0, 0])
+    previous: Dict[str, Tuple[List[int], List[int]]] = {}
+    reused: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0])
     per_role: Dict[str, int] = defaultdict(int)
     for role, messages, reply in model.calls:
         tokens = encode(_layout(messages), disallowed_special=())
@@ -627,18 +644,25 @@ def measure(model: GoodModel, outcome: Outcome) -> None:
             continue
         chat = f"{role}:{hash(str(messages[0].get('content')))}"
         before = previous.get(chat)
-        previous[chat] = tokens
+        previous[chat] = (tokens, encode(_layout(messages + [{"role": "assistant", "content": reply}]),
+                                         disallowed_special=()))
         if before is None:
             continue
-        shared = _common(before, tokens)
-        reused[chat][0] += shared
-        reused[chat][1] += len(tokens)
+        shared, with_reply = _common(before[0], tokens), _common(before[1], tokens)
+        figures = reused[chat]
+        figures[0] += shared
+        figures[1] += with_reply
+        figures[2] += len(tokens)
+        outcome.new_tokens += len(tokens) - with_reply
     outcome.calls = len(model.calls)
     outcome.per_role = dict(per_role)
     if reused:
-        outcome.reuse = sum(r for r, _ in reused.values()) / sum(t for _, t in reused.values())
-        chat, (r, t) = min(reused.items(), key=lambda item: item[1][0] / item[1][1])
+        total = sum(t for _, _, t in reused.values())
+        outcome.reuse = sum(r for r, _, _ in reused.values()) / total
+        outcome.reuse_with_reply = sum(r for _, r, _ in reused.values()) / total
+        chat, (r, _, t) = min(reused.items(), key=lambda item: item[1][0] / item[1][2])
         outcome.lowest_reuse, outcome.lowest_chat = r / t, chat.split(":")[0]
+        outcome.lowest_with_reply = min(r / t for _, r, t in reused.values())
 
 
 def run_goal(goal: Goal, folders: Dict[str, Tuple[str, str]], work: str, root: str) -> Outcome:
@@ -715,15 +739,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.json:
         print(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=1))
         return 0 if all(not o.problems for o in outcomes) else 1
-    print(f"{'goal':<22} {'calls':>5} {'prompt':>8} {'compl.':>7} {'reuse':>6} {'lowest':>7}  the lowest chat")
+    print(f"{'':<22} {'':>5} {'prompt':>8} {'compl.':>7} {'prefix reuse':>13} {'with reply':>13} {'new':>6}")
+    print(f"{'goal':<22} {'calls':>5} {'tokens':>8} {'tokens':>7} {'all':>6} {'lowest':>6} {'all':>6} "
+          f"{'lowest':>6} {'tokens':>6}")
+
+    def share(value: Optional[float]) -> str:
+        return f"{value:.1%}" if value is not None else "-"
+
     for o in outcomes:
-        reuse = f"{o.reuse:.1%}" if o.reuse is not None else "-"
-        lowest = f"{o.lowest_reuse:.1%}" if o.lowest_reuse is not None else "-"
-        print(f"{o.goal:<22} {o.calls:>5} {o.prompt_tokens:>8,} {o.completion_tokens:>7,} {reuse:>6} {lowest:>7}  "
-              f"{o.lowest_chat}{'  FAILED' if o.problems else ''}")
+        print(f"{o.goal:<22} {o.calls:>5} {o.prompt_tokens:>8,} {o.completion_tokens:>7,} {share(o.reuse):>6} "
+              f"{share(o.lowest_reuse):>6} {share(o.reuse_with_reply):>6} {share(o.lowest_with_reply):>6} "
+              f"{o.new_tokens:>6,}{'  FAILED' if o.problems else ''}")
     total = [o for o in outcomes if not o.problems]
     print(f"{'total':<22} {sum(o.calls for o in total):>5} {sum(o.prompt_tokens for o in total):>8,} "
-          f"{sum(o.completion_tokens for o in total):>7,}")
+          f"{sum(o.completion_tokens for o in total):>7,} {'':>27} {sum(o.new_tokens for o in total):>6,}")
     for o in outcomes:
         for problem in o.problems:
             print(f"FAILED {o.goal}: {problem}")

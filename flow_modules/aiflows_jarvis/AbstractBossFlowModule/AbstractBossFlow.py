@@ -16,6 +16,11 @@ from aiflows_jarvis.CoreFlowModule.memory import (
     memory_path,
     read_text,
 )
+from aiflows_jarvis.CoreFlowModule.plans import one_step_plan
+
+# How a boss gets its plan (`one_step_plan`): its planner writes it (`off`); or code writes the goal as a plan of one
+# step, which the user approves or has the planner rewrite (`review`), or which is taken as it is (`silent`).
+ONE_STEP_PLAN_MODES = ("off", "review", "silent")
 
 
 def task_record_path(logs: str) -> str:
@@ -56,6 +61,12 @@ class AbstractBossFlow(LeanSequentialFlow):
       its plan file instead of writing a new plan, and every boss below it resumes the task it was interrupted in.
     - `resume_note` (str): what this boss's controller must know after a resume (e.g. the Python session is new),
       written in the log's `resume` entry, or in its `new_task` entry when the first task after a resume is another.
+    - `one_step_plan` (str): `off` (the planner writes the plan), `review` (the plan is the goal as one step, written
+      by code and shown to the user, whose comment has the planner write it) or `silent` (that plan, not shown).
+      A sub-boss's goal usually is one step of its caller's plan, so writing it again costs an LLM call for nothing.
+      `bookkeeping_by_code: false` makes it `off`. The boss's state then says `plan_by_code`, which its loop's
+      decisions may depend on.
+    - `bookkeeping_by_code` (bool, default true): see ControllerExecutorFlow; false also turns `one_step_plan` off.
     - `subflows_config`: `MemoryReading`, `Planner` (a PlanWriterFlow), `CtrlExMem` (a CtrlExMemFlow).
 
     So that its controller can tell which log entries are its task's, a boss writes a `new_task` entry when it
@@ -65,7 +76,8 @@ class AbstractBossFlow(LeanSequentialFlow):
     way and is left behind when the run is stopped inside it (Ctrl+C, a budget, an error).
 
     *Input Interface*:
-    - `goal` (str): what to achieve.
+    - `goal` (str): what to achieve; and any other key the boss's `input_interface` names (ExtendLibrary's
+      `module`), which its loop's state then holds.
     - `memory_files` (dict, optional): the memory files for this run, instead of the configured ones. (Not in the
       YAML's `input_interface`, so that a parent loop does not hand a sub-boss its own memory files.)
 
@@ -96,7 +108,8 @@ class AbstractBossFlow(LeanSequentialFlow):
             for boss in self._bosses_below():
                 boss._run_resumed = True
         self._resuming = self._start_task(memory_files, goal, run_resumed)
-        output = super().run({"goal": goal, "memory_files": memory_files})
+        extra = {k: input_data[k] for k in self.flow_config.get("input_interface") or [] if k in input_data}
+        output = super().run({**extra, "goal": goal, "memory_files": memory_files})
         self._end_task(memory_files["logs"])
         summary, status = str(output.get("summary", "")), str(output.get("status", ""))
         if status != "finished" or not get_console().was_shown(summary):  # the finish step showed it, else here
@@ -161,12 +174,30 @@ class AbstractBossFlow(LeanSequentialFlow):
         return ""
 
     # ~~~ Topology ~~~
+    def one_step_plan_mode(self) -> str:
+        mode = str(self.flow_config.get("one_step_plan") or "off")
+        if mode not in ONE_STEP_PLAN_MODES:
+            from aiflows_jarvis.CoreFlowModule import ConfigurationError
+            raise ConfigurationError(f"{self.flow_config['name']}.one_step_plan: {mode!r} is not one of "
+                                     f"{', '.join(ONE_STEP_PLAN_MODES)}")
+        return mode if self.flow_config.get("bookkeeping_by_code", True) else "off"
+
     def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
-        if (flow is self.subflows.get("Planner") and self._resuming
-                and str(self.flow_state.get("plan") or "").strip()):
+        if flow is not self.subflows.get("Planner"):
+            return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
+        if self._resuming and str(self.flow_state.get("plan") or "").strip():
             get_console().show("plan", f"{self.flow_config['name']} resumes its plan:", self.flow_state["plan"])
             return None, {"plan": self.flow_state["plan"]}
-        return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
+        mode = self.one_step_plan_mode()
+        if mode == "off":
+            return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
+        draft = one_step_plan(self.flow_state.get("goal") or "")
+        if mode == "silent":
+            atomic_write(memory_path(self, self.flow_state, "plan"), draft + "\n")
+            return None, {"plan": draft, "plan_by_code": True}
+        message, output = self.call_subflow_with({**self.flow_state, "draft": draft}, goal, input_interface, flow,
+                                                 output_interface)
+        return message, {**output, "plan_by_code": str(output.get("plan") or "").strip() == draft.strip()}
 
     @CircularFlow.output_msg_payload_processor
     def detect_planning_outcome(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:

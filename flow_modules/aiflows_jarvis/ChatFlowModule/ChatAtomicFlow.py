@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import time
 from typing import Any, Dict, List, Optional
 
@@ -228,6 +229,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
         Nothing is stored until ``commit_turn``: a turn whose LLM call fails leaves the chat as it was.
         """
         self._rebuild = False
+        if "workdir" not in input_data:  # prompts may name the working folder, where code runs
+            input_data = {**input_data, "workdir": self.flow_config.get("workdir") or os.getcwd()}
         user_message = self._render_user_message(input_data)
         self._pending_input = input_data
         self._fitted_user_message = None

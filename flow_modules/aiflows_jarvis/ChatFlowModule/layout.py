@@ -8,8 +8,9 @@ longest common start of two consecutive prompts. A chat with ``prompt_blocks`` t
   library) and the first user message proper;
 - then, on every call, the messages of the earlier calls unchanged, and one new user message: the result of the last
   command, followed by what changed in the memory since the chat last saw it (``memory_updates``): the log entries
-  it has not seen (not the entry of its own last command, whose result it is being shown), and a plan or library
-  summary that changed, whole ("The plan is now: ...", or only a line when it is what the last command gave).
+  it has not seen (not the entry of its own last command, whose result it is being shown, nor those of commands
+  made for it since), and a plan or library summary that changed, whole ("The plan is now: ...", or only a line
+  when it is what the last command gave, or when only a plan's done marks changed).
 
 So each call's prompt begins with the previous call's. The chat grows for at most ``turns`` calls or ``max_chars``
 characters of appended messages (or until the prompt no longer fits the context window); then it is rebuilt once:
@@ -29,8 +30,10 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule.memory import split_log_entries
+from aiflows_jarvis.CoreFlowModule.plans import marks_changed, progress
 
 LOG_KEY = "logs"
+PLAN_KEY = "plan"
 
 
 # A string argument of the last command at least this long, found again in its result (run_code's `code`), is named
@@ -240,13 +243,15 @@ class PromptBlocks:
                 if entries:
                     new = [(n, e) for n, e in entries if n > log_seen]
                     log_seen = max([log_seen] + [n for n, _ in entries])
-                    if new and command and _entry_command(new[-1][1]) == command:
-                        new = new[:-1]  # the entry of its own last command: its result is shown above
+                    own = next((i for i, (_, e) in enumerate(new) if command and _entry_command(e) == command), None)
+                    if own is not None:  # its own last command's entry, and those of commands made for it after:
+                        new = new[:own]  # the result above says what they did
                     if new:
                         parts.append(f"{heading}:\n" + "\n".join(e for _, e in new))
                     continue
             if not texts or text == seen_texts.get(key, ""):
                 continue
+            previous = seen_texts.get(key, "")
             seen_texts[key] = text
             if pattern:
                 shown = set(seen_items.get(key) or [])
@@ -256,6 +261,10 @@ class PromptBlocks:
                     parts.append(f"{heading}:\n" + "\n\n".join(item for item in new_items.values() if item))
             elif command and text.strip() and text.strip() in arguments.values():
                 parts.append(f"{heading} as you gave it to {command}.")
+            elif key == PLAN_KEY and marks_changed(previous, text):  # only done marks: one line, not the plan again
+                marked = marks_changed(previous, text)
+                parts.append(f"{heading} as before, with step{'s' if len(marked) > 1 else ''} {', '.join(marked)} "
+                             f"marked done ({progress(text)}).")
             elif len(text.strip()) >= ECHO_MIN_CHARS and text.strip() in result:
                 parts.append(f"{heading} as the result above says.")  # a re-plan's result holds the new plan
             else:

@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, get_console
 from aiflows_jarvis.CoreFlowModule.memory import shorten
+from aiflows_jarvis.CoreFlowModule.plans import plan_as_shown
 from aiflows_jarvis.CoreFlowModule.run_context import current_run
 
 from .commands import InvalidReply, commands_from_config, example_reply, read_command, render_commands, reply_schema
@@ -42,11 +43,11 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     - `correction_message_prompt_template` (dict): the correction sent after an invalid reply (variables:
       `problem`, `commands`, `example`).
     - `reply_format_instructions` (str): the protocol, appended to every system prompt.
-    - `opening_command` (dict or null): `{command, command_args}` issued on the first call without asking the LLM
-      (argument values are Jinja templates over the input), e.g. a plan writer always starts with `write_plan`.
+    - `bookkeeping_by_code` (bool): set from the loop's; the prompts get it, to say how steps are marked done.
     - the ChatAtomicFlow parameters (`backend`, prompt templates, `prompt_blocks`, `memory_message_prompt_template`,
       `memory_updates`, `retry`, ...); the system prompt gets `commands`, and the prompts `plan_file_location` (from
-      `memory_files.plan`), besides the input.
+      `memory_files.plan`), `bookkeeping_by_code` and `workdir`, besides the input. A plan of one step that is the
+      goal itself (written by code) is shown as such, not as the goal again.
 
     *Input Interface Non Initialized*: `goal` and the memory (`plan`, `logs`, `memory_files`, ...).
 
@@ -90,24 +91,14 @@ class ControllerAtomicFlow(ChatAtomicFlow):
         memory_files = data.get("memory_files") or {}
         if isinstance(memory_files, dict) and "plan_file_location" not in data:
             data["plan_file_location"] = memory_files.get("plan", "(no plan file)")
+        data.setdefault("bookkeeping_by_code", bool(self.flow_config.get("bookkeeping_by_code", True)))
+        if "plan" in data and data.get("goal"):
+            data["plan"] = plan_as_shown(str(data["plan"] or ""), str(data["goal"]))
         return data
-
-    def _opening_command(self, data: Dict[str, Any]):
-        opening = self.flow_config.get("opening_command")
-        if not opening or self._is_conversation_initialized():
-            return None
-        args = {k: StrictJinjaPrompt(template=str(v)).format(**data) if isinstance(v, str) else v
-                for k, v in (opening.get("command_args") or {}).items()}
-        return opening["command"], args
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         data = self._template_data(input_data)
-        opening = self._opening_command(data)
         user_message = self.prepare_turn(data)
-        if opening is not None:
-            command, args = opening
-            self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}))
-            return {"command": command, "command_args": args}
 
         extra: List[dict] = []
         max_corrections = int(self.flow_config.get("max_corrections", 3))

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Dict, Optional
+
+import jinja2
+from typing import Any, Dict, List, Optional
 
 from aiflows.base_flows import CircularFlow
 
@@ -16,8 +18,9 @@ from aiflows_jarvis.CoreFlowModule import (
 from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb
 from aiflows_jarvis.CoreFlowModule.lean import config_key_path
 from aiflows_jarvis.CoreFlowModule.memory import shorten
+from aiflows_jarvis.CoreFlowModule.plans import mark_steps_done, plan_steps, undone_steps
 
-from .command_config import derive_commands
+from .command_config import STEP_ARGUMENT, derive_commands
 
 # Keys of a branch's output shown first when it is turned into the controller's `result`.
 _RESULT_ORDER = ("summary", "result", "status", "human_input", "feedback")
@@ -32,6 +35,15 @@ _REPEAT_SIGNATURE = "repeat_signature"
 _REPEAT_COUNT = "repeat_count"
 _NOT_EXECUTED_NOTE = "not_executed_note"
 
+# State keys of the bookkeeping done by code: the commands the state decided (run before the controller is asked
+# again), whether the command being run is one of them, whether the opening command was considered, and the result
+# of each plan step a command completed.
+_DECIDED_QUEUE = "decided_commands"
+_DECIDED = "decided"
+_OPENED = "opened"
+_STEP_RESULTS = "step_results"
+_LOOP_KEYS = (_REPEAT_SIGNATURE, _REPEAT_COUNT, _NOT_EXECUTED_NOTE, _DECIDED_QUEUE, _DECIDED, _OPENED, _STEP_RESULTS)
+
 
 def command_signature(command: str, args: Dict[str, Any]) -> str:
     """A short digest of a command and its arguments (canonical JSON): equal for the same call, whatever the key
@@ -45,24 +57,66 @@ def _user_reply(answer: Any) -> str:
     return f"The user replied: {answer}" if answer else "The user replied with an empty answer (no objection)."
 
 
-def format_branch_output(output: Dict[str, Any]) -> str:
-    """A branch's output as the text the controller reads next."""
+def format_branch_output(output: Dict[str, Any], keys: Optional[List[str]] = None) -> str:
+    """A branch's output as the text the controller reads next: each thing once.
+
+    ``keys``: the output keys the controller reads, in order (a command's ``result_keys``); by default all of them.
+    Empty values are left out. A boss's output (``summary`` and ``status``) reads as its summary, then its last
+    result, then its status only when it did not finish."""
+    if keys is not None:
+        output = {k: output[k] for k in keys if k in output}
     if not output:
         return "(the command returned nothing)"
-    if set(output) == {"result"}:
-        return str(output["result"])
     if set(output) == {"human_input"}:
         return _user_reply(output["human_input"])
-    keys = [k for k in _RESULT_ORDER if k in output] + sorted(k for k in output if k not in _RESULT_ORDER)
-    lines = []
-    for key in keys:
-        value = output[key]
+    shown = {k: v for k, v in output.items() if k == "human_input" or _has_text(v)}
+    if set(shown) == {"result"}:
+        return str(shown["result"])
+    if "summary" in shown and "status" in output:
+        return _boss_output(shown, str(output.get("status") or ""))
+    lines = [str(shown.pop("result")).strip()] if "result" in shown else []
+    for key in [k for k in _RESULT_ORDER if k in shown] + sorted(k for k in shown if k not in _RESULT_ORDER):
+        value = shown[key]
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         if key == "human_input":
             lines.append(_user_reply(value))
-            continue
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        lines.append(f"{key}: {text if text.strip() else '(none)'}")
+        elif key == "feedback":
+            lines.append(f"The user's feedback: {text}")
+        else:
+            lines.append(f"{key}: {text}")
     return "\n".join(lines)
+
+
+_JINJA = jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
+
+
+def _step_number(value: Any) -> Optional[str]:
+    """A step number as the plan writes it ("2"), from what a command gave (2, "2", "step 2"); None if none."""
+    digits = "".join(ch for ch in str(value if value is not None else "") if ch.isdigit())
+    return str(int(digits)) if digits else None
+
+
+def _step_text(plan: str, number: str, limit: int = 80) -> str:
+    text = next((t for n, t in plan_steps(plan) if n == number), "")
+    text = " ".join(text.replace("[done]", "").split())
+    return f"step {number}: {text if len(text) <= limit else text[:limit - 3] + '...'}"
+
+
+def _has_text(value: Any) -> bool:
+    return value not in (None, "", [], {}) and not (isinstance(value, str) and not value.strip())
+
+
+def _boss_output(output: Dict[str, Any], status: str) -> str:
+    parts = [str(output["summary"]).strip()]
+    if status and status != "finished":
+        parts[0] = f"Stopped ({status.removeprefix('stopped: ')}): {parts[0]}"
+    result = str(output.get("result") or "").strip()
+    if result and result not in parts[0]:
+        parts.append(f"The last result:\n{result}")
+    extra = {k: v for k, v in output.items() if k not in ("summary", "result", "status")}
+    parts += [f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)}"
+              for k, v in extra.items()]
+    return "\n\n".join(parts)
 
 
 class ControllerExecutorFlow(LeanCircularFlow):
@@ -97,6 +151,22 @@ class ControllerExecutorFlow(LeanCircularFlow):
     - `bookkeeping_commands` (list): commands whose result is not the loop's final `result` (e.g. update_plan).
     - `keep_from_branches` (dict): branch -> output keys copied into the loop's state (later branches can take them
       as input, e.g. `write_code: [code]` so that `save_code` saves the code written).
+    - `bookkeeping_by_code` (bool, default true): the commands the state decides are made by the loop, without an
+      LLM call (below); false: the controller makes every command, as the seed's Jarvis did.
+    - `opening_command` (dict, optional): `{command, command_args, when}`, the loop's first command, made by code
+      (argument values are Jinja templates over the state; `when` names a state key that must be true).
+    - `finish_when_plan_done` (bool): finish (by code) when a command completes the last step of the plan.
+    - per command, besides what the controller is told: `result_keys` (the output keys the controller reads, in
+      order; default all), `succeeds_when` (output key -> value: when the command succeeded; default: always),
+      `carries_steps` (the command takes `completes_step`: the step is marked done when it succeeds) and `then`
+      (`{command, command_args, when}`: made by code when the command succeeds).
+
+    Bookkeeping by code: the user keeps every review; what is made by code is what the state already decides. A
+    command that succeeds with `completes_step` is followed by `update_plan` (that step marked done); a command's
+    `then` follows its success (e.g. `finish` after an accepted final answer, `save_code` after approved code); a
+    `finish` made by code first marks the plan's remaining steps done. The controller is not asked while such
+    commands are pending; when it is asked next, its message holds the result of its own last command and of
+    each command made for it since (a plan's new done marks come as a plan update).
 
     *Input Interface*:
     - `goal` (str), and what the controller's prompts need (`plan`, `logs`, `memory_files`, ...).
@@ -122,8 +192,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
         return super().instantiate_from_config(cls.derived_config(config))
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
-        for key in (_REPEAT_SIGNATURE, _REPEAT_COUNT, _NOT_EXECUTED_NOTE):
-            self.flow_state.pop(key, None)  # a run starts with no repeats counted (also without reset_before_run)
+        for key in _LOOP_KEYS:
+            self.flow_state.pop(key, None)  # a run starts with nothing counted or pending (also without a reset)
         return super().run(input_data)
 
     # ~~~ When the loop runs out of rounds ~~~
@@ -135,21 +205,128 @@ class ControllerExecutorFlow(LeanCircularFlow):
 
     # ~~~ Hooks for subclasses ~~~
     def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
-        """State updates after a branch ran: the output, as text, becomes the controller's `result`; the keys that
-        `keep_from_branches` names for this branch are copied into the state (e.g. the code `write_code` wrote)."""
-        update = {"result": shorten(format_branch_output(output), int(self.flow_config.get("max_result_chars", 3000)))}
+        """State updates after a branch ran: the output, as text, becomes the controller's `result` (after the
+        result of the controller's own last command, when the loop made this one); the keys that
+        `keep_from_branches` names for this branch are copied into the state (e.g. the code `write_code` wrote);
+        with bookkeeping by code, the commands the outcome decides are queued."""
+        spec = self._command_spec(branch)
+        text = format_branch_output(output, spec.get("result_keys"))
+        update = {"result": shorten(text, int(self.flow_config.get("max_result_chars", 3000)))}
+        if self.flow_state.get(_DECIDED) and branch not in (self.flow_config.get("bookkeeping_commands") or []):
+            before = str(self.flow_state.get("result") or "").strip()
+            update["result"] = "\n\n".join(part for part in (before, f"{branch} (run for you): {update['result']}")
+                                             if part)
+        elif self.flow_state.get(_DECIDED):
+            update["result"] = self.flow_state.get("result", "")  # the plan update shows as a change of the plan
         if branch not in (self.flow_config.get("bookkeeping_commands") or []):
-            update["last_work_result"] = update["result"]
+            update["last_work_result"] = shorten(text, int(self.flow_config.get("max_result_chars", 3000)))
         for key in (self.flow_config.get("keep_from_branches") or {}).get(branch, []):
             if key in output:
                 update[key] = output[key]
+        if self._bookkeeping():
+            self._decide_after(branch, dict(self.flow_state.get("command_args") or {}), output,
+                               update["last_work_result"] if "last_work_result" in update else text)
         return update
 
     def on_finish(self, command_args: Dict[str, Any]) -> Dict[str, Any]:
-        """State updates when the controller calls finish: its summary, and as `result` the result of the last
-        command that did work (not of a `bookkeeping_commands` one such as update_plan)."""
-        return {"summary": str(command_args.get("summary", "")), "status": "finished",
-                "result": self.flow_state.get("last_work_result", self.flow_state.get("result", ""))}
+        """State updates when the controller (or the loop) calls finish: its summary, and as `result` the result of
+        the last command that did work (not of a `bookkeeping_commands` one such as update_plan); when the loop
+        finishes because the plan is done, the results of the commands that completed its steps."""
+        result = self.flow_state.get("last_work_result", self.flow_state.get("result", ""))
+        steps = self.flow_state.get(_STEP_RESULTS) or {}
+        if self.flow_state.get(_DECIDED) and len(steps) > 1:
+            result = shorten("\n\n".join(f"Step {n}: {text}" for n, text in steps.items()),
+                             int(self.flow_config.get("max_result_chars", 3000)))
+        return {"summary": str(command_args.get("summary", "")), "status": "finished", "result": result}
+
+    # ~~~ Bookkeeping by code ~~~
+    def _bookkeeping(self) -> bool:
+        return bool(self.flow_config.get("bookkeeping_by_code", True))
+
+    def _command_spec(self, command: str) -> Dict[str, Any]:
+        spec = (self.flow_config.get("commands") or {}).get(command)
+        return spec if isinstance(spec, dict) else {}
+
+    def _render_decision(self, decision: Dict[str, Any], output: Optional[Dict[str, Any]] = None
+                         ) -> Optional[Dict[str, Any]]:
+        """``{command, command_args}`` of a decision made by code (an opening command, a command's `then`), its
+        argument templates rendered over the state and the branch's ``output``; None when its `when` is false. An
+        argument that renders empty is left out (an optional one the state does not give)."""
+        if not isinstance(decision, dict) or not decision.get("command"):
+            return None
+        when = decision.get("when")
+        if when and not self.flow_state.get(when):
+            return None
+        data = {**self.flow_state, "output": output or {}}
+        args = {}
+        for name, value in (decision.get("command_args") or {}).items():
+            if isinstance(value, str):
+                value = _JINJA.from_string(value).render(**data).strip()
+                if not value:
+                    continue
+            args[name] = value
+        return {"command": decision["command"], "command_args": args}
+
+    def _succeeded(self, command: str, output: Dict[str, Any]) -> bool:
+        """Whether ``output`` is a success of ``command`` by its `succeeds_when` (output key -> value; "" means
+        empty, e.g. no feedback from the user; no `succeeds_when`: always)."""
+        for key, wanted in (self._command_spec(command).get("succeeds_when") or {}).items():
+            value = output.get(key)
+            if wanted == "" or wanted is None:
+                if _has_text(value):
+                    return False
+            elif isinstance(wanted, bool):
+                if bool(value) is not wanted and str(value).strip().lower() != str(wanted).lower():
+                    return False
+            elif value != wanted:
+                return False
+        return True
+
+    def _decide_after(self, command: str, args: Dict[str, Any], output: Dict[str, Any], result: str) -> None:
+        """Queue what the outcome of ``command`` decides: the step it completes marked done, its `then`, a finish
+        when the plan is done."""
+        queue: List[Dict[str, Any]] = list(self.flow_state.get(_DECIDED_QUEUE) or [])
+        if not self._succeeded(command, output):
+            self.flow_state[_DECIDED_QUEUE] = []  # a failure is the controller's to handle
+            return
+        plan = str(self.flow_state.get("plan") or "")
+        step = _step_number(args.get(STEP_ARGUMENT))
+        steps = self.flow_state.setdefault(_STEP_RESULTS, {})
+        if step and any(number == step for number, _ in plan_steps(plan)):
+            steps[step] = result
+            if step in undone_steps(plan):
+                queue.append({"command": "update_plan", "command_args": {"done_steps": [int(step)]}})
+                plan = mark_steps_done(plan, [step])
+                if self.flow_config.get("finish_when_plan_done") and not undone_steps(plan) and plan_steps(plan):
+                    queue.append({"command": "finish", "command_args": {
+                        "summary": f"Every step of the plan is done (the last: {_step_text(plan, step)})."}})
+        then = self._render_decision(self._command_spec(command).get("then"), output)
+        if then is not None:
+            queue.append(then)
+        self.flow_state[_DECIDED_QUEUE] = queue
+
+    def _next_decided(self) -> Optional[Dict[str, Any]]:
+        """The next command made by code, if the state decides one: the opening command, then what is queued. A
+        `finish` is preceded by `update_plan` marking the steps still undone (a loop that has update_plan)."""
+        if not self._bookkeeping():
+            return None
+        queue: List[Dict[str, Any]] = list(self.flow_state.get(_DECIDED_QUEUE) or [])
+        if not self.flow_state.get(_OPENED):
+            self.flow_state[_OPENED] = True
+            opening = self._render_decision(self.flow_config.get("opening_command"))
+            if opening is not None:
+                queue.insert(0, opening)
+        if not queue:
+            return None
+        decided = queue.pop(0)
+        if decided["command"] == "finish" and not decided.pop("marked", False) \
+                and "update_plan" in (self.flow_config.get("commands") or {}):
+            rest = undone_steps(str(self.flow_state.get("plan") or ""))
+            if rest:  # once: a plan file that cannot be marked does not hold the finish back
+                queue.insert(0, {**decided, "marked": True})
+                decided = {"command": "update_plan", "command_args": {"done_steps": [int(n) for n in rest]}}
+        self.flow_state[_DECIDED_QUEUE] = queue
+        return decided
 
     def on_interrupted(self, branch: str, note: str) -> Dict[str, Any]:
         return {"result": f"The user interrupted `{branch}` with Ctrl+C and said: {note}"}
@@ -222,6 +399,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
     def prepare_executor_input(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
         command = data_dict["command"]
         branch_input = dict(data_dict.get("command_args") or {})
+        branch_input.pop(STEP_ARGUMENT, None)  # the loop's, not the branch's
         branch = dst_flow.subflows.get(command) if hasattr(dst_flow, "subflows") else None
         wanted = branch.flow_config.get("input_interface") if branch is not None else None
         if isinstance(wanted, (list, tuple)):
@@ -237,6 +415,11 @@ class ControllerExecutorFlow(LeanCircularFlow):
 
     # ~~~ Ctrl+C during a command; a repeated command not executed ~~~
     def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
+        if flow is self.subflows.get("Controller"):
+            decided = self._next_decided()
+            self.flow_state[_DECIDED] = decided is not None
+            if decided is not None:  # made by code: the controller is not asked
+                return None, output_interface(goal=goal, data_dict=decided, src_flow=flow, dst_flow=self)
         if flow is not self.subflows.get("Executor"):
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
         note = self.flow_state.pop(_NOT_EXECUTED_NOTE, None)

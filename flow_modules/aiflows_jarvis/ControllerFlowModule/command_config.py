@@ -38,12 +38,29 @@ def _mapping(value: Any, key: str, what: str, check: bool) -> Dict[str, Any]:
     return {}
 
 
+# What a command that carries plan steps offers the model, with bookkeeping by code: it says which step the command
+# completes, and the loop marks that step done when the command succeeds (no update_plan call).
+STEP_ARGUMENT = "completes_step"
+STEP_NOTE = "the number of the plan step it completes: marked done when the command succeeds"
+
+
+def _with_step_argument(spec: Dict[str, Any]) -> Dict[str, Any]:
+    spec = dict(spec)
+    optional = list(spec.get("optional_args") or [])
+    if STEP_ARGUMENT not in optional:
+        spec["optional_args"] = optional + [STEP_ARGUMENT]
+        spec["arg_types"] = {**(spec.get("arg_types") or {}), STEP_ARGUMENT: "integer"}
+        spec["arg_notes"] = {**(spec.get("arg_notes") or {}), STEP_ARGUMENT: STEP_NOTE}
+    return spec
+
+
 def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[str] = ("finish",),
                     check: bool = True) -> Dict[str, Any]:
     """``config`` with the controller's commands and the executor's branches derived from its ``commands``.
 
     The result shares what it does not change with ``config`` (which is not modified); its ``commands`` keep the
-    declarations without their flows, which become the executor's branches.
+    declarations without their flows, which become the executor's branches. With ``bookkeeping_by_code`` (the
+    default), a command declared with ``carries_steps`` takes the optional argument ``completes_step``.
 
     :param config: a ControllerExecutorFlow configuration (merged defaults and overrides).
     :param where: the key path of that configuration, for messages (``Jarvis.subflows_config.CtrlExMem``).
@@ -113,9 +130,13 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
         raise ConfigurationError(f"{where}.commands: no `finish`; the loop ends when the controller calls it. "
                                  "Declare it: `finish: {description: ..., input_args: [summary]}`.")
 
+    if config.get("bookkeeping_by_code", True):
+        declared = {name: _with_step_argument(spec) if spec.get("carries_steps") else spec
+                    for name, spec in declared.items()}
     derived = dict(config)
     derived["commands"] = declared
     controller["commands"] = declared
+    controller["bookkeeping_by_code"] = bool(config.get("bookkeeping_by_code", True))
     executor["subflows_config"] = branches
     subflows.update(Controller=controller, Executor=executor)
     derived["subflows_config"] = subflows

@@ -31,6 +31,7 @@ class Command:
     input_args: List[str] = field(default_factory=list)
     optional_args: List[str] = field(default_factory=list)
     arg_types: Dict[str, str] = field(default_factory=dict)
+    arg_notes: Dict[str, str] = field(default_factory=dict)  # what an argument means, where its name does not say
 
     def type_of(self, arg: str) -> str:
         return self.arg_types.get(arg, "string")
@@ -44,8 +45,8 @@ class Command:
 
 
 def commands_from_config(config: Dict[str, Any], where: str) -> List[Command]:
-    """``commands: {name: {description, input_args, optional_args, arg_types}}`` from YAML as a list of Command;
-    clear errors otherwise."""
+    """``commands: {name: {description, input_args, optional_args, arg_types, arg_notes}}`` from YAML as a list of
+    Command; clear errors otherwise."""
     if not isinstance(config, dict) or not config:
         raise ConfigurationError(f"{where}: `commands` must be a non-empty mapping name -> {{description, input_args}}")
     commands = []
@@ -70,16 +71,22 @@ def commands_from_config(config: Dict[str, Any], where: str) -> List[Command]:
             if type_name not in ARG_TYPES:
                 raise ConfigurationError(f"{where}: `arg_types` of command {name!r} gives {arg!r} the type "
                                          f"{type_name!r}; the types are {', '.join(ARG_TYPES)}")
+        arg_notes = spec.get("arg_notes") or {}
+        if not isinstance(arg_notes, dict) or any(arg not in arguments for arg in arg_notes):
+            raise ConfigurationError(f"{where}: `arg_notes` of command {name!r} must map its arguments "
+                                     f"({', '.join(arguments) or 'none'}) to what they mean")
         commands.append(Command(str(name), str(spec["description"]).strip(), lists["input_args"],
-                                lists["optional_args"], {str(a): str(t) for a, t in arg_types.items()}))
+                                lists["optional_args"], {str(a): str(t) for a, t in arg_types.items()},
+                                {str(a): str(t) for a, t in arg_notes.items()}))
     # `finish` comes from the base config, so it would be listed first; the model reads it best last.
     return sorted(commands, key=lambda c: c.name == "finish")
 
 
 def render_commands(commands: List[Command]) -> str:
     def arg(command: Command, name: str) -> str:
-        type_name = command.type_of(name)
-        return name if type_name == "string" else f"{name} ({type_name})"
+        said = [t for t in (command.type_of(name) if command.type_of(name) != "string" else "",
+                            command.arg_notes.get(name, "")) if t]
+        return f"{name} ({': '.join(said)})" if said else name
 
     lines = []
     for i, command in enumerate(commands, 1):
@@ -118,7 +125,7 @@ def example_reply(commands: List[Command]) -> str:
 
 
 # ~~~ The reply schema ~~~
-def _arg_schema(type_name: str, strict: bool, nullable: bool) -> Dict[str, Any]:
+def _arg_schema(type_name: str, strict: bool, nullable: bool, note: str = "") -> Dict[str, Any]:
     if type_name == "array":
         schema: Dict[str, Any] = {"type": "array", "items": {"type": "string"}}
     elif type_name == "object" and strict:
@@ -127,16 +134,23 @@ def _arg_schema(type_name: str, strict: bool, nullable: bool) -> Dict[str, Any]:
         schema = {"type": "string", "description": "a JSON object, encoded as a string"}
     else:
         schema = {"type": type_name}
-    if nullable:
+    said = [text for text in (schema.get("description"), note) if text]
+    if nullable:  # strict mode lists every property as required: an optional one says so, and may be null
         schema["type"] = [schema["type"], "null"]
+        said.insert(0, "optional: null to leave it out")
+    if said:
+        schema["description"] = "; ".join(said)
     return schema
 
 
 def _args_schema(command: Command, strict: bool) -> Dict[str, Any]:
     """``command_args`` of ``command``: exactly its arguments. Strict mode lists every property in ``required``, so
-    the optional ones may be null (reading drops a null optional argument)."""
-    properties = {a: _arg_schema(command.type_of(a), strict, nullable=False) for a in command.input_args}
-    properties.update({a: _arg_schema(command.type_of(a), strict, nullable=strict) for a in command.optional_args})
+    the optional ones may be null (reading drops a null optional argument) and their descriptions say they are
+    optional; elsewhere only the input arguments are required."""
+    properties = {a: _arg_schema(command.type_of(a), strict, False, command.arg_notes.get(a, ""))
+                  for a in command.input_args}
+    properties.update({a: _arg_schema(command.type_of(a), strict, strict, command.arg_notes.get(a, ""))
+                       for a in command.optional_args})
     return {"type": "object", "properties": properties,
             "required": list(properties) if strict else list(command.input_args), "additionalProperties": False}
 

@@ -87,6 +87,8 @@ def set_memory_files(flow: Any, memory_dir: Optional[str] = None,
         if isinstance(names, dict) and names:
             config["memory_files"] = {key: os.path.join(memory_dir, name) for key, name in names.items()}
             done[path] = config["memory_files"]
+        if "workdir" in config and not config["workdir"]:  # a chat whose prompts may name the working folder
+            config["workdir"] = os.path.abspath(workdir or os.curdir)
         if "workspace" in config and not config["workspace"]:
             config["workspace"] = os.path.abspath(workdir or os.curdir)
             if "library_dir" in config and not config["library_dir"]:

@@ -94,13 +94,14 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
 
     *Output Interface*:
     - `result` (str): what was saved, or why nothing was.
+    - `saved` (bool): whether the code was saved.
     """
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         result, saved = self._save(input_data)
         if not saved:  # the controller reads the result; the user sees why nothing was saved too
             get_console().line("warning", result)
-        return {"result": result}
+        return {"result": result, "saved": saved}
 
     def _save(self, input_data: Dict[str, Any]) -> Tuple[str, bool]:
         """Saves the code if it may be saved; returns the result for the controller and whether anything was saved."""

@@ -20,6 +20,26 @@ from aiflows_jarvis.CoreFlowModule.terminal import invisible_characters_note
 _EDIT_WORDS = {"e", "edit", ":e"}
 
 
+def review_result(output: Dict[str, Any], content_key: str, what: str, fence: str = "") -> str:
+    """A review's outcome as a controller reads it: what the user did, then the draft as they left it, once.
+
+    :param output: a HumanReviewFlow's output (``content_key``, ``feedback``, ``approved``, ``edited``).
+    :param content_key: the key of the draft in ``output``.
+    :param what: what the draft is, for the sentence ("plan", "code").
+    :param fence: a code fence's language ("python"): the draft is shown in a fenced block.
+    """
+    draft = str(output.get(content_key) or "").rstrip()
+    shown = f"```{fence}\n{draft}\n```" if fence else draft
+    feedback = str(output.get("feedback") or "").strip()
+    if output.get("approved"):
+        done = f"The user edited the {what} and approved it" if output.get("edited") else \
+            f"The user approved the {what}"
+        return f"{done}:\n{shown}"
+    edited = " (after editing it)" if output.get("edited") else ""
+    return (f"The user did not approve the {what}{edited}. Their feedback: {feedback or '(none)'}\n"
+            f"The {what} they reviewed:\n{shown}")
+
+
 class HumanReviewFlow(LeanAtomicFlow):
     """Shows a draft (a plan, a function, a script) and lets the user approve it, edit it, or comment on it.
 

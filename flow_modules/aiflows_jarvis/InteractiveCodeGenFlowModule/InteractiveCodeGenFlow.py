@@ -7,6 +7,7 @@ from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.CoreFlowModule import LeanSequentialFlow, current_flow_path, get_console
 from aiflows_jarvis.CoreFlowModule.memory import with_memory_files
+from aiflows_jarvis.HumanStandardInputFlowModule.HumanReviewFlow import review_result
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)\n?```", re.S)
 
@@ -45,11 +46,13 @@ class InteractiveCodeGenFlow(LeanSequentialFlow):
     *Output Interface*:
     - `code` (str): the function as the user left it.
     - `feedback` (str), `approved` (bool), `edited` (bool): see HumanReviewFlow.
+    - `result` (str): the review's outcome as the controller reads it (see HumanReviewFlow's `review_result`).
     """
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         input_data = with_memory_files(self, input_data)
-        return super().run(input_data)
+        output = super().run(input_data)
+        return {**output, "result": review_result(output, "code", "code", fence="python")}
 
     def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
         message, output = super()._call_flow_from_state(goal, input_interface, flow, output_interface)

@@ -3,12 +3,12 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError
-from aiflows_jarvis.CoreFlowModule.library_package import package_summary
+from aiflows_jarvis.CoreFlowModule.library_package import library_structure, package_summary, summary_head
 from aiflows_jarvis.CoreFlowModule.memory import memory_path, read_log_tail, read_text
 
 from .retrieval import Reranker, make_query, relevant_library, relevant_logs
 
-READERS = ("text", "log_tail", "signatures")
+READERS = ("text", "log_tail", "signatures", "modules")
 
 
 class MemoryReadingAtomicFlow(LeanAtomicFlow):
@@ -27,8 +27,9 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
 
     *Configuration Parameters*:
     - `output_interface` (list): the memories to read, e.g. `[plan, logs, code_library]`.
-    - `readers` (dict): how each memory is read: `text`, `log_tail` or `signatures` (defaults: `logs: log_tail`,
-      `code_library: signatures`, others `text`).
+    - `readers` (dict): how each memory is read: `text`, `log_tail`, `signatures` or `modules` (the library's
+      modules, one line each: what a boss that does not write code needs to know of it) (defaults: `logs:
+      log_tail`, `code_library: signatures`, others `text`).
     - `max_log_entries` (int or null): how many log entries to read at most (null: all).
     - `max_log_chars` (int or null): how many characters of log entries to read at most (at least one entry).
     - `max_library_chars` (int or null): the size of the library summary; beyond it docstrings are shortened,
@@ -83,6 +84,12 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
                             int(retrieval.get("recent_library_entries", 3)), int(retrieval.get("candidates", 40)),
                             self._reranker_of(retrieval))
                 except MemoryFileError as error:  # a library.py that does not compile is not migrated
+                    out[key] = f"(the code library cannot be read: {error})"
+            elif reader == "modules":
+                try:
+                    out[key] = summary_head(path, self.flow_config.get("max_library_chars")) \
+                        if library_structure(path) else ""
+                except MemoryFileError as error:
                     out[key] = f"(the code library cannot be read: {error})"
             elif reader == "text":
                 out[key] = read_text(path).strip()

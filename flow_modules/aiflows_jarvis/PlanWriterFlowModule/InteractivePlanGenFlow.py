@@ -4,6 +4,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanSequentialFlow, current_flow_path, get_console
 from aiflows_jarvis.CoreFlowModule.warm_up import warm_up
+from aiflows_jarvis.HumanStandardInputFlowModule.HumanReviewFlow import review_result
 
 
 class InteractivePlanGenFlow(LeanSequentialFlow):
@@ -27,11 +28,18 @@ class InteractivePlanGenFlow(LeanSequentialFlow):
     *Input Interface*:
     - `goal` (str): what to plan for (first call) or how to revise the plan (later calls).
     - `plan` (str): the current plan, as the user may have edited it ("" at first).
+    - `draft` (str, optional): a plan written by code (a goal of one step), shown for review instead of a first
+      draft of the generator.
 
     *Output Interface*:
     - `plan` (str), `feedback` (str), `approved` (bool), `edited` (bool): see HumanReviewFlow.
     - `over_limit` (bool): the generator's last draft stayed over the limit, so it was not shown for approval.
+    - `result` (str): the review's outcome as the controller reads it (see HumanReviewFlow's `review_result`).
     """
+
+    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        output = super().run(input_data)
+        return {**output, "result": review_result(output, "plan", "plan")}
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -68,10 +76,14 @@ class InteractivePlanGenFlow(LeanSequentialFlow):
         return None
 
     def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
+        early_exit_key = self.flow_config.get("early_exit_key", "EARLY_EXIT")
+        draft = str(self.flow_state.get("draft") or "").strip()
+        if flow is self.subflows.get("PlanGenerator") and draft and not str(self.flow_state.get("plan") or "").strip():
+            warm_up()
+            return None, {"plan": draft, "over_limit": False, early_exit_key: False}  # written by code: reviewed as is
         message, output = super()._call_flow_from_state(goal, input_interface, flow, output_interface)
         if flow is not self.subflows.get("PlanGenerator"):
             return message, output
-        early_exit_key = self.flow_config.get("early_exit_key", "EARLY_EXIT")
         where = current_flow_path() or self.flow_config["name"]
         most = int(self.flow_config.get("max_plan_rewrites") or 0)
         rewrites = 0

@@ -16,7 +16,8 @@ class PlanWriterFlow(ControllerExecutorFlow):
     the limit stops the plan writer without writing the plan file.
 
     *Configuration Parameters*:
-    - `finish_on_approval` (bool): finish as soon as the user approves a draft.
+    - `finish_on_approval` (bool): finish as soon as the user approves a draft (with `bookkeeping_by_code`, the
+      default; without it the controller finishes, as in the seed).
     - `commands`: `write_plan` (flow: an InteractivePlanGenFlow, its `PlanGenerator` is the plan LLM), `ask_user`
       (a HumanStandardInputFlow) and `finish`; the executor's branches are derived from them, and
       `subflows_config.Executor.subflows_config.write_plan` overrides the flow of `write_plan`.
@@ -27,6 +28,8 @@ class PlanWriterFlow(ControllerExecutorFlow):
     - `goal` (str): what the plan is for.
     - `memory_files` (dict): must hold `plan`, the file the plan is written to.
     - `plan` (str, optional): an existing plan (the replanner revises it).
+    - `draft` (str, optional): a plan written by code, shown to the user as the first draft (see AbstractBossFlow's
+      `one_step_plan`).
 
     *Output Interface*:
     - `plan` (str): the final plan.
@@ -39,7 +42,7 @@ class PlanWriterFlow(ControllerExecutorFlow):
         update = super().on_branch_output(branch, output)  # keeps `plan` (keep_from_branches in the YAML)
         if branch == "write_plan":
             update["plan_over_limit"] = over_limit
-            if output.get("approved") and self.flow_config.get("finish_on_approval", True):
+            if output.get("approved") and self.flow_config.get("finish_on_approval", True) and self._bookkeeping():
                 update.update({self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
                                "summary": "The user approved the plan.", "status": "finished"})
         return update

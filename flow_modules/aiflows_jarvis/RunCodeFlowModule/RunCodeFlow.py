@@ -44,6 +44,7 @@ class RunCodeFlow(LeanSequentialFlow):
     - `code` (str): the code actually run (as the user left it).
     - `result` (str): the interpreter's output (or why the code was not run).
     - `feedback` (str): the user's feedback ("" if the result looks right).
+    - `failed` (bool): the code raised an error, timed out or was not run.
     """
 
     def prestart(self) -> None:
@@ -85,7 +86,7 @@ class RunCodeFlow(LeanSequentialFlow):
         self._library_path: Optional[str] = library
         self._library_before: Optional[str] = None
         return super().run({**input_data, "language": language, "draft_path": draft_path, "feedback": "",
-                            "result": ""})
+                            "result": "", "failed": False, "edited": False})
 
     @staticmethod
     def _new_script_path(folder: str, language: str) -> str:
@@ -100,10 +101,10 @@ class RunCodeFlow(LeanSequentialFlow):
     def after_review(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
         if output_payload.get("approved"):
             self._library_before = self._read_library()  # the code runs next
-            return {"code": output_payload["code"]}
+            return {"code": output_payload["code"], "edited": bool(output_payload.get("edited"))}
         feedback = output_payload.get("feedback", "")
         return {self.flow_config.get("early_exit_key", "EARLY_EXIT"): True, "code": output_payload["code"],
-                "feedback": feedback,
+                "feedback": feedback, "failed": True,
                 "result": "The user did not let this code run. Their feedback: " + (feedback or "(none)")}
 
     @CircularFlow.output_msg_payload_processor
@@ -113,6 +114,9 @@ class RunCodeFlow(LeanSequentialFlow):
         note = self._library_changed_note()
         if note:
             result = f"{result}\n{note}"
+        if self.flow_state.get("edited"):  # the controller holds its own code, not the user's
+            code = self.flow_state.get("code", "")
+            result = f"(The user edited the code before it ran; it ran as:\n{code}\n)\n{result}"
         return {"result": result, "failed": bool(output_payload.get("failed"))}
 
     def _read_library(self) -> Optional[Dict[str, bytes]]:

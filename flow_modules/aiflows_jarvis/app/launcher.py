@@ -194,12 +194,29 @@ def instantiate(config: Dict[str, Any], api_infos: List[Any], memory_dir: str, s
     config = copy.deepcopy(config)
     quick_load(config, api_infos)
     set_memory_files(config, memory_dir)
+    set_bookkeeping(config, source)
     try:
         return build(config["flow"])
     except BadInputError:
         raise
     except ConfigurationError as error:
         raise BadInputError(f"{source}: {error}") from error
+
+
+def set_bookkeeping(config: Dict[str, Any], source: str = "The configuration") -> None:
+    """A top-level ``bookkeeping_by_code: false`` given to every flow of the tree that has the setting (the loops,
+    their controllers, the bosses): every command through the LLM, one call per step, as the seed's Jarvis did.
+    True (the default) leaves each flow's own setting."""
+    value = config.get("bookkeeping_by_code", True)
+    if not isinstance(value, bool):
+        raise BadInputError(f"{source}: `bookkeeping_by_code` must be true or false, not {value!r}")
+    if value:
+        return
+    from aiflows_jarvis.CoreFlowModule.config_tree import root_of, walk_config
+
+    for _, node, effective in list(walk_config(root_of(config), create=True)):
+        if "bookkeeping_by_code" in effective or "one_step_plan" in effective:
+            node["bookkeeping_by_code"] = False
 
 
 def check_flow_targets(config: Dict[str, Any], source: str = "The configuration") -> None:
