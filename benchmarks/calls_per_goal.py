@@ -450,7 +450,8 @@ def offers(messages: List[dict], argument: str, command: str = "") -> bool:
     if not command:
         return argument in system
     line = re.search(rf"^\d+\. {re.escape(command)}: .*$", system, re.M)
-    return bool(line) and argument in line.group(0)
+    arguments = line.group(0).rsplit("Input arguments:", 1)[-1] if line else ""
+    return bool(re.search(rf"\b{re.escape(argument)}\b", arguments))
 
 
 def plan_steps_shown(messages: List[dict]) -> int:

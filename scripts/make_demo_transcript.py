@@ -99,17 +99,6 @@ JARVIS_PLAN = (
     "monthly sales as a bar chart saved to sales_chart.svg.\n"
     "2. Give the user the final answer: the growth of each month, the month that grew the most, and where the chart is."
 )
-CODER_PLAN = (
-    "1. Extend the code library with `growth_rates(values: list[float]) -> list[float]`, the percentage change from "
-    "each value to the next (one item fewer than values).\n"
-    "2. Run code: keep the months in `months` and the sales in `sales`, compute `growth = growth_rates(sales)`, and "
-    "print each month's growth rounded to one decimal and the month that grew the most.\n"
-    "3. Extend the code library with `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = "
-    "\"\") -> str`, which writes a bar chart of the values as an SVG file and returns its path.\n"
-    "4. Run code: draw the sales with `svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\")`, with "
-    "`months` and `sales` from step 2.\n"
-    "5. Give the final answer: the growth rates, the month that grew the most, and the chart's path."
-)
 GROWTH_SPEC = (
     "growth_rates(values: list[float]) -> list[float]: for each pair of consecutive values, the percentage change "
     "(next - previous) / previous * 100, so it returns len(values) - 1 numbers. Raise ValueError when fewer than two "
@@ -119,18 +108,6 @@ CHART_SPEC = (
     "SVG file at path with one bar per value (heights scaled to the largest value), each label under its bar, each "
     "value above it and the title on top; return path. Raise ValueError unless there is one label per value and at "
     "least one value. Standard library only.")
-EXTLIB_PLAN_GROWTH = (
-    "1. Write and test `growth_rates(values: list[float]) -> list[float]`: for each pair of consecutive values, "
-    "(next - previous) / previous * 100; raise ValueError when fewer than two values are given or a previous value "
-    "is 0.\n"
-    "2. Save it to the code library."
-)
-EXTLIB_PLAN_CHART = (
-    "1. Write and test `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str`: "
-    "a standalone SVG file with one bar per value (heights scaled to the largest value), the labels under the bars, "
-    "the values above them and the title on top; return the path. Standard library only.\n"
-    "2. Save it to the code library."
-)
 GROWTH_TESTS = (
     "assert growth_rates([100, 110, 99]) == [10.0, -10.0]\n"
     "assert growth_rates([80, 100]) == [25.0]\n"
@@ -155,34 +132,21 @@ CHART_TESTS = (
     "    raise AssertionError(\"no ValueError for one label and two values\")")
 
 
-def done(plan: str, *steps: int) -> str:
-    """The plan with the given steps marked [done] (at the end of each step's text)."""
-    lines = plan.split("\n")
-    return "\n".join(f"{line} [done]" if any(line.startswith(f"{n}. ") for n in steps) else line for line in lines)
-
-
 ANSWER = ("Month-over-month growth of the sales: Feb +12.5%, Mar -5.2%, Apr +17.2%, May +14.0%, Jun -3.5%. April "
           "grew the most (+17.2%, from 128 to 150). The bar chart of the monthly sales is in sales_chart.svg, in the "
           "memory folder. Two reusable functions are now in the code library: growth_rates(values) and "
           "svg_bar_chart(labels, values, path, title).")
 
 CODER = "Jarvis/CtrlExMem/Executor/Coder"
-EXTLIB = f"{CODER}/CtrlExMem/Executor/extend_library"
-WRITE_CODE = f"{EXTLIB}/CtrlExMem/Executor/write_code"
+WRITE_CODE = f"{CODER}/CtrlExMem/Executor/extend_library/CtrlExMem/Executor/write_code"
 
 
-def extend_library(plan: str, spec: str, code: str, tests: str, name: str, summary: str, module: str) -> list:
-    """ExtendLibrary's exchanges for one function: plan, write_code (generate, test with proposed tests, finish),
-    save_code, update_plan, finish."""
+def write_code(code: str, tests: str) -> list:
+    """The exchanges of one function: its code, then the tests (ExtendLibrary's plan, write_code, save_code and
+    finish are made by code, from the state)."""
     return [
-        (f"{EXTLIB}/Planner/Executor/write_plan/PlanGenerator", plan),
-        (f"{EXTLIB}/CtrlExMem/Controller", cmd("write_code", goal=spec)),
         (f"{WRITE_CODE}/Executor/write_code/CodeGenerator", code),
         (f"{WRITE_CODE}/Controller", cmd("test", tests=tests)),
-        (f"{WRITE_CODE}/Controller", cmd("finish", summary=summary)),
-        (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code", module=module)),
-        (f"{EXTLIB}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(plan, 1, 2))),
-        (f"{EXTLIB}/CtrlExMem/Controller", cmd("finish", summary=f"The code library now has {name}, tested.")),
     ]
 
 
@@ -194,13 +158,9 @@ REPLIES = [
         "library a reusable function that returns the month-over-month growth rates in percent of a list of values, "
         "use it on the sales and find the month that grew the most. (2) Add a reusable function that draws labelled "
         "values as a bar chart in an SVG file, and save the bar chart of the sales to sales_chart.svg. Report the "
-        "growth rates, the best month and the chart's path."))),
-    (f"{CODER}/Planner/Executor/write_plan/PlanGenerator", CODER_PLAN),
-    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=GROWTH_SPEC)),
-    *extend_library(EXTLIB_PLAN_GROWTH, GROWTH_SPEC, GROWTH_RATES, GROWTH_TESTS, "growth_rates(values)", (
-        "growth_rates(values) returns the month-over-month percentage changes; the proposed tests passed and the "
-        "user accepted it."), "data"),
-    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1))),
+        "growth rates, the best month and the chart's path."), completes_step=1)),
+    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=GROWTH_SPEC, module="data")),
+    *write_code(GROWTH_RATES, GROWTH_TESTS),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
         "from library import growth_rates\n\n"
         "months = [\"Jan\", \"Feb\", \"Mar\", \"Apr\", \"May\", \"Jun\"]\n"
@@ -210,24 +170,12 @@ REPLIES = [
         "    print(f\"{month}: {rate:+.1f}%\")\n"
         "best = max(range(len(growth)), key=lambda i: growth[i])\n"
         "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")"))),
-    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=CHART_SPEC)),
-    *extend_library(EXTLIB_PLAN_CHART, CHART_SPEC, SVG_BAR_CHART, CHART_TESTS,
-                    "svg_bar_chart(labels, values, path, title)", (
-                        "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; the proposed "
-                        "tests passed and the user accepted it."), "charts"),
+    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=CHART_SPEC, module="charts")),
+    *write_code(SVG_BAR_CHART, CHART_TESTS),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
         "from library import svg_bar_chart\n\n"
-        "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"))),
-    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1, 2, 3, 4))),
-    (f"{CODER}/CtrlExMem/Controller", cmd("finish", summary=(
-        "growth_rates and svg_bar_chart are in the library. Growth (in `growth`): Feb +12.5%, Mar -5.2%, Apr "
-        "+17.2%, May +14.0%, Jun -3.5%; April grew the most (+17.2%). The chart of the sales is sales_chart.svg, in "
-        "the memory folder."))),
-    ("Jarvis/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(JARVIS_PLAN, 1))),
+        "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"), completes_step=1)),
     ("Jarvis/CtrlExMem/Controller", cmd("final_answer", answer=ANSWER)),
-    ("Jarvis/CtrlExMem/Controller", cmd("finish", summary=(
-        "Computed the monthly growth rates, found that April grew the most (+17.2%), drew the sales chart "
-        "(sales_chart.svg), and added growth_rates and svg_bar_chart to the library."))),
 ]
 
 
@@ -295,10 +243,10 @@ def main() -> None:
             ("no chart", not os.path.exists(chart)),
             ("the functions are not in the library's data and charts modules",
              "(library/data.py;" not in extlib_logs or "(library/charts.py;" not in extlib_logs),
-            ("the proposed tests did not pass twice", extlib_logs.count("the proposed tests passed") != 2),
+            ("the proposed tests did not pass twice", extlib_logs.count("The tests passed") != 2),
         ) if wrong]
         if problems:
-            sys.exit(f"the demo run did not go as written: {'; '.join(problems)}. Output: {output}")
+            sys.exit(f"the demo run did not go as written: {'; '.join(problems)}. Output: {output}\nExtendLibrary log:\n{extlib_logs}")
     print(f"wrote {args.out}: {len(REPLIES)} exchanges; final answer: {output['answer']}")
 
 

@@ -263,8 +263,8 @@ class PromptBlocks:
                 parts.append(f"{heading} as you gave it to {command}.")
             elif key == PLAN_KEY and marks_changed(previous, text):  # only done marks: one line, not the plan again
                 marked = marks_changed(previous, text)
-                parts.append(f"{heading} as before, with step{'s' if len(marked) > 1 else ''} {', '.join(marked)} "
-                             f"marked done ({progress(text)}).")
+                parts.append(f"Plan: step{'s' if len(marked) > 1 else ''} {', '.join(marked)} now marked done "
+                             f"({progress(text)}).")
             elif len(text.strip()) >= ECHO_MIN_CHARS and text.strip() in result:
                 parts.append(f"{heading} as the result above says.")  # a re-plan's result holds the new plan
             else:

@@ -18,6 +18,7 @@ from aiflows_jarvis.CoreFlowModule import (
 from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb
 from aiflows_jarvis.CoreFlowModule.lean import config_key_path
 from aiflows_jarvis.CoreFlowModule.memory import shorten
+from aiflows_jarvis.CoreFlowModule.memory_log import last_within
 from aiflows_jarvis.CoreFlowModule.plans import mark_steps_done, plan_steps, undone_steps
 
 from .command_config import STEP_ARGUMENT, derive_commands
@@ -36,13 +37,18 @@ _REPEAT_COUNT = "repeat_count"
 _NOT_EXECUTED_NOTE = "not_executed_note"
 
 # State keys of the bookkeeping done by code: the commands the state decided (run before the controller is asked
-# again), whether the command being run is one of them, whether the opening command was considered, and the result
-# of each plan step a command completed.
+# again), whether the command being run is one of them, whether the opening command was considered, and the results
+# of the commands that did work (a finish made by code returns them: no controller summarized them).
 _DECIDED_QUEUE = "decided_commands"
 _DECIDED = "decided"
 _OPENED = "opened"
-_STEP_RESULTS = "step_results"
-_LOOP_KEYS = (_REPEAT_SIGNATURE, _REPEAT_COUNT, _NOT_EXECUTED_NOTE, _DECIDED_QUEUE, _DECIDED, _OPENED, _STEP_RESULTS)
+_WORK_RESULTS = "work_results"
+_GATHER = "gather_results"  # the finish being made returns the work results, not only the last
+_TOLD = "results_to_tell"  # what the controller reads next: its last command's result and those made for it since
+# The summary of a finish made because the plan is done (the loop's last result follows it).
+PLAN_DONE = "Every step of the plan is done."
+_LOOP_KEYS = (_REPEAT_SIGNATURE, _REPEAT_COUNT, _NOT_EXECUTED_NOTE, _DECIDED_QUEUE, _DECIDED, _OPENED, _WORK_RESULTS,
+              _GATHER, _TOLD)
 
 
 def command_signature(command: str, args: Dict[str, Any]) -> str:
@@ -96,10 +102,13 @@ def _step_number(value: Any) -> Optional[str]:
     return str(int(digits)) if digits else None
 
 
-def _step_text(plan: str, number: str, limit: int = 80) -> str:
-    text = next((t for n, t in plan_steps(plan) if n == number), "")
-    text = " ".join(text.replace("[done]", "").split())
-    return f"step {number}: {text if len(text) <= limit else text[:limit - 3] + '...'}"
+def _last_within(texts: List[str], limit: int) -> str:
+    """The last of the texts that fit ``limit`` characters together (the last one cut to it if need be), with a
+    line saying how many earlier ones are left out."""
+    kept = [text for _, text in last_within(list(enumerate(texts)), limit)]
+    left = len(texts) - len(kept)
+    note = [f"({left} earlier command{'s' if left > 1 else ''} left out)"] if left else []
+    return "\n\n".join(note + kept[:-1] + [shorten(kept[-1], limit)])
 
 
 def _has_text(value: Any) -> bool:
@@ -212,20 +221,17 @@ class ControllerExecutorFlow(LeanCircularFlow):
         spec = self._command_spec(branch)
         text = format_branch_output(output, spec.get("result_keys"))
         update = {"result": shorten(text, int(self.flow_config.get("max_result_chars", 3000)))}
-        if self.flow_state.get(_DECIDED) and branch not in (self.flow_config.get("bookkeeping_commands") or []):
-            before = str(self.flow_state.get("result") or "").strip()
-            update["result"] = "\n\n".join(part for part in (before, f"{branch} (run for you): {update['result']}")
-                                             if part)
-        elif self.flow_state.get(_DECIDED):
-            update["result"] = self.flow_state.get("result", "")  # the plan update shows as a change of the plan
-        if branch not in (self.flow_config.get("bookkeeping_commands") or []):
+        bookkeeping = branch in (self.flow_config.get("bookkeeping_commands") or [])
+        if self.flow_state.get(_DECIDED) and not bookkeeping:  # a plan's new done marks show as a plan change
+            update[_TOLD] = list(self.flow_state.get(_TOLD) or []) + [f"{branch} (run for you): {update['result']}"]
+        if not bookkeeping:
             update["last_work_result"] = shorten(text, int(self.flow_config.get("max_result_chars", 3000)))
+            update[_WORK_RESULTS] = list(self.flow_state.get(_WORK_RESULTS) or [])[-19:] + [[branch, text]]
         for key in (self.flow_config.get("keep_from_branches") or {}).get(branch, []):
             if key in output:
                 update[key] = output[key]
         if self._bookkeeping():
-            self._decide_after(branch, dict(self.flow_state.get("command_args") or {}), output,
-                               update["last_work_result"] if "last_work_result" in update else text)
+            self._decide_after(branch, dict(self.flow_state.get("command_args") or {}), output)
         return update
 
     def on_finish(self, command_args: Dict[str, Any]) -> Dict[str, Any]:
@@ -233,10 +239,10 @@ class ControllerExecutorFlow(LeanCircularFlow):
         the last command that did work (not of a `bookkeeping_commands` one such as update_plan); when the loop
         finishes because the plan is done, the results of the commands that completed its steps."""
         result = self.flow_state.get("last_work_result", self.flow_state.get("result", ""))
-        steps = self.flow_state.get(_STEP_RESULTS) or {}
-        if self.flow_state.get(_DECIDED) and len(steps) > 1:
-            result = shorten("\n\n".join(f"Step {n}: {text}" for n, text in steps.items()),
-                             int(self.flow_config.get("max_result_chars", 3000)))
+        work = self.flow_state.get(_WORK_RESULTS) or []
+        if self.flow_state.get(_GATHER) and len(work) > 1:  # the plan is done, and no controller summed it up
+            result = _last_within([f"{command}: {text}" for command, text in work],
+                                  int(self.flow_config.get("max_result_chars", 3000)))
         return {"summary": str(command_args.get("summary", "")), "status": "finished", "result": result}
 
     # ~~~ Bookkeeping by code ~~~
@@ -282,7 +288,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
                 return False
         return True
 
-    def _decide_after(self, command: str, args: Dict[str, Any], output: Dict[str, Any], result: str) -> None:
+    def _decide_after(self, command: str, args: Dict[str, Any], output: Dict[str, Any]) -> None:
         """Queue what the outcome of ``command`` decides: the step it completes marked done, its `then`, a finish
         when the plan is done."""
         queue: List[Dict[str, Any]] = list(self.flow_state.get(_DECIDED_QUEUE) or [])
@@ -291,15 +297,12 @@ class ControllerExecutorFlow(LeanCircularFlow):
             return
         plan = str(self.flow_state.get("plan") or "")
         step = _step_number(args.get(STEP_ARGUMENT))
-        steps = self.flow_state.setdefault(_STEP_RESULTS, {})
         if step and any(number == step for number, _ in plan_steps(plan)):
-            steps[step] = result
             if step in undone_steps(plan):
                 queue.append({"command": "update_plan", "command_args": {"done_steps": [int(step)]}})
                 plan = mark_steps_done(plan, [step])
                 if self.flow_config.get("finish_when_plan_done") and not undone_steps(plan) and plan_steps(plan):
-                    queue.append({"command": "finish", "command_args": {
-                        "summary": f"Every step of the plan is done (the last: {_step_text(plan, step)})."}})
+                    queue.append({"command": "finish", "command_args": {"summary": PLAN_DONE}, "gather": True})
         then = self._render_decision(self._command_spec(command).get("then"), output)
         if then is not None:
             queue.append(then)
@@ -326,6 +329,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
                 queue.insert(0, {**decided, "marked": True})
                 decided = {"command": "update_plan", "command_args": {"done_steps": [int(n) for n in rest]}}
         self.flow_state[_DECIDED_QUEUE] = queue
+        self.flow_state[_GATHER] = bool(decided.pop("gather", False))
         return decided
 
     def on_interrupted(self, branch: str, note: str) -> Dict[str, Any]:
@@ -417,9 +421,15 @@ class ControllerExecutorFlow(LeanCircularFlow):
     def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
         if flow is self.subflows.get("Controller"):
             decided = self._next_decided()
-            self.flow_state[_DECIDED] = decided is not None
             if decided is not None:  # made by code: the controller is not asked
+                if _TOLD not in self.flow_state:  # what its own last command gave (as the state holds it) comes first
+                    self.flow_state[_TOLD] = [self.flow_state.get("result", "")]
+                self.flow_state[_DECIDED] = True
                 return None, output_interface(goal=goal, data_dict=decided, src_flow=flow, dst_flow=self)
+            self.flow_state[_DECIDED] = False
+            told = self.flow_state.pop(_TOLD, None)
+            if told:  # its own last command's result, then those of the commands made for it since
+                self.flow_state["result"] = "\n\n".join(str(part) for part in told if str(part).strip())
         if flow is not self.subflows.get("Executor"):
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
         note = self.flow_state.pop(_NOT_EXECUTED_NOTE, None)
