@@ -63,14 +63,8 @@ TESTS = ("assert top_words('b a b, c. B a', 2) == [('b', 3), ('a', 2)]\n"
 JARVIS_PLAN = ("1. Ask Coder to write a reusable function that counts the most frequent words of a text, use it on "
                "words.txt and save the ten most frequent words with their counts to top_words.txt.\n"
                "2. Give the user the final answer: the ten words and where the file is.")
-CODER_PLAN = ("1. Extend the code library with `top_words(text: str, n: int = 10) -> list[tuple[str, int]]`.\n"
-              "2. Run code: write a sample words.txt if there is none.\n"
-              "3. Run code: read words.txt, call top_words, write top_words.txt and print the words.\n"
-              "4. Give the final answer: the words and the file's path.")
 SPEC = ("top_words(text: str, n: int = 10) -> list[tuple[str, int]]: the n most frequent words of text, compared "
         "without case, punctuation ignored, by decreasing count (ties alphabetical). Standard library only.")
-EXTLIB_PLAN = ("1. Write and test `top_words(text: str, n: int = 10) -> list[tuple[str, int]]`.\n"
-               "2. Save it to the code library.")
 SAMPLE = ("import os\nif not os.path.exists('words.txt'):\n    with open('words.txt', 'w') as f:\n"
           "        f.write('The cat sat on the mat. The dog sat on the log. A cat and a dog met.\\n' * 3)\n"
           "print(open('words.txt').read()[:200])")
@@ -81,47 +75,27 @@ ANSWER = ("The ten most frequent words of words.txt, with their counts, are in t
           "the function top_words(text, n) is now in the code library.")
 
 
-def done(plan: str, *steps: int) -> str:
-    return "\n".join(f"{line} [done]" if any(line.startswith(f"{n}. ") for n in steps) else line
-                     for line in plan.split("\n"))
-
-
 CODER = "Jarvis/CtrlExMem/Executor/Coder"
 EXTLIB = f"{CODER}/CtrlExMem/Executor/extend_library"
 WRITE_CODE = f"{EXTLIB}/CtrlExMem/Executor/write_code"
-# per flow, its replies in order
+# per flow, its replies in order (the bookkeeping is done by code: Coder's and ExtendLibrary's plans are their goals,
+# steps are marked done by the commands that complete them, approved code is saved, an accepted answer ends the run)
 REPLIES: Dict[str, List[str]] = {
     "Jarvis/Planner/Executor/write_plan/PlanGenerator": [JARVIS_PLAN],
     "Jarvis/CtrlExMem/Controller": [
         cmd("Coder", goal=("Write a reusable function that returns the n most frequent words of a text (no case, no "
                            "punctuation), use it on words.txt (write a sample one if it is missing) and save the "
-                           "ten most frequent words with their counts, one per line, to top_words.txt.")),
-        cmd("update_plan", updated_plan=done(JARVIS_PLAN, 1)),
+                           "ten most frequent words with their counts, one per line, to top_words.txt."),
+            completes_step=1),
         cmd("final_answer", answer=ANSWER),
-        cmd("finish", summary="Saved the ten most frequent words to top_words.txt; top_words is in the library."),
     ],
-    f"{CODER}/Planner/Executor/write_plan/PlanGenerator": [CODER_PLAN],
     f"{CODER}/CtrlExMem/Controller": [
         cmd("extend_library", goal=SPEC),
-        cmd("update_plan", updated_plan=done(CODER_PLAN, 1)),
         cmd("run_code", language="python", code=SAMPLE),
-        cmd("update_plan", updated_plan=done(CODER_PLAN, 1, 2)),
-        cmd("run_code", language="python", code=RUN),
-        cmd("update_plan", updated_plan=done(CODER_PLAN, 1, 2, 3)),
-        cmd("finish", summary="top_words is in the library; the ten words are in top_words.txt and in `words`."),
-    ],
-    f"{EXTLIB}/Planner/Executor/write_plan/PlanGenerator": [EXTLIB_PLAN],
-    f"{EXTLIB}/CtrlExMem/Controller": [
-        cmd("write_code", goal=SPEC),
-        cmd("save_code"),
-        cmd("update_plan", updated_plan=done(EXTLIB_PLAN, 1, 2)),
-        cmd("finish", summary="The code library now has top_words(text, n), tested."),
+        cmd("run_code", language="python", code=RUN, completes_step=1),
     ],
     f"{WRITE_CODE}/Executor/write_code/CodeGenerator": [TOP_WORDS],
-    f"{WRITE_CODE}/Controller": [
-        cmd("test", tests=TESTS),
-        cmd("finish", summary="top_words(text, n) returns the n most frequent words; the proposed tests passed."),
-    ],
+    f"{WRITE_CODE}/Controller": [cmd("test", tests=TESTS)],
 }
 
 

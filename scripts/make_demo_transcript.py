@@ -5,7 +5,10 @@ model. Everything else is real: Jarvis runs on the demo goal (flows, memory file
 the next hand-written reply (the flow asking is checked), and `--record`'s recorder writes each prompt Jarvis really
 sent with its reply.
 
-    python scripts/make_demo_transcript.py [--out PATH]
+    python scripts/make_demo_transcript.py [--seed] [--out PATH]
+
+With --seed, the same goal with `bookkeeping_by_code: false` (every step through the LLM, as the seed's Jarvis):
+the recording the tests use for that mode.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from collections import deque
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
+SEED_OUT = os.path.join(ROOT, "tests", "data", "seed_demo_transcript.jsonl")
 
 GOAL = ("Here are a shop's monthly sales: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. Work out the "
         "month-over-month growth in percent with a reusable function, tell me which month grew the most, and draw "
@@ -150,15 +154,16 @@ def write_code(code: str, tests: str) -> list:
     ]
 
 
+CODER_GOAL = (
+    "The monthly sales of a shop are: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. (1) Add to the code "
+    "library a reusable function that returns the month-over-month growth rates in percent of a list of values, "
+    "use it on the sales and find the month that grew the most. (2) Add a reusable function that draws labelled "
+    "values as a bar chart in an SVG file, and save the bar chart of the sales to sales_chart.svg. Report the "
+    "growth rates, the best month and the chart's path.")
 # (the flow that asks, its reply), in the order Jarvis asks
 REPLIES = [
     ("Jarvis/Planner/Executor/write_plan/PlanGenerator", JARVIS_PLAN),
-    ("Jarvis/CtrlExMem/Controller", cmd("Coder", goal=(
-        "The monthly sales of a shop are: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. (1) Add to the code "
-        "library a reusable function that returns the month-over-month growth rates in percent of a list of values, "
-        "use it on the sales and find the month that grew the most. (2) Add a reusable function that draws labelled "
-        "values as a bar chart in an SVG file, and save the bar chart of the sales to sales_chart.svg. Report the "
-        "growth rates, the best month and the chart's path."), completes_step=1)),
+    ("Jarvis/CtrlExMem/Controller", cmd("Coder", goal=CODER_GOAL, completes_step=1)),
     (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=GROWTH_SPEC, module="data")),
     *write_code(GROWTH_RATES, GROWTH_TESTS),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
@@ -176,6 +181,104 @@ REPLIES = [
         "from library import svg_bar_chart\n\n"
         "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"), completes_step=1)),
     ("Jarvis/CtrlExMem/Controller", cmd("final_answer", answer=ANSWER)),
+]
+
+
+# ~~~ The seed's calls: `bookkeeping_by_code: false`, every step through the LLM (tests/data/seed_demo_transcript.jsonl)
+CODER_PLAN = (
+    "1. Extend the code library with `growth_rates(values: list[float]) -> list[float]`, the percentage change from "
+    "each value to the next (one item fewer than values).\n"
+    "2. Run code: keep the months in `months` and the sales in `sales`, compute `growth = growth_rates(sales)`, and "
+    "print each month's growth rounded to one decimal and the month that grew the most.\n"
+    "3. Extend the code library with `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = "
+    "\"\") -> str`, which writes a bar chart of the values as an SVG file and returns its path.\n"
+    "4. Run code: draw the sales with `svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\")`, with "
+    "`months` and `sales` from step 2.\n"
+    "5. Give the final answer: the growth rates, the month that grew the most, and the chart's path."
+)
+EXTLIB_PLAN_GROWTH = (
+    "1. Write and test `growth_rates(values: list[float]) -> list[float]`: for each pair of consecutive values, "
+    "(next - previous) / previous * 100; raise ValueError when fewer than two values are given or a previous value "
+    "is 0.\n"
+    "2. Save it to the code library."
+)
+EXTLIB_PLAN_CHART = (
+    "1. Write and test `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str`: "
+    "a standalone SVG file with one bar per value (heights scaled to the largest value), the labels under the bars, "
+    "the values above them and the title on top; return the path. Standard library only.\n"
+    "2. Save it to the code library."
+)
+def done(plan: str, *steps: int) -> str:
+    """The plan with the given steps marked [done] (at the end of each step's text)."""
+    lines = plan.split("\n")
+    return "\n".join(f"{line} [done]" if any(line.startswith(f"{n}. ") for n in steps) else line for line in lines)
+
+
+EXTLIB = f"{CODER}/CtrlExMem/Executor/extend_library"
+
+
+def planned(boss: str, goal: str, plan: str) -> list:
+    """A plan writer's exchanges: its controller calls write_plan, the generator writes the plan (the user approves
+    it), its controller finishes."""
+    return [
+        (f"{boss}/Planner/Controller", cmd("write_plan", goal=goal)),
+        (f"{boss}/Planner/Executor/write_plan/PlanGenerator", plan),
+        (f"{boss}/Planner/Controller", cmd("finish", summary="The user approved the plan.")),
+    ]
+
+
+def seed_extend_library(plan: str, spec: str, code: str, tests: str, name: str, summary: str, module: str) -> list:
+    """ExtendLibrary's exchanges for one function: plan, write_code (write_code, generate, test with proposed tests,
+    finish), save_code, update_plan, finish."""
+    return [
+        *planned(EXTLIB, spec, plan),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("write_code", goal=spec)),
+        (f"{WRITE_CODE}/Controller", cmd("write_code", goal=spec)),
+        (f"{WRITE_CODE}/Executor/write_code/CodeGenerator", code),
+        (f"{WRITE_CODE}/Controller", cmd("test", tests=tests)),
+        (f"{WRITE_CODE}/Controller", cmd("finish", summary=summary)),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("save_code", module=module)),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(plan, 1, 2))),
+        (f"{EXTLIB}/CtrlExMem/Controller", cmd("finish", summary=f"The code library now has {name}, tested.")),
+    ]
+
+
+SEED_REPLIES = [
+    *planned("Jarvis", GOAL, JARVIS_PLAN),
+    ("Jarvis/CtrlExMem/Controller", cmd("Coder", goal=CODER_GOAL)),
+    *planned(CODER, CODER_GOAL, CODER_PLAN),
+    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=GROWTH_SPEC)),
+    *seed_extend_library(EXTLIB_PLAN_GROWTH, GROWTH_SPEC, GROWTH_RATES, GROWTH_TESTS, "growth_rates(values)", (
+        "growth_rates(values) returns the month-over-month percentage changes; the proposed tests passed and the "
+        "user accepted it."), "data"),
+    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
+        "from library import growth_rates\n\n"
+        "months = [\"Jan\", \"Feb\", \"Mar\", \"Apr\", \"May\", \"Jun\"]\n"
+        "sales = [120, 135, 128, 150, 171, 165]\n"
+        "growth = growth_rates(sales)\n"
+        "for month, rate in zip(months[1:], growth):\n"
+        "    print(f\"{month}: {rate:+.1f}%\")\n"
+        "best = max(range(len(growth)), key=lambda i: growth[i])\n"
+        "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")"))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=CHART_SPEC)),
+    *seed_extend_library(EXTLIB_PLAN_CHART, CHART_SPEC, SVG_BAR_CHART, CHART_TESTS,
+                    "svg_bar_chart(labels, values, path, title)", (
+                        "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; the proposed "
+                        "tests passed and the user accepted it."), "charts"),
+    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
+        "from library import svg_bar_chart\n\n"
+        "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1, 2, 3, 4))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("finish", summary=(
+        "growth_rates and svg_bar_chart are in the library. Growth (in `growth`): Feb +12.5%, Mar -5.2%, Apr "
+        "+17.2%, May +14.0%, Jun -3.5%; April grew the most (+17.2%). The chart of the sales is sales_chart.svg, in "
+        "the memory folder."))),
+    ("Jarvis/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(JARVIS_PLAN, 1))),
+    ("Jarvis/CtrlExMem/Controller", cmd("final_answer", answer=ANSWER)),
+    ("Jarvis/CtrlExMem/Controller", cmd("finish", summary=(
+        "Computed the monthly growth rates, found that April grew the most (+17.2%), drew the sales chart "
+        "(sales_chart.svg), and added growth_rates and svg_bar_chart to the library."))),
 ]
 
 
@@ -202,8 +305,12 @@ class HandWrittenLLM:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=OUT)
+    parser.add_argument("--out", help=f"where to write it (default: {OUT}, or with --seed {SEED_OUT})")
+    parser.add_argument("--seed", action="store_true",
+                        help="the same goal with `bookkeeping_by_code: false`: every step through the LLM, as the "
+                             "seed's Jarvis (the tests' recording of that mode)")
     args = parser.parse_args()
+    replies, out = (SEED_REPLIES, args.out or SEED_OUT) if args.seed else (REPLIES, args.out or OUT)
 
     from aiflows.utils import logging
 
@@ -217,14 +324,15 @@ def main() -> None:
     from aiflows_jarvis.app import launcher
 
     logging.set_verbosity_error()
-    llm = HandWrittenLLM(REPLIES)
+    llm = HandWrittenLLM(replies)
     set_backend_factory(llm.factory)
     set_input_source(AutoApproveInput())
-    recorder = TranscriptRecorder(args.out, goal=GOAL, model="hand-written (see scripts/make_demo_transcript.py)")
+    recorder = TranscriptRecorder(out, goal=GOAL, model="replies written by hand, as a good model would answer")
     add_backend_wrapper(recorder.wrap)
+    config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
+    config["bookkeeping_by_code"] = not args.seed
     with tempfile.TemporaryDirectory() as memory_dir:
-        flow = launcher.instantiate(launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml")),
-                                    [{"backend_used": "openai", "api_key": "hand-written"}], memory_dir)
+        flow = launcher.instantiate(config, [{"backend_used": "openai", "api_key": "hand-written"}], memory_dir)
         launcher.prepare_memory(flow, memory_dir, resume=False)
         try:
             output = flow.call({"goal": GOAL})
@@ -233,8 +341,6 @@ def main() -> None:
             remove_backend_wrapper(recorder.wrap)
             recorder.close()
         chart = os.path.join(memory_dir, "sales_chart.svg")
-        with open(os.path.join(memory_dir, "logs_coder.txt"), encoding="utf-8") as f:
-            coder_logs = f.read()
         with open(os.path.join(memory_dir, "logs_extlib.txt"), encoding="utf-8") as f:
             extlib_logs = f.read()
         problems = [what for what, wrong in (
@@ -243,11 +349,11 @@ def main() -> None:
             ("no chart", not os.path.exists(chart)),
             ("the functions are not in the library's data and charts modules",
              "(library/data.py;" not in extlib_logs or "(library/charts.py;" not in extlib_logs),
-            ("the proposed tests did not pass twice", extlib_logs.count("The tests passed") != 2),
+            ("the proposed tests did not pass twice", extlib_logs.count("tests passed") != 2),
         ) if wrong]
         if problems:
-            sys.exit(f"the demo run did not go as written: {'; '.join(problems)}. Output: {output}\nExtendLibrary log:\n{extlib_logs}")
-    print(f"wrote {args.out}: {len(REPLIES)} exchanges; final answer: {output['answer']}")
+            sys.exit(f"the demo run did not go as written: {'; '.join(problems)}. Output: {output}")
+    print(f"wrote {out}: {len(replies)} exchanges; final answer: {output['answer']}")
 
 
 if __name__ == "__main__":

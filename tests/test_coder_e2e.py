@@ -1,9 +1,10 @@
 """Coder end to end through LiteLLMBackend -> litellm -> HTTP (loopback server), with a real kernel.
 
-Like the seed's example run: Coder plans, calls extend_library; ExtendLibrary plans, writes a function (the user edits
-it in the fake editor), tests it (a user-given test passes), saves it into the library package, updates its plan, finishes
+Like the seed's example run, with the bookkeeping done by code: Coder's plan is its goal (the user approves it),
+Coder calls extend_library; ExtendLibrary writes a function (the user edits it in the fake editor), tests it (a
+user-given test passes), saves it into the library package (the user keeps the module), marks its plan done, finishes
 and is reset; back in Coder, run_code imports the function and keeps a value in a variable, a second run_code uses
-that variable, Coder updates its plan and finishes.
+that variable and completes the plan's step, and Coder finishes.
 """
 from __future__ import annotations
 
@@ -45,8 +46,7 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
     flow, files = coder
     monkeypatch.setenv("FAKE_EDITOR_REPLACE", "    return [=>" + VALIDATION.encode().decode("unicode_escape"))
     user.add(
-        "",                      # Coder's plan: approved
-        "",                      # ExtendLibrary's plan: approved
+        "",                      # Coder's plan (its goal, one step): approved
         "e", "",                 # the generated function: edited in the editor, then approved
         lambda prompt, kind: USER_TEST if "Tests for this code?" in prompt else "unexpected question",
         "",                      # test results: fine
@@ -54,7 +54,6 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
         "", "",                  # run_code 1: run it; the result is fine
         "", "",                  # run_code 2: run it; the result is fine
     )
-    updated_extlib_plan = "1. Write moving_average(values, window). [done]"
     extend_library = flow.subflows["CtrlExMem"].subflows["Executor"].subflows["extend_library"]
     seen_after_extend_library = {}
 
@@ -66,60 +65,53 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
                        code="from library import moving_average\naverages = moving_average(list(range(1, 11)), 3)\n"
                             "print(len(averages))")
     loopback_llm.add(
-        "1. Extend the library with moving_average(values, window).\n2. Compute the moving averages of 1..10 "
-        "(window 3) into `averages`.\n3. Print the largest average.\n4. Give the final answer.",
         command("extend_library", goal="moving_average(values: list, window: int) -> list of the window averages"),
-        "1. Write moving_average(values, window).",
-        command("write_code", goal="moving_average(values, window): the averages of each window of values"),
-        GENERATED,
-        command("test"),
-        finish("moving_average is written, edited by the user and tested."),
-        command("save_code"),
-        command("update_plan", updated_plan=updated_extlib_plan),
-        finish("The library now has moving_average."),
+        GENERATED,               # ExtendLibrary's plan is the function; write_code is its first command, made by code
+        command("test"),         # the code writer asks for tests (the user gives them); passed and accepted: saved
         first_run_code,
-        command("run_code", language="python", code="print(max(averages))"),
-        command("update_plan", updated_plan="1. [done]\n2. [done]\n3. [done]\n4. Give the final answer."),
-        finish("`averages` holds the 8 moving averages of 1..10; the largest is 9.0."),
+        command("run_code", language="python", code="print(max(averages))", completes_step=1),
     )
 
     out = flow.call({"goal": "Write a reusable moving_average function, then use it on 1..10."})
 
     assert out["status"] == "finished", out
-    assert out["summary"] == "`averages` holds the 8 moving averages of 1..10; the largest is 9.0."
+    assert out["summary"] == "Every step of the plan is done.", "the last step done, Coder finished by itself"
+    assert "8" in out["result"] and "9.0" in out["result"], "with the results of every command, not the last only"
     # ~~~ files ~~~
     library = library_text(files["CoderFlow"]["code_library"])
     assert "def moving_average(values, window):" in library and "raise ValueError('window must be positive')" in library, \
         "the library holds the function as the user edited it"
-    assert read_text(files["CoderFlow"]["plan"]).startswith("1. [done]")
+    assert read_text(files["CoderFlow"]["plan"]).strip() == \
+        "1. Write a reusable moving_average function, then use it on 1..10. [done]"
     extlib_files = files["CoderFlow/CtrlExMem/Executor/extend_library"]
-    assert read_text(extlib_files["plan"]).strip() == updated_extlib_plan
+    assert read_text(extlib_files["plan"]).strip().endswith("list of the window averages [done]")
     # ~~~ the order of the branches, at both levels ~~~
     assert branches(extlib_files["logs"]) == ["write_code", "save_code", "update_plan"]
     assert branches(files["CoderFlow"]["logs"]) == ["extend_library", "run_code", "run_code", "update_plan"]
     # ~~~ what the LLMs were told ~~~
     requests = [r["messages"] for r in loopback_llm.requests]
-    assert len(requests) == 14
-    test_report = requests[6][-1]["content"]
-    assert "the user's tests passed" in test_report and "checked [3.0]" in test_report, "the test result is shown"
-    after_save = requests[8][-1]["content"]  # ExtendLibrary's controller, after save_code and a memory read
-    library_section = after_save.split("New or changed in the code library:")[1]
-    assert "def moving_average(values, window):" in library_section
-    assert "Return the averages of each run" in library_section
-    assert "range(len(values)" not in library_section, "the library is shown as signatures and docstrings"
-    assert "Saved moving_average in the code library" in requests[8][-1]["content"]
-    coder_after_extlib = requests[10]  # Coder's controller, right after extend_library returned
-    assert "def moving_average(values, window):" in coder_after_extlib[-1]["content"], "the new library, as a message"
-    assert "The library now has moving_average." in coder_after_extlib[-1]["content"]
-    assert "8" in requests[11][-1]["content"], "first run_code: the library function ran"
-    assert "9.0" in requests[12][-1]["content"], "second run_code used the variable kept from the first"
-    # ~~~ the user in the loop ~~~
+    assert len(requests) == 5, "no plan, no choice of the first command, no save, no update, no finish asked for"
+    test_chat = requests[2]
+    assert [m["role"] for m in test_chat] == ["system", "user"], "the code writer's chat holds no move it never made"
+    assert "The user edited the code and approved it" in test_chat[1]["content"] and \
+        "raise ValueError('window must be positive')" in test_chat[1]["content"], "it reads the code as it is now"
+    assert sum(m["content"].count("moving_average(values: list, window: int)") for m in test_chat) == 1, \
+        "the function asked for, once"
+    coder_after_extlib = requests[3]
+    told = coder_after_extlib[-1]["content"]
+    assert "def moving_average(values, window):" in told, "the new library, as a message"
+    assert "Return the averages of each run" in told and "range(len(values)" not in told, \
+        "signatures and docstrings, not bodies"
+    assert "extend_library finished: Saved moving_average in the code library" in told
+    assert "8" in requests[4][-1]["content"], "first run_code: the library function ran"
+    assert "from library import moving_average" not in requests[4][-1]["content"], "its code is not echoed back"
+    # ~~~ the user in the loop: every review is still there ~~~
     opened = fake_editor.read_text().splitlines()
     assert len(opened) == 3 and "code_runs" not in opened[0], "the function was opened in the editor once"
     assert all("/code_runs/run_" in path for path in opened[1:]), "each run_code's file opened in the editor first"
-    assert [a["kind"] for a in user.asked] == ["approval", "approval", "approval", "approval", "feedback",
-                                               "feedback", "approval", "approval", "feedback", "approval", "feedback"]
-    assert "Save moving_average into library/" in user.asked[6]["prompt"], "the module is shown before the save"
+    assert [a["kind"] for a in user.asked] == ["approval", "approval", "approval", "feedback", "feedback",
+                                               "approval", "approval", "feedback", "approval", "feedback"]
+    assert "Save moving_average into library/" in user.asked[5]["prompt"], "the module is shown before the save"
     # ~~~ resets: a finished sub-boss drops its chats, at once ~~~
     assert seen_after_extend_library["chat"] == [], "ExtendLibrary's controller chat was dropped when it finished"
     assert "plan" not in seen_after_extend_library["state"] and seen_after_extend_library["state"]["status"] == \

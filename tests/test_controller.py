@@ -160,7 +160,8 @@ def test_the_head_stays_and_the_memory_comes_in_messages(scripted_llm):
         "plan and plan file location are in the first message, not in the head"
     assert second[:2] == first, "the second call's messages start with the first call's"
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
-    assert "The plan is now:\n1. ask [done]" in second[-1]["content"], "the new plan comes as a message"
+    assert "Plan: step 1 now marked done (the plan's one step is done)" in second[-1]["content"], \
+        "a plan that changed only in its done marks comes as one line"
     assert "--- [1] ask_user ---" not in second[-1]["content"], "its own command's log entry is not repeated"
 
 
@@ -231,16 +232,25 @@ def test_ctrl_c_then_a_note_goes_to_the_controller(scripted_llm, user):
         last_user_message(scripted_llm.calls[1]["messages"])
 
 
-def test_the_opening_command_does_not_call_the_llm(scripted_llm):
-    controller = ControllerAtomicFlow.instantiate_from_default_config(
-        commands={"write_plan": {"description": "w", "input_args": ["goal"]}},
-        opening_command={"command": "write_plan", "command_args": {"goal": "{{goal}}"}},
-    )
-    out = controller.run({"goal": "plan a trip", "plan": "", "logs": "", "memory_files": {}})
-    assert out == {"command": "write_plan", "command_args": {"goal": "plan a trip"}}
-    assert scripted_llm.calls == []
-    history = controller.flow_state["previous_messages"]
-    assert json.loads(history[-1]["content"])["command"] == "write_plan", "the chat records the opening move"
+def test_the_opening_command_is_made_by_the_loop_and_the_controller_reads_its_result(scripted_llm, user):
+    user.add("green")
+    loop = make_loop(opening_command={"command": "ask_user", "command_args": {"question": "{{goal}}?"}})
+    scripted_llm.add(finish("the user likes green"))
+    out = loop.call(LOOP_INPUT)
+    assert out["summary"] == "the user likes green"
+    assert user.asked[0]["prompt"].startswith("learn the user's colour?"), "the opening's arguments are rendered"
+    messages = scripted_llm.calls[0]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user"], "no move the model never made is put in its chat"
+    assert last_user_message(messages).endswith("ask_user (run for you): The user replied: green")
+
+
+def test_without_bookkeeping_by_code_the_controller_makes_the_opening_move(scripted_llm, user):
+    user.add("red")
+    loop = make_loop(opening_command={"command": "ask_user", "command_args": {"question": "{{goal}}?"}},
+                     bookkeeping_by_code=False)
+    scripted_llm.add(command("ask_user", question="Colour?"), finish("red"))
+    assert loop.call(LOOP_INPUT)["summary"] == "red"
+    assert len(scripted_llm.calls) == 2 and user.asked[0]["prompt"].startswith("Colour?")
 
 
 def test_the_controller_reports_who_is_calling(scripted_llm, user):

@@ -16,11 +16,17 @@ from test_publish import publish
 
 NS = "bob"
 BOSS_REPLIES = {
-    "CoderFlowModule": ["1. Run code that prints 6 * 7.\n2. Finish.",
-                        command("run_code", language="python", code="print(6 * 7)"), finish("42")],
+    # Coder's plan is its goal, written by code; its one step done, it finishes by itself
+    "CoderFlowModule": [command("run_code", language="python", code="print(6 * 7)", completes_step=1)],
     "AbstractBossFlowModule": ["1. Ask the user.\n2. Finish.", command("ask_user", question="Your favourite colour?"),
                                finish("The user leaves it to me: blue.")],
-    "ExtendLibraryFlowModule": ["1. Nothing to add.\n2. Finish.", finish("Nothing was needed.")],
+    # ExtendLibrary writes the code at once (its plan is the goal); tested and approved, it is saved and it finishes
+    "ExtendLibraryFlowModule": [
+        "```python\ndef is_prime(n: int) -> bool:\n    \"\"\"Whether n is prime.\"\"\"\n"
+        "    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n\n\n"
+        "def primes_below(n: int) -> list:\n    \"\"\"The primes below n.\"\"\"\n"
+        "    return [k for k in range(n) if is_prime(k)]\n```",
+        command("test", tests="assert primes_below(10) == [2, 3, 5, 7]")],
     "JarvisFlowModule": ["1. Answer.\n2. Finish.", finish("Done.")],
 }
 

@@ -521,12 +521,13 @@ def test_sighup_stops_a_run_like_sigterm_and_ends_the_kernel_and_its_processes(t
     demo = Transcript.load(DEMO)
     replies = demo.replies()
     run_code = json.dumps({"command": "run_code", "command_args": {"language": "python", "code": python_spawns(tag)}})
-    # Jarvis plans and hands the goal to Coder; Coder plans, runs the code, and its next call hangs: SIGHUP then.
-    script = replies[:3] + [run_code, Slow(None, replies[3])]
+    # Jarvis plans and hands the goal to Coder (whose plan is that goal); Coder runs the code, and its next call
+    # hangs: SIGHUP then.
+    script = replies[:2] + [run_code, Slow(None, replies[3])]
     with LoopbackLLMServer(replies=script) as server:
         work = tmp_path / "work"
         work.mkdir()
-        process, attempts = run_until(server, 5, tmp_path, "--workdir", str(work), demo.header["goal"])
+        process, attempts = run_until(server, 4, tmp_path, "--workdir", str(work), demo.header["goal"])
         memory = tmp_path / "memory"
         try:
             assert until(lambda: len(tagged(tag)) == 3), tagged(tag)

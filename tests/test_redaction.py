@@ -127,12 +127,13 @@ def test_a_key_printed_by_code_and_the_api_base_password_reach_no_file_and_no_pr
     bashrc.parent.mkdir()
     bashrc.write_text(f"export OPENAI_API_KEY={KEY}\n")
     replies = Transcript.load(DEMO).replies()
-    run_code = json.loads(replies[13])
+    at = next(i for i, reply in enumerate(replies) if '"run_code"' in reply)  # the demo's first run_code
+    run_code = json.loads(replies[at])
     run_code["command_args"]["code"] = f"print(open({str(bashrc)!r}).read())\n" + run_code["command_args"]["code"]
-    replies[13] = json.dumps(run_code)
+    replies[at] = json.dumps(run_code)
     work = tmp_path / "work"
     work.mkdir()
-    calls = 16  # the run_code's result goes to Coder's next prompt, then the budget stops the run
+    calls = at + 2  # the run_code's result goes to Coder's next prompt, then the budget stops the run
     with LoopbackLLMServer(replies=replies[:calls + 1]) as server:
         host = server.url.split("://", 1)[1]
         done = _jarvis(work, "--api-base", f"http://alice:{PASSWORD}@{host}", "--yes", "--max-calls", str(calls),

@@ -68,14 +68,15 @@ def after_kill_9(ctx):
       "new, and no `new_task` entry calling its own entries earlier tasks", lost="a saved function, the approved "
       "plans, jarvis_run.json or a log entry is lost")
 def inside_coder(ctx):
-    stopped, replies = _stopped_demo(ctx, 14)  # 14 replies served: Coder's controller waits after run_code
+    run_code = next(i for i, reply in enumerate(demo().replies()) if '"run_code"' in reply)
+    stopped, replies = _stopped_demo(ctx, run_code + 1)  # Coder's controller waits after its first run_code
     handled_exit(ctx, stopped, [143])
     memory = ctx.path("memory")
     last = max((n for n, _ in split_log_entries(read(memory / "logs_coder.txt"))), default=0)
     coder_plan = read(memory / "plan_coder.txt")
     resumed_replies = [replies[1],  # Jarvis: Coder, with the same goal
                        command("finish", summary="growth_rates is in the library and the growth was computed."),
-                       command("final_answer", answer="April grew the most."), command("finish", summary="Done.")]
+                       command("final_answer", answer="April grew the most.")]  # accepted: the run ends
     with LoopbackLLMServer(replies=resumed_replies) as server:
         resumed = jarvis(ctx, "--resume", server=server)
     handled_exit(ctx, resumed, [0])
@@ -91,19 +92,21 @@ def inside_coder(ctx):
 
 
 @case("resume", "inside_extend_library", timeout=240, handled="the demo stopped (SIGTERM) inside "
-      "ExtendLibrary just after save_code, resumed to the end (exit 0): ExtendLibrary's plan marks the saved "
-      "function's step done, its log gets `resume`, not `new_task`", lost="growth_rates (saved) is missing, or the "
-      "approved plans, jarvis_run.json or a log entry is lost")
+      "ExtendLibrary as its code writer waits for the tests (the code written, not saved), resumed to the end "
+      "(exit 0): ExtendLibrary resumes its task (its log gets `resume`, not `new_task`), writes the function again, "
+      "saves it and marks its step done", lost="growth_rates (saved) is missing, or the approved plans, "
+      "jarvis_run.json or a log entry is lost")
 def inside_extend_library(ctx):
-    stopped, replies = _stopped_demo(ctx, 10)  # save_code was served: ExtendLibrary's controller waits after it
+    extend = next(i for i, reply in enumerate(demo().replies()) if '"extend_library"' in reply)
+    stopped, replies = _stopped_demo(ctx, extend + 2)  # the code was served: the code writer waits for its tests
     handled_exit(ctx, stopped, [143])
     memory = ctx.path("memory")
-    last = max((n for n, _ in split_log_entries(read(memory / "logs_extlib.txt"))), default=0)
-    resumed_replies = [replies[1], replies[3],  # Jarvis: Coder; Coder: extend_library, with the same goals
+    log = memory / "logs_extlib.txt"  # none yet: nothing of the task was done before the stop
+    last = max((n for n, _ in split_log_entries(read(log))), default=0) if log.exists() else 0
+    resumed_replies = [replies[1], replies[extend],  # Jarvis: Coder; Coder: extend_library, with the same goals
+                       replies[extend + 1], replies[extend + 2],  # the code again (unsaved code is gone), its tests
                        command("finish", summary="growth_rates is in the library."),
-                       command("finish", summary="growth_rates is in the library."),
-                       command("final_answer", answer="growth_rates is in the library."),
-                       command("finish", summary="Done.")]
+                       command("final_answer", answer="growth_rates is in the library.")]
     with LoopbackLLMServer(replies=resumed_replies) as server:
         resumed = jarvis(ctx, "--resume", server=server)
     handled_exit(ctx, resumed, [0])

@@ -16,7 +16,7 @@ from aiflows_jarvis.CoreFlowModule.memory import (
     memory_path,
     read_text,
 )
-from aiflows_jarvis.CoreFlowModule.plans import one_step_plan
+from aiflows_jarvis.CoreFlowModule.plans import one_step_plan, without_marks
 
 # How a boss gets its plan (`one_step_plan`): its planner writes it (`off`); or code writes the goal as a plan of one
 # step, which the user approves or has the planner rewrite (`review`), or which is taken as it is (`silent`).
@@ -186,8 +186,10 @@ class AbstractBossFlow(LeanSequentialFlow):
         if flow is not self.subflows.get("Planner"):
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
         if self._resuming and str(self.flow_state.get("plan") or "").strip():
-            get_console().show("plan", f"{self.flow_config['name']} resumes its plan:", self.flow_state["plan"])
-            return None, {"plan": self.flow_state["plan"]}
+            plan = str(self.flow_state["plan"])
+            get_console().show("plan", f"{self.flow_config['name']} resumes its plan:", plan)
+            by_code = without_marks(plan) == without_marks(one_step_plan(self.flow_state.get("goal") or ""))
+            return None, {"plan": plan, "plan_by_code": by_code}
         mode = self.one_step_plan_mode()
         if mode == "off":
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)

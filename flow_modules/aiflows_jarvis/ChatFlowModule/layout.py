@@ -174,7 +174,8 @@ class PromptBlocks:
         logs_text, top = self._snapshot_logs(data, mark)
         shown = dict(data, **({LOG_KEY: logs_text} if LOG_KEY in data else {}))
         memory = self.render_memory(shown)
-        opening = "\n\n".join(part for part in (memory, self.render_first(data)) if part)
+        # A rebuilt block opens with the memory alone: the kept exchanges and the new message follow it.
+        opening = "\n\n".join(part for part in (memory, self.render_first(data) if first else "") if part)
         seen_texts = {key: str(data.get(key) or "") for key in self.updates if key != LOG_KEY}
         items = {key: sorted(_new_items(seen_texts[key], pattern, self.headers.get(key), set()))
                  for key, (_, pattern) in self.updates.items() if pattern and key in seen_texts}

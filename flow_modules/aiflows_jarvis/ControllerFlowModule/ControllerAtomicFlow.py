@@ -92,6 +92,8 @@ class ControllerAtomicFlow(ChatAtomicFlow):
         if isinstance(memory_files, dict) and "plan_file_location" not in data:
             data["plan_file_location"] = memory_files.get("plan", "(no plan file)")
         data.setdefault("bookkeeping_by_code", bool(self.flow_config.get("bookkeeping_by_code", True)))
+        if not self._is_conversation_initialized():
+            data.setdefault("result", "")  # a first call made outside a loop: nothing has run yet
         if "plan" in data and data.get("goal"):
             data["plan"] = plan_as_shown(str(data["plan"] or ""), str(data["goal"]))
         return data

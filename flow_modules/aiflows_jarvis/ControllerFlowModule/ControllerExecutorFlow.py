@@ -63,12 +63,12 @@ def _user_reply(answer: Any) -> str:
     return f"The user replied: {answer}" if answer else "The user replied with an empty answer (no objection)."
 
 
-def format_branch_output(output: Dict[str, Any], keys: Optional[List[str]] = None) -> str:
+def format_branch_output(output: Dict[str, Any], keys: Optional[List[str]] = None, branch: str = "") -> str:
     """A branch's output as the text the controller reads next: each thing once.
 
     ``keys``: the output keys the controller reads, in order (a command's ``result_keys``); by default all of them.
-    Empty values are left out. A boss's output (``summary`` and ``status``) reads as its summary, then its last
-    result, then its status only when it did not finish."""
+    Empty values are left out. A boss's output (``summary`` and ``status``) reads as ``<branch> finished: <summary>``
+    (or ``<branch> stopped (<why>): ...``), then its last result."""
     if keys is not None:
         output = {k: output[k] for k in keys if k in output}
     if not output:
@@ -79,7 +79,7 @@ def format_branch_output(output: Dict[str, Any], keys: Optional[List[str]] = Non
     if set(shown) == {"result"}:
         return str(shown["result"])
     if "summary" in shown and "status" in output:
-        return _boss_output(shown, str(output.get("status") or ""))
+        return _boss_output(shown, str(output.get("status") or ""), branch or "It")
     lines = [str(shown.pop("result")).strip()] if "result" in shown else []
     for key in [k for k in _RESULT_ORDER if k in shown] + sorted(k for k in shown if k not in _RESULT_ORDER):
         value = shown[key]
@@ -115,10 +115,12 @@ def _has_text(value: Any) -> bool:
     return value not in (None, "", [], {}) and not (isinstance(value, str) and not value.strip())
 
 
-def _boss_output(output: Dict[str, Any], status: str) -> str:
-    parts = [str(output["summary"]).strip()]
-    if status and status != "finished":
-        parts[0] = f"Stopped ({status.removeprefix('stopped: ')}): {parts[0]}"
+def _boss_output(output: Dict[str, Any], status: str, name: str) -> str:
+    summary = str(output["summary"]).strip()
+    if status == "finished" or not status:
+        parts = [f"{name} finished: {summary}"]
+    else:
+        parts = [f"{name} stopped ({status.removeprefix('stopped: ')}): {summary}"]
     result = str(output.get("result") or "").strip()
     if result and result not in parts[0]:
         parts.append(f"The last result:\n{result}")
@@ -219,7 +221,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
         `keep_from_branches` names for this branch are copied into the state (e.g. the code `write_code` wrote);
         with bookkeeping by code, the commands the outcome decides are queued."""
         spec = self._command_spec(branch)
-        text = format_branch_output(output, spec.get("result_keys"))
+        text = format_branch_output(output, spec.get("result_keys"), branch)
         update = {"result": shorten(text, int(self.flow_config.get("max_result_chars", 3000)))}
         bookkeeping = branch in (self.flow_config.get("bookkeeping_commands") or [])
         if self.flow_state.get(_DECIDED) and not bookkeeping:  # a plan's new done marks show as a plan change

@@ -117,7 +117,7 @@ def progress(plan: str) -> str:
     steps = plan_steps(plan)
     pending = [(number, text) for number, text in steps if not is_done(text)]
     if not pending:
-        return f"all {len(steps)} steps are done"
+        return f"all {len(steps)} steps are done" if len(steps) > 1 else "the plan's one step is done"
     number, text = pending[0]
     short = text if len(text) <= 100 else text[:97] + "..."
     return f"{len(steps) - len(pending)} of {len(steps)} steps done; next: step {number}: {short}"

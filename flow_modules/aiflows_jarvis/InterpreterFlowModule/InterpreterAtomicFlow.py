@@ -9,7 +9,7 @@ from aiflows_jarvis.CoreFlowModule.budget import check_time, tool_timeout
 
 from .executor import describe_memory_limit, memory_limit, positive_or_none
 from .interpreter import CodeInterpreter
-from .output import RunResult
+from .output import RunResult, without_pip_noise
 from .sandbox import sandbox_program
 
 
@@ -140,7 +140,7 @@ class InterpreterAtomicFlow(LeanAtomicFlow):
         if result.timed_out:
             check_time(where)  # cut short by the run's budget: the budget stops the run
         return {
-            "interpreter_output": result.output,
+            "interpreter_output": without_pip_noise(str(code or ""), result.output),
             "failed": result.failed,
             "timed_out": result.timed_out,
             "restarted": result.restarted,

@@ -144,3 +144,28 @@ class Utf8Decoder:
 
     def decode(self, data: bytes, final: bool = False) -> str:
         return self._decoder.decode(data, final)
+
+
+# pip's lines that say nothing about the outcome: index locations, downloads, progress, cached wheels, notices, and
+# the dependencies already installed. What was installed, what was already there, and errors stay.
+_PIP_INSTALL = re.compile(r"(?:^|[\s;&|(!%])(?:python3?\s+-m\s+)?pip3?\s+install\b", re.M)
+_PIP_NOISE = re.compile(
+    r"^\s*(?:WARNING: Location .* is ignored|Looking in (?:indexes|links):|Collecting |Downloading |Using cached |"
+    r"Obtaining |Installing collected packages:|Preparing metadata|Building wheels? for|Created wheel for|"
+    r"Stored in directory:|Installing build dependencies|Getting requirements to build|Attempting uninstall:|"
+    r"Found existing installation:|Uninstalling |Successfully uninstalled |\[notice\]|"
+    r"Requirement already satisfied: .*\(from |[\s\u2501\u2578\u257a\-|/\\=#>.]*\d+(?:\.\d+)?\s*[kMG]?B(?:/s)?\b)")
+
+
+def without_pip_noise(code: str, output: str) -> str:
+    """``output`` of ``code`` with pip's progress lines left out when the code runs ``pip install`` (a line says how
+    many): what was installed, what was already there, and errors stay; other output is kept as it is."""
+    if not code or not _PIP_INSTALL.search(code):
+        return output
+    lines = output.split("\n")
+    kept = [line for line in lines if not _PIP_NOISE.match(line)]
+    left = len(lines) - len(kept)
+    if not left:
+        return output
+    kept = [line for i, line in enumerate(kept) if line.strip() or (i and kept[i - 1].strip())]
+    return "\n".join(kept).strip("\n") + f"\n[{left} lines of pip's progress and notices left out]"

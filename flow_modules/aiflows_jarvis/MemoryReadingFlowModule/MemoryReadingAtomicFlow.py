@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError
-from aiflows_jarvis.CoreFlowModule.library_package import library_structure, package_summary, summary_head
+from aiflows_jarvis.CoreFlowModule.library_package import (
+    legacy_file,
+    library_structure,
+    package_dir,
+    package_summary,
+    summary_head,
+)
 from aiflows_jarvis.CoreFlowModule.memory import memory_path, read_log_tail, read_text
 
 from .retrieval import Reranker, make_query, relevant_library, relevant_logs
@@ -86,16 +93,25 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
                 except MemoryFileError as error:  # a library.py that does not compile is not migrated
                     out[key] = f"(the code library cannot be read: {error})"
             elif reader == "modules":
-                try:
-                    out[key] = summary_head(path, self.flow_config.get("max_library_chars")) \
-                        if library_structure(path) else ""
-                except MemoryFileError as error:
-                    out[key] = f"(the code library cannot be read: {error})"
+                out[key] = self._modules(path)
             elif reader == "text":
                 out[key] = read_text(path).strip()
             else:
                 raise ConfigurationError(f"{self.flow_config['name']}: unknown reader {reader!r}; use one of {READERS}")
         return out
+
+    def _modules(self, path: str) -> str:
+        """The library's modules, one line each, read without changing anything: a library not made yet stays so,
+        and a `library.py` of an earlier version is named, not moved (the boss that writes code moves it)."""
+        if not os.path.isdir(package_dir(path)):
+            if os.path.isfile(legacy_file(path)):
+                return ("(the library is still library.py, the single file of an earlier version: Coder moves it into "
+                        "the package `library` when it first uses it, and sees its functions)")
+            return ""
+        try:
+            return summary_head(path, self.flow_config.get("max_library_chars")) if library_structure(path) else ""
+        except MemoryFileError as error:
+            return f"(the code library cannot be read: {error})"
 
     def _reranker_of(self, retrieval: Dict[str, Any]) -> Optional[Reranker]:
         """The provider's embeddings when `retrieval.embedding` is `provider`; None for the local ranking."""

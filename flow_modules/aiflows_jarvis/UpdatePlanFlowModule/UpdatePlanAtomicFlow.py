@@ -9,6 +9,7 @@ from aiflows_jarvis.CoreFlowModule.plans import (  # noqa: F401  (describe_updat
     describe_update,
     dropped_steps,
     mark_steps_done,
+    marks_changed,
     plan_steps,
 )
 
@@ -81,8 +82,11 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
             return {"result": "The plan file already held this plan; nothing changed."}
         copy = keep_replaced_plan(path, previous, updated_plan)
         atomic_write(path, updated_plan + "\n")
-        get_console().show("plan", "Plan updated:", updated_plan)
         result = describe_update(previous, updated_plan)
+        if marks_changed(previous, updated_plan):  # only done marks: one line, not the plan again
+            get_console().line("plan", result)
+        else:
+            get_console().show("plan", "Plan updated:", updated_plan)
         if copy:
             dropped = dropped_steps(previous, updated_plan)
             if dropped:

@@ -120,7 +120,7 @@ def _shown(path: str, memory_dir: str) -> str:
 
 def _finished(r: "_Run", boss: Boss) -> bool:
     """Whether ``boss`` finished its (last) task: the run's top boss when the run finished, a sub-boss when its
-    last logged task reads ``status: finished``."""
+    last logged task reads ``<command> finished: ...`` (``status: finished`` in logs of earlier versions)."""
     if boss is r.bosses[0]:
         return r.status == "finished"
     last = None
@@ -130,7 +130,8 @@ def _finished(r: "_Run", boss: Boss) -> bool:
         if node.entry is not None and any(child.boss == boss.path for child in node.children):
             last = node.entry
         stack[:0] = node.children
-    return last is not None and re.search(r"^status: finished\s*$", last.result, re.M) is not None
+    return last is not None and (re.match(r"\s*\S+ finished: ", last.result) is not None
+                                 or re.search(r"^status: finished\s*$", last.result, re.M) is not None)
 
 
 @dataclass
