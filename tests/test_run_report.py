@@ -179,7 +179,7 @@ def test_the_report_does_not_contradict_or_repeat_itself(demo_run):
     assert "characters cut" not in shown, "the log's cut marker is not shown inside the text"
     assert re.search(r"a list of \u2026 sales to", shown), "cut at words (the log cut inside them)"
     assert re.search(r"\d+ characters left out at \u2026", shown)
-    assert "the configured model" not in shown and "model: a recording (hand-written" in shown
+    assert "the configured model" not in shown and "model: a recording (replies written by hand" in shown
     files = section(page, "files")
     assert "made by the run: sales_chart.svg" in " ".join(files.split()), "the files the run made"
     assert str(demo_run.memory) not in files, "paths relative to the memory folder"

@@ -171,7 +171,7 @@ def test_a_loop_above_sees_the_stuck_status_of_the_loop_below(scripted_llm, quie
 
     assert out["status"] == "finished" and out["summary"] == "the counter got stuck"
     told = last_user_message(scripted_llm.calls[4]["messages"])
-    assert f"Stopped ({STUCK_STATUS.removeprefix('stopped: ')})" in told, \
+    assert f"counter stopped ({STUCK_STATUS.removeprefix('stopped: ')})" in told, \
         "the outer controller reads the inner loop's status"
 
 

@@ -28,6 +28,8 @@ class CodeWriterFlow(ControllerExecutorFlow):
     *Output Interface*:
     - `code` (str): the accepted code ("" if none).
     - `summary` (str), `status` (str): `finished`, or `stopped: <why>`.
+    - `accepted` (bool): the code passed its last test and the user had nothing against the results (a finish
+      without that, "it cannot be done", is not an acceptance).
     """
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
@@ -35,4 +37,13 @@ class CodeWriterFlow(ControllerExecutorFlow):
         output = super().run(input_data)
         if output.get("status") == "finished" and not str(output.get("code") or "").strip():
             output["status"] = "stopped: the code writer finished without code"
+        output["accepted"] = bool(self.flow_state.get("accepted")) and output.get("status") == "finished"
         return output
+
+    def on_branch_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
+        update = super().on_branch_output(branch, output)
+        if branch == "test":  # the code as it is now passed its tests and the user had nothing against the results
+            update["accepted"] = bool(output.get("passed")) and not str(output.get("feedback") or "").strip()
+        elif branch == "write_code":  # new code: not tested yet
+            update["accepted"] = False
+        return update

@@ -302,7 +302,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
         if step and any(number == step for number, _ in plan_steps(plan)):
             if step in undone_steps(plan):
                 queue.append({"command": "update_plan", "command_args": {"done_steps": [int(step)]}})
-                plan = mark_steps_done(plan, [step])
+                plan = self.flow_state["plan"] = mark_steps_done(plan, [step])  # as the plan file will read
                 if self.flow_config.get("finish_when_plan_done") and not undone_steps(plan) and plan_steps(plan):
                     queue.append({"command": "finish", "command_args": {"summary": PLAN_DONE}, "gather": True})
         then = self._render_decision(self._command_spec(command).get("then"), output)
