@@ -15,6 +15,10 @@ Replies are served first in, first out. A reply is one of:
 * ``Malformed(body)``: status 200 (by default) with that raw body;
 * ``Slow(seconds, reply)``: waits, then serves ``reply`` (any kind); ``close()`` cuts the wait short;
   ``Slow(None, reply)`` waits for ``close()`` alone: a reply that must not come however slow the machine is;
+* ``Cut(content, after, ...)``: a streamed reply without its end (for a request with ``"stream": true``): the
+  first ``after`` pieces of ``content``, then the connection closed, plain or chunked, with no finish_reason and no
+  ``data: [DONE]``; or (``finish=True``) every piece and the finish_reason, no ``[DONE]``, the connection closed or
+  held open (``hold=True``) until the client closes it;
 * a ``dict``: sent as the JSON body, status 200, as is;
 * a callable ``(request_json) -> reply``: called with the parsed request body; its result is served.
 
@@ -54,6 +58,7 @@ __all__ = [
     "HTTPError",
     "Malformed",
     "Slow",
+    "Cut",
     "completion_json",
     "chunk_json",
     "stream_pieces",
@@ -163,6 +168,28 @@ class Slow:
         return f"Slow({self.seconds}, {self.reply!r})"
 
 
+class Cut:
+    """Scripted streamed reply that ends without its end: see the module.
+
+    content: the reply's text, cut into pieces as ``stream_pieces`` cuts it.
+    after: how many pieces are sent before the connection is closed (ignored with ``finish``).
+    chunked: the body is sent with ``Transfer-Encoding: chunked`` (HTTP/1.1) and dropped without its last chunk;
+        else it is a plain body that ends where the connection closes.
+    finish: every piece is sent, then the last chunk with ``finish_reason: stop``, never ``data: [DONE]``.
+    hold: after the last event, the connection is held open (nothing more sent) until the client closes it or the
+        server is closed.
+    """
+
+    def __init__(self, content: str, after: int = 0, chunked: bool = False, finish: bool = False,
+                 hold: bool = False):
+        self.content, self.after = content, int(after)
+        self.chunked, self.finish, self.hold = chunked, finish, hold
+
+    def __repr__(self) -> str:
+        return (f"Cut({self.content[:40]!r}, after={self.after}, chunked={self.chunked}, finish={self.finish}, "
+                f"hold={self.hold})")
+
+
 def _rough_tokens(text: str) -> int:
     return max(1, len(re.findall(r"\w+|[^\w\s]", text or ""))) if text else 0
 
@@ -265,14 +292,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    def _send_stream(self, events: Iterable[bytes]):
+    def _send_stream(self, events: Iterable[bytes], chunked: bool = False):
         try:
+            if chunked:  # HTTP/1.1 for this answer alone: the connection is closed after it all the same
+                self.protocol_version = "HTTP/1.1"
+                self.close_connection = True
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for event in events:
-                self.wfile.write(event)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event) if chunked else event)
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
@@ -459,7 +491,7 @@ class LoopbackLLMServer:
                 if self._stop.wait(reply.seconds):
                     raise _Interrupted()
                 reply = reply.reply
-            elif callable(reply) and not isinstance(reply, (str, bytes, dict, HTTPError, Malformed)):
+            elif callable(reply) and not isinstance(reply, (str, bytes, dict, HTTPError, Malformed, Cut)):
                 try:
                     reply = reply(body)
                 except Exception as e:  # a broken test callback should fail loudly, not hang the client
@@ -470,7 +502,19 @@ class LoopbackLLMServer:
             else:
                 break
 
-        if isinstance(reply, str):
+        if isinstance(reply, Cut):
+            if not stream:
+                message = f"loopback server: {reply!r} is a streamed reply, asked without stream: true"
+                self._record_error(message)
+                handler._send(500, HTTPError(500, message).body())
+                return
+            events = list(self._sse_events(reply.content, model))[:-1]  # never data: [DONE]
+            # the role chunk, then the pieces (and with `finish` the chunk with the finish_reason)
+            handler._send_stream(events if reply.finish else events[:1 + reply.after], chunked=reply.chunked)
+            if reply.hold:
+                self._hold(handler)
+            self._drop(handler)
+        elif isinstance(reply, str):
             if stream:
                 handler._send_stream(self._sse_events(reply, model))
             else:
@@ -483,9 +527,39 @@ class LoopbackLLMServer:
         elif isinstance(reply, dict):
             handler._send(200, json.dumps(reply).encode("utf-8"))
         else:
-            message = f"loopback server: unsupported scripted reply {reply!r} (use str, HTTPError, Malformed, Slow, dict or a callable)"
+            message = (f"loopback server: unsupported scripted reply {reply!r} (use str, HTTPError, Malformed, Slow, "
+                       "Cut, dict or a callable)")
             self._record_error(message)
             handler._send(500, HTTPError(500, message).body())
+
+    def _hold(self, handler: _Handler) -> None:
+        """Send nothing more until the client closes the connection (or the server is closed)."""
+        import select
+        import socket
+
+        connection = handler.connection
+        while not self._stop.is_set():
+            readable, _, _ = select.select([connection], [], [], 0.05)
+            if not readable:
+                continue
+            try:
+                if connection.recv(1, socket.MSG_PEEK) == b"":
+                    return
+            except OSError:
+                return
+
+    @staticmethod
+    def _drop(handler: _Handler) -> None:
+        """Close the connection as a server that stops mid-reply does: its end of the body sent (FIN), and no chunked
+        body's last chunk."""
+        import socket
+
+        handler.close_connection = True
+        try:
+            handler.wfile.flush()
+            handler.connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def _serve_embeddings(self, handler: _Handler, body: Any) -> None:
         with self._lock:

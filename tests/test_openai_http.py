@@ -16,7 +16,7 @@ import pytest
 from aiflows_jarvis.ChatFlowModule import openai_http
 from aiflows_jarvis.ChatFlowModule.openai_http import plan_request
 from aiflows_jarvis.CoreFlowModule.llm_errors import classify
-from loopback_llm import HTTPError, LoopbackLLMServer, Malformed, Slow, chunk_json, completion_json
+from loopback_llm import Cut, HTTPError, LoopbackLLMServer, Malformed, Slow, chunk_json, completion_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -292,6 +292,41 @@ def test_a_body_held_open_after_done_keeps_the_reply(keep_alive_server):
     chunks = list(openai_http.stream(plan_request(params(api_base=url, stream=True, request_timeout=30))))
     assert openai_http.merged_stream_messages(iter(chunks)) == [{"content": "kept"}], "not a timeout after [DONE]"
     server.released.set()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["plain", "chunked"])
+def test_a_stream_the_server_drops_mid_reply_is_an_error_not_a_reply(chunked):
+    with LoopbackLLMServer([Cut("Mar 120, Apr 150, May 180", after=3, chunked=chunked)]) as server:
+        with pytest.raises(openai_http.APIConnectionError) as caught:
+            list(openai_http.stream(plan_request(params(api_base=server.url, stream=True))))
+    info = classify(caught.value)
+    assert info.retryable and info.kind == "connection"
+    assert info.reason.startswith("the streamed reply was cut off") and "3 pieces" in info.reason, info.reason
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["plain", "chunked"])
+def test_through_litellm_too_a_stream_cut_off_is_an_error_not_a_reply(chunked):
+    from aiflows.backends.api_info import ApiInfo
+
+    from aiflows_jarvis.ChatFlowModule.backends import instantiate_backend
+
+    with LoopbackLLMServer([Cut("Mar 120, Apr 150, May 180", after=3, chunked=chunked)]) as server:
+        backend = instantiate_backend({"_target_": "aiflows.backends.llm_lite.LiteLLMBackend", "model_name": "gpt-4",
+                                       "wait_time_per_key": 0, "transport": "litellm", "stream": True,
+                                       "api_infos": [ApiInfo(backend_used="openai", api_key="sk-test",
+                                                             api_base=server.url)]}, "Asker")
+        with pytest.raises(openai_http.StreamCutOff) as caught:
+            backend(messages=MESSAGES)
+    assert classify(caught.value).retryable
+
+
+def test_a_stream_that_ends_with_done_is_whole_without_a_finish_reason():
+    from aiflows_jarvis.ChatFlowModule.generation import send
+
+    body = "".join(f"data: {json.dumps(chunk_json({'content': piece}))}\n\n" for piece in ("Par", "is"))
+    with LoopbackLLMServer([Malformed(body + "data: [DONE]\n\n", content_type="text/event-stream")]) as server:
+        messages, info = send(plan_request(params(api_base=server.url, stream=True)))
+    assert messages == [{"content": "Paris"}] and info.finish_reason is None
 
 
 def test_litellms_defaults_are_not_sent_and_instruct_models_go_through_litellm():

@@ -7,7 +7,7 @@ import socket
 
 from ..harness import case
 from ..support import (
-    ANSWER, BEL, ESC, GOAL, PLAN, HTTPError, LoopbackLLMServer, Malformed, Slow, command, demo, fast_retry_config,
+    ANSWER, BEL, ESC, GOAL, PLAN, Cut, HTTPError, LoopbackLLMServer, Malformed, Slow, command, demo, fast_retry_config,
     handled_exit, jarvis, memory_whole, no_processes_left, plan_kept, previous_run, previous_run_kept, read,
     short_run,
 )
@@ -149,6 +149,15 @@ def quota_used_up(ctx):
 def empty_choices(ctx):
     empty = {"id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4", "choices": []}
     _outage(ctx, [empty], [0, 1], then=short_run())
+
+
+@case("llm_outage", "stream_cut_off_mid_reply", handled="exit 0: a streamed plan whose connection closes mid-reply "
+      "(a plain body, then a chunked one) is no reply: each is asked again with a line saying it was cut off, and "
+      "the plan kept is the whole one", lost="an earlier run's files or this run's run file are lost")
+def stream_cut_off_mid_reply(ctx):
+    done, server = _outage(ctx, [Cut(PLAN, after=3), Cut(PLAN, after=5, chunked=True)], [0],
+                           says=["the streamed reply was cut off", "retrying", "final answer"], then=short_run())
+    ctx.expect(plan_kept(ctx.path("memory"), PLAN), "the plan kept is not the whole plan")
 
 
 @case("llm_outage", "outage_in_the_middle", slow=True, timeout=240, handled="the server fails for good after "

@@ -55,6 +55,13 @@ class APIConnectionError(OpenAIHTTPError):
     """The server could not be reached, or dropped the connection."""
 
 
+class StreamCutOff(APIConnectionError):
+    """The connection closed before the end of a streamed reply (no finish_reason, no ``data: [DONE]``): part of a
+    reply is no reply. Retried as a connection error; ``explained``: ``llm_errors`` shows the message as it is."""
+
+    explained = True
+
+
 class APITimeoutError(OpenAIHTTPError):
     """No answer within ``request_timeout`` (to connect, or between two reads). ``retry_after``: seconds to wait
     before asking again (the server may still be writing the abandoned reply), if the sender knows; ``explained``:
@@ -329,20 +336,26 @@ def complete_body(connection: http.client.HTTPConnection, response: http.client.
 
 
 def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
-    """A streamed chat completion: the chunks (JSON objects) the server sends as ``data:`` events, up to
-    ``data: [DONE]`` or the end of the body."""
+    """A streamed chat completion: the chunks (JSON objects) the server sends as ``data:`` events, up to its end:
+    ``data: [DONE]``, or each choice's finish_reason. A body that ends before either (the server or a proxy closed
+    the connection mid-reply) raises ``StreamCutOff``."""
     connection, response = _send(request)
     if (response.getheader("Content-Type") or "").split(";")[0].strip() == "application/json":
         yield _as_chunk(complete_body(connection, response, request))  # a server that does not stream
         return
-    finished, events = False, 0
+    finished, events, pieces = False, 0, 0
+    going, ended = set(), set()  # the choices spoken of, and those that had their finish_reason
     try:
         while True:
             line = _read(connection, response, request.timeout, line=True)
             if not line:
-                finished = True
                 if not events:
                     raise MalformedReply("the server sent no event in its streamed reply")
+                if not ended or not going <= ended:
+                    raise StreamCutOff(f"the streamed reply was cut off: the connection closed after {pieces} "
+                                       f"piece{'s' if pieces != 1 else ''} of it, before its end (no finish_reason, "
+                                       "no data: [DONE])")
+                finished = True
                 return
             text = line.decode("utf-8").strip()
             if not text.startswith("data:"):
@@ -358,6 +371,14 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
             chunk = _json(data)
             if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
                 raise status_error(500, response.headers, data)  # an error sent inside the stream
+            for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
+                if isinstance(choice, dict):
+                    index = choice.get("index") if isinstance(choice.get("index"), int) else 0
+                    going.add(index)
+                    if choice.get("finish_reason"):
+                        ended.add(index)
+                    delta = choice.get("delta")
+                    pieces += bool(isinstance(delta, dict) and delta.get("content"))
             yield chunk
     finally:
         if not finished:  # an error, or a consumer that stopped reading: the rest of the body is never read

@@ -278,12 +278,12 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
     def info(retryable: bool, reason: str, kind: str) -> LLMErrorInfo:
         return LLMErrorInfo(retryable, reason, kind=kind, status=status, detail=detail)
 
+    # Jarvis's own HTTP client says what happened (a stalled stream, a server still writing, a cut stream): its words
+    own = next((e.message for e in _chain(error) if getattr(e, "explained", False) is True
+                and isinstance(getattr(e, "message", None), str)), None)
     if "ContextWindowExceededError" in names or _CONTEXT_OVERFLOW.search(f"{detail} {_raw_messages(error)}"):
         return info(False, context_window_advice(provider, detail), "context_window")
     if names & _TIMEOUTS:  # before the status: litellm gives its Timeout a status_code of 408
-        # Jarvis's own HTTP client says what timed out (a stalled stream, a server still writing): its words
-        own = next((e.message for e in _chain(error) if getattr(e, "explained", False) is True
-                    and isinstance(getattr(e, "message", None), str)), None)
         return info(True, own or "the request timed out", "timeout")
     if status is not None:
         if status in (401,):
@@ -322,8 +322,8 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
         return info(False, f"cannot connect to the LLM server: nothing is listening {where} (connection refused). "
                            "Start the server, or check the host and port of --api-base", "connection")
     if names & {"ConnectError", "APIConnectionError", "ConnectionError", "RemoteProtocolError", "ReadError",
-                "ConnectionRefusedError", "ConnectionResetError"}:
-        return info(True, f"cannot connect to the LLM server ({error})", "connection")
+                "ConnectionRefusedError", "ConnectionResetError", "StreamCutOff"}:
+        return info(True, own or f"cannot connect to the LLM server ({error})", "connection")
     decode = next((e for e in _chain(error) if isinstance(e, UnicodeDecodeError)), None)
     if decode is not None:  # a body that is not UTF-8: a proxy's error page, a server's glitch; transient like a 502
         byte = decode.object[decode.start:decode.start + 1].hex() if isinstance(decode.object, bytes) else "?"
