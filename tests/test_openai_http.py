@@ -329,6 +329,14 @@ def test_a_stream_that_ends_with_done_is_whole_without_a_finish_reason():
     assert messages == [{"content": "Paris"}] and info.finish_reason is None
 
 
+@pytest.mark.parametrize("hold", [False, True], ids=["then_closed", "then_held_open"])
+def test_a_stream_whose_last_chunk_has_its_finish_reason_is_whole_without_done(hold):
+    with LoopbackLLMServer([Cut("Mar 120, Apr 150, May 180", finish=True, hold=hold)]) as server:
+        chunks = list(openai_http.stream(plan_request(params(api_base=server.url, stream=True, request_timeout=5))))
+    assert openai_http.merged_stream_messages(iter(chunks)) == [{"content": "Mar 120, Apr 150, May 180"}]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
 def test_litellms_defaults_are_not_sent_and_instruct_models_go_through_litellm():
     request = plan_request(params(functions=[], function_call="", logit_bias={}, user="", stop=None, n=1))
     assert request.body == {"model": "local-model", "messages": MESSAGES, "n": 1}

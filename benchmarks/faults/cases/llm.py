@@ -160,6 +160,18 @@ def stream_cut_off_mid_reply(ctx):
     ctx.expect(plan_kept(ctx.path("memory"), PLAN), "the plan kept is not the whole plan")
 
 
+@case("llm_outage", "stream_ends_with_its_finish_reason_but_no_done", handled="exit 0 after one request per reply: "
+      "replies whose last chunk has finish_reason stop, with no data: [DONE] and the connection held open, are whole",
+      lost="an earlier run's files or this run's run file are lost")
+def stream_ends_with_its_finish_reason_but_no_done(ctx):
+    replies = short_run()
+    done, server = _outage(ctx, [Cut(reply, finish=True, hold=True) for reply in replies], [0],
+                           says=["final answer"], request_timeout=30)
+    ctx.expect("retrying" not in done.text, "a whole reply was asked again")
+    ctx.expect(len(server.requests) == len(replies), f"{len(server.requests)} requests for {len(replies)} replies")
+    ctx.expect(plan_kept(ctx.path("memory"), PLAN), "the plan kept is not the whole plan")
+
+
 @case("llm_outage", "outage_in_the_middle", slow=True, timeout=240, handled="the server fails for good after "
       "ExtendLibrary saved growth_rates: exit 1 with the --resume hint, no traceback, the kernel gone",
       lost="growth_rates (reported saved) missing from library.py; a log or jarvis_run.json corrupted")

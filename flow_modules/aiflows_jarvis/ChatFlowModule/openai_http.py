@@ -27,6 +27,9 @@ from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = 600.0  # litellm 1.0.0's default request_timeout
+# Once a stream's reply has its end (each choice its finish_reason), how long what may follow it (the usage chunk,
+# ``data: [DONE]``, a chunked body's last chunk) is waited for: a server that says nothing more has said it all.
+END_WAIT = 1.0
 TRANSPORTS = ("auto", "litellm")
 
 # The chat completion body's fields this transport sends as given; None values are left out (as litellm does).
@@ -337,8 +340,9 @@ def complete_body(connection: http.client.HTTPConnection, response: http.client.
 
 def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
     """A streamed chat completion: the chunks (JSON objects) the server sends as ``data:`` events, up to its end:
-    ``data: [DONE]``, or each choice's finish_reason. A body that ends before either (the server or a proxy closed
-    the connection mid-reply) raises ``StreamCutOff``."""
+    ``data: [DONE]``, or each choice's finish_reason (what may follow then is waited for ``END_WAIT`` seconds at
+    most). A body that ends before either (the server or a proxy closed the connection mid-reply) raises
+    ``StreamCutOff``."""
     connection, response = _send(request)
     if (response.getheader("Content-Type") or "").split(";")[0].strip() == "application/json":
         yield _as_chunk(complete_body(connection, response, request))  # a server that does not stream
@@ -347,7 +351,12 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
     going, ended = set(), set()  # the choices spoken of, and those that had their finish_reason
     try:
         while True:
-            line = _read(connection, response, request.timeout, line=True)
+            try:
+                line = _read(connection, response, request.timeout, line=True)
+            except APITimeoutError:
+                if ended and going <= ended:  # the reply had its end: a body held open after it adds nothing
+                    return
+                raise
             if not line:
                 if not events:
                     raise MalformedReply("the server sent no event in its streamed reply")
@@ -371,6 +380,7 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
             chunk = _json(data)
             if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
                 raise status_error(500, response.headers, data)  # an error sent inside the stream
+            had_end = bool(ended) and going <= ended
             for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
                 if isinstance(choice, dict):
                     index = choice.get("index") if isinstance(choice.get("index"), int) else 0
@@ -379,10 +389,24 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
                         ended.add(index)
                     delta = choice.get("delta")
                     pieces += bool(isinstance(delta, dict) and delta.get("content"))
+            if not had_end and ended and going <= ended:
+                _set_read_timeout(connection, response, min(END_WAIT, request.timeout))
             yield chunk
     finally:
         if not finished:  # an error, or a consumer that stopped reading: the rest of the body is never read
             _close(connection, response)
+
+
+def _set_read_timeout(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
+                      seconds: float) -> None:
+    """Wait at most ``seconds`` for each next read of the reply. A response the server closes after (HTTP/1.0,
+    ``Connection: close``) holds the socket apart from the connection."""
+    sock = connection.sock or getattr(getattr(response.fp, "raw", None), "_sock", None)
+    if sock is not None:
+        try:
+            sock.settimeout(seconds)
+        except OSError:  # already closed: the next read says so
+            pass
 
 
 def _as_chunk(reply: Dict[str, Any]) -> Dict[str, Any]:
@@ -401,8 +425,7 @@ def _finish_body(connection: http.client.HTTPConnection, response: http.client.H
     if response.isclosed():
         return
     try:
-        if connection.sock is not None:
-            connection.sock.settimeout(min(1.0, connection.timeout or 1.0))
+        _set_read_timeout(connection, response, min(END_WAIT, connection.timeout or END_WAIT))
         response.read()
     except Exception:  # noqa: BLE001 - the reply is complete; only the connection cannot be used again
         connection.close()
