@@ -38,7 +38,8 @@ Two more services, for AutoGPT's memory and tools (they never take a scripted ch
 And the questions a client asks about the context window (they never take a scripted chat reply either):
 ``GET /v1/models`` (vLLM), ``GET /props`` (llama.cpp's server), ``POST /api/show`` (Ollama). Each path answers what
 ``window_answers[path]`` holds (a dict, HTTPError, Malformed or Slow, as chat replies; by default HTTP 404, as a
-server without it). Requests (``(method, path, json)``) are in ``window_requests``.
+server without it). Requests (``(method, path, json)``) are in ``window_requests``, their headers in
+``window_headers``.
 """
 from __future__ import annotations
 
@@ -338,6 +339,7 @@ class LoopbackLLMServer:
         self.wiki_held = 0
         self.window_answers: Dict[str, Any] = {}
         self.window_requests: List[tuple] = []
+        self.window_headers: List[Dict[str, str]] = []
         self.errors: List[str] = []
         self.unexpected_calls = 0
         self._httpd = _Server((host, 0), _Handler)
@@ -589,6 +591,7 @@ class LoopbackLLMServer:
     def _serve_window_question(self, handler: _Handler, method: str, path: str, body: Any) -> None:
         with self._lock:
             self.window_requests.append((method, path, body))
+            self.window_headers.append(_Headers((k.lower(), v) for k, v in handler.headers.items()))
             answer = self.window_answers.get(path)
         if answer is None:
             answer = HTTPError(404, f"loopback server: no {path} here")

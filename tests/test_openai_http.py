@@ -419,3 +419,36 @@ def test_a_refused_connection_is_not_retried_and_names_the_url(loopback_llm):
     assert message.startswith(f"Asker: the LLM call failed: cannot connect to the LLM server: nothing is listening "
                               f"at {dead} (connection refused)"), message
     assert error.value.info.retryable is False and "failed 6 times" not in message
+
+
+# ~~~ A user and password in the API base ~~~
+def test_a_user_and_password_in_the_api_base_are_sent_as_basic_authentication_in_place_of_the_key():
+    import base64
+
+    with LoopbackLLMServer(["hello"]) as server:
+        host = server.url.split("://", 1)[1]
+        request = plan_request(params(api_base=f"http://alice:p%40ss-w0rd@{host}"))
+        assert "alice" not in request.url and "w0rd" not in request.url, "the URL asked holds no credentials"
+        assert openai_http.complete(request)["choices"][0]["message"]["content"] == "hello"
+        sent = server.requests[0]["headers"]["authorization"]
+    assert sent == "Basic " + base64.b64encode(b"alice:p@ss-w0rd").decode(), "decoded, and the key not sent"
+
+
+@pytest.mark.parametrize("transport", ["auto", "litellm"])
+def test_a_401_to_credentials_in_the_api_base_blames_them_not_the_api_key(transport, quiet_console):
+    from aiflows.backends.api_info import ApiInfo
+
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+    from aiflows_jarvis.CoreFlowModule import LLMCallError
+
+    with LoopbackLLMServer([HTTPError(401, "Unauthorized")]) as server:
+        api_base = server.url.replace("http://", "http://alice:pw-Hj4kL9mN2bV8@")
+        set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base)]))
+        chat = ChatAtomicFlow.instantiate_from_default_config(
+            name="Asker", backend={"transport": transport, "model_name": {"openai": "openai/local-model"}})
+        with pytest.raises(LLMCallError) as caught:
+            chat.call({"query": "hi"})
+        assert server.requests[0]["headers"]["authorization"].startswith("Basic "), transport
+    message = str(caught.value)
+    assert "the user name and password in the API base URL" in message and "API key" not in message, message
+    assert "pw-Hj4kL9mN2bV8" not in message

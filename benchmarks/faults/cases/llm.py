@@ -129,6 +129,28 @@ def unauthorized(ctx):
     ctx.expect(len(server.requests) == 1, f"{len(server.requests)} requests: a 401 was retried")
 
 
+@case("llm_outage", "api_base_with_user_and_password", handled="--api-base http://alice:PASSWORD@host: every request "
+      "carries them as HTTP Basic authentication (the key is not sent), exit 0; a 401 then is not retried and blames "
+      "the user name and password, not the API key; the password is never shown",
+      lost="an earlier run's files or this run's run file are lost")
+def api_base_with_user_and_password(ctx):
+    import base64
+
+    password = "pw-Fault5Basic9Auth"
+    basic = "Basic " + base64.b64encode(f"alice:{password}".encode()).decode()
+    with LoopbackLLMServer(replies=short_run() + [HTTPError(401, "Unauthorized")]) as server:
+        api_base = server.url.replace("http://", f"http://alice:{password}@")
+        done = jarvis(ctx, "--api-base", api_base, "--yes", GOAL, env={"OPENAI_API_KEY": "sk-proj-not-for-the-proxy"})
+        handled_exit(ctx, done, [0], says=["final answer"], not_says=[password])
+        sent = {request["headers"].get("authorization") for request in server.requests}
+        ctx.expect(sent == {basic}, f"the requests carried {sorted(map(str, sent))[:3]}, not Basic alice:PASSWORD")
+        refused = jarvis(ctx, "--api-base", api_base, "--yes", "Another goal.")
+        handled_exit(ctx, refused, [1, 2], says=["refused the user name and password"],
+                     not_says=[password, "Check the API key"])
+        ctx.expect(len(server.requests) == 4, f"{len(server.requests)} requests: the 401 was retried")
+    memory_whole(ctx, ctx.path("memory"), run_file=True)
+
+
 @case("llm_outage", "429_retry_after", slow=True, handled="exit 0: a 429 with Retry-After: 1 is waited for and "
       "retried", lost="an earlier run's files or this run's run file are lost")
 def rate_limited(ctx):

@@ -13,6 +13,7 @@ providers, parameters only litellm understands, an HTTP proxy set in the environ
 """
 from __future__ import annotations
 
+import base64
 import functools
 import http.client
 import json
@@ -20,7 +21,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from aiflows_jarvis.CoreFlowModule.errors import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
@@ -85,7 +86,11 @@ class HTTPResponseInfo:
 
 
 class APIStatusError(OpenAIHTTPError):
-    """The server answered with an HTTP error status; ``message`` is its body (JSON when the server sent JSON)."""
+    """The server answered with an HTTP error status; ``message`` is its body (JSON when the server sent JSON).
+    ``sent_credentials``: the request carried the API base's user and password, not the API key (``llm_errors``
+    then blames them for a 401)."""
+
+    sent_credentials: bool = False
 
     def __init__(self, message: str, status_code: int, response: HTTPResponseInfo):
         super().__init__(message)
@@ -110,14 +115,36 @@ def status_error(status: int, headers: Any, body: str, url: str = "") -> APIStat
 # ~~~ Which requests go directly ~~~
 @dataclass
 class DirectRequest:
-    url: str
+    url: str  # without the user part of the API base (see ``credentials``)
     api_key: Optional[str]
     body: Dict[str, Any]
     timeout: float
+    credentials: Optional[Tuple[str, str]] = None  # the API base's user and password (see ``authorization``)
 
     @property
     def stream(self) -> bool:
         return bool(self.body.get("stream"))
+
+
+def split_credentials(url: str) -> Tuple[str, Optional[Tuple[str, str]]]:
+    """``url`` without its user part, and that part's user name and password, percent-decoded ("" for one it does
+    not name), or None when it has none: ``http://alice:p%40ss@host/v1`` -> ``("http://host/v1", ("alice", "p@ss"))``.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=host)), (unquote(user), unquote(password))
+
+
+def authorization(api_key: Optional[str], credentials: Optional[Tuple[str, str]] = None) -> Optional[str]:
+    """The ``Authorization`` header of a request: HTTP Basic authentication with the user and password of the API
+    base when it has them (a proxy in front of a local server wants them, and no key), else the API key as a bearer
+    token. One header holds one or the other: the key is then not sent, as httpx does for litellm's requests."""
+    if credentials is not None:
+        return "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode("utf-8")).decode("ascii")
+    return f"Bearer {api_key}" if api_key else None
 
 
 def _proxied(url: str) -> bool:
@@ -164,6 +191,7 @@ def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
     api_base = str(api_base).rstrip("/")
     if urlsplit(api_base).scheme not in ("http", "https") or not urlsplit(api_base).hostname:
         return None  # not a URL this transport can reach: litellm says what is wrong with it
+    api_base, credentials = split_credentials(api_base)
     url = f"{api_base}/chat/completions"
     if _proxied(url):
         return None
@@ -173,7 +201,7 @@ def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
                  if key in BODY_PARAMS and value is not None and not (isinstance(value, (str, list, dict)) and not value)})
     timeout = params.get("request_timeout") or DEFAULT_TIMEOUT  # litellm 1.0.0 ignores `timeout` too
     api_key = params.get("api_key") or os.environ.get("OPENAI_API_KEY")
-    return DirectRequest(url, str(api_key) if api_key else None, body, float(timeout))
+    return DirectRequest(url, str(api_key) if api_key else None, body, float(timeout), credentials)
 
 
 # ~~~ Connections ~~~
@@ -246,8 +274,9 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
     payload = json.dumps(request.body, ensure_ascii=False).encode("utf-8")  # lone surrogates: UnicodeEncodeError
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if request.stream
                else "application/json", "User-Agent": "aiflows-jarvis"}
-    if request.api_key:
-        headers["Authorization"] = f"Bearer {request.api_key}"
+    auth = authorization(request.api_key, request.credentials)
+    if auth:
+        headers["Authorization"] = auth
     for attempt in (1, 2):
         connection, reused = _connection(request.url, request.timeout)
         try:
@@ -275,7 +304,9 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
             raw = b""
         connection.close()
         # a redirect (3xx) is not followed: the request carries the API key (llm_errors says where it points)
-        raise status_error(response.status, response.headers, raw.decode("utf-8", "replace"), request.url)
+        error = status_error(response.status, response.headers, raw.decode("utf-8", "replace"), request.url)
+        error.sent_credentials = request.credentials is not None
+        raise error
     return connection, response
 
 

@@ -257,6 +257,17 @@ def redirect_reason(status: int, location: Optional[str], provider: Provider = N
             f"send the API key to another address. {advice[0].upper()}{advice[1:]}")
 
 
+def _sent_url_credentials(error: BaseException, provider: Provider = None) -> bool:
+    """Whether the request carried the user and password of the API base (HTTP Basic authentication, sent in place
+    of the API key by Jarvis's transport and by litellm's httpx alike), not the key."""
+    if any(getattr(e, "sent_credentials", False) is True for e in _chain(error)):
+        return True
+    try:
+        return "@" in urlsplit(_api_base(provider)).netloc
+    except ValueError:
+        return False
+
+
 def _refused(error: BaseException) -> bool:
     """The connection was refused: nothing listens at that host and port, and asking again will not change that."""
     for e in _chain(error):
@@ -286,6 +297,11 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
     if names & _TIMEOUTS:  # before the status: litellm gives its Timeout a status_code of 408
         return info(True, own or "the request timed out", "timeout")
     if status is not None:
+        if status in (401,) and _sent_url_credentials(error, provider):
+            return info(False, f"authentication failed (HTTP 401){suffix}. The server refused the user name and "
+                               "password in the API base URL (http://USER:PASSWORD@host/..., sent as HTTP Basic "
+                               "authentication): check them (with --resume the password comes from "
+                               "JARVIS_API_BASE_PASSWORD)", "auth")
         if status in (401,):
             return info(False, f"authentication failed (HTTP 401){suffix}. Check the API key "
                                "(OPENAI_API_KEY, or AZURE_API_KEY for Azure)", "auth")
