@@ -14,6 +14,7 @@ from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
 from test_cli import DEMO, RUN_JARVIS
 from aiflows_jarvis.ChatFlowModule import Transcript
+from aiflows_jarvis.CoreFlowModule import get_console
 from aiflows_jarvis.CoreFlowModule.redaction import (
     known_secret_names,
     redact,
@@ -181,3 +182,39 @@ def test_each_file_a_run_writes_redacts_what_reached_it_another_way(tmp_path):
     assert all("[redacted: OPENAI_API_KEY]" in (tmp_path / name).read_text()
                for name in ("logs.txt", "trace.jsonl", "record.jsonl"))
     assert esc(f"<{KEY}>") == "&lt;[redacted: OPENAI_API_KEY]&gt;"
+
+
+# ~~~ The console ~~~
+def test_what_the_console_shows_is_redacted_however_it_is_cut_into_lines():
+    import io
+
+    from aiflows_jarvis.CoreFlowModule import Console
+
+    remember_secret("OPENAI_API_KEY", KEY)
+    out = io.StringIO()
+    console = Console(stream=out, color=False, width=30)  # lines cut at 30 columns: the key would be cut in two
+    console.line("warning", f"Asker: Incorrect API key provided: {KEY}; retrying")
+    console.show("error", f"The server said: {KEY}", f"body: {KEY}")
+    console.step("Jarvis", "run_code", {"code": f"print('{KEY}')"})
+    console.write(f"\x1b[1m{KEY[:10]}\x1b[0m{KEY[10:]}")  # joined again once its escape sequences are gone
+    shown = "".join(out.getvalue().split())  # the lines joined again
+    assert KEY not in shown and KEY[:10] not in shown
+    assert shown.count("[redacted:OPENAI_API_KEY]") == 5, out.getvalue()
+
+
+def test_a_server_error_holding_the_key_is_shown_redacted(quiet_console):
+    from aiflows.backends.api_info import ApiInfo
+
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+    from aiflows_jarvis.CoreFlowModule import LLMCallError
+    from loopback_llm import HTTPError
+
+    with LoopbackLLMServer([HTTPError(500, f"bad request with key {KEY}"),
+                            HTTPError(401, f"Incorrect API key provided: {KEY}")]) as server:
+        set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=KEY, api_base=server.url)]))
+        chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker", retry={"initial_delay": 0.01})
+        with pytest.raises(LLMCallError) as caught:
+            chat.call({"query": "hi"})
+    get_console().line("error", str(caught.value))  # as the command line ends a run
+    assert "retrying" in quiet_console.text and "[redacted: OPENAI_API_KEY]" in quiet_console.text
+    assert KEY not in quiet_console.text

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 from ..harness import case
-from ..support import GOAL, LoopbackLLMServer, coder_run, handled_exit, jarvis, memory_whole, read
+from ..support import (
+    GOAL, HTTPError, LoopbackLLMServer, coder_run, fast_retry_config, handled_exit, jarvis, memory_whole, read,
+)
 from test_redaction import files_holding  # noqa: E402  (tests/ is on the path, as for support)
 
 KEY = "sk-proj-Fault7Suite3Key9Zq8XbW3nK2"
@@ -48,4 +50,18 @@ def api_base_with_a_password(ctx):
                                                    f"{run_file[:300]}")
     resumed = jarvis(ctx, "--resume", yes=False)
     handled_exit(ctx, resumed, [2], says=["JARVIS_API_BASE_PASSWORD"])
+    memory_whole(ctx, ctx.path("memory"), goal=GOAL, run_file=True)
+
+
+@case("llm_outage", "server_error_holding_the_key", handled="exit 1 or 2: a 5xx then a 401 whose messages hold the "
+      "OpenAI key are shown (the retry line, the last error) with it as [redacted: OPENAI_API_KEY]; it is in no file",
+      lost="a memory file is missing or corrupted")
+def server_error_holding_the_key(ctx):
+    config = fast_retry_config(ctx)
+    replies = [HTTPError(503, f"upstream refused the key {KEY}"), HTTPError(401, f"Incorrect API key provided: {KEY}")]
+    with LoopbackLLMServer(replies=replies) as server:
+        done = jarvis(ctx, "--config", config, GOAL, server=server, env={"OPENAI_API_KEY": KEY})
+    handled_exit(ctx, done, [1, 2], says=["retrying", "[redacted: OPENAI_API_KEY]"], not_says=[KEY])
+    leaked = files_holding(ctx.folder, KEY)
+    ctx.expect(not leaked, f"the key is written in {', '.join(leaked)}")
     memory_whole(ctx, ctx.path("memory"), goal=GOAL, run_file=True)
