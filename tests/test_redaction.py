@@ -218,3 +218,75 @@ def test_a_server_error_holding_the_key_is_shown_redacted(quiet_console):
     get_console().line("error", str(caught.value))  # as the command line ends a run
     assert "retrying" in quiet_console.text and "[redacted: OPENAI_API_KEY]" in quiet_console.text
     assert KEY not in quiet_console.text
+
+
+# ~~~ A password in a URL of the goal ~~~
+GOAL_URL = "https://bob:s3cret@example.com/data.csv"
+GOAL_WITH_PASSWORD = f"Download the prices from {GOAL_URL} and say the last one."
+
+
+def test_a_password_in_a_url_of_the_goal_reaches_the_llm_but_no_file_and_resume_takes_it_from_the_environment(
+        tmp_path):
+    from fakes import command
+
+    work = tmp_path / "work"
+    work.mkdir()
+    replies = ["1. Download the file and read its last price.", command("final_answer", answer="42"),
+               command("finish", summary="done")]
+    with LoopbackLLMServer(replies=replies) as server:
+        done = _jarvis(work, "--api-base", server.url, "--yes", "--max-calls", "1", "--trace", "trace.jsonl",
+                       "--record", "record.jsonl", GOAL_WITH_PASSWORD)
+        assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-2000:]
+        assert GOAL_URL in json.dumps(server.requests[0]["json"]), "the LLM needs it"
+        warnings = [line for line in done.stdout.splitlines() if "JARVIS_GOAL_PASSWORD" in line]
+        assert len(warnings) == 1 and "https://bob@example.com/data.csv" in warnings[0], done.stdout[:3000]
+        assert "s3cret" not in done.stdout + done.stderr, "the console shows it redacted"
+        assert files_holding(work, "bob:s3cret") == []
+        assert "[redacted: password in the goal]" in (work / "trace.jsonl").read_text()
+        assert "[redacted: password in the goal]" in (work / "record.jsonl").read_text()
+        run_file = json.loads((work / "memory" / "jarvis_run.json").read_text())
+        assert run_file["goal"] == GOAL_WITH_PASSWORD.replace(GOAL_URL, "https://bob@example.com/data.csv")
+        assert run_file["goal_passwords"] == ["https://bob@example.com/data.csv"]
+
+        refused = _jarvis(work, "--api-base", server.url, "--resume")
+        assert refused.returncode == 2 and "JARVIS_GOAL_PASSWORD" in refused.stdout + refused.stderr, \
+            refused.stdout[-2000:] + refused.stderr[-2000:]
+        assert len(server.requests) == 1
+        resumed = _jarvis(work, "--api-base", server.url, "--resume", "--max-calls", "1",
+                          env_extra={"JARVIS_GOAL_PASSWORD": "s3cret"})
+        assert resumed.returncode == 3, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+        assert len(server.requests) == 2 and GOAL_URL in json.dumps(server.requests[1]["json"])
+        assert "was stopped during this task and is resumed" in json.dumps(server.requests[1]["json"]), \
+            "the same task, resumed"
+    assert files_holding(work, "bob:s3cret") == []
+
+
+def test_the_goal_given_again_with_its_password_resumes_the_run():
+    from types import SimpleNamespace
+
+    from aiflows_jarvis.app.jarvis import JARVIS
+    from aiflows_jarvis.app.resume import RESUMED, apply_previous
+
+    previous = {"goal": GOAL_WITH_PASSWORD.replace(GOAL_URL, "https://bob@example.com/data.csv"),
+                "goal_passwords": ["https://bob@example.com/data.csv"]}
+    args = SimpleNamespace(goal=GOAL_WITH_PASSWORD, yes=None, **{name: None for name in RESUMED + JARVIS.resumed})
+    apply_previous(JARVIS, args, previous, "memory")
+    assert args.goal == GOAL_WITH_PASSWORD
+
+
+def test_a_password_of_the_goal_is_shown_redacted_in_its_url_but_sent_to_the_llm():
+    from aiflows_jarvis.app.launcher import remember_goal_passwords
+
+    token = "ghp_0123456789abcdefghij0123"
+    goal = f"{GOAL_WITH_PASSWORD} Then push to https://{token}@github.com/bob/prices.git."
+    assert remember_goal_passwords(goal) == ["https://bob@example.com/data.csv", "https://github.com/bob/prices.git"]
+    assert redact(goal) == ("Download the prices from https://bob:[redacted: password in the goal]@example.com/data.csv"
+                            " and say the last one. Then push to https://[redacted: password in the goal]@github.com/"
+                            "bob/prices.git.")
+    assert redact(goal, outgoing=True) is goal and redact_data([{"content": goal}], outgoing=True)[0]["content"] == goal
+    assert json.dumps(goal)[1:-1] not in redact(json.dumps({"goal": goal})) and "s3cret" not in redact(json.dumps(goal))
+    assert remember_goal_passwords("x" * 1_000_000 + "://" + "y" * 1_000_000 + "@") == [], "linear in a long goal"
+    remember_secret("JARVIS_GOAL_PASSWORD", PASSWORD)  # as the environment of --resume makes it known first
+    resumed = f"Read https://bob:{PASSWORD}@example.com/x.csv"
+    remember_goal_passwords(resumed)
+    assert redact(resumed, outgoing=True) == resumed and PASSWORD not in redact(resumed)

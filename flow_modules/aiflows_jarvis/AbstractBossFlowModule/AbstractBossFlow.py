@@ -16,6 +16,7 @@ from aiflows_jarvis.CoreFlowModule.memory import (
     memory_path,
     read_text,
 )
+from aiflows_jarvis.CoreFlowModule.redaction import redact
 
 
 def task_record_path(logs: str) -> str:
@@ -111,7 +112,7 @@ class AbstractBossFlow(LeanSequentialFlow):
         logs = memory_files["logs"]
         record = read_task_record(logs)
         note = str(self.flow_config.get("resume_note") or "").strip()
-        interrupted = bool(record) and same_goal(record.get("goal"), goal)
+        interrupted = bool(record) and same_goal(record.get("goal"), redact(goal))  # kept redacted
         if run_resumed and (interrupted or self.flow_config.get("resume")):
             if not interrupted:
                 record = self._new_record(memory_files, goal)
@@ -121,14 +122,14 @@ class AbstractBossFlow(LeanSequentialFlow):
             text = " ".join(part for part in (f"The run was stopped during this task and is resumed here.{own}",
                                               note, updates) if part)
             append_log_entry(logs, "resume", {"goal": goal}, text)
-            atomic_write(task_record_path(logs), json.dumps(record))
+            atomic_write(task_record_path(logs), redact(json.dumps(record)))
             return True
         if last_log_number(logs) > 0:
             text = "A new task starts here; the entries above belong to earlier tasks."
             if run_resumed:
                 text += f" The run was stopped and resumed before this task. {note}".rstrip()
             append_log_entry(logs, "new_task", {"goal": goal}, text)
-        atomic_write(task_record_path(logs), json.dumps(self._new_record(memory_files, goal)))
+        atomic_write(task_record_path(logs), redact(json.dumps(self._new_record(memory_files, goal))))
         return False
 
     def _new_record(self, memory_files: Dict[str, str], goal: str) -> Dict[str, Any]:
