@@ -19,6 +19,9 @@ from aiflows_jarvis.CoreFlowModule.memory import (
 from aiflows_jarvis.CoreFlowModule.redaction import redact
 
 
+GOAL_LINES = 10  # a longer goal is shown folded (its first lines, and how much more there is)
+
+
 def task_record_path(logs: str) -> str:
     """The file where a boss keeps the task it is working on, beside its log: ``logs_coder.txt`` ->
     ``.logs_coder.task.json``. It exists while a task is under way (a task stopped by Ctrl+C, a budget or an error
@@ -90,7 +93,7 @@ class AbstractBossFlow(LeanSequentialFlow):
             return {"summary": f"{self.flow_config['name']} was called without a goal.", "result": "",
                     "status": "stopped: no goal was given"}
         if not current_flow_path().count("/"):  # the top boss; a boss below is given its goal in a step line
-            get_console().show("flow", f"{self.flow_config['name']}'s goal:", goal)
+            get_console().show("flow", f"{self.flow_config['name']}'s goal:", goal, folded=GOAL_LINES)
         run_resumed = bool(self.flow_config.get("resume")) or self._run_resumed
         self._run_resumed = False  # only the first task after a resume can be the interrupted one
         if self.flow_config.get("resume"):

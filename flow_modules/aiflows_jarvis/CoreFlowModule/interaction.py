@@ -157,18 +157,24 @@ def fold(text: str, width: Optional[int], lines: int = _FOLD_LINES) -> List[str]
     """``text`` as at most ``lines`` lines of ``width`` characters (its own line breaks kept, as real breaks), and a
     last line saying how much was left out (``... 412 more characters, 9 more lines``); whole when it fits."""
     width = max(20, width or 100)
+    cap = (lines + 1) * width  # what of one line can be shown: the rest is not wrapped (a line of megabytes)
     out: List[str] = []
     source = text.split("\n")
+
+    def folded(more_lines: int) -> List[str]:
+        left = len(text) - len("\n".join(out[:lines]))
+        tail = f", {more_lines} more line{'s' if more_lines != 1 else ''}" if more_lines > 1 else ""
+        return out[:lines] + [f"... {left} more characters{tail}"]
+
     for i, line in enumerate(source):
-        pieces = _wrap_words(line, width) if line.strip() else [line]
-        for k, piece in enumerate(pieces):
+        head = line[:cap]
+        pieces = _wrap_words(head, width) if head.strip() else [head]
+        for piece in pieces:
             out.append(piece)
             if len(out) > lines:
-                shown = "\n".join(out[:lines])
-                left = len(text) - len(shown)
-                more_lines = len(source) - i - 1 + (1 if k < len(pieces) else 0)
-                tail = f", {more_lines} more line{'s' if more_lines != 1 else ''}" if more_lines > 1 else ""
-                return out[:lines] + [f"... {left} more characters{tail}"]
+                return folded(len(source) - i)
+        if len(head) < len(line):  # more of this line than can be shown
+            return folded(len(source) - i)
     return out
 
 
@@ -380,16 +386,23 @@ class Console:
             return text
         return f"{_STYLES.get(role, '')}{text}{colorama.Style.RESET_ALL}"
 
-    def show(self, role: str, title: str, body: Optional[str] = None) -> None:
-        """A titled block: ``title`` on its own line, then ``body`` indented (if any)."""
+    def show(self, role: str, title: str, body: Optional[str] = None, folded: Optional[int] = None) -> None:
+        """A titled block: ``title`` on its own line, then ``body`` indented (if any); with ``folded``, a body longer
+        than that many lines is folded as a long argument is (``fold``: a goal of a megabyte)."""
         width = self.width
         title = shown_text(title)
         self._remember(title)
         lines = [self.style(role, piece) for piece in self._fit(title, width)]
         if body:
             text = shown_text(body).rstrip("\n")  # before splitting: a carriage return becomes a line of its own
-            self._remember(text)
-            lines.extend(self._render_body(role, text, width))
+            pieces = fold(text, (width - len(self._indent) - 4) if width else None, folded) if folded else None
+            if pieces is not None and len(pieces) > folded:
+                indent = self._indent + "    "
+                lines.extend(indent + self.style(role if role != "flow" else "result", piece) for piece in pieces[:-1])
+                lines.append(indent + self.style("info", pieces[-1]))
+            else:
+                self._remember(text)
+                lines.extend(self._render_body(role, text, width))
         self._emit("\n".join(lines) + "\n")
 
     def _fit(self, text: str, width: Optional[int]) -> List[str]:
