@@ -15,6 +15,10 @@ Replies are served first in, first out. A reply is one of:
 * ``Malformed(body)``: status 200 (by default) with that raw body;
 * ``Slow(seconds, reply)``: waits, then serves ``reply`` (any kind); ``close()`` cuts the wait short;
   ``Slow(None, reply)`` waits for ``close()`` alone: a reply that must not come however slow the machine is;
+* ``Cut(content, after, ...)``: a streamed reply without its end (for a request with ``"stream": true``): the
+  first ``after`` pieces of ``content``, then the connection closed, plain or chunked, with no finish_reason and no
+  ``data: [DONE]``; or (``finish=True``) every piece and the finish_reason, no ``[DONE]``, the connection closed or
+  held open (``hold=True``) until the client closes it;
 * a ``dict``: sent as the JSON body, status 200, as is;
 * a callable ``(request_json) -> reply``: called with the parsed request body; its result is served.
 
@@ -34,7 +38,8 @@ Two more services, for AutoGPT's memory and tools (they never take a scripted ch
 And the questions a client asks about the context window (they never take a scripted chat reply either):
 ``GET /v1/models`` (vLLM), ``GET /props`` (llama.cpp's server), ``POST /api/show`` (Ollama). Each path answers what
 ``window_answers[path]`` holds (a dict, HTTPError, Malformed or Slow, as chat replies; by default HTTP 404, as a
-server without it). Requests (``(method, path, json)``) are in ``window_requests``.
+server without it). Requests (``(method, path, json)``) are in ``window_requests``, their headers in
+``window_headers``.
 """
 from __future__ import annotations
 
@@ -54,6 +59,7 @@ __all__ = [
     "HTTPError",
     "Malformed",
     "Slow",
+    "Cut",
     "completion_json",
     "chunk_json",
     "stream_pieces",
@@ -163,6 +169,28 @@ class Slow:
         return f"Slow({self.seconds}, {self.reply!r})"
 
 
+class Cut:
+    """Scripted streamed reply that ends without its end: see the module.
+
+    content: the reply's text, cut into pieces as ``stream_pieces`` cuts it.
+    after: how many pieces are sent before the connection is closed (ignored with ``finish``).
+    chunked: the body is sent with ``Transfer-Encoding: chunked`` (HTTP/1.1) and dropped without its last chunk;
+        else it is a plain body that ends where the connection closes.
+    finish: every piece is sent, then the last chunk with ``finish_reason: stop``, never ``data: [DONE]``.
+    hold: after the last event, the connection is held open (nothing more sent) until the client closes it or the
+        server is closed.
+    """
+
+    def __init__(self, content: str, after: int = 0, chunked: bool = False, finish: bool = False,
+                 hold: bool = False):
+        self.content, self.after = content, int(after)
+        self.chunked, self.finish, self.hold = chunked, finish, hold
+
+    def __repr__(self) -> str:
+        return (f"Cut({self.content[:40]!r}, after={self.after}, chunked={self.chunked}, finish={self.finish}, "
+                f"hold={self.hold})")
+
+
 def _rough_tokens(text: str) -> int:
     return max(1, len(re.findall(r"\w+|[^\w\s]", text or ""))) if text else 0
 
@@ -265,14 +293,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    def _send_stream(self, events: Iterable[bytes]):
+    def _send_stream(self, events: Iterable[bytes], chunked: bool = False):
         try:
+            if chunked:  # HTTP/1.1 for this answer alone: the connection is closed after it all the same
+                self.protocol_version = "HTTP/1.1"
+                self.close_connection = True
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for event in events:
-                self.wfile.write(event)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event) if chunked else event)
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
@@ -306,6 +339,7 @@ class LoopbackLLMServer:
         self.wiki_held = 0
         self.window_answers: Dict[str, Any] = {}
         self.window_requests: List[tuple] = []
+        self.window_headers: List[Dict[str, str]] = []
         self.errors: List[str] = []
         self.unexpected_calls = 0
         self._httpd = _Server((host, 0), _Handler)
@@ -459,7 +493,7 @@ class LoopbackLLMServer:
                 if self._stop.wait(reply.seconds):
                     raise _Interrupted()
                 reply = reply.reply
-            elif callable(reply) and not isinstance(reply, (str, bytes, dict, HTTPError, Malformed)):
+            elif callable(reply) and not isinstance(reply, (str, bytes, dict, HTTPError, Malformed, Cut)):
                 try:
                     reply = reply(body)
                 except Exception as e:  # a broken test callback should fail loudly, not hang the client
@@ -470,7 +504,19 @@ class LoopbackLLMServer:
             else:
                 break
 
-        if isinstance(reply, str):
+        if isinstance(reply, Cut):
+            if not stream:
+                message = f"loopback server: {reply!r} is a streamed reply, asked without stream: true"
+                self._record_error(message)
+                handler._send(500, HTTPError(500, message).body())
+                return
+            events = list(self._sse_events(reply.content, model))[:-1]  # never data: [DONE]
+            # the role chunk, then the pieces (and with `finish` the chunk with the finish_reason)
+            handler._send_stream(events if reply.finish else events[:1 + reply.after], chunked=reply.chunked)
+            if reply.hold:
+                self._hold(handler)
+            self._drop(handler)
+        elif isinstance(reply, str):
             if stream:
                 handler._send_stream(self._sse_events(reply, model))
             else:
@@ -483,9 +529,39 @@ class LoopbackLLMServer:
         elif isinstance(reply, dict):
             handler._send(200, json.dumps(reply).encode("utf-8"))
         else:
-            message = f"loopback server: unsupported scripted reply {reply!r} (use str, HTTPError, Malformed, Slow, dict or a callable)"
+            message = (f"loopback server: unsupported scripted reply {reply!r} (use str, HTTPError, Malformed, Slow, "
+                       "Cut, dict or a callable)")
             self._record_error(message)
             handler._send(500, HTTPError(500, message).body())
+
+    def _hold(self, handler: _Handler) -> None:
+        """Send nothing more until the client closes the connection (or the server is closed)."""
+        import select
+        import socket
+
+        connection = handler.connection
+        while not self._stop.is_set():
+            readable, _, _ = select.select([connection], [], [], 0.05)
+            if not readable:
+                continue
+            try:
+                if connection.recv(1, socket.MSG_PEEK) == b"":
+                    return
+            except OSError:
+                return
+
+    @staticmethod
+    def _drop(handler: _Handler) -> None:
+        """Close the connection as a server that stops mid-reply does: its end of the body sent (FIN), and no chunked
+        body's last chunk."""
+        import socket
+
+        handler.close_connection = True
+        try:
+            handler.wfile.flush()
+            handler.connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def _serve_embeddings(self, handler: _Handler, body: Any) -> None:
         with self._lock:
@@ -515,6 +591,7 @@ class LoopbackLLMServer:
     def _serve_window_question(self, handler: _Handler, method: str, path: str, body: Any) -> None:
         with self._lock:
             self.window_requests.append((method, path, body))
+            self.window_headers.append(_Headers((k.lower(), v) for k, v in handler.headers.items()))
             answer = self.window_answers.get(path)
         if answer is None:
             answer = HTTPError(404, f"loopback server: no {path} here")

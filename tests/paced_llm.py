@@ -9,8 +9,10 @@ a request whose client went away is handled as they handle it: a streamed one st
         ... api_base=server.url ...
         assert server.started == 1 and server.cancelled == 0
 
-Scripted replies are served in order (the last one again when they run out); each is a ``str`` or a ``Stall(text,
-after)``: the first ``after`` tokens of ``text``, then nothing (the connection held open) until the client closes it.
+Scripted replies are served in order (the last one again when they run out); each is a ``str``, a ``Stall(text,
+after)``: the first ``after`` tokens of ``text``, then nothing (the connection held open) until the client closes it,
+or a ``Drop(text, after, chunked)``: the first ``after`` tokens, then the connection closed by the server (a plain body,
+or a chunked one without its last chunk), with no finish_reason and no ``data: [DONE]``.
 ``streams=False``: a server that answers ``stream: true`` with one whole completion. A token is a word with the
 space before it.
 """
@@ -26,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-__all__ = ["PacedLLMServer", "Stall", "Generation"]
+__all__ = ["PacedLLMServer", "Stall", "Drop", "Generation"]
 
 
 @dataclass
@@ -35,6 +37,16 @@ class Stall:
 
     text: str
     after: int
+
+
+@dataclass
+class Drop:
+    """A reply whose connection the server closes after ``after`` tokens (``chunked``: a chunked body, dropped
+    without its last chunk), as a server that crashes or a proxy that gives up mid-reply."""
+
+    text: str
+    after: int
+    chunked: bool = False
 
 
 @dataclass
@@ -157,7 +169,9 @@ class PacedLLMServer:
     def _generate(self, handler: _Handler, body: Dict[str, Any]) -> None:
         reply = self._next_reply()
         stall = reply.after if isinstance(reply, Stall) else None
-        text = reply.text if isinstance(reply, Stall) else str(reply)
+        drop = reply.after if isinstance(reply, Drop) else None
+        chunked = isinstance(reply, Drop) and reply.chunked
+        text = reply.text if isinstance(reply, (Stall, Drop)) else str(reply)
         tokens = _tokens(text)
         if body.get("max_tokens"):
             tokens = tokens[:int(body["max_tokens"])]
@@ -179,10 +193,13 @@ class PacedLLMServer:
                                  "total_tokens": 10 + len(tokens)}}
             generation.delivered = self._write(handler, json.dumps(payload).encode(), "application/json", length=True)
             return
-        if not self._write(handler, b"", "text/event-stream"):
+        if not self._write(handler, b"", "text/event-stream", chunked=chunked):
             generation.cancelled = True
             return
         for number, token in enumerate(tokens):
+            if drop is not None and number >= drop:  # the server goes away mid-reply
+                self._drop(handler)
+                return
             if stall is not None and number >= stall:
                 while not self._stop.is_set():  # nothing more, until the client closes the connection
                     if self._client_gone(handler.connection):
@@ -193,7 +210,7 @@ class PacedLLMServer:
                 return
             chunk = {"id": "chatcmpl-paced", "object": "chat.completion.chunk", "model": model,
                      "choices": [{"index": 0, "delta": {"content": token}, "finish_reason": None}]}
-            if not self._event(handler, chunk):
+            if not self._event(handler, chunk, chunked):
                 generation.cancelled = True  # llama.cpp's server: a closed connection stops the generation
                 return
             generation.tokens += 1
@@ -218,12 +235,26 @@ class PacedLLMServer:
             return True
 
     @staticmethod
-    def _write(handler: _Handler, data: bytes, content_type: str, length: bool = False) -> bool:
+    def _drop(handler: _Handler) -> None:
+        handler.close_connection = True
         try:
+            handler.wfile.flush()
+            handler.connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    @staticmethod
+    def _write(handler: _Handler, data: bytes, content_type: str, length: bool = False, chunked: bool = False) -> bool:
+        try:
+            if chunked:  # HTTP/1.1 for this answer alone
+                handler.protocol_version = "HTTP/1.1"
+                handler.close_connection = True
             handler.send_response(200)
             handler.send_header("Content-Type", content_type)
             if length:
                 handler.send_header("Content-Length", str(len(data)))
+            if chunked:
+                handler.send_header("Transfer-Encoding", "chunked")
             handler.end_headers()
             handler.wfile.write(data)
             handler.wfile.flush()
@@ -231,8 +262,9 @@ class PacedLLMServer:
         except OSError:
             return False
 
-    def _event(self, handler: _Handler, chunk: Dict[str, Any]) -> bool:
-        return self._raw(handler, b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    def _event(self, handler: _Handler, chunk: Dict[str, Any], chunked: bool = False) -> bool:
+        data = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        return self._raw(handler, b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
 
     @staticmethod
     def _raw(handler: _Handler, data: bytes) -> bool:

@@ -2,6 +2,7 @@
 (vLLM's /v1/models, llama.cpp's /props, Ollama's /api/show), else litellm's map, else an assumed one said once."""
 from __future__ import annotations
 
+import base64
 import logging
 import re
 
@@ -218,9 +219,11 @@ def test_litellm_ollama_names_are_asked_by_the_name_ollama_knows(loopback):
     assert loopback.window_requests[-1] == ("POST", "/api/show", {"model": "llama3:8b", "name": "llama3:8b"})
 
 
-def test_a_password_in_the_api_base_is_neither_sent_to_the_host_lookup_nor_said(loopback):
+def test_a_password_in_the_api_base_is_sent_as_the_chat_sends_it_but_never_said(loopback):
     host = loopback.url.split("://", 1)[1]
     loopback.window_answers["/props"] = {"default_generation_settings": {"n_ctx": 4096}}
     probe = window_probe.ServerProbe(f"http://alice:pw-secret@{host}")
-    window, source = window_probe.probe_context_window(probe, "local-model")
+    window, source = window_probe.probe_context_window(probe, "local-model", api_key="sk-test")
     assert window == 4096 and "pw-secret" not in source and "alice" not in source
+    sent = {headers["authorization"] for headers in loopback.window_headers}
+    assert sent == {"Basic " + base64.b64encode(b"alice:pw-secret").decode()}, "asked as the chat requests are"

@@ -144,3 +144,36 @@ def test_an_editor_open_when_jarvis_ends_is_asked_to_quit_not_killed(tmp_path):
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert (tmp_path / "plan.txt.restored").read_text() == "terminal restored", "the editor got SIGTERM, not SIGKILL"
+
+
+def test_a_goal_of_a_megabyte_is_shown_folded_as_long_arguments_are():
+    import io
+
+    from aiflows_jarvis.CoreFlowModule import Console
+
+    out = io.StringIO()
+    goal = "Summarise this: " + "lorem ipsum " * 90_000  # 1 MB
+    Console(stream=out, color=False).show("flow", "Jarvis's goal:", goal, folded=10)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Jarvis's goal:" and len(lines) == 12 and len(out.getvalue()) < 2000, out.getvalue()[:3000]
+    assert lines[-1] == f"    ... {len(goal) - len(' '.join(line.strip() for line in lines[1:-1]))} more characters"
+    short = io.StringIO()
+    Console(stream=short, color=False).show("flow", "Jarvis's goal:", "Plot y = x^2", folded=10)
+    assert short.getvalue() == "Jarvis's goal:\n    Plot y = x^2\n"
+
+
+def test_a_long_query_is_not_echoed_whole(tmp_path):
+    import io
+
+    from aiflows_jarvis.CoreFlowModule import Console, set_console
+    from aiflows_jarvis.MemoryReadingFlowModule import MemorySearchAtomicFlow
+
+    library = tmp_path / "library.py"
+    library.write_text("def lorem():\n    \"\"\"Lorem ipsum.\"\"\"\n    return 1\n")
+    out = io.StringIO()
+    set_console(Console(stream=out, color=False))
+    search = MemorySearchAtomicFlow.instantiate_from_default_config(name="search_library", memory="code_library")
+    query = "lorem ipsum " * 3_500  # 40 KB
+    result = search.run({"query": query, "memory_files": {"code_library": str(library)}})["result"]
+    assert len(out.getvalue()) < 1000, out.getvalue()[:2000]
+    assert len(result.split("\n", 1)[0]) < 1000, "the result does not quote 40 KB back either"

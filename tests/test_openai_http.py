@@ -16,7 +16,7 @@ import pytest
 from aiflows_jarvis.ChatFlowModule import openai_http
 from aiflows_jarvis.ChatFlowModule.openai_http import plan_request
 from aiflows_jarvis.CoreFlowModule.llm_errors import classify
-from loopback_llm import HTTPError, LoopbackLLMServer, Malformed, Slow, chunk_json, completion_json
+from loopback_llm import Cut, HTTPError, LoopbackLLMServer, Malformed, Slow, chunk_json, completion_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -294,6 +294,49 @@ def test_a_body_held_open_after_done_keeps_the_reply(keep_alive_server):
     server.released.set()
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["plain", "chunked"])
+def test_a_stream_the_server_drops_mid_reply_is_an_error_not_a_reply(chunked):
+    with LoopbackLLMServer([Cut("Mar 120, Apr 150, May 180", after=3, chunked=chunked)]) as server:
+        with pytest.raises(openai_http.APIConnectionError) as caught:
+            list(openai_http.stream(plan_request(params(api_base=server.url, stream=True))))
+    info = classify(caught.value)
+    assert info.retryable and info.kind == "connection"
+    assert info.reason.startswith("the streamed reply was cut off") and "3 pieces" in info.reason, info.reason
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["plain", "chunked"])
+def test_through_litellm_too_a_stream_cut_off_is_an_error_not_a_reply(chunked):
+    from aiflows.backends.api_info import ApiInfo
+
+    from aiflows_jarvis.ChatFlowModule.backends import instantiate_backend
+
+    with LoopbackLLMServer([Cut("Mar 120, Apr 150, May 180", after=3, chunked=chunked)]) as server:
+        backend = instantiate_backend({"_target_": "aiflows.backends.llm_lite.LiteLLMBackend", "model_name": "gpt-4",
+                                       "wait_time_per_key": 0, "transport": "litellm", "stream": True,
+                                       "api_infos": [ApiInfo(backend_used="openai", api_key="sk-test",
+                                                             api_base=server.url)]}, "Asker")
+        with pytest.raises(openai_http.StreamCutOff) as caught:
+            backend(messages=MESSAGES)
+    assert classify(caught.value).retryable
+
+
+def test_a_stream_that_ends_with_done_is_whole_without_a_finish_reason():
+    from aiflows_jarvis.ChatFlowModule.generation import send
+
+    body = "".join(f"data: {json.dumps(chunk_json({'content': piece}))}\n\n" for piece in ("Par", "is"))
+    with LoopbackLLMServer([Malformed(body + "data: [DONE]\n\n", content_type="text/event-stream")]) as server:
+        messages, info = send(plan_request(params(api_base=server.url, stream=True)))
+    assert messages == [{"content": "Paris"}] and info.finish_reason is None
+
+
+@pytest.mark.parametrize("hold", [False, True], ids=["then_closed", "then_held_open"])
+def test_a_stream_whose_last_chunk_has_its_finish_reason_is_whole_without_done(hold):
+    with LoopbackLLMServer([Cut("Mar 120, Apr 150, May 180", finish=True, hold=hold)]) as server:
+        chunks = list(openai_http.stream(plan_request(params(api_base=server.url, stream=True, request_timeout=5))))
+    assert openai_http.merged_stream_messages(iter(chunks)) == [{"content": "Mar 120, Apr 150, May 180"}]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
 def test_litellms_defaults_are_not_sent_and_instruct_models_go_through_litellm():
     request = plan_request(params(functions=[], function_call="", logit_bias={}, user="", stop=None, n=1))
     assert request.body == {"model": "local-model", "messages": MESSAGES, "n": 1}
@@ -376,3 +419,36 @@ def test_a_refused_connection_is_not_retried_and_names_the_url(loopback_llm):
     assert message.startswith(f"Asker: the LLM call failed: cannot connect to the LLM server: nothing is listening "
                               f"at {dead} (connection refused)"), message
     assert error.value.info.retryable is False and "failed 6 times" not in message
+
+
+# ~~~ A user and password in the API base ~~~
+def test_a_user_and_password_in_the_api_base_are_sent_as_basic_authentication_in_place_of_the_key():
+    import base64
+
+    with LoopbackLLMServer(["hello"]) as server:
+        host = server.url.split("://", 1)[1]
+        request = plan_request(params(api_base=f"http://alice:p%40ss-w0rd@{host}"))
+        assert "alice" not in request.url and "w0rd" not in request.url, "the URL asked holds no credentials"
+        assert openai_http.complete(request)["choices"][0]["message"]["content"] == "hello"
+        sent = server.requests[0]["headers"]["authorization"]
+    assert sent == "Basic " + base64.b64encode(b"alice:p@ss-w0rd").decode(), "decoded, and the key not sent"
+
+
+@pytest.mark.parametrize("transport", ["auto", "litellm"])
+def test_a_401_to_credentials_in_the_api_base_blames_them_not_the_api_key(transport, quiet_console):
+    from aiflows.backends.api_info import ApiInfo
+
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+    from aiflows_jarvis.CoreFlowModule import LLMCallError
+
+    with LoopbackLLMServer([HTTPError(401, "Unauthorized")]) as server:
+        api_base = server.url.replace("http://", "http://alice:pw-Hj4kL9mN2bV8@")
+        set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base)]))
+        chat = ChatAtomicFlow.instantiate_from_default_config(
+            name="Asker", backend={"transport": transport, "model_name": {"openai": "openai/local-model"}})
+        with pytest.raises(LLMCallError) as caught:
+            chat.call({"query": "hi"})
+        assert server.requests[0]["headers"]["authorization"].startswith("Basic "), transport
+    message = str(caught.value)
+    assert "the user name and password in the API base URL" in message and "API key" not in message, message
+    assert "pw-Hj4kL9mN2bV8" not in message

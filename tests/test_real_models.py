@@ -197,6 +197,27 @@ def test_a_prompt_that_cannot_fit_is_not_sent_and_the_advice_fits_a_local_server
     assert "gpt-4-1106-preview" not in message
 
 
+def test_a_goal_too_long_for_the_window_is_named_as_what_does_not_fit(loopback, quiet_console):
+    use_server(loopback)
+    goal = "Summarise this: " + "lorem ipsum " * 8_000
+    with pytest.raises(ContextOverflow) as error:
+        controller(context_window=8192).call(goal_input(goal=goal, logs=long_logs(3)))
+    assert not loopback.requests
+    message = str(error.value)
+    assert f"the goal itself ({len(goal):,} characters" in message, message
+    assert "put the long text in a file and name the file in the goal" in message, message
+
+
+def test_a_prompt_too_long_for_another_reason_does_not_blame_the_goal(loopback, quiet_console):
+    use_server(loopback)
+    flow = controller(context_window=300, backend={"max_tokens": 100},
+                      system_message_prompt_template={"template": "{{goal}} " + "rule " * 400,
+                                                      "input_variables": ["goal"]})
+    with pytest.raises(ContextOverflow) as error:
+        flow.call(goal_input(goal="say hi " * 20))
+    assert "the goal" not in str(error.value)
+
+
 def test_a_server_stating_a_smaller_window_is_believed_and_the_call_is_fitted_again(loopback, quiet_console):
     use_server(loopback)
     loopback.add(HTTPError(400, "This model's maximum context length is 1024 tokens. However, you requested 5000 "

@@ -14,6 +14,7 @@ from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
 from test_cli import DEMO, RUN_JARVIS
 from aiflows_jarvis.ChatFlowModule import Transcript
+from aiflows_jarvis.CoreFlowModule import get_console
 from aiflows_jarvis.CoreFlowModule.redaction import (
     known_secret_names,
     redact,
@@ -182,3 +183,111 @@ def test_each_file_a_run_writes_redacts_what_reached_it_another_way(tmp_path):
     assert all("[redacted: OPENAI_API_KEY]" in (tmp_path / name).read_text()
                for name in ("logs.txt", "trace.jsonl", "record.jsonl"))
     assert esc(f"<{KEY}>") == "&lt;[redacted: OPENAI_API_KEY]&gt;"
+
+
+# ~~~ The console ~~~
+def test_what_the_console_shows_is_redacted_however_it_is_cut_into_lines():
+    import io
+
+    from aiflows_jarvis.CoreFlowModule import Console
+
+    remember_secret("OPENAI_API_KEY", KEY)
+    out = io.StringIO()
+    console = Console(stream=out, color=False, width=30)  # lines cut at 30 columns: the key would be cut in two
+    console.line("warning", f"Asker: Incorrect API key provided: {KEY}; retrying")
+    console.show("error", f"The server said: {KEY}", f"body: {KEY}")
+    console.step("Jarvis", "run_code", {"code": f"print('{KEY}')"})
+    console.write(f"\x1b[1m{KEY[:10]}\x1b[0m{KEY[10:]}")  # joined again once its escape sequences are gone
+    shown = "".join(out.getvalue().split())  # the lines joined again
+    assert KEY not in shown and KEY[:10] not in shown
+    assert shown.count("[redacted:OPENAI_API_KEY]") == 5, out.getvalue()
+
+
+def test_a_server_error_holding_the_key_is_shown_redacted(quiet_console):
+    from aiflows.backends.api_info import ApiInfo
+
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+    from aiflows_jarvis.CoreFlowModule import LLMCallError
+    from loopback_llm import HTTPError
+
+    with LoopbackLLMServer([HTTPError(500, f"bad request with key {KEY}"),
+                            HTTPError(401, f"Incorrect API key provided: {KEY}")]) as server:
+        set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=KEY, api_base=server.url)]))
+        chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker", retry={"initial_delay": 0.01})
+        with pytest.raises(LLMCallError) as caught:
+            chat.call({"query": "hi"})
+    get_console().line("error", str(caught.value))  # as the command line ends a run
+    assert "retrying" in quiet_console.text and "[redacted: OPENAI_API_KEY]" in quiet_console.text
+    assert KEY not in quiet_console.text
+
+
+# ~~~ A password in a URL of the goal ~~~
+GOAL_URL = "https://bob:s3cret@example.com/data.csv"
+GOAL_WITH_PASSWORD = f"Download the prices from {GOAL_URL} and say the last one."
+
+
+def test_a_password_in_a_url_of_the_goal_reaches_the_llm_but_no_file_and_resume_takes_it_from_the_environment(
+        tmp_path):
+    from fakes import command
+
+    work = tmp_path / "work"
+    work.mkdir()
+    replies = ["1. Download the file and read its last price.", command("final_answer", answer="42"),
+               command("finish", summary="done")]
+    with LoopbackLLMServer(replies=replies) as server:
+        done = _jarvis(work, "--api-base", server.url, "--yes", "--max-calls", "1", "--trace", "trace.jsonl",
+                       "--record", "record.jsonl", GOAL_WITH_PASSWORD)
+        assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-2000:]
+        assert GOAL_URL in json.dumps(server.requests[0]["json"]), "the LLM needs it"
+        warnings = [line for line in done.stdout.splitlines() if "JARVIS_GOAL_PASSWORD" in line]
+        assert len(warnings) == 1 and "https://bob@example.com/data.csv" in warnings[0], done.stdout[:3000]
+        assert "s3cret" not in done.stdout + done.stderr, "the console shows it redacted"
+        assert files_holding(work, "bob:s3cret") == []
+        assert "[redacted: password in the goal]" in (work / "trace.jsonl").read_text()
+        assert "[redacted: password in the goal]" in (work / "record.jsonl").read_text()
+        run_file = json.loads((work / "memory" / "jarvis_run.json").read_text())
+        assert run_file["goal"] == GOAL_WITH_PASSWORD.replace(GOAL_URL, "https://bob@example.com/data.csv")
+        assert run_file["goal_passwords"] == ["https://bob@example.com/data.csv"]
+
+        refused = _jarvis(work, "--api-base", server.url, "--resume")
+        assert refused.returncode == 2 and "JARVIS_GOAL_PASSWORD" in refused.stdout + refused.stderr, \
+            refused.stdout[-2000:] + refused.stderr[-2000:]
+        assert len(server.requests) == 1
+        resumed = _jarvis(work, "--api-base", server.url, "--resume", "--max-calls", "1",
+                          env_extra={"JARVIS_GOAL_PASSWORD": "s3cret"})
+        assert resumed.returncode == 3, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+        assert len(server.requests) == 2 and GOAL_URL in json.dumps(server.requests[1]["json"])
+        assert "was stopped during this task and is resumed" in json.dumps(server.requests[1]["json"]), \
+            "the same task, resumed"
+    assert files_holding(work, "bob:s3cret") == []
+
+
+def test_the_goal_given_again_with_its_password_resumes_the_run():
+    from types import SimpleNamespace
+
+    from aiflows_jarvis.app.jarvis import JARVIS
+    from aiflows_jarvis.app.resume import RESUMED, apply_previous
+
+    previous = {"goal": GOAL_WITH_PASSWORD.replace(GOAL_URL, "https://bob@example.com/data.csv"),
+                "goal_passwords": ["https://bob@example.com/data.csv"]}
+    args = SimpleNamespace(goal=GOAL_WITH_PASSWORD, yes=None, **{name: None for name in RESUMED + JARVIS.resumed})
+    apply_previous(JARVIS, args, previous, "memory")
+    assert args.goal == GOAL_WITH_PASSWORD
+
+
+def test_a_password_of_the_goal_is_shown_redacted_in_its_url_but_sent_to_the_llm():
+    from aiflows_jarvis.app.launcher import remember_goal_passwords
+
+    token = "ghp_0123456789abcdefghij0123"
+    goal = f"{GOAL_WITH_PASSWORD} Then push to https://{token}@github.com/bob/prices.git."
+    assert remember_goal_passwords(goal) == ["https://bob@example.com/data.csv", "https://github.com/bob/prices.git"]
+    assert redact(goal) == ("Download the prices from https://bob:[redacted: password in the goal]@example.com/data.csv"
+                            " and say the last one. Then push to https://[redacted: password in the goal]@github.com/"
+                            "bob/prices.git.")
+    assert redact(goal, outgoing=True) is goal and redact_data([{"content": goal}], outgoing=True)[0]["content"] == goal
+    assert json.dumps(goal)[1:-1] not in redact(json.dumps({"goal": goal})) and "s3cret" not in redact(json.dumps(goal))
+    assert remember_goal_passwords("x" * 1_000_000 + "://" + "y" * 1_000_000 + "@") == [], "linear in a long goal"
+    remember_secret("JARVIS_GOAL_PASSWORD", PASSWORD)  # as the environment of --resume makes it known first
+    resumed = f"Read https://bob:{PASSWORD}@example.com/x.csv"
+    remember_goal_passwords(resumed)
+    assert redact(resumed, outgoing=True) == resumed and PASSWORD not in redact(resumed)

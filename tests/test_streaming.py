@@ -11,7 +11,7 @@ from aiflows_jarvis.ChatFlowModule.generation import pace_of, send
 from aiflows_jarvis.ChatFlowModule.repetition import find_repetition
 from aiflows_jarvis.CoreFlowModule import USAGE
 from aiflows_jarvis.CoreFlowModule.interaction import Status
-from paced_llm import PacedLLMServer, Stall
+from paced_llm import Drop, PacedLLMServer, Stall
 
 LONG = " ".join(f"word{i}" for i in range(60))  # 60 tokens: 3 s at 20 tokens/s
 LOOP = "Plan:\n" + "".join(f"{i}. Compute the first primes and write them to the file.\n" for i in range(1, 200))
@@ -54,6 +54,16 @@ def test_a_stalled_stream_is_closed_first_then_asked_again_once(quiet_console):
         assert server.generations[0].cancelled and server.generations[1].delivered
         assert server.queue_lengths == [0, 0], "the retry did not wait behind the stalled generation"
     assert "the streamed reply stalled" in quiet_console.text and "retrying" in quiet_console.text
+    assert USAGE.per_flow["Asker"].retries == 1
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["plain", "chunked"])
+def test_a_stream_cut_off_mid_reply_is_no_reply_it_is_asked_again_and_said_so(quiet_console, chunked):
+    with PacedLLMServer([Drop(LONG, after=5, chunked=chunked), "fine"], tokens_per_second=100) as server:
+        assert chat_on(server).call({"query": "write"}) == {"api_output": "fine"}, "not the first five words"
+        server.wait_idle()
+        assert server.started == 2
+    assert "the streamed reply was cut off" in quiet_console.text and "retrying" in quiet_console.text
     assert USAGE.per_flow["Asker"].retries == 1
 
 

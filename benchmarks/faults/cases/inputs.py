@@ -150,3 +150,27 @@ def goal_of_100_kb(ctx):
         sizes = [len(json.dumps(r["json"] or {})) for r in server.requests]
     handled_exit(ctx, done, [1, 2])
     ctx.expect(all(size < 1_000_000 for size in sizes), f"requests of {max(sizes, default=0)} bytes were sent")
+
+
+@case("bad_input", "goal_of_100_kb_on_the_console", slow=True, handled="exit 1: a 100 KB goal is shown folded (no "
+      "console line of more than 2,000 characters) and the run stops saying the goal itself does not fit the context "
+      "window and to put the long text in a file; a 40 KB search_library query is not echoed whole",
+      lost="jarvis_run.json corrupted")
+def goal_of_100_kb_on_the_console(ctx):
+    from ..support import coder_run, command
+
+    goal = "Summarise this: " + "lorem ipsum " * 8_000  # one argument may hold 128 KB (MAX_ARG_STRLEN)
+    with LoopbackLLMServer(replies=short_run()) as server:
+        done = jarvis(ctx, goal, server=server)
+    handled_exit(ctx, done, [1], says=["the goal itself", "put the long text in a file"])
+    longest = max(map(len, done.text.splitlines()), default=0)
+    ctx.expect(longest <= 2000, f"a console line of {longest:,} characters")
+    query = " ".join(f"term{number}" for number in range(4_500))  # 40 KB, no word twice
+    replies = coder_run("print(6 * 7)")
+    replies[3:3] = [command("search_library", query=query)]  # Coder searches its library before it runs code
+    with LoopbackLLMServer(replies=replies) as server:
+        searched = jarvis(ctx, GOAL, server=server)
+    handled_exit(ctx, searched, [0], says=["Coder > search_library", "final answer"])
+    longest = max(map(len, searched.text.splitlines()), default=0)
+    ctx.expect(longest <= 2000, f"a console line of {longest:,} characters after a 40 KB query")
+    ctx.expect(len(searched.text) < 20_000, f"{len(searched.text):,} characters on the console for a 40 KB query")

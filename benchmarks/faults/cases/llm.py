@@ -7,7 +7,7 @@ import socket
 
 from ..harness import case
 from ..support import (
-    ANSWER, BEL, ESC, GOAL, PLAN, HTTPError, LoopbackLLMServer, Malformed, Slow, command, demo, fast_retry_config,
+    ANSWER, BEL, ESC, GOAL, PLAN, Cut, HTTPError, LoopbackLLMServer, Malformed, Slow, command, demo, fast_retry_config,
     handled_exit, jarvis, memory_whole, no_processes_left, plan_kept, previous_run, previous_run_kept, read,
     short_run,
 )
@@ -129,6 +129,28 @@ def unauthorized(ctx):
     ctx.expect(len(server.requests) == 1, f"{len(server.requests)} requests: a 401 was retried")
 
 
+@case("llm_outage", "api_base_with_user_and_password", handled="--api-base http://alice:PASSWORD@host: every request "
+      "carries them as HTTP Basic authentication (the key is not sent), exit 0; a 401 then is not retried and blames "
+      "the user name and password, not the API key; the password is never shown",
+      lost="an earlier run's files or this run's run file are lost")
+def api_base_with_user_and_password(ctx):
+    import base64
+
+    password = "pw-Fault5Basic9Auth"
+    basic = "Basic " + base64.b64encode(f"alice:{password}".encode()).decode()
+    with LoopbackLLMServer(replies=short_run() + [HTTPError(401, "Unauthorized")]) as server:
+        api_base = server.url.replace("http://", f"http://alice:{password}@")
+        done = jarvis(ctx, "--api-base", api_base, "--yes", GOAL, env={"OPENAI_API_KEY": "sk-proj-not-for-the-proxy"})
+        handled_exit(ctx, done, [0], says=["final answer"], not_says=[password])
+        sent = {request["headers"].get("authorization") for request in server.requests}
+        ctx.expect(sent == {basic}, f"the requests carried {sorted(map(str, sent))[:3]}, not Basic alice:PASSWORD")
+        refused = jarvis(ctx, "--api-base", api_base, "--yes", "Another goal.")
+        handled_exit(ctx, refused, [1, 2], says=["refused the user name and password"],
+                     not_says=[password, "Check the API key"])
+        ctx.expect(len(server.requests) == 4, f"{len(server.requests)} requests: the 401 was retried")
+    memory_whole(ctx, ctx.path("memory"), run_file=True)
+
+
 @case("llm_outage", "429_retry_after", slow=True, handled="exit 0: a 429 with Retry-After: 1 is waited for and "
       "retried", lost="an earlier run's files or this run's run file are lost")
 def rate_limited(ctx):
@@ -149,6 +171,27 @@ def quota_used_up(ctx):
 def empty_choices(ctx):
     empty = {"id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4", "choices": []}
     _outage(ctx, [empty], [0, 1], then=short_run())
+
+
+@case("llm_outage", "stream_cut_off_mid_reply", handled="exit 0: a streamed plan whose connection closes mid-reply "
+      "(a plain body, then a chunked one) is no reply: each is asked again with a line saying it was cut off, and "
+      "the plan kept is the whole one", lost="an earlier run's files or this run's run file are lost")
+def stream_cut_off_mid_reply(ctx):
+    done, server = _outage(ctx, [Cut(PLAN, after=3), Cut(PLAN, after=5, chunked=True)], [0],
+                           says=["the streamed reply was cut off", "retrying", "final answer"], then=short_run())
+    ctx.expect(plan_kept(ctx.path("memory"), PLAN), "the plan kept is not the whole plan")
+
+
+@case("llm_outage", "stream_ends_with_its_finish_reason_but_no_done", handled="exit 0 after one request per reply: "
+      "replies whose last chunk has finish_reason stop, with no data: [DONE] and the connection held open, are whole",
+      lost="an earlier run's files or this run's run file are lost")
+def stream_ends_with_its_finish_reason_but_no_done(ctx):
+    replies = short_run()
+    done, server = _outage(ctx, [Cut(reply, finish=True, hold=True) for reply in replies], [0],
+                           says=["final answer"], request_timeout=30)
+    ctx.expect("retrying" not in done.text, "a whole reply was asked again")
+    ctx.expect(len(server.requests) == len(replies), f"{len(server.requests)} requests for {len(replies)} replies")
+    ctx.expect(plan_kept(ctx.path("memory"), PLAN), "the plan kept is not the whole plan")
 
 
 @case("llm_outage", "outage_in_the_middle", slow=True, timeout=240, handled="the server fails for good after "

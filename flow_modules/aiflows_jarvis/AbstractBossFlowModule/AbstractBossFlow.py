@@ -17,10 +17,12 @@ from aiflows_jarvis.CoreFlowModule.memory import (
     read_text,
 )
 from aiflows_jarvis.CoreFlowModule.plans import one_step_plan, without_marks
+from aiflows_jarvis.CoreFlowModule.redaction import redact
 
 # How a boss gets its plan (`one_step_plan`): its planner writes it (`off`); or code writes the goal as a plan of one
 # step, which the user approves or has the planner rewrite (`review`), or which is taken as it is (`silent`).
 ONE_STEP_PLAN_MODES = ("off", "review", "silent")
+GOAL_LINES = 10  # a longer goal is shown folded (its first lines, and how much more there is)
 
 
 def task_record_path(logs: str) -> str:
@@ -101,7 +103,7 @@ class AbstractBossFlow(LeanSequentialFlow):
             return {"summary": f"{self.flow_config['name']} was called without a goal.", "result": "",
                     "status": "stopped: no goal was given"}
         if not current_flow_path().count("/"):  # the top boss; a boss below is given its goal in a step line
-            get_console().show("flow", f"{self.flow_config['name']}'s goal:", goal)
+            get_console().show("flow", f"{self.flow_config['name']}'s goal:", goal, folded=GOAL_LINES)
         run_resumed = bool(self.flow_config.get("resume")) or self._run_resumed
         self._run_resumed = False  # only the first task after a resume can be the interrupted one
         if self.flow_config.get("resume"):
@@ -124,7 +126,7 @@ class AbstractBossFlow(LeanSequentialFlow):
         logs = memory_files["logs"]
         record = read_task_record(logs)
         note = str(self.flow_config.get("resume_note") or "").strip()
-        interrupted = bool(record) and same_goal(record.get("goal"), goal)
+        interrupted = bool(record) and same_goal(record.get("goal"), redact(goal))  # kept redacted
         if run_resumed and (interrupted or self.flow_config.get("resume")):
             if not interrupted:
                 record = self._new_record(memory_files, goal)
@@ -134,14 +136,14 @@ class AbstractBossFlow(LeanSequentialFlow):
             text = " ".join(part for part in (f"The run was stopped during this task and is resumed here.{own}",
                                               note, updates) if part)
             append_log_entry(logs, "resume", {"goal": goal}, text)
-            atomic_write(task_record_path(logs), json.dumps(record))
+            atomic_write(task_record_path(logs), redact(json.dumps(record)))
             return True
         if last_log_number(logs) > 0:
             text = "A new task starts here; the entries above belong to earlier tasks."
             if run_resumed:
                 text += f" The run was stopped and resumed before this task. {note}".rstrip()
             append_log_entry(logs, "new_task", {"goal": goal}, text)
-        atomic_write(task_record_path(logs), json.dumps(self._new_record(memory_files, goal)))
+        atomic_write(task_record_path(logs), redact(json.dumps(self._new_record(memory_files, goal))))
         return False
 
     def _new_record(self, memory_files: Dict[str, str], goal: str) -> Dict[str, Any]:

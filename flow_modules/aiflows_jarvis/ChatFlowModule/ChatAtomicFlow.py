@@ -330,8 +330,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
                 left = deadline - (time.monotonic() - started)
                 call_params["request_timeout"] = min(float(request_timeout), max(1.0, left))
             take_response_info()
-            # a secret the process knows never goes out, whatever put it into the chat (CoreFlowModule.redaction)
-            content = reply_content(self.backend(messages=redact_data(messages), **call_params))
+            # a secret the process knows never goes out, whatever put it into the chat (CoreFlowModule.redaction), but
+            # those the LLM is to use (a password in the goal)
+            content = reply_content(self.backend(messages=redact_data(messages, outgoing=True), **call_params))
             if content is None:
                 raise MalformedReply("the backend returned no message content")
             return content

@@ -181,11 +181,17 @@ class StreamWatcher:
     the generation on servers that stop on a closed connection) and the finish_reason is ``"repetition"``. With
     ``stop_at`` (a ``time.monotonic()`` time: the run's end), a stream still running then is closed and
     ``on_late()`` raises.
+
+    A chunk of None (litellm 1.0.0's stream for an error reading the body) is a stream cut off
+    (``openai_http.StreamCutOff``); with ``ends_with_finish_reason`` (litellm's streams, which give ``data: [DONE]``
+    a finish_reason of their own), so is a stream that ends without a finish_reason. (``openai_http.stream`` sees
+    the end of its streams itself.)
     """
 
     def __init__(self, chunks: Any, guard: Any = None, stop_at: Optional[float] = None,
-                 on_late: Optional[Callable[[], None]] = None):
+                 on_late: Optional[Callable[[], None]] = None, ends_with_finish_reason: bool = False):
         self._chunks = chunks
+        self.ends_with_finish_reason = ends_with_finish_reason
         self.guard, self.stop_at, self.on_late = guard, stop_at, on_late
         self.finish_reason: Optional[str] = None
         self.model: Optional[str] = None
@@ -197,8 +203,13 @@ class StreamWatcher:
         self.last_piece_at: Optional[float] = None
 
     def __iter__(self):
+        from .openai_http import StreamCutOff
+
         try:
             for chunk in self._chunks:
+                if chunk is None:  # litellm's stream swallowed an error reading the body
+                    raise StreamCutOff("the streamed reply was cut off: the connection was lost after "
+                                       f"{self.pieces} piece{'s' if self.pieces != 1 else ''} of it")
                 if _field(chunk, "object") == "chat.completion":
                     self.whole = True
                 if self.model is None and _field(chunk, "model"):
@@ -223,6 +234,9 @@ class StreamWatcher:
                     return
                 if self.stop_at is not None and self.on_late is not None and time.monotonic() > self.stop_at:
                     self.on_late()
+            if self.finish_reason is None and self.ends_with_finish_reason:
+                raise StreamCutOff(f"the streamed reply was cut off: it ended after {self.pieces} piece"
+                                   f"{'s' if self.pieces != 1 else ''} of it, before its end (no finish_reason)")
         finally:
             close = getattr(self._chunks, "close", None)
             if callable(close):  # a stream left before its end: its connection is closed, not left half read
@@ -261,7 +275,8 @@ def usage_litellm_backend_class():
                 messages, info = send(request, n)
             elif merged_params.get("stream", None):
                 merged_params.pop("transport", None)
-                watcher = StreamWatcher(llm_lite.completion(**merged_params), guard=RepetitionGuard())
+                watcher = StreamWatcher(llm_lite.completion(**merged_params), guard=RepetitionGuard(),
+                                        ends_with_finish_reason=True)
                 messages = llm_lite.merge_streams(watcher, n_chat_completion_choices=n)
                 info = watcher.info()
             else:

@@ -13,7 +13,8 @@ already prove it fits) and, if it does not fit, shortened in this order:
    (``layout.py``) first starts a new block, whose snapshot of the memory is then shortened as in 1;
 3. the reply's ``max_tokens``, down to ``min_reply_tokens``.
 
-A prompt that still does not fit is never sent: ``ContextOverflow`` says how long it is and what to do.
+A prompt that still does not fit is never sent: ``ContextOverflow`` says how long it is and what to do; when the goal
+is what does not fit (the prompt would without it), it says so: a long text belongs in a file the goal names.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LLMCallError, get_console
 from aiflows_jarvis.CoreFlowModule.memory import shorten, split_log_entries
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, message_tokens_at_most
+from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_tokens, message_tokens_at_most
 
 DEFAULT_SHRINKABLE = ("logs", "code_library", "result", "last_result", "feedback", "plan")
 
@@ -147,6 +148,15 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
         minimum = int(config.get("min_reply_tokens") or 256)
         if room < minimum:
             server = flow._server()
+            goal = data.get("goal")
+            goal_tokens = _goal_tokens(goal, messages)
+            if goal_tokens and tokens - goal_tokens <= window - margin(window) - minimum:
+                raise ContextOverflow(
+                    f"{where}: the goal itself ({len(goal):,} characters, about {goal_tokens:,} tokens in the prompt) "
+                    f"is what does not fit {server.label}'s context window of {window} tokens, with the rest of the "
+                    f"prompt and a reply of at least {minimum} tokens, so it was not sent. Shorten the goal: put the "
+                    "long text in a file and name the file in the goal (\"Summarise notes.txt\"), where the code can "
+                    "read it.", flow=where)
             raise ContextOverflow(
                 f"{where}: the prompt ({tokens} tokens, shortened from {at_least}{first_tokens}) and a reply of at "
                 f"least {minimum} tokens do not fit {server.label}'s context window of {window} tokens, so it was not "
@@ -157,6 +167,14 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
         get_console().line("info", f"{where}: the prompt was {at_least}{first_tokens} tokens; shortened to {tokens} to "
                                    f"fit the context window of {window} (shortened: {', '.join(shortened)}).")
     return messages, max_tokens
+
+
+def _goal_tokens(goal: Any, messages: List[dict]) -> int:
+    """The tokens the goal takes in ``messages`` (each time it is in them), 0 when it is not one of its texts."""
+    if not isinstance(goal, str) or len(goal) < 2:
+        return 0
+    times = sum(str(m.get("content") or "").count(goal) for m in messages)
+    return times * count_tokens(goal) if times else 0
 
 
 def _render(flow: Any, data: Dict[str, Any], system: str, extra: List[dict]) -> Tuple[str, str, List[dict]]:

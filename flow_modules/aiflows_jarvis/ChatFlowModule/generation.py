@@ -4,7 +4,9 @@ A local server (llama.cpp, llama-cpp-python, vLLM, Ollama) on a laptop writes so
 a time: a plan of 1,500 tokens takes 100 s, and a request given up at a timeout is still written to its end before
 the next one starts. So a request to an OpenAI-compatible server is streamed: ``request_timeout`` is the longest wait
 for the first chunk and between two chunks, never for the whole reply. A stream that stalls is closed (on llama.cpp's
-server a closed connection stops the generation) before it is asked again.
+server a closed connection stops the generation) before it is asked again. A reply ends with its finish_reason or
+``data: [DONE]``; a stream whose connection closes before either is cut off (``openai_http.StreamCutOff``): no
+reply, asked again as a stalled one is.
 
 A server that answers ``stream: true`` with one whole completion does not stream: that is learned at its first reply
 (per server, for the run) and it is asked without streaming from then on, with a timeout that grows with

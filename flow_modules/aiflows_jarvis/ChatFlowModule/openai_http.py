@@ -13,6 +13,7 @@ providers, parameters only litellm understands, an HTTP proxy set in the environ
 """
 from __future__ import annotations
 
+import base64
 import functools
 import http.client
 import json
@@ -20,13 +21,16 @@ import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from aiflows_jarvis.CoreFlowModule.errors import ConfigurationError
 from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = 600.0  # litellm 1.0.0's default request_timeout
+# Once a stream's reply has its end (each choice its finish_reason), how long what may follow it (the usage chunk,
+# ``data: [DONE]``, a chunked body's last chunk) is waited for: a server that says nothing more has said it all.
+END_WAIT = 1.0
 TRANSPORTS = ("auto", "litellm")
 
 # The chat completion body's fields this transport sends as given; None values are left out (as litellm does).
@@ -55,6 +59,13 @@ class APIConnectionError(OpenAIHTTPError):
     """The server could not be reached, or dropped the connection."""
 
 
+class StreamCutOff(APIConnectionError):
+    """The connection closed before the end of a streamed reply (no finish_reason, no ``data: [DONE]``): part of a
+    reply is no reply. Retried as a connection error; ``explained``: ``llm_errors`` shows the message as it is."""
+
+    explained = True
+
+
 class APITimeoutError(OpenAIHTTPError):
     """No answer within ``request_timeout`` (to connect, or between two reads). ``retry_after``: seconds to wait
     before asking again (the server may still be writing the abandoned reply), if the sender knows; ``explained``:
@@ -75,7 +86,11 @@ class HTTPResponseInfo:
 
 
 class APIStatusError(OpenAIHTTPError):
-    """The server answered with an HTTP error status; ``message`` is its body (JSON when the server sent JSON)."""
+    """The server answered with an HTTP error status; ``message`` is its body (JSON when the server sent JSON).
+    ``sent_credentials``: the request carried the API base's user and password, not the API key (``llm_errors``
+    then blames them for a 401)."""
+
+    sent_credentials: bool = False
 
     def __init__(self, message: str, status_code: int, response: HTTPResponseInfo):
         super().__init__(message)
@@ -100,14 +115,36 @@ def status_error(status: int, headers: Any, body: str, url: str = "") -> APIStat
 # ~~~ Which requests go directly ~~~
 @dataclass
 class DirectRequest:
-    url: str
+    url: str  # without the user part of the API base (see ``credentials``)
     api_key: Optional[str]
     body: Dict[str, Any]
     timeout: float
+    credentials: Optional[Tuple[str, str]] = None  # the API base's user and password (see ``authorization``)
 
     @property
     def stream(self) -> bool:
         return bool(self.body.get("stream"))
+
+
+def split_credentials(url: str) -> Tuple[str, Optional[Tuple[str, str]]]:
+    """``url`` without its user part, and that part's user name and password, percent-decoded ("" for one it does
+    not name), or None when it has none: ``http://alice:p%40ss@host/v1`` -> ``("http://host/v1", ("alice", "p@ss"))``.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=host)), (unquote(user), unquote(password))
+
+
+def authorization(api_key: Optional[str], credentials: Optional[Tuple[str, str]] = None) -> Optional[str]:
+    """The ``Authorization`` header of a request: HTTP Basic authentication with the user and password of the API
+    base when it has them (a proxy in front of a local server wants them, and no key), else the API key as a bearer
+    token. One header holds one or the other: the key is then not sent, as httpx does for litellm's requests."""
+    if credentials is not None:
+        return "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode("utf-8")).decode("ascii")
+    return f"Bearer {api_key}" if api_key else None
 
 
 def _proxied(url: str) -> bool:
@@ -154,6 +191,7 @@ def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
     api_base = str(api_base).rstrip("/")
     if urlsplit(api_base).scheme not in ("http", "https") or not urlsplit(api_base).hostname:
         return None  # not a URL this transport can reach: litellm says what is wrong with it
+    api_base, credentials = split_credentials(api_base)
     url = f"{api_base}/chat/completions"
     if _proxied(url):
         return None
@@ -163,7 +201,7 @@ def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
                  if key in BODY_PARAMS and value is not None and not (isinstance(value, (str, list, dict)) and not value)})
     timeout = params.get("request_timeout") or DEFAULT_TIMEOUT  # litellm 1.0.0 ignores `timeout` too
     api_key = params.get("api_key") or os.environ.get("OPENAI_API_KEY")
-    return DirectRequest(url, str(api_key) if api_key else None, body, float(timeout))
+    return DirectRequest(url, str(api_key) if api_key else None, body, float(timeout), credentials)
 
 
 # ~~~ Connections ~~~
@@ -236,8 +274,9 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
     payload = json.dumps(request.body, ensure_ascii=False).encode("utf-8")  # lone surrogates: UnicodeEncodeError
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if request.stream
                else "application/json", "User-Agent": "aiflows-jarvis"}
-    if request.api_key:
-        headers["Authorization"] = f"Bearer {request.api_key}"
+    auth = authorization(request.api_key, request.credentials)
+    if auth:
+        headers["Authorization"] = auth
     for attempt in (1, 2):
         connection, reused = _connection(request.url, request.timeout)
         try:
@@ -265,7 +304,9 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
             raw = b""
         connection.close()
         # a redirect (3xx) is not followed: the request carries the API key (llm_errors says where it points)
-        raise status_error(response.status, response.headers, raw.decode("utf-8", "replace"), request.url)
+        error = status_error(response.status, response.headers, raw.decode("utf-8", "replace"), request.url)
+        error.sent_credentials = request.credentials is not None
+        raise error
     return connection, response
 
 
@@ -329,20 +370,32 @@ def complete_body(connection: http.client.HTTPConnection, response: http.client.
 
 
 def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
-    """A streamed chat completion: the chunks (JSON objects) the server sends as ``data:`` events, up to
-    ``data: [DONE]`` or the end of the body."""
+    """A streamed chat completion: the chunks (JSON objects) the server sends as ``data:`` events, up to its end:
+    ``data: [DONE]``, or each choice's finish_reason (what may follow then is waited for ``END_WAIT`` seconds at
+    most). A body that ends before either (the server or a proxy closed the connection mid-reply) raises
+    ``StreamCutOff``."""
     connection, response = _send(request)
     if (response.getheader("Content-Type") or "").split(";")[0].strip() == "application/json":
         yield _as_chunk(complete_body(connection, response, request))  # a server that does not stream
         return
-    finished, events = False, 0
+    finished, events, pieces = False, 0, 0
+    going, ended = set(), set()  # the choices spoken of, and those that had their finish_reason
     try:
         while True:
-            line = _read(connection, response, request.timeout, line=True)
+            try:
+                line = _read(connection, response, request.timeout, line=True)
+            except APITimeoutError:
+                if ended and going <= ended:  # the reply had its end: a body held open after it adds nothing
+                    return
+                raise
             if not line:
-                finished = True
                 if not events:
                     raise MalformedReply("the server sent no event in its streamed reply")
+                if not ended or not going <= ended:
+                    raise StreamCutOff(f"the streamed reply was cut off: the connection closed after {pieces} "
+                                       f"piece{'s' if pieces != 1 else ''} of it, before its end (no finish_reason, "
+                                       "no data: [DONE])")
+                finished = True
                 return
             text = line.decode("utf-8").strip()
             if not text.startswith("data:"):
@@ -358,10 +411,33 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
             chunk = _json(data)
             if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
                 raise status_error(500, response.headers, data)  # an error sent inside the stream
+            had_end = bool(ended) and going <= ended
+            for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
+                if isinstance(choice, dict):
+                    index = choice.get("index") if isinstance(choice.get("index"), int) else 0
+                    going.add(index)
+                    if choice.get("finish_reason"):
+                        ended.add(index)
+                    delta = choice.get("delta")
+                    pieces += bool(isinstance(delta, dict) and delta.get("content"))
+            if not had_end and ended and going <= ended:
+                _set_read_timeout(connection, response, min(END_WAIT, request.timeout))
             yield chunk
     finally:
         if not finished:  # an error, or a consumer that stopped reading: the rest of the body is never read
             _close(connection, response)
+
+
+def _set_read_timeout(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
+                      seconds: float) -> None:
+    """Wait at most ``seconds`` for each next read of the reply. A response the server closes after (HTTP/1.0,
+    ``Connection: close``) holds the socket apart from the connection."""
+    sock = connection.sock or getattr(getattr(response.fp, "raw", None), "_sock", None)
+    if sock is not None:
+        try:
+            sock.settimeout(seconds)
+        except OSError:  # already closed: the next read says so
+            pass
 
 
 def _as_chunk(reply: Dict[str, Any]) -> Dict[str, Any]:
@@ -380,8 +456,7 @@ def _finish_body(connection: http.client.HTTPConnection, response: http.client.H
     if response.isclosed():
         return
     try:
-        if connection.sock is not None:
-            connection.sock.settimeout(min(1.0, connection.timeout or 1.0))
+        _set_read_timeout(connection, response, min(END_WAIT, connection.timeout or END_WAIT))
         response.read()
     except Exception:  # noqa: BLE001 - the reply is complete; only the connection cannot be used again
         connection.close()

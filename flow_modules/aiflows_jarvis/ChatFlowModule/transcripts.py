@@ -93,8 +93,9 @@ _ADDRESSES = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")  # object reprs: <function f a
 
 def comparable(text: str) -> str:
     """A message as replay compares it: what differs from run to run is replaced by placeholders (the folders of
-    absolute paths, timestamps, objects' memory addresses); trailing spaces are ignored."""
-    text = _ADDRESSES.sub("<address>", _TIMES.sub("<time>", _FOLDERS.sub("<dir>/", str(text))))
+    absolute paths, timestamps, objects' memory addresses); trailing spaces are ignored; redacted, as it was
+    recorded (a password of the goal is sent, and recorded redacted)."""
+    text = _ADDRESSES.sub("<address>", _TIMES.sub("<time>", _FOLDERS.sub("<dir>/", redact(str(text)))))
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 

@@ -23,9 +23,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
-from urllib.parse import urlsplit, urlunsplit
-
 from aiflows_jarvis.CoreFlowModule.models import bare_name
+
+from .openai_http import authorization, split_credentials
 
 PROBE_TIMEOUT = 3.0  # seconds, to connect and to read each answer
 _MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
@@ -48,15 +48,6 @@ class ServerProbe:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-def without_userinfo(url: str) -> str:
-    """``http://user:pw@host:8000/v1`` -> ``http://host:8000/v1``: a password never goes into a message, and the
-    questions are sent as the chat requests are (to the host and port alone)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
 def server_root(api_base: str) -> str:
     """``http://host:8000/v1`` -> ``http://host:8000`` (where llama.cpp's /props and Ollama's /api/ live)."""
     base = api_base.rstrip("/")
@@ -73,12 +64,15 @@ def _window(value: Any) -> Optional[int]:
     return None
 
 
-def _ask(url: str, api_key: Optional[str], timeout: float, body: Optional[dict] = None) -> Any:
+def _ask(url: str, api_key: Optional[str], timeout: float, body: Optional[dict] = None,
+         credentials: Optional[Tuple[str, str]] = None) -> Any:
     """The JSON answer of ``url`` (None: an HTTP error status or no JSON); raises ``_NoAnswer`` when the server
-    does not answer in time or cannot be reached."""
+    does not answer in time or cannot be reached. It is asked as the chat requests are (``openai_http``): with the
+    API base's ``credentials`` (its user and password) if it has them, else the API key."""
     headers = {"Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    auth = authorization(api_key, credentials)
+    if auth:
+        headers["Authorization"] = auth
     data = None
     if body is not None:
         data = json.dumps(body).encode("utf-8")
@@ -147,26 +141,28 @@ def probe_context_window(probe: ServerProbe, model: str, api_key: Optional[str] 
     timeout: seconds to connect and to read each answer (``PROBE_TIMEOUT``).
     """
     timeout = PROBE_TIMEOUT if timeout is None else timeout
-    base = without_userinfo(probe.api_base).rstrip("/")
+    base, credentials = split_credentials(probe.api_base)  # a password never goes into a message
+    base = base.rstrip("/")
     name, root = bare_name(model), server_root(base)
     name = name.split("/", 1)[1] if name.startswith(("ollama/", "ollama_chat/")) else name  # litellm's Ollama names
     with probe.lock:
         try:
             if "models" not in probe.asked and not probe.unreachable:
                 probe.asked.add("models")
-                probe.models = _ask(f"{base}/models", api_key, timeout)
+                probe.models = _ask(f"{base}/models", api_key, timeout, credentials=credentials)
             window = from_models(probe.models, name)
             if window:
                 return window, f"the server's {base}/models (max_model_len)"
             if "props" not in probe.asked and not probe.unreachable:
                 probe.asked.add("props")
-                probe.props = _ask(f"{root}/props", api_key, timeout)
+                probe.props = _ask(f"{root}/props", api_key, timeout, credentials=credentials)
             window = from_props(probe.props)
             if window:
                 return window, f"the server's {root}/props (n_ctx)"
             if name not in probe.shown and not probe.unreachable:
                 probe.shown[name] = None
-                probe.shown[name] = _ask(f"{root}/api/show", api_key, timeout, body={"model": name, "name": name})
+                probe.shown[name] = _ask(f"{root}/api/show", api_key, timeout, body={"model": name, "name": name},
+                                         credentials=credentials)
             window = from_show(probe.shown.get(name))
             if window:
                 return window, f"the server's {root}/api/show (Ollama's context length)"

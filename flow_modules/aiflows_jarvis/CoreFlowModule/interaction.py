@@ -11,8 +11,9 @@ Every human touch point of every flow goes through ``get_input_source().ask(prom
 "looks good") or ``question`` (free text).
 
 What is shown goes through the ``Console``, which cleans every text of escape sequences and control characters
-(``terminal.clean_text``) before adding colours of its own, and never lets a print fail a run: characters the output
-cannot encode are shown escaped (``\\u20ac``), and a closed output (``| head -1``) raises ``OutputClosed``.
+(``terminal.clean_text``) and of the secrets the process knows (``redaction``) before adding colours of its own, and
+never lets a print fail a run: characters the output cannot encode are shown escaped (``\\u20ac``), and a closed
+output (``| head -1``) raises ``OutputClosed``.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, NoReturn, Optiona
 import colorama
 
 from .errors import InputUnavailableError
+from .redaction import redact
 from .run_context import current_run
 from .terminal import clean_text
 
@@ -126,6 +128,13 @@ class OutputClosed(SystemExit):
         super().__init__(141)
 
 
+def shown_text(text: Any) -> str:
+    """``text`` as the console shows it: cleaned of what a terminal acts on (``clean_text``), then of the secrets
+    the process knows (``redact``: a key in a server's error message). Cleaned first, so that a key cut by an escape
+    sequence is whole again and found; before lines are cut to the width, which would cut a key in two."""
+    return redact(clean_text(str(text)))
+
+
 def _encodable(text: str, stream) -> str:
     """``text`` with what ``stream``'s encoding cannot hold written as escapes (``caf\\xe9``), so no line is lost."""
     encoding = getattr(stream, "encoding", None)
@@ -148,18 +157,24 @@ def fold(text: str, width: Optional[int], lines: int = _FOLD_LINES) -> List[str]
     """``text`` as at most ``lines`` lines of ``width`` characters (its own line breaks kept, as real breaks), and a
     last line saying how much was left out (``... 412 more characters, 9 more lines``); whole when it fits."""
     width = max(20, width or 100)
+    cap = (lines + 1) * width  # what of one line can be shown: the rest is not wrapped (a line of megabytes)
     out: List[str] = []
     source = text.split("\n")
+
+    def folded(more_lines: int) -> List[str]:
+        left = len(text) - len("\n".join(out[:lines]))
+        tail = f", {more_lines} more line{'s' if more_lines != 1 else ''}" if more_lines > 1 else ""
+        return out[:lines] + [f"... {left} more characters{tail}"]
+
     for i, line in enumerate(source):
-        pieces = _wrap_words(line, width) if line.strip() else [line]
-        for k, piece in enumerate(pieces):
+        head = line[:cap]
+        pieces = _wrap_words(head, width) if head.strip() else [head]
+        for piece in pieces:
             out.append(piece)
             if len(out) > lines:
-                shown = "\n".join(out[:lines])
-                left = len(text) - len(shown)
-                more_lines = len(source) - i - 1 + (1 if k < len(pieces) else 0)
-                tail = f", {more_lines} more line{'s' if more_lines != 1 else ''}" if more_lines > 1 else ""
-                return out[:lines] + [f"... {left} more characters{tail}"]
+                return folded(len(source) - i)
+        if len(head) < len(line):  # more of this line than can be shown
+            return folded(len(source) - i)
     return out
 
 
@@ -224,8 +239,9 @@ class Console:
     code is syntax-highlighted with ``rich`` and plans get hanging indents; a status line runs while an LLM works.
     Elsewhere (a pipe, a file, ``--plain``): the same text, plain, lines whole.
 
-    Every text is cleaned (``clean_text``) before the console's own colours are added, so what an LLM, a server or a
-    file wrote cannot move the cursor, hide a line, set the title or write the clipboard. Printing never raises but
+    Every text is cleaned (``shown_text``) before the console's own colours are added, so what an LLM, a server or a
+    file wrote cannot move the cursor, hide a line, set the title or write the clipboard, nor show a secret the
+    process knows (an API key in a server's error message). Printing never raises but
     ``OutputClosed``: what the stream's encoding cannot hold is escaped; once the output is closed, the next print
     raises ``OutputClosed`` and later ones are dropped.
     """
@@ -253,7 +269,7 @@ class Console:
     def was_shown(self, text: str) -> bool:
         """Whether ``text`` (blanks aside) was shown whole in one of the last blocks or lines: what was on screen is
         not shown again (a final answer the user approved, a summary the finish step showed)."""
-        folded = " ".join(clean_text(str(text)).split())
+        folded = " ".join(shown_text(text).split())
         return bool(folded) and any(folded in block for block in self._recent)
 
     @property
@@ -313,7 +329,7 @@ class Console:
         room = (width - len(self._indent) - 4) if width else 100
         for key, value in ([] if quiet else (args or {}).items()):
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-            text = clean_text(text).strip("\n")
+            text = shown_text(text).strip("\n")
             label = f"{key}: "
             folded = fold(text, room - len(label))
             if len(folded) > _FOLD_LINES and text in self._folded_seen:
@@ -364,22 +380,29 @@ class Console:
         return styled
 
     def style(self, role: str, text: str) -> str:
-        """``text`` cleaned, in the colour of ``role`` (when colours are on)."""
-        text = clean_text(str(text))
+        """``text`` cleaned (``shown_text``), in the colour of ``role`` (when colours are on)."""
+        text = shown_text(text)
         if not self.color:
             return text
         return f"{_STYLES.get(role, '')}{text}{colorama.Style.RESET_ALL}"
 
-    def show(self, role: str, title: str, body: Optional[str] = None) -> None:
-        """A titled block: ``title`` on its own line, then ``body`` indented (if any)."""
+    def show(self, role: str, title: str, body: Optional[str] = None, folded: Optional[int] = None) -> None:
+        """A titled block: ``title`` on its own line, then ``body`` indented (if any); with ``folded``, a body longer
+        than that many lines is folded as a long argument is (``fold``: a goal of a megabyte)."""
         width = self.width
-        title = clean_text(str(title))
+        title = shown_text(title)
         self._remember(title)
         lines = [self.style(role, piece) for piece in self._fit(title, width)]
         if body:
-            text = clean_text(str(body)).rstrip("\n")  # before splitting: a carriage return becomes a line of its own
-            self._remember(text)
-            lines.extend(self._render_body(role, text, width))
+            text = shown_text(body).rstrip("\n")  # before splitting: a carriage return becomes a line of its own
+            pieces = fold(text, (width - len(self._indent) - 4) if width else None, folded) if folded else None
+            if pieces is not None and len(pieces) > folded:
+                indent = self._indent + "    "
+                lines.extend(indent + self.style(role if role != "flow" else "result", piece) for piece in pieces[:-1])
+                lines.append(indent + self.style("info", pieces[-1]))
+            else:
+                self._remember(text)
+                lines.extend(self._render_body(role, text, width))
         self._emit("\n".join(lines) + "\n")
 
     def _fit(self, text: str, width: Optional[int]) -> List[str]:
@@ -387,18 +410,20 @@ class Console:
         return [piece for line in text.split("\n") for piece in _wrap(self._indent + line if line else line, width)]
 
     def line(self, role: str, text: str) -> None:
-        text = clean_text(str(text))
+        text = shown_text(text)
         self._remember(text)
         self._emit("\n".join(self.style(role, piece) for piece in self._fit(text, self.width)) + "\n")
 
     def write(self, text: str) -> None:
-        """``text`` cleaned, then a line break."""
-        self._emit(clean_text(str(text)) + "\n")
+        """``text`` cleaned (``shown_text``), then a line break."""
+        self._emit(shown_text(text) + "\n")
 
     def _emit(self, text: str) -> None:
-        """Writes ``text`` (clean, colours added) as the stream's encoding allows; see the class for the failures."""
+        """Writes ``text`` (clean, colours added) as the stream's encoding allows; see the class for the failures.
+        The one point every line goes out by: redacted once more (what a stream echoes comes in pieces)."""
         if self._closed:
             return
+        text = redact(text)
         stream = self.stream
         try:
             try:
@@ -457,7 +482,7 @@ class Console:
                     self._emit("\n")
             return
         stop = threading.Event()
-        label = " ".join(clean_text(label).split("\n"))  # the spinner's own CRs redraw one line
+        label = " ".join(shown_text(label).split("\n"))  # the spinner's own CRs redraw one line
 
         def spin():
             started = time.monotonic()

@@ -257,6 +257,17 @@ def redirect_reason(status: int, location: Optional[str], provider: Provider = N
             f"send the API key to another address. {advice[0].upper()}{advice[1:]}")
 
 
+def _sent_url_credentials(error: BaseException, provider: Provider = None) -> bool:
+    """Whether the request carried the user and password of the API base (HTTP Basic authentication, sent in place
+    of the API key by Jarvis's transport and by litellm's httpx alike), not the key."""
+    if any(getattr(e, "sent_credentials", False) is True for e in _chain(error)):
+        return True
+    try:
+        return "@" in urlsplit(_api_base(provider)).netloc
+    except ValueError:
+        return False
+
+
 def _refused(error: BaseException) -> bool:
     """The connection was refused: nothing listens at that host and port, and asking again will not change that."""
     for e in _chain(error):
@@ -278,14 +289,19 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
     def info(retryable: bool, reason: str, kind: str) -> LLMErrorInfo:
         return LLMErrorInfo(retryable, reason, kind=kind, status=status, detail=detail)
 
+    # Jarvis's own HTTP client says what happened (a stalled stream, a server still writing, a cut stream): its words
+    own = next((e.message for e in _chain(error) if getattr(e, "explained", False) is True
+                and isinstance(getattr(e, "message", None), str)), None)
     if "ContextWindowExceededError" in names or _CONTEXT_OVERFLOW.search(f"{detail} {_raw_messages(error)}"):
         return info(False, context_window_advice(provider, detail), "context_window")
     if names & _TIMEOUTS:  # before the status: litellm gives its Timeout a status_code of 408
-        # Jarvis's own HTTP client says what timed out (a stalled stream, a server still writing): its words
-        own = next((e.message for e in _chain(error) if getattr(e, "explained", False) is True
-                    and isinstance(getattr(e, "message", None), str)), None)
         return info(True, own or "the request timed out", "timeout")
     if status is not None:
+        if status in (401,) and _sent_url_credentials(error, provider):
+            return info(False, f"authentication failed (HTTP 401){suffix}. The server refused the user name and "
+                               "password in the API base URL (http://USER:PASSWORD@host/..., sent as HTTP Basic "
+                               "authentication): check them (with --resume the password comes from "
+                               "JARVIS_API_BASE_PASSWORD)", "auth")
         if status in (401,):
             return info(False, f"authentication failed (HTTP 401){suffix}. Check the API key "
                                "(OPENAI_API_KEY, or AZURE_API_KEY for Azure)", "auth")
@@ -322,8 +338,8 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
         return info(False, f"cannot connect to the LLM server: nothing is listening {where} (connection refused). "
                            "Start the server, or check the host and port of --api-base", "connection")
     if names & {"ConnectError", "APIConnectionError", "ConnectionError", "RemoteProtocolError", "ReadError",
-                "ConnectionRefusedError", "ConnectionResetError"}:
-        return info(True, f"cannot connect to the LLM server ({error})", "connection")
+                "ConnectionRefusedError", "ConnectionResetError", "StreamCutOff"}:
+        return info(True, own or f"cannot connect to the LLM server ({error})", "connection")
     decode = next((e for e in _chain(error) if isinstance(e, UnicodeDecodeError)), None)
     if decode is not None:  # a body that is not UTF-8: a proxy's error page, a server's glitch; transient like a 502
         byte = decode.object[decode.start:decode.start + 1].hex() if isinstance(decode.object, bytes) else "?"

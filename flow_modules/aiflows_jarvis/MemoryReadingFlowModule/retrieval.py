@@ -159,12 +159,16 @@ def relevant_logs(log_path: str, query: str, max_entries: int, max_chars: Option
     return header + "\n" + "\n".join(body), chosen
 
 
+QUERY_SHOWN = 200  # characters of a query the answer says back
+
+
 def search_text(index: MemoryIndex, query: str, what: str, max_results: int, max_chars: int) -> str:
     """The answer to a search command: the best entries for ``query``, each shortened to share ``max_chars``."""
     found = index.search(query, max_results)
+    asked = shorten(query, QUERY_SHOWN)  # a query of 40 KB is not said back whole (nor shown whole on the console)
     if not found:
-        return f"No entry of the {what} matches {query!r} (it has {len(index)} entries)."
+        return f"No entry of the {what} matches {asked!r} (it has {len(index)} entries)."
     each = max(200, max_chars // len(found))
     parts = [shorten(index.texts[key], each) for key, _ in found]
-    return (f"The {len(found)} entries of the {what} ({len(index)} in all) most relevant to {query!r}, best "
+    return (f"The {len(found)} entries of the {what} ({len(index)} in all) most relevant to {asked!r}, best "
             "first:\n\n" + "\n\n".join(parts))

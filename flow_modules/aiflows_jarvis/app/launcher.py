@@ -123,6 +123,68 @@ def api_base_with_password(api_base: str, had_password: bool = False, run_file: 
     return api_base
 
 
+#: Where the passwords of the URLs of a goal come from on --resume (they are never stored in the run file).
+GOAL_PASSWORD = "JARVIS_GOAL_PASSWORD"
+GOAL_SECRET = "password in the goal"
+
+
+def goal_without_passwords(goal: str) -> tuple:
+    """``goal`` with the secret of each URL's user part taken out (``http://bob:pw@host`` -> ``http://bob@host``), as
+    the run file keeps it, and those URLs as left there (where ``goal_with_passwords`` puts the secrets back)."""
+    from aiflows_jarvis.CoreFlowModule.redaction import urls_with_secrets, without_credentials
+
+    urls = []
+    for url in urls_with_secrets(goal):
+        bare = without_credentials(url)[0]
+        goal = goal.replace(url, bare)
+        urls.append(bare)
+    return goal, urls
+
+
+def goal_with_passwords(goal: str, urls: Any, run_file: str = "the run file",
+                        environ: Optional[Dict[str, str]] = None) -> str:
+    """The goal of a resumed run with the passwords of its URLs put back, from ``$JARVIS_GOAL_PASSWORD`` (several:
+    separated by spaces, in the order of the URLs); the goal as it is when it has them already (given again).
+    BadInputError saying how to give them when they are missing.
+
+    :param goal: the goal, as the run file keeps it or as given again.
+    :param urls: the run file's ``goal_passwords``: the URLs without their passwords.
+    """
+    from aiflows_jarvis.CoreFlowModule.redaction import with_credentials
+
+    missing = [url for url in (urls if isinstance(urls, list) else []) if isinstance(url, str) and url in goal]
+    if not missing:
+        return goal
+    secrets = str((os.environ if environ is None else environ).get(GOAL_PASSWORD) or "").split()
+    if not secrets or len(secrets) not in (1, len(missing)):
+        given = f" ({GOAL_PASSWORD} holds {len(secrets)} for {len(missing)} URLs)" if secrets else ""
+        raise BadInputError(
+            f"The goal of the run --resume continues had a password in {', '.join(missing)}, which is kept in no "
+            f"file ({run_file} has the URL without it){given}. Give it again: set {GOAL_PASSWORD}=<password> (for "
+            "several URLs, their passwords separated by spaces, in order), or give the goal again with the "
+            "password in it, and --resume again.")
+    for number, url in enumerate(missing):
+        goal = goal.replace(url, with_credentials(url, secrets[number if len(secrets) > 1 else 0]))
+    return goal
+
+
+def remember_goal_passwords(goal: str) -> List[str]:
+    """Keep the passwords of the URLs in ``goal`` out of what the run writes and shows (the URL shown with
+    ``[redacted: password in the goal]`` in their place), though the LLM is sent them: it needs them. Returns those
+    URLs without their passwords, for the warning."""
+    from aiflows_jarvis.CoreFlowModule.redaction import (
+        remember_secret,
+        url_shown_without_secret,
+        urls_with_secrets,
+        without_credentials,
+    )
+
+    urls = urls_with_secrets(goal)
+    for url in urls:
+        remember_secret(GOAL_SECRET, url, shown_as=url_shown_without_secret(url, GOAL_SECRET), to_llm=True)
+    return [without_credentials(url)[0] for url in urls]
+
+
 def remember_run_secrets(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None) -> None:
     """Have the secrets this process knows redacted from what the run writes and sends (``[redacted: NAME]``): the
     variables the interpreter keeps from the code (API keys included) and the password of ``api_base``."""

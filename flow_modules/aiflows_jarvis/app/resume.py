@@ -56,11 +56,14 @@ def apply_previous(app: App, args: Any, previous: Dict[str, Any], memory_dir: st
     shared settings, the app's own (``app.resumed``) and --yes (unless --yes or --no-yes is given)."""
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 
-    if args.goal and args.goal.strip() != previous["goal"].strip():
+    from .launcher import goal_without_passwords
+
+    # the goal given again may hold the passwords the run file keeps no copy of
+    if args.goal and goal_without_passwords(args.goal.strip())[0] != previous["goal"].strip():
         raise BadInputError(
             f"--resume continues the run in {memory_dir}, whose goal was: {previous['goal']!r}. To work on "
             f"another goal, run without --resume{app.words.new_run}.")
-    args.goal = previous["goal"]
+    args.goal = args.goal.strip() if args.goal else previous["goal"]
     for name in RESUMED + app.resumed:
         setattr(args, name, getattr(args, name) or previous.get(name))
     if args.yes is None:  # neither --yes nor --no-yes: an unattended run stays unattended
@@ -71,9 +74,15 @@ def run_record(app: App, args: Any, goal: str, started: float, workdir: str,
                previous: Optional[Dict[str, Any]]) -> str:
     """The run file's text for this run: what ``apply_previous`` gives back to the run that resumes it, and when the
     task started (a resumed run keeps its first run's start)."""
+    from .launcher import goal_without_passwords
+
+    # the goal without the passwords of its URLs (``launcher.goal_with_passwords`` takes them back on --resume)
+    goal, urls = goal_without_passwords(goal)
     record = {"goal": goal, "started": started,
               "task_started": (previous.get("task_started") or previous.get("started") or started)
               if previous is not None else started}
+    if urls:
+        record["goal_passwords"] = urls
     record.update({name: getattr(args, name) for name in RESUMED + app.resumed})
     # the URL of --api-base without its password (``launcher.api_base_with_password`` takes it back on --resume)
     if args.api_base:

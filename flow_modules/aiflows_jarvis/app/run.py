@@ -380,6 +380,14 @@ def _prepare(session: Session, run_file: str) -> None:
         problem = launcher.check_text(what, text) if text is not None else None
         if problem:
             raise BadInputError(problem)
+    # ~~~ Passwords in its URLs: the LLM gets them, no file and no screen does ~~~
+    if previous is not None:
+        goal = launcher.goal_with_passwords(goal, previous.get("goal_passwords"), run_file)
+    hidden = launcher.remember_goal_passwords(goal)
+    if hidden:
+        console.line("warning", f"The goal holds a password ({', '.join(hidden)}): the LLM is sent it, but the run's "
+                                f"files and screen show [redacted: {launcher.GOAL_SECRET}], and --resume takes it "
+                                f"from {launcher.GOAL_PASSWORD}.")
     session.goal = goal
     if args.demo:
         console.show("flow", f"{app.name} demo", app.words.demo_intro.format(memory_dir=memory_dir))
