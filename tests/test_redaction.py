@@ -232,8 +232,7 @@ def test_a_password_in_a_url_of_the_goal_reaches_the_llm_but_no_file_and_resume_
 
     work = tmp_path / "work"
     work.mkdir()
-    replies = ["1. Download the file and read its last price.", command("final_answer", answer="42"),
-               command("finish", summary="done")]
+    replies = ["1. Download the file and read its last price.", command("final_answer", answer="42")]
     with LoopbackLLMServer(replies=replies) as server:
         done = _jarvis(work, "--api-base", server.url, "--yes", "--max-calls", "1", "--trace", "trace.jsonl",
                        "--record", "record.jsonl", GOAL_WITH_PASSWORD)
@@ -255,7 +254,7 @@ def test_a_password_in_a_url_of_the_goal_reaches_the_llm_but_no_file_and_resume_
         assert len(server.requests) == 1
         resumed = _jarvis(work, "--api-base", server.url, "--resume", "--max-calls", "1",
                           env_extra={"JARVIS_GOAL_PASSWORD": "s3cret"})
-        assert resumed.returncode == 3, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]  # answer accepted: the end
         assert len(server.requests) == 2 and GOAL_URL in json.dumps(server.requests[1]["json"])
         assert "was stopped during this task and is resumed" in json.dumps(server.requests[1]["json"]), \
             "the same task, resumed"
