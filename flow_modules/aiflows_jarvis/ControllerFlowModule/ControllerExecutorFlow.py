@@ -123,7 +123,7 @@ def _boss_output(output: Dict[str, Any], status: str, name: str) -> str:
         parts = [f"{name} stopped ({status.removeprefix('stopped: ')}): {summary}"]
     result = str(output.get("result") or "").strip()
     if result and result not in parts[0]:
-        parts.append(f"The last result:\n{result}")
+        parts.append(f"What it returned:\n{result}")
     extra = {k: v for k, v in output.items() if k not in ("summary", "result", "status")}
     parts += [f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)}"
               for k, v in extra.items()]
