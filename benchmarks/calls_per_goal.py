@@ -45,6 +45,7 @@ for _path in (ROOT, HERE, os.path.join(ROOT, "tests")):
 
 import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from loopback_llm import LoopbackLLMServer  # noqa: E402
+from prefix_reuse import common_prefix, layout  # noqa: E402
 
 
 def cmd(name: str, **args: Any) -> str:
@@ -613,19 +614,6 @@ class Outcome:
     seconds: float = 0.0
 
 
-def _layout(messages: List[dict]) -> str:
-    return "".join(f"<|im_start|>{m.get('role')}\n{m.get('content') or ''}<|im_end|>\n" for m in messages)
-
-
-def _common(a: List[int], b: List[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def measure(model: GoodModel, outcome: Outcome) -> None:
     """Calls, tokens, and per controller chat the share of each prompt equal to the start of the chat's previous
     prompt (as OpenAI's prompt caching reuses it), and of the previous prompt followed by its reply (as a llama.cpp or
@@ -637,7 +625,7 @@ def measure(model: GoodModel, outcome: Outcome) -> None:
     reused: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0])
     per_role: Dict[str, int] = defaultdict(int)
     for role, messages, reply in model.calls:
-        tokens = encode(_layout(messages), disallowed_special=())
+        tokens = encode(layout(messages), disallowed_special=())
         outcome.prompt_tokens += len(tokens)
         outcome.completion_tokens += len(encode(reply, disallowed_special=()))
         per_role[role] += 1
@@ -645,11 +633,11 @@ def measure(model: GoodModel, outcome: Outcome) -> None:
             continue
         chat = f"{role}:{hash(str(messages[0].get('content')))}"
         before = previous.get(chat)
-        previous[chat] = (tokens, encode(_layout(messages + [{"role": "assistant", "content": reply}]),
+        previous[chat] = (tokens, encode(layout(messages + [{"role": "assistant", "content": reply}]),
                                          disallowed_special=()))
         if before is None:
             continue
-        shared, with_reply = _common(before[0], tokens), _common(before[1], tokens)
+        shared, with_reply = common_prefix(before[0], tokens), common_prefix(before[1], tokens)
         figures = reused[chat]
         figures[0] += shared
         figures[1] += with_reply

@@ -154,6 +154,17 @@ def write_code(code: str, tests: str) -> list:
     ]
 
 
+GROWTH_RUN = (
+    "from library import growth_rates\n\n"
+    "months = [\"Jan\", \"Feb\", \"Mar\", \"Apr\", \"May\", \"Jun\"]\n"
+    "sales = [120, 135, 128, 150, 171, 165]\n"
+    "growth = growth_rates(sales)\n"
+    "for month, rate in zip(months[1:], growth):\n"
+    "    print(f\"{month}: {rate:+.1f}%\")\n"
+    "best = max(range(len(growth)), key=lambda i: growth[i])\n"
+    "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")")
+CHART_RUN = ("from library import svg_bar_chart\n\n"
+             "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))")
 CODER_GOAL = (
     "The monthly sales of a shop are: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. (1) Add to the code "
     "library a reusable function that returns the month-over-month growth rates in percent of a list of values, "
@@ -166,20 +177,10 @@ REPLIES = [
     ("Jarvis/CtrlExMem/Controller", cmd("Coder", goal=CODER_GOAL, completes_step=1)),
     (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=GROWTH_SPEC, module="data")),
     *write_code(GROWTH_RATES, GROWTH_TESTS),
-    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
-        "from library import growth_rates\n\n"
-        "months = [\"Jan\", \"Feb\", \"Mar\", \"Apr\", \"May\", \"Jun\"]\n"
-        "sales = [120, 135, 128, 150, 171, 165]\n"
-        "growth = growth_rates(sales)\n"
-        "for month, rate in zip(months[1:], growth):\n"
-        "    print(f\"{month}: {rate:+.1f}%\")\n"
-        "best = max(range(len(growth)), key=lambda i: growth[i])\n"
-        "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")"))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=GROWTH_RUN)),
     (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=CHART_SPEC, module="charts")),
     *write_code(SVG_BAR_CHART, CHART_TESTS),
-    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
-        "from library import svg_bar_chart\n\n"
-        "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"), completes_step=1)),
+    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=CHART_RUN, completes_step=1)),
     ("Jarvis/CtrlExMem/Controller", cmd("final_answer", answer=ANSWER)),
 ]
 
@@ -252,23 +253,13 @@ SEED_REPLIES = [
         "growth_rates(values) returns the month-over-month percentage changes; the proposed tests passed and the "
         "user accepted it."), "data"),
     (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1))),
-    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
-        "from library import growth_rates\n\n"
-        "months = [\"Jan\", \"Feb\", \"Mar\", \"Apr\", \"May\", \"Jun\"]\n"
-        "sales = [120, 135, 128, 150, 171, 165]\n"
-        "growth = growth_rates(sales)\n"
-        "for month, rate in zip(months[1:], growth):\n"
-        "    print(f\"{month}: {rate:+.1f}%\")\n"
-        "best = max(range(len(growth)), key=lambda i: growth[i])\n"
-        "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")"))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=GROWTH_RUN)),
     (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=CHART_SPEC)),
     *seed_extend_library(EXTLIB_PLAN_CHART, CHART_SPEC, SVG_BAR_CHART, CHART_TESTS,
                     "svg_bar_chart(labels, values, path, title)", (
                         "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; the proposed "
                         "tests passed and the user accepted it."), "charts"),
-    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=(
-        "from library import svg_bar_chart\n\n"
-        "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))"))),
+    (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=CHART_RUN)),
     (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1, 2, 3, 4))),
     (f"{CODER}/CtrlExMem/Controller", cmd("finish", summary=(
         "growth_rates and svg_bar_chart are in the library. Growth (in `growth`): Feb +12.5%, Mar -5.2%, Apr "

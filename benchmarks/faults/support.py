@@ -38,8 +38,8 @@ ANSWER = "Six times seven is 42."
 
 
 def short_run(answer: str = ANSWER, plan: str = PLAN) -> List[Any]:
-    """The replies of the shortest whole run: Jarvis's plan, its final answer, finish."""
-    return [plan, command("final_answer", answer=answer), command("finish", summary="Answered.")]
+    """The replies of the shortest whole run: Jarvis's plan, its final answer (accepted, it ends the run)."""
+    return [plan, command("final_answer", answer=answer)]
 
 
 CODER_GOAL = "Run the code the user asked for and report what it printed."
@@ -47,11 +47,10 @@ CODER_PLAN = "1. Run the code with run_code and report its output."
 
 
 def coder_run(code: str, language: str = "python", answer: str = "The code ran.") -> List[Any]:
-    """A run through Coder: Jarvis's plan, Coder with a goal, Coder's plan, run_code, Coder's finish, Jarvis's final
-    answer and finish (7 replies; the code is run in the interpreter, in the memory folder)."""
-    return [PLAN, command("Coder", goal=CODER_GOAL), CODER_PLAN, command("run_code", language=language, code=code),
-            command("finish", summary="The code ran."), command("final_answer", answer=answer),
-            command("finish", summary="Done.")]
+    """A run through Coder: Jarvis's plan, Coder with a goal (its plan), run_code completing it (Coder finishes),
+    Jarvis's final answer (4 replies; the code is run in the interpreter, in the memory folder)."""
+    return [PLAN, command("Coder", goal=CODER_GOAL, completes_step=1),
+            command("run_code", language=language, code=code, completes_step=1), command("final_answer", answer=answer)]
 
 
 def demo() -> Transcript:
