@@ -134,6 +134,22 @@ def test_names_clash_across_modules_and_a_replacement_moves_the_definition(tmp_p
     assert save(tmp_path, "def g():\n    return 1\n", module="Bad Name").startswith("Nothing was saved: `bad name`")
 
 
+def test_a_function_named_like_a_module_is_refused_and_another_name_proposed(tmp_path):
+    """A name is a module's or a definition's, never both: `from library import data` would give the module or the
+    function depending on what was imported first. Either order is refused, by one check."""
+    assert "module data" in save(tmp_path, "def growth(v):\n    '''Growth.'''\n    return v\n", module="data")
+    refused = save(tmp_path, "def data(points):\n    '''Points of a chart.'''\n    return points\n",
+                   module="charts")
+    assert refused.startswith("Nothing was saved") and "library/data.py" in refused, refused
+    assert "`chart_data`" in refused and "write_code" in refused, "another name is proposed"
+    assert not (tmp_path / "library" / "charts.py").exists()
+    by_topic = save(tmp_path, "def data(points):\n    '''Points of a chart.'''\n    return points\n")
+    assert by_topic.startswith("Nothing was saved") and "library/data.py" in by_topic, "its topic's module too"
+    assert "module charts" in save(tmp_path, "def chart_data(points):\n    return points\n", module="charts")
+    assert run_python(tmp_path, "from library import data, chart_data; print(data.__name__, chart_data([1]))"
+                      ).stdout.strip() == "library.data [1]"
+
+
 def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatch):
     package = tmp_path / "library"
     for topic in range(10):  # 2,000 functions in 10 modules, indexed

@@ -248,11 +248,11 @@ def run_code_overwrites_the_library(ctx):
     ctx.keep(any(b"def mine(x):" in p.read_bytes() for p in copies), "the user's library is lost")
 
 
-def _save(library: str, code: str) -> str:
+def _save(library: str, code: str, **args) -> str:
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     flow = SaveCodeAtomicFlow.instantiate_from_default_config()
-    return flow.run({"code": code, "memory_files": {"code_library": library}})["result"]
+    return flow.run({"code": code, "memory_files": {"code_library": library}, **args})["result"]
 
 
 @case("memory_folder", "library_with_a_byte_order_mark", handled="SaveCodeAtomicFlow saves into a library.py that "
@@ -303,3 +303,23 @@ def library_search_index_is_a_link(ctx):
     ctx.expect(kept.is_file() and not kept.is_symlink(), "the index was not built again in the link's place")
     file_kept(ctx, secret, b"the user's own notes\n", "the link's target")
     ctx.keep(set(library_names(memory) or []) >= {f"tide_{i}" for i in range(count)}, "a function is missing")
+
+
+@case("memory_folder", "function_named_like_a_module", handled="SaveCodeAtomicFlow refuses `def data(...)` into "
+      "module charts when library/data.py exists ('Nothing was saved', naming library/data.py and proposing "
+      "another name; charts.py does not define `data`), then saves it under that name",
+      lost="library/data.py (the module and its function) changed")
+def function_named_like_a_module(ctx):
+    library = ctx.path("library.py")
+    ctx.expect(_save(str(library), "def growth(v):\n    return v\n", module="data").startswith("Saved"), "no save")
+    data = ctx.path("library", "data.py").read_bytes()
+    result = _save(str(library), "def data(points):\n    return points\n", module="charts")
+    ctx.expect(result.startswith("Nothing was saved") and "library/data.py" in result, f"result: {result}")
+    proposed = result.split("(e.g. `", 1)[-1].split("`", 1)[0]
+    ctx.expect(proposed.isidentifier() and proposed != "data", f"no other name proposed: {result}")
+    if proposed.isidentifier():
+        renamed = _save(str(library), f"def {proposed}(points):\n    return points\n", module="charts")
+        ctx.expect(renamed.startswith("Saved"), f"the name proposed is refused too: {renamed}")
+    file_kept(ctx, ctx.path("library", "data.py"), data, "library/data.py")
+    charts = ctx.path("library", "charts.py")
+    ctx.expect(not charts.exists() or "def data(" not in read(charts), "charts.py defines data")

@@ -67,14 +67,41 @@ def topic_of(name: str, doc: str = "") -> str:
     return best
 
 
-def check_module_name(module: str, defined: Iterable[str] = ()) -> str:
-    """``module`` if it can name a module of the library, else a sentence saying why not."""
+def check_module_name(module: str, defined: Iterable[str] = (), new: Iterable[str] = (),
+                      modules: Iterable[str] = ()) -> str:
+    """"" if ``module`` can name a module of the library and the definitions ``new`` can be saved into it, else a
+    sentence saying why not (and what to do). A name is a module's or a definition's, never both: `from library
+    import data` gives the module `data` once it was imported, the function `data` before.
+
+    - ``defined``: the names the library defines, ``new`` included;
+    - ``new``: the names of the code being saved;
+    - ``modules``: the library's modules."""
     if not _MODULE_NAME.match(module) or keyword.iskeyword(module):
         return (f"`{module}` cannot name a library module: use lowercase letters, digits and underscores, starting "
                 "with a letter (e.g. `text`, `charts`)")
     if module in set(defined):
         return f"`{module}` is the name of a function or class of the library, so it cannot also name a module"
+    modules = set(modules)
+    named = [name for name in new if name in modules]
+    if named:
+        taken = set(defined) | modules | {module}
+        return (f"`{named[0]}` is the name of the library module library/{named[0]}.py, so it cannot also name a "
+                f"function or class (`from library import {named[0]}` would give the module or the function, "
+                f"depending on what was imported first). Rename it (e.g. `{_other_name(named[0], module, taken)}`) "
+                "with write_code, then call save_code again")
     return ""
+
+
+def _other_name(name: str, module: str, taken: Set[str]) -> str:
+    """A name for a definition called like a module: prefixed with the topic it is saved into (`chart_data`), else
+    `get_<name>`; numbered when that is taken too."""
+    topic = module.rstrip("0123456789").rstrip("_")
+    stem = topic[:-1] if topic.endswith("s") and len(topic) > 3 else topic
+    candidate = f"{stem}_{name}" if stem and stem != name else f"get_{name}"
+    number = 2
+    while candidate in taken:
+        candidate, number = f"{candidate.rstrip('0123456789').rstrip('_')}_{number}", number + 1
+    return candidate
 
 
 def default_module(package: str, names: List[str], doc: str, index: Dict[str, Any]) -> str:
@@ -210,7 +237,7 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
     if not module:
         module = where[clashes[0]] if clashes else default_module(package, names, entries[0]["doc"] if entries
                                                                   else doc, index)
-    why = check_module_name(module, set(where) | set(names))
+    why = check_module_name(module, set(where) | set(names), names, index["modules"])
     if why:
         return f"Nothing was saved: {why}.", module, clashes
     modules_written: Dict[str, str] = {}
