@@ -253,6 +253,66 @@ def test_a_module_edited_by_hand_is_indexed_again_and_imports(tmp_path):
     assert "def shout(t):" in summary
 
 
+@pytest.mark.parametrize("damage, why", [
+    (b'{"version": 1, "modules": {"text": "\xe9"}}', "not UTF-8"),  # a Latin-1 byte
+    (b'{"version": 1, "modules": {"te', "not JSON"),  # cut by a kill
+    (b'{"version": 1, "modules": 5, "names": []}', "not an index"),
+    (b"", "empty"),
+])
+def test_a_names_index_that_does_not_read_is_rebuilt_from_the_modules_and_said(tmp_path, quiet_console, damage, why):
+    save(tmp_path, "def slugify(t):\n    '''Slug.'''\n    return t\n")
+    save(tmp_path, "def growth(v):\n    '''Growth.'''\n    return v\n", module="data")
+    names = tmp_path / "library" / "_index" / "names.json"
+    names.write_bytes(damage)
+    quiet_console.text = ""
+    assert [e["name"] for e in library_entries(str(tmp_path / "library.py"))] == ["growth", "slugify"]
+    assert json.loads(names.read_text())["names"] == {"growth": "data", "slugify": "text"}, "written again"
+    said = [line for line in quiet_console.text.splitlines() if "names.json" in line]
+    assert len(said) == 1 and why in said[0] and "built again" in said[0], quiet_console.text
+    library_entries(str(tmp_path / "library.py"))
+    assert quiet_console.text.count("names.json") == 1, "said once"
+
+
+@pytest.mark.parametrize("damage, why", [
+    (b"", "empty"),
+    (b"\xff\x00 garbage", "not UTF-8"),
+    (b"\x00\x01 garbage", "not JSON"),
+    (b'{"entries": [{"name": 3}]}', "not an index"),
+    (b'{"entries": []}', "does not match"),  # valid, but not what the module defines
+])
+def test_a_module_index_that_is_garbage_or_empty_is_rebuilt_and_said(tmp_path, quiet_console, damage, why):
+    body = "".join(f"def tide_{n}(hour):\n    '''The tide at harbour {n}.'''\n    return hour\n\n\n"
+                   for n in range(200))
+    save(tmp_path, body, module="tides")
+    save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    (tmp_path / "library" / "_index" / "tides.json").write_bytes(damage)
+    quiet_console.text = ""
+    library = str(tmp_path / "library.py")
+    assert len([e for e in library_entries(library) if e["module"] == "tides"]) == 200, "no function vanishes"
+    assert "def tide_199(hour):" in package_summary(library)
+    said = [line for line in quiet_console.text.splitlines() if "tides.json" in line]
+    assert len(said) == 1 and why in said[0] and "built again" in said[0], quiet_console.text
+    assert len(json.loads((tmp_path / "library" / "_index" / "tides.json").read_text())["entries"]) == 200
+    library_entries(library)
+    assert quiet_console.text.count("tides.json") == 1, "said once"
+
+
+def test_a_module_index_changed_during_a_run_is_not_taken_as_it_is(tmp_path, quiet_console):
+    save(tmp_path, "def slugify(t):\n    return t\n\n\ndef shout(t):\n    return t\n", module="text")
+    library = str(tmp_path / "library.py")
+    assert len(library_entries(library)) == 2
+    index = tmp_path / "library" / "_index" / "text.json"
+    same_size = index.read_bytes().replace(b'"slugify"', b'"sluggo!"')  # valid, not the module's
+    index.write_bytes(same_size)
+    assert [e["name"] for e in library_package.module_entries(str(tmp_path / "library"), "text")] == \
+        ["slugify", "shout"]
+    index.write_bytes(b'{"entries": []}')
+    assert [e["name"] for e in library_package.module_entries(str(tmp_path / "library"), "text")] == \
+        ["slugify", "shout"]
+    assert quiet_console.text.count("text.json") == 2 and "does not match" in quiet_console.text, \
+        quiet_console.text
+
+
 def test_the_module_is_shown_to_the_user_who_can_change_it(tmp_path, user):
     flow = SaveCodeAtomicFlow.instantiate_from_default_config(confirm_module=True)
     files = {"code_library": str(tmp_path / "library.py")}

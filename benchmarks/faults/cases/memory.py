@@ -323,3 +323,47 @@ def function_named_like_a_module(ctx):
     file_kept(ctx, ctx.path("library", "data.py"), data, "library/data.py")
     charts = ctx.path("library", "charts.py")
     ctx.expect(not charts.exists() or "def data(" not in read(charts), "charts.py defines data")
+
+
+def _indexed_library(memory, count: int = 30) -> None:
+    """``memory/library/``, indexed, with ``count`` functions `tide_<n>` (moved in from a library.py)."""
+    memory.mkdir(exist_ok=True)
+    functions = (f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n"
+                 for i in range(count))
+    (memory / "library.py").write_text("\n\n".join(functions))
+    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+    migrate_library(str(memory / "library"))
+
+
+def _run_on_a_damaged_index(ctx, damaged, data: bytes, said: str):
+    memory = ctx.path("memory")
+    _indexed_library(memory)
+    index = memory / "library" / "_index" / damaged
+    ctx.expect(index.is_file(), f"the migration made no {damaged}")
+    index.write_bytes(data)
+    code = "from library import tide_3\nprint(tide_3(1))"
+    with LoopbackLLMServer(replies=coder_run(code)) as server:  # (Coder's prompts show the library)
+        done = jarvis(ctx, CODER_GOAL, server=server)
+        sent = json.dumps([r["messages"] for r in server.requests])
+    handled_exit(ctx, done, [0])
+    lines = [line for line in done.text.splitlines() if damaged in line]
+    ctx.expect(len(lines) == 1 and said in lines[0] and "built again" in lines[0],
+               f"the run does not say in one line that {damaged} was built again: {lines}")
+    ctx.expect("def tide_29(hour)" in sent, "the library's functions are not in the prompts")
+    ctx.expect(index.is_file() and json.loads(read(index)), f"{damaged} was not written again")
+    ctx.keep(set(library_names(memory) or []) >= {f"tide_{i}" for i in range(30)}, "a function is missing")
+
+
+@case("memory_folder", "names_index_not_utf8", handled="exit 0: library/_index/names.json with a Latin-1 byte is "
+      "built again from the modules, said in one line ('not UTF-8', 'built again'); the prompts show the library "
+      "(it was 'Cannot read memory file' and exit 1 on every run)", lost="a function of the library is missing")
+def names_index_not_utf8(ctx):
+    _run_on_a_damaged_index(ctx, "names.json", b'{"version": 1, "modules": {"caf\xe9": {}}, "names": {}}',
+                            "not UTF-8")
+
+
+@case("memory_folder", "module_index_emptied", handled="exit 0: a module's index (library/_index/maths.json) "
+      "emptied is built again from the module, said in one line ('empty', 'built again'); the prompts show its "
+      "functions (they vanished from prompts and search for good)", lost="a function of the library is missing")
+def module_index_emptied(ctx):
+    _run_on_a_damaged_index(ctx, "maths.json", b"", "empty")

@@ -40,7 +40,12 @@ class EditorError(JarvisError):
 
 
 class MemoryFileError(JarvisError):
-    """A memory file could not be read or written."""
+    """A memory file could not be read or written. ``reason``: why, in a few words (``it is not UTF-8 text (...)``),
+    for a caller that words the message its own way (an index rebuilt says so in one line)."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class MemoryInUseError(JarvisError):

@@ -40,7 +40,8 @@ def open_no_link(path: str, flags: int, mode: int = 0o666) -> int:
 def read_text(path: str) -> str:
     """The file's text, or '' if it does not exist. A UTF-8 byte-order mark at its start is dropped (Python and
     editors read the file the same without it; a file written back is written without it). A symbolic link is refused
-    (MemoryFileError): what is read goes into prompts, and a link could bring any file of the user's into one."""
+    (MemoryFileError): what is read goes into prompts, and a link could bring any file of the user's into one. Text
+    that is not UTF-8 is refused (MemoryFileError saying where its first such byte is)."""
     try:
         fd = open_no_link(path, os.O_RDONLY)
         try:  # read raw: a text file object costs more system calls, and a prompt reads memory every round
@@ -50,12 +51,25 @@ def read_text(path: str) -> str:
                 chunks.append(os.read(fd, max(size, 1 << 16)))
         finally:
             os.close(fd)
-        text = b"".join(chunks).decode("utf-8-sig")
-        return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text  # as text mode reads
     except FileNotFoundError:
         return ""
-    except (OSError, UnicodeDecodeError) as error:
-        raise MemoryFileError(f"Cannot read memory file {path}: {error}") from error
+    except OSError as error:
+        raise MemoryFileError(f"Cannot read memory file {path}: {error}", error.strerror or str(error)) from error
+    data = b"".join(chunks)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        reason = f"it is not UTF-8 text ({undecodable(error)})"
+        raise MemoryFileError(f"Cannot read memory file {path}: {reason}", reason) from error
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text  # as text mode reads
+
+
+def undecodable(error: UnicodeDecodeError) -> str:
+    """Where the bytes decoded stop being UTF-8, for a person to find it: ``byte 0xe9 at line 3, column 7``."""
+    data, at = bytes(error.object), error.start
+    line = data.count(b"\n", 0, at) + 1
+    column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+    return f"byte 0x{data[at]:02x} at line {line}, column {column}" if at < len(data) else f"at byte {at}"
 
 
 def _create_exclusive(prefix: str, suffix: str) -> Tuple[int, str]:

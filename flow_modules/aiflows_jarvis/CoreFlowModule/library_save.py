@@ -215,7 +215,7 @@ def _index_appended(package: str, index: Dict[str, Any], module: str, appended: 
     for entry in added:
         entry["line"] += lines_before
     doc = index["modules"][module].get("doc", "")
-    _write_modules(package, index, {module: (doc, list(module_entries(package, module)) + added)})
+    _write_modules(package, index, {module: (doc, list(module_entries(package, module, held=True)) + added)})
 
 
 def save_code(package: str, code: str, module: Optional[str], replace: bool) -> Tuple[str, str, List[str]]:
