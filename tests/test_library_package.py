@@ -369,3 +369,13 @@ def test_a_migration_killed_at_any_point_is_finished_by_the_next_use(tmp_path, p
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".library-migrating-")], "the staging folder is left"
     assert any(p.read_text() == LEGACY for p in (tmp_path / "archive").iterdir())
     assert run_python(tmp_path, USES).stdout.strip() == "ok"
+
+
+def test_importing_the_library_beside_a_fifo_for_its_index_does_not_block(tmp_path):
+    """`import library` (the kernel's, or a script's) reads names.json without waiting for a FIFO's writer."""
+    save(tmp_path, "def shout(t):\n    return t.upper()\n")
+    names = tmp_path / "library" / "_index" / "names.json"
+    names.unlink()
+    os.mkfifo(names)
+    done = run_python(tmp_path, "from library import shout; print(shout('a'))")  # (a blocked open: TimeoutExpired)
+    assert done.stdout.strip() == "A", done.stderr

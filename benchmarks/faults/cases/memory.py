@@ -367,3 +367,39 @@ def names_index_not_utf8(ctx):
       "functions (they vanished from prompts and search for good)", lost="a function of the library is missing")
 def module_index_emptied(ctx):
     _run_on_a_damaged_index(ctx, "maths.json", b"", "empty")
+
+
+@case("memory_folder", "names_index_is_a_fifo", timeout=120, handled="exit 0 within the case's time: a FIFO in "
+      "place of library/_index/names.json is not opened blocking; the index is built again in its place, said in "
+      "one line ('FIFO', 'built again') (the run hung with nothing said)", lost="a function of the library is missing")
+def names_index_is_a_fifo(ctx):
+    memory = ctx.path("memory")
+    _indexed_library(memory)
+    names = memory / "library" / "_index" / "names.json"
+    names.unlink()
+    os.mkfifo(str(names))
+    with LoopbackLLMServer(replies=coder_run("from library import tide_3\nprint(tide_3(1))")) as server:
+        done = jarvis(ctx, CODER_GOAL, server=server, timeout=100)
+    handled_exit(ctx, done, [0])
+    lines = [line for line in done.text.splitlines() if "names.json" in line]
+    ctx.expect(len(lines) == 1 and "FIFO" in lines[0] and "built again" in lines[0], f"not said in one line: {lines}")
+    ctx.expect(names.is_file(), "names.json was not written again in the FIFO's place")
+    ctx.keep(set(library_names(memory) or []) >= {f"tide_{i}" for i in range(30)}, "a function is missing")
+
+
+@case("memory_folder", "log_index_is_a_fifo", timeout=120, handled="exit 0 within the case's time: a FIFO in place "
+      "of the log's search index (memory/.index/logs_jarvis.txt.idx) is not opened blocking; the index is built "
+      "again in its place, said ('FIFO', 'built again') (the run hung with nothing said)",
+      lost="the memory folder's plans or logs are missing")
+def log_index_is_a_fifo(ctx):
+    memory = ctx.path("memory")
+    (memory / ".index").mkdir(parents=True)
+    journal = memory / ".index" / "logs_jarvis.txt.idx"
+    os.mkfifo(str(journal))
+    with LoopbackLLMServer(replies=short_run()) as server:
+        done = jarvis(ctx, GOAL, server=server, timeout=100)
+    handled_exit(ctx, done, [0])
+    lines = [line for line in done.text.splitlines() if "logs_jarvis.txt.idx" in line]
+    ctx.expect(lines and "FIFO" in lines[0] and "built again" in lines[0], f"not said: {lines}")
+    ctx.expect(journal.is_file(), "the log's index was not written again in the FIFO's place")
+    memory_whole(ctx, memory, goal=GOAL, run_file=True, plan=PLAN)

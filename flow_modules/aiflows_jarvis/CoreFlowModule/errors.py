@@ -48,6 +48,10 @@ class MemoryFileError(JarvisError):
         self.reason = reason or message
 
 
+class NotRegularFileError(MemoryFileError):
+    """A FIFO, a folder, a socket or a device where a memory file should be: refused, never opened blocking."""
+
+
 class MemoryInUseError(JarvisError):
     """Another run holds the memory folder's lock (see ``locks.RunLock``); the message names its PID."""
 

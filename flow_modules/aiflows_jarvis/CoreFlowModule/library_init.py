@@ -11,6 +11,7 @@ import importlib as _importlib
 import json as _json
 import os as _os
 import re as _re
+import stat as _stat_kinds
 
 _HERE = _os.path.dirname(_os.path.abspath(__file__))
 _INDEX = _os.path.join(_HERE, "_index", "names.json")
@@ -24,6 +25,15 @@ def _stat(path):
         return [found.st_mtime_ns, found.st_size]
     except OSError:
         return None
+
+
+def _read(path, encoding):
+    """The text of a regular file; OSError for anything else (a FIFO is opened without waiting for a writer)."""
+    fd = _os.open(path, _os.O_RDONLY | getattr(_os, "O_NONBLOCK", 0))
+    with _os.fdopen(fd, "r", encoding=encoding) as f:
+        if not _stat_kinds.S_ISREG(_os.fstat(fd).st_mode):
+            raise OSError("%s is not a regular file" % path)
+        return f.read()
 
 
 def _module_files():
@@ -42,19 +52,20 @@ def _names():
     if key == _state["key"]:
         return _state["names"]
     try:
-        with open(_INDEX, "r", encoding="utf-8") as f:
-            index = _json.load(f)
+        index = _json.loads(_read(_INDEX, "utf-8"))
     except (OSError, ValueError):
         index = {}
-    known = index.get("modules") or {}
-    names = {name: module for name, module in (index.get("names") or {}).items() if module in stats}
+    index = index if isinstance(index, dict) else {}  # (Jarvis builds an index that does not read again)
+    known = index.get("modules") if isinstance(index.get("modules"), dict) else {}
+    given = index.get("names") if isinstance(index.get("names"), dict) else {}
+    names = {name: module for name, module in given.items() if module in stats}
     for module in modules:
-        if (known.get(module) or {}).get("stat") == stats[module]:
+        record = known.get(module)
+        if isinstance(record, dict) and record.get("stat") == stats[module]:
             continue
         names = {name: where for name, where in names.items() if where != module}
         try:
-            with open(_os.path.join(_HERE, module + ".py"), "r", encoding="utf-8-sig") as f:
-                text = f.read()
+            text = _read(_os.path.join(_HERE, module + ".py"), "utf-8-sig")
         except (OSError, UnicodeDecodeError):
             continue
         for match in _TOP_NAME.finditer(text):

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 from .code_library import _signature
 from .errors import MemoryFileError
-from .file_io import atomic_write, read_text
+from .file_io import atomic_write, read_text, say_rebuilt
 from .locks import file_lock
 from .memory_log import shorten
 
@@ -189,11 +189,6 @@ def _read_entries(path: str) -> Tuple[Optional[List[Dict[str, Any]]], str, List[
     return entries, why or ("" if value is not None else "it is missing"), fingerprint
 
 
-def _say(text: str) -> None:
-    from .interaction import get_console  # (here: the console is the run's)
-    get_console().line("warning", text)
-
-
 def _stale_modules(package: str, index: Optional[Dict[str, Any]]) -> Tuple[List[str], List[str], List[str]]:
     """``(modules to index again, modules gone, modules whose index file is not the size recorded)`` against what
     ``index`` recorded (a stat of each file: its CRC is checked when it is read)."""
@@ -260,15 +255,13 @@ def _rebuilt(package: str, suspects: Iterable[str] = ()) -> Dict[str, Any]:
     if index is None:
         stale = module_names(package)
         if why:
-            _say(f"The code library's index {names_path} cannot be used ({why}): it is a cache, built again from "
-                 f"the library's {len(stale)} module(s).")
+            say_rebuilt(f"The code library's index {names_path}", why, f"the library's {len(stale)} module(s)")
         return _reindex(package, index, stale, gone)
     for module in dict.fromkeys([*damaged, *suspects]):
         path = _index_path(package, module)
         why = _damage(path, index["modules"].get(module) or {})
         if why and os.path.isfile(module_path(package, module)):
-            _say(f"The code library's index of library/{module}.py ({path}) cannot be used ({why}): it is a cache, "
-                 "built again from the module.")
+            say_rebuilt(f"The code library's index of library/{module}.py ({path})", why, "the module")
             stale += [] if module in stale else [module]
     return _reindex(package, index, stale, gone)
 
