@@ -379,3 +379,34 @@ def test_importing_the_library_beside_a_fifo_for_its_index_does_not_block(tmp_pa
     os.mkfifo(names)
     done = run_python(tmp_path, "from library import shout; print(shout('a'))")  # (a blocked open: TimeoutExpired)
     assert done.stdout.strip() == "A", done.stderr
+
+
+BROKEN = "def bar_chart(values):\n    '''Bars.'''\n    return (values\n"
+
+
+def test_a_module_that_does_not_compile_is_said_once_on_the_console(tmp_path, quiet_console):
+    save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    (tmp_path / "library" / "charts.py").write_text(BROKEN)
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    files = {"memory_files": {"code_library": str(tmp_path / "library.py")}}
+    summary = reader.run(files)["code_library"]
+    assert "charts: (does not parse: line 3" in summary, "the prompt says it"
+    reader.run(files)
+    save(tmp_path, "def shout(t):\n    return t\n", module="text")  # (a new version of the index)
+    reader.run(files)
+    said = [line for line in quiet_console.text.splitlines() if "charts.py" in line and "compile" in line]
+    assert len(said) == 1 and "line 3" in said[0], quiet_console.text
+
+
+def test_importing_a_function_of_a_module_that_does_not_compile_names_the_module_and_line(tmp_path):
+    from aiflows_jarvis.InterpreterFlowModule.executor import library_loader_code
+
+    save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    (tmp_path / "library" / "charts.py").write_text(BROKEN)
+    library_structure(str(tmp_path / "library.py"))  # (indexed: the module's error recorded, no names)
+    for loader in ("", library_loader_code("library")):  # as a script imports it, and as the kernel does
+        done = run_python(tmp_path, loader + "\nfrom library import bar_chart\n")
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("ImportError") and "library/charts.py" in last and "line 3" in last, done.stderr
+        other = run_python(tmp_path, loader + "\nfrom library import slugify\n")
+        assert other.returncode == 0, "the other modules still import: " + other.stderr

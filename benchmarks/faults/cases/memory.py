@@ -10,7 +10,7 @@ import time
 
 from ..harness import case
 from ..support import (
-    ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis,
+    ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, defined, file_kept, handled_exit, jarvis,
     library_names, library_source, memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
 )
 
@@ -403,3 +403,26 @@ def log_index_is_a_fifo(ctx):
     ctx.expect(lines and "FIFO" in lines[0] and "built again" in lines[0], f"not said: {lines}")
     ctx.expect(journal.is_file(), "the log's index was not written again in the FIFO's place")
     memory_whole(ctx, memory, goal=GOAL, run_file=True, plan=PLAN)
+
+
+@case("memory_folder", "module_that_does_not_compile", handled="exit 0: a library module broken by hand "
+      "(library/charts.py, line 3) is said once on the console ('does not compile', 'line 3'), and `from library "
+      "import bar_chart` in run_code fails naming library/charts.py and line 3 (it said 'cannot import name')",
+      lost="the broken module or another module's function is changed or missing")
+def module_that_does_not_compile(ctx):
+    memory = ctx.path("memory")
+    _indexed_library(memory)
+    broken = b"def bar_chart(values):\n    '''Bars.'''\n    return (values\n"
+    (memory / "library" / "charts.py").write_bytes(broken)
+    code = "from library import tide_3\nprint(tide_3(1))\nfrom library import bar_chart"
+    with LoopbackLLMServer(replies=coder_run(code)) as server:
+        done = jarvis(ctx, CODER_GOAL, server=server)
+    handled_exit(ctx, done, [0])
+    said = [line for line in done.out.splitlines() if "charts.py does not compile" in line]
+    ctx.expect(len(said) == 1 and "line 3" in said[0], f"not said once on the console: {said}")
+    result = read(memory / "logs_coder.txt")
+    ctx.expect("library/charts.py" in result and "line 3" in result, "the import error does not name the module "
+               f"and line: {result[result.find('ImportError'):][:300]!r}")
+    file_kept(ctx, memory / "library" / "charts.py", broken, "the broken module")
+    ctx.keep(set(defined(read(memory / "library" / "maths.py"))) >= {f"tide_{i}" for i in range(30)},
+             "a function of library/maths.py is missing")

@@ -27,6 +27,7 @@ import shutil
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Deque, Dict, Iterable, List, NoReturn, Optional, Union
@@ -496,6 +497,19 @@ class Console:
 def get_console() -> Console:
     """The console of the current run (``current_run().console``)."""
     return current_run().console
+
+
+_said_once: "weakref.WeakKeyDictionary[Any, set]" = weakref.WeakKeyDictionary()
+
+
+def warn_once(text: str) -> None:
+    """A warning line on the run's console, said once per console (a run has its own): what a run finds again at
+    every round (a library module that does not compile) is said the first time, not at every prompt."""
+    console = get_console()
+    said = _said_once.setdefault(console, set())
+    if text not in said:
+        said.add(text)
+        console.line("warning", text)
 
 
 def set_console(console: Optional[Console]) -> Console:

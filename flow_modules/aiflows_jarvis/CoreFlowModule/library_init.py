@@ -61,8 +61,8 @@ def _names():
     names = {name: module for name, module in given.items() if module in stats}
     for module in modules:
         record = known.get(module)
-        if isinstance(record, dict) and record.get("stat") == stats[module]:
-            continue
+        if isinstance(record, dict) and record.get("stat") == stats[module] and not record.get("error"):
+            continue  # (a module that does not compile is scanned: importing its names says why they fail)
         names = {name: where for name, where in names.items() if where != module}
         try:
             text = _read(_os.path.join(_HERE, module + ".py"), "utf-8-sig")
@@ -83,13 +83,29 @@ def __getattr__(name):
         raise AttributeError(name)
     module = _state["names"].get(name)  # what was read last: a name used in a loop costs no stat
     if module is not None:
-        found = getattr(_importlib.import_module(__name__ + "." + module), name, _state)
+        found = getattr(_imported(module, name), name, _state)
         if found is not _state:
             return found
     module = _names().get(name)  # a new name, or one that moved: the index is read again if it changed
     if module is None:
         raise AttributeError("the code library has no %r (its modules: %s)" % (name, ", ".join(_module_files())))
-    return getattr(_importlib.import_module(__name__ + "." + module), name)
+    return getattr(_imported(module, name), name)
+
+
+def _imported(module, name):
+    """The library's ``module``; an ImportError naming the module and the line when it does not compile (rather
+    than "cannot import name", which sends one looking for the name)."""
+    try:
+        return _importlib.import_module(__name__ + "." + module)
+    except SyntaxError as error:
+        why = "line %s: %s" % (error.lineno, error.msg) if error.lineno else str(error)
+    except UnicodeDecodeError as error:
+        data, at = bytes(error.object), error.start
+        why = "it is not UTF-8 text: byte 0x%02x at line %d" % (data[at], data.count(b"\n", 0, at) + 1) \
+            if at < len(data) else "it is not UTF-8 text"
+    raise ImportError("cannot import name %r from library: library/%s.py, which defines it, does not compile (%s); "
+                      "fix that module (%s)" % (name, module, why, _os.path.join(_HERE, module + ".py")),
+                      name=__name__ + "." + module) from None
 
 
 def __dir__():

@@ -368,10 +368,17 @@ def library_entries(code_library: str) -> List[Dict[str, Any]]:
 def library_structure(code_library: str) -> List[Dict[str, Any]]:
     """The library's modules, each with ``module``, ``line`` (one line: its docstring's first line and its names),
     ``count`` (definitions) and ``error`` (why it does not parse, or ""). The same list while nothing changed on
-    disk (do not change it)."""
+    disk (do not change it). A module that does not parse is said on the console, once per run."""
     package = ensure_library(code_library)
     index = load_index(package)
-    return once_per_version(_structured, package, index, lambda: _structure(package, index))
+    structure = once_per_version(_structured, package, index, lambda: _structure(package, index))
+    for module in structure:
+        if module["error"]:  # (once per run: the prompts say it at every round)
+            from .interaction import warn_once
+            warn_once(f"The code library's module library/{module['module']}.py does not compile "
+                      f"({module['error']}): its functions cannot be imported until it is fixed "
+                      f"({module_path(package, module['module'])}).")
+    return structure
 
 
 def _structure(package: str, index: Dict[str, Any]) -> List[Dict[str, Any]]:
