@@ -410,3 +410,24 @@ def test_importing_a_function_of_a_module_that_does_not_compile_names_the_module
         assert last.startswith("ImportError") and "library/charts.py" in last and "line 3" in last, done.stderr
         other = run_python(tmp_path, loader + "\nfrom library import slugify\n")
         assert other.returncode == 0, "the other modules still import: " + other.stderr
+
+
+def test_a_module_with_a_latin_1_byte_is_reported_and_skipped_as_one_that_does_not_parse(tmp_path, quiet_console):
+    from aiflows_jarvis.InterpreterFlowModule.executor import library_loader_code
+
+    save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    latin = b"def bar_chart(values):\n    '''Barres du caf\xe9.'''\n    return values\n"
+    (tmp_path / "library" / "charts.py").write_bytes(latin)
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    summary = reader.run({"memory_files": {"code_library": str(tmp_path / "library.py")}})["code_library"]
+    assert "def slugify(t):" in summary, "the other modules are read"
+    assert "charts: (does not parse: not UTF-8 text (byte 0xe9 at line 2" in summary, summary
+    said = [line for line in quiet_console.text.splitlines() if "charts.py" in line]
+    assert len(said) == 1 and "not UTF-8" in said[0] and "line 2" in said[0], quiet_console.text
+    assert save(tmp_path, "def shout(t):\n    return t\n", module="text").startswith("Saved shout")
+    refused = save(tmp_path, "def pie_chart(v):\n    return v\n", module="charts")
+    assert refused.startswith("Nothing was saved") and "not UTF-8" in refused and "library/charts.py" in refused
+    for loader in ("", library_loader_code("library")):
+        last = run_python(tmp_path, loader + "\nfrom library import bar_chart\n").stderr.strip().splitlines()[-1]
+        assert last.startswith("ImportError") and "library/charts.py" in last and "not UTF-8" in last, last
+    assert (tmp_path / "library" / "charts.py").read_bytes() == latin, "the module is left as it is"

@@ -426,3 +426,24 @@ def module_that_does_not_compile(ctx):
     file_kept(ctx, memory / "library" / "charts.py", broken, "the broken module")
     ctx.keep(set(defined(read(memory / "library" / "maths.py"))) >= {f"tide_{i}" for i in range(30)},
              "a function of library/maths.py is missing")
+
+
+@case("memory_folder", "module_with_a_latin_1_byte", handled="exit 0: a library module edited by hand with one "
+      "Latin-1 byte (library/charts.py) is skipped and said once ('not UTF-8', its line); the other modules' "
+      "functions are in the prompts and import (it stopped every run with 'Cannot read memory file')",
+      lost="the module's bytes changed, or another module's function is missing")
+def module_with_a_latin_1_byte(ctx):
+    memory = ctx.path("memory")
+    _indexed_library(memory)
+    latin = b"def bar_chart(values):\n    '''Barres du caf\xe9.'''\n    return values\n"
+    (memory / "library" / "charts.py").write_bytes(latin)
+    with LoopbackLLMServer(replies=coder_run("from library import tide_3\nprint(tide_3(1))")) as server:
+        done = jarvis(ctx, CODER_GOAL, server=server)
+        sent = json.dumps([r["messages"] for r in server.requests])
+    handled_exit(ctx, done, [0])
+    said = [line for line in done.out.splitlines() if "charts.py" in line]
+    ctx.expect(len(said) == 1 and "not UTF-8" in said[0] and "line 2" in said[0], f"not said once: {said}")
+    ctx.expect("def tide_29(hour)" in sent, "the other modules' functions are not in the prompts")
+    file_kept(ctx, memory / "library" / "charts.py", latin, "the hand-edited module")
+    ctx.keep(set(defined(read(memory / "library" / "maths.py"))) >= {f"tide_{i}" for i in range(30)},
+             "a function of library/maths.py is missing")

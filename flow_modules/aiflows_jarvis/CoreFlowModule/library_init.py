@@ -27,10 +27,10 @@ def _stat(path):
         return None
 
 
-def _read(path, encoding):
+def _read(path, encoding, errors="strict"):
     """The text of a regular file; OSError for anything else (a FIFO is opened without waiting for a writer)."""
     fd = _os.open(path, _os.O_RDONLY | getattr(_os, "O_NONBLOCK", 0))
-    with _os.fdopen(fd, "r", encoding=encoding) as f:
+    with _os.fdopen(fd, "r", encoding=encoding, errors=errors) as f:
         if not _stat_kinds.S_ISREG(_os.fstat(fd).st_mode):
             raise OSError("%s is not a regular file" % path)
         return f.read()
@@ -64,9 +64,9 @@ def _names():
         if isinstance(record, dict) and record.get("stat") == stats[module] and not record.get("error"):
             continue  # (a module that does not compile is scanned: importing its names says why they fail)
         names = {name: where for name, where in names.items() if where != module}
-        try:
-            text = _read(_os.path.join(_HERE, module + ".py"), "utf-8-sig")
-        except (OSError, UnicodeDecodeError):
+        try:  # (a byte that is not UTF-8 hides no name: importing the name then says why it fails)
+            text = _read(_os.path.join(_HERE, module + ".py"), "utf-8-sig", "replace")
+        except OSError:
             continue
         for match in _TOP_NAME.finditer(text):
             name = match.group(1) or match.group(2)
@@ -95,16 +95,22 @@ def __getattr__(name):
 def _imported(module, name):
     """The library's ``module``; an ImportError naming the module and the line when it does not compile (rather
     than "cannot import name", which sends one looking for the name)."""
+    path = _os.path.join(_HERE, module + ".py")
     try:
         return _importlib.import_module(__name__ + "." + module)
-    except SyntaxError as error:
-        why = "line %s: %s" % (error.lineno, error.msg) if error.lineno else str(error)
-    except UnicodeDecodeError as error:
-        data, at = bytes(error.object), error.start
-        why = "it is not UTF-8 text: byte 0x%02x at line %d" % (data[at], data.count(b"\n", 0, at) + 1) \
-            if at < len(data) else "it is not UTF-8 text"
+    except (SyntaxError, UnicodeDecodeError) as error:
+        why = "line %s: %s" % (error.lineno, error.msg) if getattr(error, "lineno", None) else str(error)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            data.decode("utf-8")
+        except UnicodeDecodeError as undecodable:  # (import says it in other words, or as a bare decoding error)
+            at = undecodable.start
+            why = "not UTF-8 text: byte 0x%02x at line %d" % (data[at], data.count(b"\n", 0, at) + 1)
+        except OSError:
+            pass
     raise ImportError("cannot import name %r from library: library/%s.py, which defines it, does not compile (%s); "
-                      "fix that module (%s)" % (name, module, why, _os.path.join(_HERE, module + ".py")),
+                      "fix that module (%s)" % (name, module, why, path),
                       name=__name__ + "." + module) from None
 
 

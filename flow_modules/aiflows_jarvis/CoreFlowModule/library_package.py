@@ -126,15 +126,21 @@ def entries_of_source(source: str) -> Tuple[str, List[Dict[str, Any]]]:
 
 
 def _module_record(package: str, module: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
-    """``(names.json's record of a module, its entries)`` from its file (parsed); a module that does not parse is
-    recorded with its error and no entries."""
+    """``(names.json's record of a module, its entries)`` from its file (parsed); a module that does not parse, or
+    does not read (not UTF-8: edited by hand in another encoding), is recorded with why and no entries: it is
+    skipped, and said (a module edited by hand must not stop every run)."""
     path = module_path(package, module)
     stat = stat_of(path)
     try:
         doc, entries = entries_of_source(read_text(path))
         return {"stat": stat, "doc": doc}, entries
     except SyntaxError as error:
-        return {"stat": stat, "doc": "", "error": f"line {error.lineno}: {error.msg}"}, []
+        why = f"line {error.lineno}: {error.msg}" if error.lineno else error.msg
+    except (ValueError, RecursionError, MemoryError) as error:  # a NUL byte (Python 3.11), code nested too deep
+        why = str(error) or type(error).__name__
+    except MemoryFileError as error:
+        why = error.reason.removeprefix("it is ")
+    return {"stat": stat, "doc": "", "error": why}, []
 
 
 # ~~~ The index ~~~

@@ -246,7 +246,12 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
         archive_copy(os.path.join(os.path.dirname(package), f"library.{other}.py"), old)
         modules_written[other] = _without(old, {n for n in clashes if where[n] == other})
     path = module_path(package, module)
-    old_text = read_text(path)
+    try:
+        old_text = read_text(path)
+    except MemoryFileError as error:  # (not UTF-8: edited by hand in another encoding; skipped by the index)
+        return (f"Nothing was saved: library/{module}.py cannot be read ({error.reason}), so nothing can be added "
+                "to it: save into another module (the `module` argument), or ask the user to fix that file."), \
+            module, clashes
     kept = _without(old_text, set(clashes)) if clashes and module in {where[n] for n in clashes} else old_text
     futures, body = split_future_imports(code)
     outside: Dict[str, List[str]] = {}
