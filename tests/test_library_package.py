@@ -431,3 +431,74 @@ def test_a_module_with_a_latin_1_byte_is_reported_and_skipped_as_one_that_does_n
         last = run_python(tmp_path, loader + "\nfrom library import bar_chart\n").stderr.strip().splitlines()[-1]
         assert last.startswith("ImportError") and "library/charts.py" in last and "not UTF-8" in last, last
     assert (tmp_path / "library" / "charts.py").read_bytes() == latin, "the module is left as it is"
+
+
+# ~~~ Migrating a large library.py: linear, and said ~~~
+def _profile_events(call) -> int:
+    """How many calls (Python and C) ``call()`` makes: a count of work that does not depend on the machine's load."""
+    count = [0]
+
+    def profiler(frame, event, arg):
+        count[0] += 1
+
+    sys.setprofile(profiler)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return count[0]
+
+
+def _constants(count: int) -> str:
+    return "".join(f"RATE_{n} = {n} * 0.01\n\n\ndef tool_{n}(values):\n    '''Tool {n}.'''\n"
+                   f"    return [v * RATE_{n} for v in values]\n\n\n" for n in range(count))
+
+
+def test_indexing_a_module_of_many_constants_is_linear_in_its_size():
+    """ast.get_source_segment splits the whole source at each call: one per constant made a module of 25,000
+    constants cost minutes to index (a 5 MB library.py took 96 s to migrate)."""
+    small, large = (_profile_events(lambda n=n: library_package.entries_of_source(_constants(n)))
+                    for n in (300, 600))
+    assert large < 2.5 * small, f"{small} calls for 300 constants, {large} for 600: not linear"
+
+
+def _lines_run_in(function, call) -> int:
+    """How many lines of ``function`` itself ``call()`` runs (a count of its work, whatever the machine's load)."""
+    count = [0]
+    code = function.__code__
+
+    def local(frame, event, arg):
+        if event == "line":
+            count[0] += 1
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
+    try:
+        call()
+    finally:
+        sys.settrace(None)
+    return count[0]
+
+
+def test_planning_a_migration_is_linear_in_the_librarys_size():
+    """Each statement that is not a definition was matched against every module until nothing changed: with a
+    constant per function, statements x modules grew as the square of the library."""
+    small, large = (_lines_run_in(library_save.plan_migration, lambda n=n: library_save.plan_migration(
+        _constants(n), {})) for n in (1000, 2000))
+    assert large < 2.5 * small, f"{small} lines run for 1,000 functions, {large} for 2,000: not linear"
+
+
+def test_a_migration_says_what_it_moves_where_the_original_goes_and_how_far_it_is(tmp_path, quiet_console,
+                                                                                   monkeypatch):
+    from aiflows_jarvis.CoreFlowModule import interaction
+
+    monkeypatch.setattr(interaction, "PROGRESS_EVERY", 0)  # (a line at every step: this library moves quickly)
+    (tmp_path / "library.py").write_text(_constants(2000))  # about 220 KB: several blocks
+    assert len(library_entries(str(tmp_path / "library.py"))) == 4000
+    said = quiet_console.text.splitlines()
+    assert said[0].startswith(f"Moving {tmp_path / 'library.py'} (0.2 MB) into the library package"), said[:2]
+    assert f"kept in {tmp_path / 'archive'}" in said[0], "where the original goes"
+    assert any("MB read" in line for line in said[1:-1]) and any("modules indexed" in line for line in said[1:-1])
+    (copy,) = (tmp_path / "archive").iterdir()
+    assert said[-1].startswith("Moved 2000 functions and classes of library.py into ") and str(copy) in said[-1], \
+        said[-1]

@@ -121,8 +121,19 @@ def entries_of_source(source: str) -> Tuple[str, List[Dict[str, Any]]]:
             for target in targets:
                 if isinstance(target, ast.Name) and not target.id.startswith("_"):
                     entries.append({"name": target.id, "kind": "constant", "doc": "", "line": node.lineno,
-                                    "signature": shorten(ast.get_source_segment(source, node) or target.id, 100)})
+                                    "signature": shorten(_segment(lines, node) or target.id, 100)})
     return (ast.get_docstring(tree) or "").strip().split("\n")[0], entries
+
+
+def _segment(lines: List[str], node: ast.AST) -> str:
+    """``ast.get_source_segment`` of a top-level statement, from its source's lines (that function splits the whole
+    source again at each call: a module of thousands of constants took minutes)."""
+    first, last = node.lineno - 1, node.end_lineno - 1
+    if first == last:
+        return lines[first].encode("utf-8")[node.col_offset:node.end_col_offset].decode("utf-8", "replace")
+    head = lines[first].encode("utf-8")[node.col_offset:].decode("utf-8", "replace")
+    tail = lines[last].encode("utf-8")[:node.end_col_offset].decode("utf-8", "replace")
+    return "\n".join([head, *lines[first + 1:last], tail])
 
 
 def _module_record(package: str, module: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
