@@ -134,6 +134,22 @@ def test_names_clash_across_modules_and_a_replacement_moves_the_definition(tmp_p
     assert save(tmp_path, "def g():\n    return 1\n", module="Bad Name").startswith("Nothing was saved: `bad name`")
 
 
+def test_a_function_named_like_a_module_is_refused_and_another_name_proposed(tmp_path):
+    """A name is a module's or a definition's, never both: `from library import data` would give the module or the
+    function depending on what was imported first. Either order is refused, by one check."""
+    assert "module data" in save(tmp_path, "def growth(v):\n    '''Growth.'''\n    return v\n", module="data")
+    refused = save(tmp_path, "def data(points):\n    '''Points of a chart.'''\n    return points\n",
+                   module="charts")
+    assert refused.startswith("Nothing was saved") and "library/data.py" in refused, refused
+    assert "`chart_data`" in refused and "write_code" in refused, "another name is proposed"
+    assert not (tmp_path / "library" / "charts.py").exists()
+    by_topic = save(tmp_path, "def data(points):\n    '''Points of a chart.'''\n    return points\n")
+    assert by_topic.startswith("Nothing was saved") and "library/data.py" in by_topic, "its topic's module too"
+    assert "module charts" in save(tmp_path, "def chart_data(points):\n    return points\n", module="charts")
+    assert run_python(tmp_path, "from library import data, chart_data; print(data.__name__, chart_data([1]))"
+                      ).stdout.strip() == "library.data [1]"
+
+
 def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatch):
     package = tmp_path / "library"
     for topic in range(10):  # 2,000 functions in 10 modules, indexed
@@ -237,6 +253,66 @@ def test_a_module_edited_by_hand_is_indexed_again_and_imports(tmp_path):
     assert "def shout(t):" in summary
 
 
+@pytest.mark.parametrize("damage, why", [
+    (b'{"version": 1, "modules": {"text": "\xe9"}}', "not UTF-8"),  # a Latin-1 byte
+    (b'{"version": 1, "modules": {"te', "not JSON"),  # cut by a kill
+    (b'{"version": 1, "modules": 5, "names": []}', "not an index"),
+    (b"", "empty"),
+])
+def test_a_names_index_that_does_not_read_is_rebuilt_from_the_modules_and_said(tmp_path, quiet_console, damage, why):
+    save(tmp_path, "def slugify(t):\n    '''Slug.'''\n    return t\n")
+    save(tmp_path, "def growth(v):\n    '''Growth.'''\n    return v\n", module="data")
+    names = tmp_path / "library" / "_index" / "names.json"
+    names.write_bytes(damage)
+    quiet_console.text = ""
+    assert [e["name"] for e in library_entries(str(tmp_path / "library.py"))] == ["growth", "slugify"]
+    assert json.loads(names.read_text())["names"] == {"growth": "data", "slugify": "text"}, "written again"
+    said = [line for line in quiet_console.text.splitlines() if "names.json" in line]
+    assert len(said) == 1 and why in said[0] and "built again" in said[0], quiet_console.text
+    library_entries(str(tmp_path / "library.py"))
+    assert quiet_console.text.count("names.json") == 1, "said once"
+
+
+@pytest.mark.parametrize("damage, why", [
+    (b"", "empty"),
+    (b"\xff\x00 garbage", "not UTF-8"),
+    (b"\x00\x01 garbage", "not JSON"),
+    (b'{"entries": [{"name": 3}]}', "not an index"),
+    (b'{"entries": []}', "does not match"),  # valid, but not what the module defines
+])
+def test_a_module_index_that_is_garbage_or_empty_is_rebuilt_and_said(tmp_path, quiet_console, damage, why):
+    body = "".join(f"def tide_{n}(hour):\n    '''The tide at harbour {n}.'''\n    return hour\n\n\n"
+                   for n in range(200))
+    save(tmp_path, body, module="tides")
+    save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    (tmp_path / "library" / "_index" / "tides.json").write_bytes(damage)
+    quiet_console.text = ""
+    library = str(tmp_path / "library.py")
+    assert len([e for e in library_entries(library) if e["module"] == "tides"]) == 200, "no function vanishes"
+    assert "def tide_199(hour):" in package_summary(library)
+    said = [line for line in quiet_console.text.splitlines() if "tides.json" in line]
+    assert len(said) == 1 and why in said[0] and "built again" in said[0], quiet_console.text
+    assert len(json.loads((tmp_path / "library" / "_index" / "tides.json").read_text())["entries"]) == 200
+    library_entries(library)
+    assert quiet_console.text.count("tides.json") == 1, "said once"
+
+
+def test_a_module_index_changed_during_a_run_is_not_taken_as_it_is(tmp_path, quiet_console):
+    save(tmp_path, "def slugify(t):\n    return t\n\n\ndef shout(t):\n    return t\n", module="text")
+    library = str(tmp_path / "library.py")
+    assert len(library_entries(library)) == 2
+    index = tmp_path / "library" / "_index" / "text.json"
+    same_size = index.read_bytes().replace(b'"slugify"', b'"sluggo!"')  # valid, not the module's
+    index.write_bytes(same_size)
+    assert [e["name"] for e in library_package.module_entries(str(tmp_path / "library"), "text")] == \
+        ["slugify", "shout"]
+    index.write_bytes(b'{"entries": []}')
+    assert [e["name"] for e in library_package.module_entries(str(tmp_path / "library"), "text")] == \
+        ["slugify", "shout"]
+    assert quiet_console.text.count("text.json") == 2 and "does not match" in quiet_console.text, \
+        quiet_console.text
+
+
 def test_the_module_is_shown_to_the_user_who_can_change_it(tmp_path, user):
     flow = SaveCodeAtomicFlow.instantiate_from_default_config(confirm_module=True)
     files = {"code_library": str(tmp_path / "library.py")}
@@ -293,3 +369,136 @@ def test_a_migration_killed_at_any_point_is_finished_by_the_next_use(tmp_path, p
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".library-migrating-")], "the staging folder is left"
     assert any(p.read_text() == LEGACY for p in (tmp_path / "archive").iterdir())
     assert run_python(tmp_path, USES).stdout.strip() == "ok"
+
+
+def test_importing_the_library_beside_a_fifo_for_its_index_does_not_block(tmp_path):
+    """`import library` (the kernel's, or a script's) reads names.json without waiting for a FIFO's writer."""
+    save(tmp_path, "def shout(t):\n    return t.upper()\n")
+    names = tmp_path / "library" / "_index" / "names.json"
+    names.unlink()
+    os.mkfifo(names)
+    done = run_python(tmp_path, "from library import shout; print(shout('a'))")  # (a blocked open: TimeoutExpired)
+    assert done.stdout.strip() == "A", done.stderr
+
+
+BROKEN = "def bar_chart(values):\n    '''Bars.'''\n    return (values\n"
+
+
+def test_a_module_that_does_not_compile_is_said_once_on_the_console(tmp_path, quiet_console):
+    save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    (tmp_path / "library" / "charts.py").write_text(BROKEN)
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    files = {"memory_files": {"code_library": str(tmp_path / "library.py")}}
+    summary = reader.run(files)["code_library"]
+    assert "charts: (does not parse: line 3" in summary, "the prompt says it"
+    reader.run(files)
+    save(tmp_path, "def shout(t):\n    return t\n", module="text")  # (a new version of the index)
+    reader.run(files)
+    said = [line for line in quiet_console.text.splitlines() if "charts.py" in line and "compile" in line]
+    assert len(said) == 1 and "line 3" in said[0], quiet_console.text
+
+
+def test_importing_a_function_of_a_module_that_does_not_compile_names_the_module_and_line(tmp_path):
+    from aiflows_jarvis.InterpreterFlowModule.executor import library_loader_code
+
+    save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    (tmp_path / "library" / "charts.py").write_text(BROKEN)
+    library_structure(str(tmp_path / "library.py"))  # (indexed: the module's error recorded, no names)
+    for loader in ("", library_loader_code("library")):  # as a script imports it, and as the kernel does
+        done = run_python(tmp_path, loader + "\nfrom library import bar_chart\n")
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("ImportError") and "library/charts.py" in last and "line 3" in last, done.stderr
+        other = run_python(tmp_path, loader + "\nfrom library import slugify\n")
+        assert other.returncode == 0, "the other modules still import: " + other.stderr
+
+
+def test_a_module_with_a_latin_1_byte_is_reported_and_skipped_as_one_that_does_not_parse(tmp_path, quiet_console):
+    from aiflows_jarvis.InterpreterFlowModule.executor import library_loader_code
+
+    save(tmp_path, "def slugify(t):\n    return t\n", module="text")
+    latin = b"def bar_chart(values):\n    '''Barres du caf\xe9.'''\n    return values\n"
+    (tmp_path / "library" / "charts.py").write_bytes(latin)
+    reader = MemoryReadingAtomicFlow.instantiate_from_default_config(output_interface=["code_library"])
+    summary = reader.run({"memory_files": {"code_library": str(tmp_path / "library.py")}})["code_library"]
+    assert "def slugify(t):" in summary, "the other modules are read"
+    assert "charts: (does not parse: not UTF-8 text (byte 0xe9 at line 2" in summary, summary
+    said = [line for line in quiet_console.text.splitlines() if "charts.py" in line]
+    assert len(said) == 1 and "not UTF-8" in said[0] and "line 2" in said[0], quiet_console.text
+    assert save(tmp_path, "def shout(t):\n    return t\n", module="text").startswith("Saved shout")
+    refused = save(tmp_path, "def pie_chart(v):\n    return v\n", module="charts")
+    assert refused.startswith("Nothing was saved") and "not UTF-8" in refused and "library/charts.py" in refused
+    for loader in ("", library_loader_code("library")):
+        last = run_python(tmp_path, loader + "\nfrom library import bar_chart\n").stderr.strip().splitlines()[-1]
+        assert last.startswith("ImportError") and "library/charts.py" in last and "not UTF-8" in last, last
+    assert (tmp_path / "library" / "charts.py").read_bytes() == latin, "the module is left as it is"
+
+
+# ~~~ Migrating a large library.py: linear, and said ~~~
+def _profile_events(call) -> int:
+    """How many calls (Python and C) ``call()`` makes: a count of work that does not depend on the machine's load."""
+    count = [0]
+
+    def profiler(frame, event, arg):
+        count[0] += 1
+
+    sys.setprofile(profiler)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return count[0]
+
+
+def _constants(count: int) -> str:
+    return "".join(f"RATE_{n} = {n} * 0.01\n\n\ndef tool_{n}(values):\n    '''Tool {n}.'''\n"
+                   f"    return [v * RATE_{n} for v in values]\n\n\n" for n in range(count))
+
+
+def test_indexing_a_module_of_many_constants_is_linear_in_its_size():
+    """ast.get_source_segment splits the whole source at each call: one per constant made a module of 25,000
+    constants cost minutes to index (a 5 MB library.py took 96 s to migrate)."""
+    small, large = (_profile_events(lambda n=n: library_package.entries_of_source(_constants(n)))
+                    for n in (300, 600))
+    assert large < 2.5 * small, f"{small} calls for 300 constants, {large} for 600: not linear"
+
+
+def _lines_run_in(function, call) -> int:
+    """How many lines of ``function`` itself ``call()`` runs (a count of its work, whatever the machine's load)."""
+    count = [0]
+    code = function.__code__
+
+    def local(frame, event, arg):
+        if event == "line":
+            count[0] += 1
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
+    try:
+        call()
+    finally:
+        sys.settrace(None)
+    return count[0]
+
+
+def test_planning_a_migration_is_linear_in_the_librarys_size():
+    """Each statement that is not a definition was matched against every module until nothing changed: with a
+    constant per function, statements x modules grew as the square of the library."""
+    small, large = (_lines_run_in(library_save.plan_migration, lambda n=n: library_save.plan_migration(
+        _constants(n), {})) for n in (1000, 2000))
+    assert large < 2.5 * small, f"{small} lines run for 1,000 functions, {large} for 2,000: not linear"
+
+
+def test_a_migration_says_what_it_moves_where_the_original_goes_and_how_far_it_is(tmp_path, quiet_console,
+                                                                                   monkeypatch):
+    from aiflows_jarvis.CoreFlowModule import interaction
+
+    monkeypatch.setattr(interaction, "PROGRESS_EVERY", 0)  # (a line at every step: this library moves quickly)
+    (tmp_path / "library.py").write_text(_constants(2000))  # about 220 KB: several blocks
+    assert len(library_entries(str(tmp_path / "library.py"))) == 4000
+    said = quiet_console.text.splitlines()
+    assert said[0].startswith(f"Moving {tmp_path / 'library.py'} (0.2 MB) into the library package"), said[:2]
+    assert f"kept in {tmp_path / 'archive'}" in said[0], "where the original goes"
+    assert any("MB read" in line for line in said[1:-1]) and any("modules indexed" in line for line in said[1:-1])
+    (copy,) = (tmp_path / "archive").iterdir()
+    assert said[-1].startswith("Moved 2000 functions and classes of library.py into ") and str(copy) in said[-1], \
+        said[-1]

@@ -292,3 +292,16 @@ def test_a_run_that_leaves_the_library_alone_says_nothing_about_it(tmp_path):
     out = run_code(tmp_path, "from library import growth\nprint(round(growth(100, 117.2), 3))")
     assert "0.172" in out["result"] and "code library" not in out["result"]
     assert archived(tmp_path) == []
+
+
+def test_a_fifo_among_the_library_modules_does_not_block_run_code(tmp_path):
+    from aiflows_jarvis.CoreFlowModule.library_package import ensure_library
+    from test_memory_safety import not_blocked
+
+    atomic_write(str(tmp_path / "library.py"), LIBRARY)
+    ensure_library(str(tmp_path / "library.py"))  # (library.py moved into the package)
+    fifo = tmp_path / "library" / "pipe.py"
+    os.mkfifo(fifo)
+    out = not_blocked(lambda: run_code(tmp_path, "from library import growth\nprint(growth(1, 2))"), fifo)
+    assert "1.0" in out["result"] and "code library" not in out["result"]
+    assert fifo.is_fifo(), "left as it is"

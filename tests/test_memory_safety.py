@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -27,6 +29,7 @@ from aiflows_jarvis.CoreFlowModule.memory import (
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
 from test_cli import ROOT, run_jarvis  # noqa: E402  (one helper that runs run_jarvis.py in a guarded child)
+from waiting import eventually  # noqa: E402
 
 
 def numbers(path) -> list:
@@ -75,6 +78,72 @@ def test_reading_a_linked_memory_file_is_refused(tmp_path):
         read_text(str(tmp_path / "library.py"))
     with pytest.raises(MemoryFileError, match="is a symbolic link"):
         read_log_tail(str(tmp_path / "logs.txt"), 5, 1000)
+
+
+# ~~~ What is not a regular file ~~~
+def not_blocked(call, *fifos):
+    """``call()``'s result (or raises its error), from a thread; if it blocks on one of ``fifos`` (opening a FIFO
+    waits for its other end), that end is opened to release it after the hang guard, and the test fails."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = call()
+        except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
+            box["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    if not eventually(lambda: not thread.is_alive()):
+        while thread.is_alive():  # the other end, opened and closed (each time it opens one again): it returns
+            for fifo in fifos:
+                for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+                    try:
+                        os.close(os.open(fifo, flags))
+                    except OSError:
+                        pass
+            thread.join(0.05)
+        raise AssertionError(f"{call} blocked on a FIFO")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_memory_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, kind):
+    plan, log = tmp_path / "plan.txt", tmp_path / "logs.txt"
+    for path in (plan, log):
+        os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    said = "a FIFO (named pipe), not a regular file" if kind == "fifo" else "a folder, not a regular file"
+    for call in (lambda: read_text(str(plan)), lambda: read_log_tail(str(log), 5, 1000),
+                 lambda: last_log_number(str(log)), lambda: append_text(str(plan), "more\n"),
+                 lambda: append_log_entry(str(log), "run_code", {"code": "x"}, "ok")):
+        with pytest.raises(MemoryFileError, match=re.escape(said)) as refused:
+            not_blocked(call, plan, log)
+        assert "Remove it" in str(refused.value), "the message says what to do"
+    assert (plan.is_fifo() and log.is_fifo()) if kind == "fifo" else (plan.is_dir() and log.is_dir())
+
+
+def test_a_fifo_in_place_of_an_index_is_built_again_in_its_place(tmp_path, quiet_console):
+    from aiflows_jarvis.CoreFlowModule.library_package import library_entries
+    from aiflows_jarvis.CoreFlowModule.memory_index import forget_cached_indexes, log_index
+
+    flow = SaveCodeAtomicFlow.instantiate_from_default_config()
+    flow.run({"code": "def shout(t):\n    return t.upper()\n", "memory_files": {"code_library": str(tmp_path)}})
+    names = tmp_path / "_index" / "names.json"
+    names.unlink()
+    os.mkfifo(names)
+    assert [e["name"] for e in not_blocked(lambda: library_entries(str(tmp_path)), names)] == ["shout"]
+    assert names.is_file() and "FIFO" in quiet_console.text and "built again" in quiet_console.text
+    log = tmp_path / "logs.txt"
+    append_log_entry(str(log), "run_code", {"code": "x"}, "zebra")
+    journal = tmp_path / ".index" / "logs.txt.idx"
+    journal.unlink()
+    os.mkfifo(journal)
+    forget_cached_indexes()
+    assert not_blocked(lambda: append_log_entry(str(log), "run_code", {}, "giraffe"), journal) == 2
+    assert [key for key, _ in not_blocked(lambda: log_index(str(log)), journal).search("zebra", 3)] == ["1"]
+    assert journal.is_file(), "the log's index is written again in the FIFO's place"
 
 
 def test_a_run_does_not_write_through_links_in_the_memory_folder_and_sweeps_old_temporary_files(tmp_path):

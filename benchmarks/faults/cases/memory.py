@@ -10,7 +10,7 @@ import time
 
 from ..harness import case
 from ..support import (
-    ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, file_kept, handled_exit, jarvis,
+    ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, defined, file_kept, handled_exit, jarvis,
     library_names, library_source, memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
 )
 
@@ -248,11 +248,11 @@ def run_code_overwrites_the_library(ctx):
     ctx.keep(any(b"def mine(x):" in p.read_bytes() for p in copies), "the user's library is lost")
 
 
-def _save(library: str, code: str) -> str:
+def _save(library: str, code: str, **args) -> str:
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     flow = SaveCodeAtomicFlow.instantiate_from_default_config()
-    return flow.run({"code": code, "memory_files": {"code_library": library}})["result"]
+    return flow.run({"code": code, "memory_files": {"code_library": library}, **args})["result"]
 
 
 @case("memory_folder", "library_with_a_byte_order_mark", handled="SaveCodeAtomicFlow saves into a library.py that "
@@ -303,3 +303,147 @@ def library_search_index_is_a_link(ctx):
     ctx.expect(kept.is_file() and not kept.is_symlink(), "the index was not built again in the link's place")
     file_kept(ctx, secret, b"the user's own notes\n", "the link's target")
     ctx.keep(set(library_names(memory) or []) >= {f"tide_{i}" for i in range(count)}, "a function is missing")
+
+
+@case("memory_folder", "function_named_like_a_module", handled="SaveCodeAtomicFlow refuses `def data(...)` into "
+      "module charts when library/data.py exists ('Nothing was saved', naming library/data.py and proposing "
+      "another name; charts.py does not define `data`), then saves it under that name",
+      lost="library/data.py (the module and its function) changed")
+def function_named_like_a_module(ctx):
+    library = ctx.path("library.py")
+    ctx.expect(_save(str(library), "def growth(v):\n    return v\n", module="data").startswith("Saved"), "no save")
+    data = ctx.path("library", "data.py").read_bytes()
+    result = _save(str(library), "def data(points):\n    return points\n", module="charts")
+    ctx.expect(result.startswith("Nothing was saved") and "library/data.py" in result, f"result: {result}")
+    proposed = result.split("(e.g. `", 1)[-1].split("`", 1)[0]
+    ctx.expect(proposed.isidentifier() and proposed != "data", f"no other name proposed: {result}")
+    if proposed.isidentifier():
+        renamed = _save(str(library), f"def {proposed}(points):\n    return points\n", module="charts")
+        ctx.expect(renamed.startswith("Saved"), f"the name proposed is refused too: {renamed}")
+    file_kept(ctx, ctx.path("library", "data.py"), data, "library/data.py")
+    charts = ctx.path("library", "charts.py")
+    ctx.expect(not charts.exists() or "def data(" not in read(charts), "charts.py defines data")
+
+
+def _indexed_library(memory, count: int = 30) -> None:
+    """``memory/library/``, indexed, with ``count`` functions `tide_<n>` (moved in from a library.py)."""
+    memory.mkdir(exist_ok=True)
+    functions = (f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n"
+                 for i in range(count))
+    (memory / "library.py").write_text("\n\n".join(functions))
+    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+    migrate_library(str(memory / "library"))
+
+
+def _run_on_a_damaged_index(ctx, damaged, data: bytes, said: str):
+    memory = ctx.path("memory")
+    _indexed_library(memory)
+    index = memory / "library" / "_index" / damaged
+    ctx.expect(index.is_file(), f"the migration made no {damaged}")
+    index.write_bytes(data)
+    code = "from library import tide_3\nprint(tide_3(1))"
+    with LoopbackLLMServer(replies=coder_run(code)) as server:  # (Coder's prompts show the library)
+        done = jarvis(ctx, CODER_GOAL, server=server)
+        sent = json.dumps([r["messages"] for r in server.requests])
+    handled_exit(ctx, done, [0])
+    lines = [line for line in done.text.splitlines() if damaged in line]
+    ctx.expect(len(lines) == 1 and said in lines[0] and "built again" in lines[0],
+               f"the run does not say in one line that {damaged} was built again: {lines}")
+    ctx.expect("def tide_29(hour)" in sent, "the library's functions are not in the prompts")
+    ctx.expect(index.is_file() and json.loads(read(index)), f"{damaged} was not written again")
+    ctx.keep(set(library_names(memory) or []) >= {f"tide_{i}" for i in range(30)}, "a function is missing")
+
+
+@case("memory_folder", "names_index_not_utf8", handled="exit 0: library/_index/names.json with a Latin-1 byte is "
+      "built again from the modules, said in one line ('not UTF-8', 'built again'); the prompts show the library "
+      "(it was 'Cannot read memory file' and exit 1 on every run)", lost="a function of the library is missing")
+def names_index_not_utf8(ctx):
+    _run_on_a_damaged_index(ctx, "names.json", b'{"version": 1, "modules": {"caf\xe9": {}}, "names": {}}',
+                            "not UTF-8")
+
+
+@case("memory_folder", "module_index_emptied", handled="exit 0: a module's index (library/_index/maths.json) "
+      "emptied is built again from the module, said in one line ('empty', 'built again'); the prompts show its "
+      "functions (they vanished from prompts and search for good)", lost="a function of the library is missing")
+def module_index_emptied(ctx):
+    _run_on_a_damaged_index(ctx, "maths.json", b"", "empty")
+
+
+@case("memory_folder", "names_index_is_a_fifo", timeout=120, handled="exit 0 within the case's time: a FIFO in "
+      "place of library/_index/names.json is not opened blocking; the index is built again in its place, said in "
+      "one line ('FIFO', 'built again') (the run hung with nothing said)", lost="a function of the library is missing")
+def names_index_is_a_fifo(ctx):
+    memory = ctx.path("memory")
+    _indexed_library(memory)
+    names = memory / "library" / "_index" / "names.json"
+    names.unlink()
+    os.mkfifo(str(names))
+    with LoopbackLLMServer(replies=coder_run("from library import tide_3\nprint(tide_3(1))")) as server:
+        done = jarvis(ctx, CODER_GOAL, server=server, timeout=100)
+    handled_exit(ctx, done, [0])
+    lines = [line for line in done.text.splitlines() if "names.json" in line]
+    ctx.expect(len(lines) == 1 and "FIFO" in lines[0] and "built again" in lines[0], f"not said in one line: {lines}")
+    ctx.expect(names.is_file(), "names.json was not written again in the FIFO's place")
+    ctx.keep(set(library_names(memory) or []) >= {f"tide_{i}" for i in range(30)}, "a function is missing")
+
+
+@case("memory_folder", "log_index_is_a_fifo", timeout=120, handled="exit 0 within the case's time: a FIFO in place "
+      "of the log's search index (memory/.index/logs_jarvis.txt.idx) is not opened blocking; the index is built "
+      "again in its place, said ('FIFO', 'built again') (the run hung with nothing said)",
+      lost="the memory folder's plans or logs are missing")
+def log_index_is_a_fifo(ctx):
+    memory = ctx.path("memory")
+    (memory / ".index").mkdir(parents=True)
+    journal = memory / ".index" / "logs_jarvis.txt.idx"
+    os.mkfifo(str(journal))
+    with LoopbackLLMServer(replies=short_run()) as server:
+        done = jarvis(ctx, GOAL, server=server, timeout=100)
+    handled_exit(ctx, done, [0])
+    lines = [line for line in done.text.splitlines() if "logs_jarvis.txt.idx" in line]
+    ctx.expect(lines and "FIFO" in lines[0] and "built again" in lines[0], f"not said: {lines}")
+    ctx.expect(journal.is_file(), "the log's index was not written again in the FIFO's place")
+    memory_whole(ctx, memory, goal=GOAL, run_file=True, plan=PLAN)
+
+
+@case("memory_folder", "module_that_does_not_compile", handled="exit 0: a library module broken by hand "
+      "(library/charts.py, line 3) is said once on the console ('does not compile', 'line 3'), and `from library "
+      "import bar_chart` in run_code fails naming library/charts.py and line 3 (it said 'cannot import name')",
+      lost="the broken module or another module's function is changed or missing")
+def module_that_does_not_compile(ctx):
+    memory = ctx.path("memory")
+    _indexed_library(memory)
+    broken = b"def bar_chart(values):\n    '''Bars.'''\n    return (values\n"
+    (memory / "library" / "charts.py").write_bytes(broken)
+    code = "from library import tide_3\nprint(tide_3(1))\nfrom library import bar_chart"
+    with LoopbackLLMServer(replies=coder_run(code)) as server:
+        done = jarvis(ctx, CODER_GOAL, server=server)
+    handled_exit(ctx, done, [0])
+    said = [line for line in done.out.splitlines() if "charts.py does not compile" in line]
+    ctx.expect(len(said) == 1 and "line 3" in said[0], f"not said once on the console: {said}")
+    result = read(memory / "logs_coder.txt")
+    ctx.expect("library/charts.py" in result and "line 3" in result, "the import error does not name the module "
+               f"and line: {result[result.find('ImportError'):][:300]!r}")
+    file_kept(ctx, memory / "library" / "charts.py", broken, "the broken module")
+    ctx.keep(set(defined(read(memory / "library" / "maths.py"))) >= {f"tide_{i}" for i in range(30)},
+             "a function of library/maths.py is missing")
+
+
+@case("memory_folder", "module_with_a_latin_1_byte", handled="exit 0: a library module edited by hand with one "
+      "Latin-1 byte (library/charts.py) is skipped and said once ('not UTF-8', its line); the other modules' "
+      "functions are in the prompts and import (it stopped every run with 'Cannot read memory file')",
+      lost="the module's bytes changed, or another module's function is missing")
+def module_with_a_latin_1_byte(ctx):
+    memory = ctx.path("memory")
+    _indexed_library(memory)
+    latin = b"def bar_chart(values):\n    '''Barres du caf\xe9.'''\n    return values\n"
+    (memory / "library" / "charts.py").write_bytes(latin)
+    with LoopbackLLMServer(replies=coder_run("from library import tide_3\nprint(tide_3(1))")) as server:
+        done = jarvis(ctx, CODER_GOAL, server=server)
+        sent = json.dumps([r["messages"] for r in server.requests])
+    handled_exit(ctx, done, [0])
+    said = [line for line in done.out.splitlines() if "charts.py" in line]
+    ctx.expect(len(said) == 1 and "not UTF-8" in said[0] and "line 2" in said[0], f"not said once: {said}")
+    ctx.expect("def tide_29(hour)" in sent, "the other modules' functions are not in the prompts")
+    file_kept(ctx, memory / "library" / "charts.py", latin, "the hand-edited module")
+    ctx.keep(set(defined(read(memory / "library" / "maths.py"))) >= {f"tide_{i}" for i in range(30)},
+             "a function of library/maths.py is missing")

@@ -159,3 +159,42 @@ def reply_of_10_mb(ctx):
     ctx.expect(max(sizes, default=0) < 200_000, f"a prompt of {max(sizes, default=0)} characters")
     ctx.expect("1700000" in done.text, "the script's output (1700000) is not shown")
     memory_whole(ctx, ctx.path("memory"), goal=CODER_GOAL, run_file=True)
+
+
+def _with_constants(size: int) -> str:
+    """About ``size`` characters of library.py, each function with a constant of its own beside it."""
+    parts, total, number = [], 0, 0
+    while total < size:
+        parts.append(f"RATE_{number} = {number} * 0.01\n\n\ndef tool_{number}(values):\n"
+                     f"    '''Scales the values (tool {number}).'''\n"
+                     f"    return [v * RATE_{number} for v in values]\n\n\n")
+        total += len(parts[-1])
+        number += 1
+    return "".join(parts)
+
+
+@case("scale", "library_py_of_5_mb_with_constants", slow=True, timeout=400, handled="a 5 MB library.py of 36,000 "
+      "functions, each with a constant, is moved into library/ and the run ends (exit 0) within 90 s; the console "
+      "says it is moving it and where the file is kept, then what it made and in how long (the move took 99 s, "
+      "silent: each constant indexed split its module's whole text again)",
+      lost="a function of library.py is neither in the package nor in the archived copy")
+def library_py_of_5_mb_with_constants(ctx):
+    memory = ctx.path("memory")
+    memory.mkdir()
+    source = _with_constants(5_000_000)
+    (memory / "library.py").write_text(source)
+    count = source.count("\ndef ")
+    with LoopbackLLMServer(replies=coder_run("from library import tool_3\nprint(tool_3([100]))")) as server:
+        done = jarvis(ctx, CODER_GOAL, server=server, timeout=350)
+    handled_exit(ctx, done, [0])
+    moving = [line for line in done.out.splitlines() if line.startswith("Moving ")]
+    moved = [line for line in done.out.splitlines() if line.startswith("Moved ")]
+    ctx.expect(moving and "archive" in moving[0], f"the move is not said with where the file goes: {moving[:1]}")
+    ctx.expect(moved and f"Moved {count} functions" in moved[0], f"what the move made is not said: {moved[:1]}")
+    seconds = float(moved[0].rsplit(" in ", 1)[1].split(" s", 1)[0]) if moved else None
+    ctx.figure("library MB", round(len(source) / 1e6, 1))
+    ctx.figure("seconds (the move)", seconds)
+    ctx.figure("seconds (the run)", round(done.seconds, 1))
+    ctx.expect(done.seconds <= 90, f"the run took {done.seconds:.0f} s")
+    names = set(library_names(memory) or [])
+    ctx.keep({f"tool_{i}" for i in range(count)} <= names, "a function of library.py is missing from the package")

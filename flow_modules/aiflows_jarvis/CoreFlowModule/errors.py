@@ -40,7 +40,16 @@ class EditorError(JarvisError):
 
 
 class MemoryFileError(JarvisError):
-    """A memory file could not be read or written."""
+    """A memory file could not be read or written. ``reason``: why, in a few words (``it is not UTF-8 text (...)``),
+    for a caller that words the message its own way (an index rebuilt says so in one line)."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
+
+
+class NotRegularFileError(MemoryFileError):
+    """A FIFO, a folder, a socket or a device where a memory file should be: refused, never opened blocking."""
 
 
 class MemoryInUseError(JarvisError):

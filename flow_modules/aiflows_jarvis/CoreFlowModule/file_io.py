@@ -6,16 +6,19 @@ the temporary files a killed write leaves, swept; a file's previous text archive
 * Symbolic links are never followed: a memory folder may come from elsewhere (a cloned repository), and a link named
   like a memory file must not make Jarvis overwrite, append to or read (into a prompt) a file outside it. A file
   replaced atomically replaces the link itself; reading or appending to a link is refused with a MemoryFileError.
+* Only regular files are read or appended to, opened so that nothing blocks: a FIFO named like a memory file would
+  hang the run at its open, waiting for a writer (``open_regular``).
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
 import time
 from typing import List, Tuple, Union
 
-from .errors import MemoryFileError
+from .errors import MemoryFileError, NotRegularFileError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -37,12 +40,56 @@ def open_no_link(path: str, flags: int, mode: int = 0o666) -> int:
         raise
 
 
+# What a path may be instead of a regular file, as a message names it.
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def open_regular(path: str, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+    """``open_no_link`` of a regular file only. It opens without blocking (a FIFO's open waits for its other end,
+    for ever when there is none) and refuses what is not a regular file with a NotRegularFileError saying what it is
+    and what to do; a caller that keeps a cache there builds it again instead. (O_NONBLOCK changes nothing for a
+    regular file: its reads and writes never wait.)"""
+    try:
+        fd = open_no_link(path, flags | os.O_NONBLOCK, mode)
+    except OSError as error:
+        if error.errno in (errno.ENXIO, errno.EISDIR, errno.EOPNOTSUPP):  # a FIFO with no reader, a folder, a socket
+            _refuse_special(path, os.lstat(path).st_mode if os.path.lexists(path) else None, error)
+        raise
+    try:
+        _refuse_special(path, os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _refuse_special(path: str, mode, cause: BaseException = None) -> None:
+    if mode is None or stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+    reason = f"it is {kind}, not a regular file"
+    raise NotRegularFileError(
+        f"{path} is {kind}, not a regular file: Jarvis reads and writes only regular files in its memory folder (a "
+        f"FIFO or a device would block the run or feed it another program's bytes). Remove it (or move it away), "
+        "then run again.", reason) from cause
+
+
+def say_rebuilt(what: str, why: str, source: str) -> None:
+    """Say in one line on the console that a cache file (an index) that cannot be used is built again from
+    ``source``: a file silently replaced would hide what damages it."""
+    from .interaction import get_console  # (here: the console is the run's)
+    get_console().line("warning", f"{what} cannot be used ({why}): it is a cache, built again from {source}.")
+
+
 def read_text(path: str) -> str:
     """The file's text, or '' if it does not exist. A UTF-8 byte-order mark at its start is dropped (Python and
     editors read the file the same without it; a file written back is written without it). A symbolic link is refused
-    (MemoryFileError): what is read goes into prompts, and a link could bring any file of the user's into one."""
+    (MemoryFileError): what is read goes into prompts, and a link could bring any file of the user's into one. Text
+    that is not UTF-8, and what is not a regular file (a FIFO, a folder), are refused (MemoryFileError saying what
+    and where)."""
     try:
-        fd = open_no_link(path, os.O_RDONLY)
+        fd = open_regular(path)
         try:  # read raw: a text file object costs more system calls, and a prompt reads memory every round
             size = os.fstat(fd).st_size
             chunks = [os.read(fd, size + 1)]
@@ -50,12 +97,25 @@ def read_text(path: str) -> str:
                 chunks.append(os.read(fd, max(size, 1 << 16)))
         finally:
             os.close(fd)
-        text = b"".join(chunks).decode("utf-8-sig")
-        return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text  # as text mode reads
     except FileNotFoundError:
         return ""
-    except (OSError, UnicodeDecodeError) as error:
-        raise MemoryFileError(f"Cannot read memory file {path}: {error}") from error
+    except OSError as error:
+        raise MemoryFileError(f"Cannot read memory file {path}: {error}", error.strerror or str(error)) from error
+    data = b"".join(chunks)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        reason = f"it is not UTF-8 text ({undecodable(error)})"
+        raise MemoryFileError(f"Cannot read memory file {path}: {reason}", reason) from error
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text  # as text mode reads
+
+
+def undecodable(error: UnicodeDecodeError) -> str:
+    """Where the bytes decoded stop being UTF-8, for a person to find it: ``byte 0xe9 at line 3, column 7``."""
+    data, at = bytes(error.object), error.start
+    line = data.count(b"\n", 0, at) + 1
+    column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+    return f"byte 0x{data[at]:02x} at line {line}, column {column}" if at < len(data) else f"at byte {at}"
 
 
 def _create_exclusive(prefix: str, suffix: str) -> Tuple[int, str]:
@@ -102,15 +162,16 @@ def atomic_write(path: str, text: Union[str, bytes]) -> None:
 
 def append_text(path: str, text: str) -> None:
     """Append ``text`` with one write on an O_APPEND descriptor: what was in the file is never touched. A symbolic
-    link at ``path`` is refused (MemoryFileError): appending through it would write to a file outside the memory."""
+    link at ``path`` is refused (MemoryFileError): appending through it would write to a file outside the memory; so
+    is what is not a regular file."""
     try:
         data = text.encode("utf-8")
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         try:
-            fd = open_no_link(path, flags, 0o644)
+            fd = open_regular(path, flags, 0o644)
         except FileNotFoundError:  # its folder is not there (yet): made, then opened again
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            fd = open_no_link(path, flags, 0o644)
+            fd = open_regular(path, flags, 0o644)
         try:
             while data:
                 written = os.write(fd, data)

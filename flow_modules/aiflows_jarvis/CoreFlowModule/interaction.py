@@ -28,6 +28,7 @@ import shutil
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Deque, Dict, Iterable, List, NoReturn, Optional, Union
@@ -202,12 +203,21 @@ def _wrap_words(text: str, width: int) -> List[str]:
     return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
+# A long step that reports its progress (``Status.progress``) and has no status line (piped, --plain) says it in a
+# line at most this often (seconds).
+PROGRESS_EVERY = 10.0
+
+
 class Status:
     """What ``Console.working`` yields: ``add(text)`` counts what a streaming server sent so far (shown in the
-    status line) and, when ``echo`` is on, writes it as it comes (cleaned, like every print)."""
+    status line) and, when ``echo`` is on, writes it as it comes (cleaned, like every print); ``progress(text)``
+    says how far a long step is."""
 
-    def __init__(self, console: "Console", echo: bool):
+    def __init__(self, console: "Console", echo: bool, label: str = "", live: bool = False):
         self.console, self.echo = console, echo
+        self.label, self.live = label, live  # live: a status line is drawn
+        self.detail = ""
+        self.said_at = time.monotonic()
         self.pieces = 0
         self.first_at: Optional[float] = None  # when the first piece came (the rate is counted from there)
         self.echoed = False
@@ -217,6 +227,17 @@ class Status:
         """", 14.8 tokens/s": how fast the pieces came since the first one ("" until a second has passed)."""
         elapsed = time.monotonic() - self.first_at if self.first_at is not None else 0.0
         return f", {(self.pieces - 1) / elapsed:.1f} tokens/s" if elapsed >= 1.0 and self.pieces > 1 else ""
+
+    def progress(self, text: str) -> None:
+        """How far a long step is (``2.1 of 5.0 MB read``): shown in the status line on a terminal; elsewhere a line
+        (``label: text``) at most every ``PROGRESS_EVERY`` seconds, so that a piped run is not silent either."""
+        with self.lock:
+            self.detail = text
+            now = time.monotonic()
+            if self.live or now - self.said_at < PROGRESS_EVERY:
+                return
+            self.said_at = now
+        self.console.line("info", f"{self.label}: {text}")
 
     def add(self, text: str) -> None:
         if not text:
@@ -470,10 +491,11 @@ class Console:
     def working(self, label: str, echo: bool = False):
         """A status line while the body runs (on a terminal, unless plain): ``label``, the seconds elapsed and, when
         a streaming server sends text (``Status.add``), how many pieces (tokens) came so far and how fast, so a slow
-        model is seen working (redrawn in place: one line however long it works). Yields the ``Status``;
-        with ``echo`` (and ``stream_replies``) the text streamed is written as it comes, in place of the line."""
-        status = Status(self, echo=echo and self.stream_replies)
+        model is seen working (redrawn in place: one line however long it works), or how far a long step is
+        (``Status.progress``). Yields the ``Status``; with ``echo`` (and ``stream_replies``) the text streamed is
+        written as it comes, in place of the line."""
         show = self._spinner if self._spinner is not None else self.fancy
+        status = Status(self, echo=echo and self.stream_replies, label=label, live=bool(show))
         if not show:
             try:
                 yield status
@@ -495,7 +517,8 @@ class Console:
                             continue
                         elapsed = time.monotonic() - started
                         tokens = f", {status.pieces} tokens so far{status.rate()}" if status.pieces else ""
-                        text = f"{frame} {label} ({elapsed:.0f}s{tokens})"
+                        detail = f", {status.detail}" if status.detail else ""
+                        text = f"{frame} {label} ({elapsed:.0f}s{tokens}{detail})"
                         width = self.width
                         if width and len(text) >= width:
                             text = text[:width - 1]
@@ -521,6 +544,19 @@ class Console:
 def get_console() -> Console:
     """The console of the current run (``current_run().console``)."""
     return current_run().console
+
+
+_said_once: "weakref.WeakKeyDictionary[Any, set]" = weakref.WeakKeyDictionary()
+
+
+def warn_once(text: str) -> None:
+    """A warning line on the run's console, said once per console (a run has its own): what a run finds again at
+    every round (a library module that does not compile) is said the first time, not at every prompt."""
+    console = get_console()
+    said = _said_once.setdefault(console, set())
+    if text not in said:
+        said.add(text)
+        console.line("warning", text)
 
 
 def set_console(console: Optional[Console]) -> Console:

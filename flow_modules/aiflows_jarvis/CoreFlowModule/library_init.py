@@ -11,6 +11,7 @@ import importlib as _importlib
 import json as _json
 import os as _os
 import re as _re
+import stat as _stat_kinds
 
 _HERE = _os.path.dirname(_os.path.abspath(__file__))
 _INDEX = _os.path.join(_HERE, "_index", "names.json")
@@ -24,6 +25,15 @@ def _stat(path):
         return [found.st_mtime_ns, found.st_size]
     except OSError:
         return None
+
+
+def _read(path, encoding, errors="strict"):
+    """The text of a regular file; OSError for anything else (a FIFO is opened without waiting for a writer)."""
+    fd = _os.open(path, _os.O_RDONLY | getattr(_os, "O_NONBLOCK", 0))
+    with _os.fdopen(fd, "r", encoding=encoding, errors=errors) as f:
+        if not _stat_kinds.S_ISREG(_os.fstat(fd).st_mode):
+            raise OSError("%s is not a regular file" % path)
+        return f.read()
 
 
 def _module_files():
@@ -42,20 +52,21 @@ def _names():
     if key == _state["key"]:
         return _state["names"]
     try:
-        with open(_INDEX, "r", encoding="utf-8") as f:
-            index = _json.load(f)
+        index = _json.loads(_read(_INDEX, "utf-8"))
     except (OSError, ValueError):
         index = {}
-    known = index.get("modules") or {}
-    names = {name: module for name, module in (index.get("names") or {}).items() if module in stats}
+    index = index if isinstance(index, dict) else {}  # (Jarvis builds an index that does not read again)
+    known = index.get("modules") if isinstance(index.get("modules"), dict) else {}
+    given = index.get("names") if isinstance(index.get("names"), dict) else {}
+    names = {name: module for name, module in given.items() if module in stats}
     for module in modules:
-        if (known.get(module) or {}).get("stat") == stats[module]:
-            continue
+        record = known.get(module)
+        if isinstance(record, dict) and record.get("stat") == stats[module] and not record.get("error"):
+            continue  # (a module that does not compile is scanned: importing its names says why they fail)
         names = {name: where for name, where in names.items() if where != module}
-        try:
-            with open(_os.path.join(_HERE, module + ".py"), "r", encoding="utf-8-sig") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError):
+        try:  # (a byte that is not UTF-8 hides no name: importing the name then says why it fails)
+            text = _read(_os.path.join(_HERE, module + ".py"), "utf-8-sig", "replace")
+        except OSError:
             continue
         for match in _TOP_NAME.finditer(text):
             name = match.group(1) or match.group(2)
@@ -72,13 +83,35 @@ def __getattr__(name):
         raise AttributeError(name)
     module = _state["names"].get(name)  # what was read last: a name used in a loop costs no stat
     if module is not None:
-        found = getattr(_importlib.import_module(__name__ + "." + module), name, _state)
+        found = getattr(_imported(module, name), name, _state)
         if found is not _state:
             return found
     module = _names().get(name)  # a new name, or one that moved: the index is read again if it changed
     if module is None:
         raise AttributeError("the code library has no %r (its modules: %s)" % (name, ", ".join(_module_files())))
-    return getattr(_importlib.import_module(__name__ + "." + module), name)
+    return getattr(_imported(module, name), name)
+
+
+def _imported(module, name):
+    """The library's ``module``; an ImportError naming the module and the line when it does not compile (rather
+    than "cannot import name", which sends one looking for the name)."""
+    path = _os.path.join(_HERE, module + ".py")
+    try:
+        return _importlib.import_module(__name__ + "." + module)
+    except (SyntaxError, UnicodeDecodeError) as error:
+        why = "line %s: %s" % (error.lineno, error.msg) if getattr(error, "lineno", None) else str(error)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            data.decode("utf-8")
+        except UnicodeDecodeError as undecodable:  # (import says it in other words, or as a bare decoding error)
+            at = undecodable.start
+            why = "not UTF-8 text: byte 0x%02x at line %d" % (data[at], data.count(b"\n", 0, at) + 1)
+        except OSError:
+            pass
+    raise ImportError("cannot import name %r from library: library/%s.py, which defines it, does not compile (%s); "
+                      "fix that module (%s)" % (name, module, why, path),
+                      name=__name__ + "." + module) from None
 
 
 def __dir__():

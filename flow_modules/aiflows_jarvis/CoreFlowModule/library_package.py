@@ -5,7 +5,8 @@ prompt parse it again. The package keeps each module small, and its index (`libr
 defines: ``names.json`` (which module defines each name, each module's one line and the file's size and time when
 indexed) and ``<module>.json`` (each definition's kind, signature and docstring). A module whose file does not match
 what the index recorded (edited by hand, or a save killed between the module and its index) is indexed again; the
-others are never parsed to list or summarise the library.
+others are never parsed to list or summarise the library. The index is a cache: a file of it that cannot be used is
+built again from the modules, and said.
 
 This module reads the package: where it is (``package_dir``), its entries (``library_entries``), its structure
 (``library_structure``) and the summary prompts show (``package_summary``). Saving and migration are in
@@ -20,10 +21,12 @@ import hashlib
 import json
 import os
 import threading
+import zlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 from .code_library import _signature
-from .file_io import atomic_write, read_text
+from .errors import MemoryFileError
+from .file_io import atomic_write, read_text, say_rebuilt
 from .locks import file_lock
 from .memory_log import shorten
 
@@ -118,46 +121,120 @@ def entries_of_source(source: str) -> Tuple[str, List[Dict[str, Any]]]:
             for target in targets:
                 if isinstance(target, ast.Name) and not target.id.startswith("_"):
                     entries.append({"name": target.id, "kind": "constant", "doc": "", "line": node.lineno,
-                                    "signature": shorten(ast.get_source_segment(source, node) or target.id, 100)})
+                                    "signature": shorten(_segment(lines, node) or target.id, 100)})
     return (ast.get_docstring(tree) or "").strip().split("\n")[0], entries
 
 
+def _segment(lines: List[str], node: ast.AST) -> str:
+    """``ast.get_source_segment`` of a top-level statement, from its source's lines (that function splits the whole
+    source again at each call: a module of thousands of constants took minutes)."""
+    first, last = node.lineno - 1, node.end_lineno - 1
+    if first == last:
+        return lines[first].encode("utf-8")[node.col_offset:node.end_col_offset].decode("utf-8", "replace")
+    head = lines[first].encode("utf-8")[node.col_offset:].decode("utf-8", "replace")
+    tail = lines[last].encode("utf-8")[:node.end_col_offset].decode("utf-8", "replace")
+    return "\n".join([head, *lines[first + 1:last], tail])
+
+
 def _module_record(package: str, module: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
-    """``(names.json's record of a module, its entries)`` from its file (parsed); a module that does not parse is
-    recorded with its error and no entries."""
+    """``(names.json's record of a module, its entries)`` from its file (parsed); a module that does not parse, or
+    does not read (not UTF-8: edited by hand in another encoding), is recorded with why and no entries: it is
+    skipped, and said (a module edited by hand must not stop every run)."""
     path = module_path(package, module)
     stat = stat_of(path)
     try:
         doc, entries = entries_of_source(read_text(path))
         return {"stat": stat, "doc": doc}, entries
     except SyntaxError as error:
-        return {"stat": stat, "doc": "", "error": f"line {error.lineno}: {error.msg}"}, []
+        why = f"line {error.lineno}: {error.msg}" if error.lineno else error.msg
+    except (ValueError, RecursionError, MemoryError) as error:  # a NUL byte (Python 3.11), code nested too deep
+        why = str(error) or type(error).__name__
+    except MemoryFileError as error:
+        why = error.reason.removeprefix("it is ")
+    return {"stat": stat, "doc": "", "error": why}, []
 
 
 # ~~~ The index ~~~
-def _read_json(path: str) -> Optional[Dict[str, Any]]:
+# The index is a cache of what the modules define: a file of it that does not read (not UTF-8, not JSON, not of its
+# shape, empty), or a module's that is not what names.json recorded of it (its size and CRC), is built again from
+# the modules, and the run says so in one line (a file silently wrong would hide functions from prompts and search
+# for good).
+_KINDS = ("function", "class", "constant")
+
+
+def _read_json(path: str) -> Tuple[Any, str, List[int]]:
+    """``(the JSON value of an index file, "", its fingerprint)``, or ``(None, why it does not read, [])`` (why: ""
+    when it is missing). The fingerprint, ``[size, CRC-32]`` of its bytes, tells a file changed at the same size."""
     try:
-        value = json.loads(read_text(path) or "null")
-    except (ValueError, OSError):
-        return None
-    return value if isinstance(value, dict) else None
+        text = read_text(path)
+    except MemoryFileError as error:
+        return None, error.reason, []
+    if not text.strip():
+        return None, "it is empty" if os.path.lexists(path) else "", []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None, "it is not JSON", []
+    return value, "", _fingerprint(text.encode("utf-8"))
 
 
-def _stale_modules(package: str, index: Optional[Dict[str, Any]]) -> Tuple[List[str], List[str]]:
-    """``(modules to index again, modules gone)`` against what ``index`` recorded."""
+def _fingerprint(data: bytes) -> List[int]:
+    return [len(data), zlib.crc32(data)]
+
+
+def _read_index(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
+    """``(names.json's index, "")``, or ``(None, why it does not read)``: "" when it is missing or of another
+    version (an index made by another Jarvis is built again without a word)."""
+    value, why, _ = _read_json(path)
+    if isinstance(value, dict) and value.get("version") != INDEX_VERSION:
+        return None, ""
+    modules, names = (value.get("modules"), value.get("names")) if isinstance(value, dict) else (None, None)
+    if value is not None and not (isinstance(modules, dict) and all(type(r) is dict for r in modules.values())
+                                  and isinstance(names, dict) and all(type(m) is str for m in names.values())):
+        return None, "it is not an index of the library"
+    return value, why
+
+
+def _read_entries(path: str) -> Tuple[Optional[List[Dict[str, Any]]], str, List[int]]:
+    """``(the entries of a module's index file, "", its fingerprint)``, or ``(None, why they do not read, [])``."""
+    value, why, fingerprint = _read_json(path)
+    entries = value.get("entries") if isinstance(value, dict) else None
+    if value is not None and not (isinstance(entries, list) and all(
+            type(e) is dict and type(e.get("name")) is str and e.get("kind") in _KINDS
+            and type(e.get("signature")) is str and type(e.get("line")) is int for e in entries)):
+        return None, "it is not an index of the module", []
+    return entries, why or ("" if value is not None else "it is missing"), fingerprint
+
+
+def _stale_modules(package: str, index: Optional[Dict[str, Any]]) -> Tuple[List[str], List[str], List[str]]:
+    """``(modules to index again, modules gone, modules whose index file is not the size recorded)`` against what
+    ``index`` recorded (a stat of each file: its CRC is checked when it is read)."""
     known = (index or {}).get("modules") or {}
     modules = module_names(package)
-    stale = [m for m in modules if (known.get(m) or {}).get("stat") != stat_of(module_path(package, m))
-             or stat_of(_index_path(package, m)) is None]
-    return stale, [m for m in known if m not in modules]
+    stale, damaged = [], []
+    for module in modules:
+        record = known.get(module) or {}
+        found = stat_of(_index_path(package, module))
+        if record.get("stat") != stat_of(module_path(package, module)) or found is None:
+            stale.append(module)
+        elif "index" in record and (not isinstance(record["index"], list) or record["index"][:1] != found[1:]):
+            stale.append(module)
+            damaged.append(module)
+    return stale, [m for m in known if m not in modules], damaged
 
 
 def write_index(package: str, index: Dict[str, Any], modules: Dict[str, List[Dict[str, Any]]]) -> None:
-    """Write the entries of ``modules`` (``{module: entries}``), then ``names.json``: a save killed in between leaves
-    a module newer than names.json records, which is indexed again on the next read. Called under the lock."""
+    """Write the entries of ``modules`` (``{module: entries}``), then ``names.json``, which records each index
+    file's fingerprint (size and CRC): a save killed in between leaves a module newer than names.json records, which
+    is indexed again on the next read. Called under the lock."""
     os.makedirs(os.path.join(package, INDEX_FOLDER), exist_ok=True)
     for module, entries in modules.items():
-        atomic_write(_index_path(package, module), json.dumps({"entries": entries}, ensure_ascii=False))
+        data = json.dumps({"entries": entries}, ensure_ascii=False).encode("utf-8")
+        path = _index_path(package, module)
+        atomic_write(path, data)
+        index["modules"][module]["index"] = _fingerprint(data)
+        with _cache_lock:  # (what module_entries would read back)
+            _module_entries[path] = (stat_of(path), entries)
     atomic_write(_index_path(package), json.dumps(index, ensure_ascii=False))
 
 
@@ -185,6 +262,35 @@ def _reindex(package: str, index: Optional[Dict[str, Any]], stale: List[str],
     return index
 
 
+def _rebuilt(package: str, suspects: Iterable[str] = ()) -> Dict[str, Any]:
+    """The index caught up with the modules; each index file that cannot be used (names.json; a module's, among
+    those not the size names.json recorded and ``suspects``) is said in one line and built again. Called under the
+    lock: what a save of another process was writing is whole by then, and not taken for damage."""
+    names_path = _index_path(package)
+    index, why = _read_index(names_path)
+    stale, gone, damaged = _stale_modules(package, index)
+    if index is None:
+        stale = module_names(package)
+        if why:
+            say_rebuilt(f"The code library's index {names_path}", why, f"the library's {len(stale)} module(s)")
+        return _reindex(package, index, stale, gone)
+    for module in dict.fromkeys([*damaged, *suspects]):
+        path = _index_path(package, module)
+        why = _damage(path, index["modules"].get(module) or {})
+        if why and os.path.isfile(module_path(package, module)):
+            say_rebuilt(f"The code library's index of library/{module}.py ({path})", why, "the module")
+            stale += [] if module in stale else [module]
+    return _reindex(package, index, stale, gone)
+
+
+def _damage(path: str, record: Dict[str, Any]) -> str:
+    """Why the index file of a module (names.json's ``record`` of it) cannot be used, or ""."""
+    entries, why, fingerprint = _read_entries(path)
+    if entries is not None and "index" in record and fingerprint != record["index"]:
+        return "it does not match the module"
+    return why
+
+
 def load_index(package: str, held: bool = False) -> Dict[str, Any]:
     """The names index, indexed again for the modules that changed since (under the library's lock, written back;
     ``held``: the caller holds it); the same object while nothing changed (a stat of the folder's files, no parse)."""
@@ -194,17 +300,11 @@ def load_index(package: str, held: bool = False) -> Dict[str, Any]:
         cached = _indexes.get(package)
     if cached is not None and cached[0] == key:
         return cached[1]
-    index = _read_json(names_path)
-    stale, gone = _stale_modules(package, index)
-    if stale or gone or index is None or index.get("version") != INDEX_VERSION:
+    index, _ = _read_index(names_path)
+    stale, gone, _ = _stale_modules(package, index)
+    if stale or gone or index is None:
         with (contextlib.nullcontext() if held else file_lock(package)):
-            index = _read_json(names_path)
-            if index is not None and index.get("version") != INDEX_VERSION:
-                index = None
-            stale, gone = _stale_modules(package, index)
-            if index is None:
-                stale = module_names(package)
-            index = _reindex(package, index, stale, gone)
+            index = _rebuilt(package)
         key = (repr(stat_of(names_path)),
                repr([(m, stat_of(module_path(package, m))) for m in module_names(package)]))
     with _cache_lock:
@@ -212,16 +312,29 @@ def load_index(package: str, held: bool = False) -> Dict[str, Any]:
     return index
 
 
-def module_entries(package: str, module: str) -> List[Dict[str, Any]]:
-    """The entries of one module from its index file (read again only when that file changed)."""
+def module_entries(package: str, module: str, held: bool = False) -> List[Dict[str, Any]]:
+    """The entries of one module from its index file (read again only when that file changed); an index file that
+    cannot be used (does not read, or is not what names.json recorded) is built again from the module, and said
+    (``held``: the caller holds the library's lock)."""
     path = _index_path(package, module)
     stat = stat_of(path)
     with _cache_lock:
         cached = _module_entries.get(path)
+        known = _indexes.get(package)
     if cached is not None and cached[0] == stat:
         return cached[1]
-    data = _read_json(path) or {}
-    entries = data.get("entries") if isinstance(data.get("entries"), list) else []
+    entries, _, fingerprint = _read_entries(path)
+    recorded = (known[1]["modules"].get(module) or {}).get("index") if known else None
+    if entries is None or (recorded is not None and fingerprint != recorded):
+        if not os.path.isfile(module_path(package, module)):
+            return []
+        with (contextlib.nullcontext() if held else file_lock(package)):
+            _rebuilt(package, suspects=[module])
+        with _cache_lock:
+            cached = _module_entries.get(path)
+        if cached is not None and cached[0] == stat_of(path):
+            return cached[1]
+        return _read_entries(path)[0] or []  # (whole again: another process's save was writing it)
     with _cache_lock:
         _module_entries[path] = (stat, entries)
     return entries
@@ -272,10 +385,17 @@ def library_entries(code_library: str) -> List[Dict[str, Any]]:
 def library_structure(code_library: str) -> List[Dict[str, Any]]:
     """The library's modules, each with ``module``, ``line`` (one line: its docstring's first line and its names),
     ``count`` (definitions) and ``error`` (why it does not parse, or ""). The same list while nothing changed on
-    disk (do not change it)."""
+    disk (do not change it). A module that does not parse is said on the console, once per run."""
     package = ensure_library(code_library)
     index = load_index(package)
-    return once_per_version(_structured, package, index, lambda: _structure(package, index))
+    structure = once_per_version(_structured, package, index, lambda: _structure(package, index))
+    for module in structure:
+        if module["error"]:  # (once per run: the prompts say it at every round)
+            from .interaction import warn_once
+            warn_once(f"The code library's module library/{module['module']}.py does not compile "
+                      f"({module['error']}): its functions cannot be imported until it is fixed "
+                      f"({module_path(package, module['module'])}).")
+    return structure
 
 
 def _structure(package: str, index: Dict[str, Any]) -> List[Dict[str, Any]]:

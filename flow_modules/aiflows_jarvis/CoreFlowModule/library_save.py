@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import keyword
 import os
 import re
 import shutil
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .code_library import _whole_error, split_future_imports
 from .errors import MemoryFileError
@@ -67,14 +69,41 @@ def topic_of(name: str, doc: str = "") -> str:
     return best
 
 
-def check_module_name(module: str, defined: Iterable[str] = ()) -> str:
-    """``module`` if it can name a module of the library, else a sentence saying why not."""
+def check_module_name(module: str, defined: Iterable[str] = (), new: Iterable[str] = (),
+                      modules: Iterable[str] = ()) -> str:
+    """"" if ``module`` can name a module of the library and the definitions ``new`` can be saved into it, else a
+    sentence saying why not (and what to do). A name is a module's or a definition's, never both: `from library
+    import data` gives the module `data` once it was imported, the function `data` before.
+
+    - ``defined``: the names the library defines, ``new`` included;
+    - ``new``: the names of the code being saved;
+    - ``modules``: the library's modules."""
     if not _MODULE_NAME.match(module) or keyword.iskeyword(module):
         return (f"`{module}` cannot name a library module: use lowercase letters, digits and underscores, starting "
                 "with a letter (e.g. `text`, `charts`)")
     if module in set(defined):
         return f"`{module}` is the name of a function or class of the library, so it cannot also name a module"
+    modules = set(modules)
+    named = [name for name in new if name in modules]
+    if named:
+        taken = set(defined) | modules | {module}
+        return (f"`{named[0]}` is the name of the library module library/{named[0]}.py, so it cannot also name a "
+                f"function or class (`from library import {named[0]}` would give the module or the function, "
+                f"depending on what was imported first). Rename it (e.g. `{_other_name(named[0], module, taken)}`) "
+                "with write_code, then call save_code again")
     return ""
+
+
+def _other_name(name: str, module: str, taken: Set[str]) -> str:
+    """A name for a definition called like a module: prefixed with the topic it is saved into (`chart_data`), else
+    `get_<name>`; numbered when that is taken too."""
+    topic = module.rstrip("0123456789").rstrip("_")
+    stem = topic[:-1] if topic.endswith("s") and len(topic) > 3 else topic
+    candidate = f"{stem}_{name}" if stem and stem != name else f"get_{name}"
+    number = 2
+    while candidate in taken:
+        candidate, number = f"{candidate.rstrip('0123456789').rstrip('_')}_{number}", number + 1
+    return candidate
 
 
 def default_module(package: str, names: List[str], doc: str, index: Dict[str, Any]) -> str:
@@ -92,21 +121,30 @@ def default_module(package: str, names: List[str], doc: str, index: Dict[str, An
 
 def used_names(tree: ast.AST) -> Set[str]:
     """Names read anywhere in ``tree`` (function bodies included), but builtins."""
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-            and not hasattr(builtins, node.id)}
+    return names_of(tree)[0]
 
 
 def bound_names(node: ast.stmt) -> Set[str]:
     """Names a top-level statement binds (imports, assignments, definitions, names bound in `if`/`try` blocks)."""
-    found: Set[str] = set()
+    return names_of(node)[1]
+
+
+def names_of(node: ast.AST) -> Tuple[Set[str], Set[str]]:
+    """``(used_names, bound_names)`` of ``node``, from one walk of its tree (a migration asks both of every
+    statement of the library: two walks were most of its time)."""
+    used: Set[str] = set()
+    bound: Set[str] = set()
     for sub in ast.walk(node):
-        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is node:
-            found.add(sub.name)
+        if isinstance(sub, ast.Name):
+            if isinstance(sub.ctx, ast.Load):
+                used.add(sub.id)
+            elif isinstance(sub.ctx, ast.Store):
+                bound.add(sub.id)
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            found.update((a.asname or a.name).split(".")[0] for a in sub.names if a.name != "*")
-        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-            found.add(sub.id)
-    return found
+            bound.update((a.asname or a.name).split(".")[0] for a in sub.names if a.name != "*")
+        elif sub is node and isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(sub.name)
+    return {name for name in used if not hasattr(builtins, name)}, bound
 
 
 def cross_imports(names_by_module: Dict[str, List[str]]) -> str:
@@ -155,11 +193,17 @@ def _joined(module: str, old_text: str, futures: List[str], body: str) -> str:
     return head + ("\n\n" + rest.strip("\n") + "\n" if rest.strip() else "") + "\n\n" + body.strip("\n") + "\n"
 
 
-def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any]) -> Dict[str, Any]:
+def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any],
+                 progress: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
     """Index the modules just written (``{module: text}``; an empty text: the module is gone) over ``index`` (as
-    read before they were written: read now, it would find them changed and parse them again) and write the index."""
-    return _write_modules(package, index, {module: entries_of_source(text) if text else None
-                                           for module, text in modules.items()})
+    read before they were written: read now, it would find them changed and parse them again) and write the index.
+    ``progress`` is told how many modules are indexed, after each."""
+    found: Dict[str, Optional[Tuple[str, List[Dict[str, Any]]]]] = {}
+    for module, text in modules.items():
+        found[module] = entries_of_source(text) if text else None
+        if progress is not None:
+            progress(f"{len(found)} of {len(modules)} modules indexed")
+    return _write_modules(package, index, found)
 
 
 def _write_modules(package: str, index: Dict[str, Any],
@@ -188,7 +232,7 @@ def _index_appended(package: str, index: Dict[str, Any], module: str, appended: 
     for entry in added:
         entry["line"] += lines_before
     doc = index["modules"][module].get("doc", "")
-    _write_modules(package, index, {module: (doc, list(module_entries(package, module)) + added)})
+    _write_modules(package, index, {module: (doc, list(module_entries(package, module, held=True)) + added)})
 
 
 def save_code(package: str, code: str, module: Optional[str], replace: bool) -> Tuple[str, str, List[str]]:
@@ -210,7 +254,7 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
     if not module:
         module = where[clashes[0]] if clashes else default_module(package, names, entries[0]["doc"] if entries
                                                                   else doc, index)
-    why = check_module_name(module, set(where) | set(names))
+    why = check_module_name(module, set(where) | set(names), names, index["modules"])
     if why:
         return f"Nothing was saved: {why}.", module, clashes
     modules_written: Dict[str, str] = {}
@@ -219,7 +263,12 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
         archive_copy(os.path.join(os.path.dirname(package), f"library.{other}.py"), old)
         modules_written[other] = _without(old, {n for n in clashes if where[n] == other})
     path = module_path(package, module)
-    old_text = read_text(path)
+    try:
+        old_text = read_text(path)
+    except MemoryFileError as error:  # (not UTF-8: edited by hand in another encoding; skipped by the index)
+        return (f"Nothing was saved: library/{module}.py cannot be read ({error.reason}), so nothing can be added "
+                "to it: save into another module (the `module` argument), or ask the user to fix that file."), \
+            module, clashes
     kept = _without(old_text, set(clashes)) if clashes and module in {where[n] for n in clashes} else old_text
     futures, body = split_future_imports(code)
     outside: Dict[str, List[str]] = {}
@@ -274,16 +323,19 @@ class _Segment:
         definition = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         self.text, self.name = text, node.name if definition else None
         self.doc = (ast.get_docstring(node) or "") if definition else ""
-        self.used, self.bound = used_names(node), bound_names(node)
+        self.used, self.bound = names_of(node)
 
 
-def _segments(text: str, block_chars: int = 1 << 15) -> Tuple[List[str], List[_Segment]]:
+def _segments(text: str, block_chars: int = 1 << 15,
+              progress: Optional[Callable[[str], None]] = None) -> Tuple[List[str], List[_Segment]]:
     """``(the `from __future__` imports, the other top-level statements)`` of ``text`` (its docstring apart), parsed
-    in blocks of about ``block_chars`` (a tree of a whole large library is many times its size)."""
+    in blocks of about ``block_chars`` (a tree of a whole large library is many times its size); ``progress`` is
+    told how much was read after each block."""
     from .code_library import _block_end
     futures: List[str] = []
     out: List[_Segment] = []
     start, size, first = 0, block_chars, True
+    megabytes = len(text.encode("utf-8")) / 1e6 if progress is not None else 0.0
     while start < len(text):
         end = _block_end(text, start, size)
         chunk = text[start:end]
@@ -304,15 +356,18 @@ def _segments(text: str, block_chars: int = 1 << 15) -> Tuple[List[str], List[_S
                 out.append(_Segment(node, "\n".join(lines[previous:node.end_lineno]).strip("\n")))
             previous = node.end_lineno
         start, size, first = end, block_chars, False
+        if progress is not None:
+            progress(f"{megabytes * start / len(text):.1f} of {megabytes:.1f} MB read")
     return futures, out
 
 
-def plan_migration(text: str, taken: Dict[str, str]) -> Tuple[Dict[str, str], List[str]]:
-    """``({module: text}, names skipped)`` for a single-file library: each definition in its topic's module, each
-    other statement (imports, constants) in every module that uses what it binds (in `general` when none does),
-    functions of other modules imported at each module's end. ``taken``: names the package already has (those
-    definitions are skipped: the archived file keeps them)."""
-    futures, segments = _segments(text)
+def plan_migration(text: str, taken: Dict[str, str],
+                   progress: Optional[Callable[[str], None]] = None) -> Tuple[Dict[str, str], List[str], int]:
+    """``({module: text}, names skipped, definitions placed)`` for a single-file library: each definition in its
+    topic's module, each other statement (imports, constants) in every module that uses what it binds (in `general`
+    when none does), functions of other modules imported at each module's end. ``taken``: names the package already
+    has (those definitions are skipped: the archived file keeps them). ``progress``: told how much was read."""
+    futures, segments = _segments(text, progress=progress)
     skipped = [seg.name for seg in segments if seg.name in taken]
     all_names = {seg.name for seg in segments if seg.name} | set(taken)
     counts: Dict[str, int] = {}
@@ -337,17 +392,25 @@ def plan_migration(text: str, taken: Dict[str, str]) -> Tuple[Dict[str, str], Li
             members.setdefault(home[seg.name], set()).add(position)
             uses.setdefault(home[seg.name], set()).update(seg.used)
     others = [i for i, seg in enumerate(segments) if not seg.name]
+    binders: Dict[str, List[int]] = {}  # name -> the statements (not definitions) that bind it
+    for i in others:
+        for name in segments[i].bound:
+            binders.setdefault(name, []).append(i)
     placed: Set[int] = set()
-    changed = True
-    while changed:  # a statement goes where what it binds is used (a constant using an import brings it too)
-        changed = False
-        for i in others:
-            for module, used in uses.items():
-                if segments[i].bound & used and i not in members[module]:
-                    members[module].add(i)
-                    used.update(segments[i].used)
-                    placed.add(i)
-                    changed = True
+    # A statement goes where what it binds is used (a constant using an import brings it too). Each name a module
+    # uses is followed once, to the statements binding it: linear in what the statements use (matching every
+    # statement with every module until nothing changed grew as the square of the library).
+    pending = [(module, name) for module, used in uses.items() for name in used if name in binders]
+    while pending:
+        module, name = pending.pop()
+        for i in binders[name]:
+            if i not in members[module]:
+                members[module].add(i)
+                placed.add(i)
+                for more in segments[i].used - uses[module]:
+                    uses[module].add(more)
+                    if more in binders:
+                        pending.append((module, more))
     rest = [i for i in others if i not in placed]
     if rest:
         members.setdefault(DEFAULT_MODULE, set()).update(rest)
@@ -362,60 +425,91 @@ def plan_migration(text: str, taken: Dict[str, str]) -> Tuple[Dict[str, str], Li
         body = "\n\n\n".join(segments[i].text for i in sorted(positions))
         footer = cross_imports(outside)
         result[module] = module_text(module, futures, body + ("\n\n\n" + footer if footer else ""))
-    return result, skipped
+    return result, skipped, len(home)
 
 
 def migrate_library(package: str) -> List[str]:
     """Make the package when it is missing, and move a `library.py` beside it into it (the file is kept in the
     memory folder's `archive/`, then removed). Returns the names that were not moved because the package has them
-    (the archived copy keeps them). MemoryFileError if `library.py` does not parse: it stays as it is."""
+    (the archived copy keeps them). MemoryFileError if `library.py` does not parse: it stays as it is. A move is said
+    on the console: where the file goes, how far it is (a status line, or a line every few seconds), what it made."""
     legacy = package + ".py"
-    with file_lock(package):
-        folder = os.path.dirname(package)
-        for entry in os.listdir(folder) if os.path.isdir(folder) else []:
-            if entry.startswith(".library-migrating-"):  # a migration killed before its end
-                shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
-        has_package = os.path.isfile(os.path.join(package, "__init__.py"))
-        text = read_text(legacy) if os.path.lexists(legacy) else None
-        index = load_index(package, held=True) if has_package else {"names": {}}
-        try:
-            modules, skipped = plan_migration(text, dict(index["names"])) if text and text.strip() else ({}, [])
-        except (SyntaxError, ValueError):
-            error = SyntaxError(*_whole_error(text))
-            raise MemoryFileError(
-                f"{legacy} does not compile (line {error.lineno}: {error.msg}), so it cannot be moved into the "
-                f"library package {package}/: fix it, or move it away, then run again.") from None
-        if not has_package:
-            staging = os.path.join(folder, f".library-migrating-{os.getpid()}")
-            os.makedirs(staging)
-            atomic_write(os.path.join(staging, "__init__.py"), init_text())
-            for module, body in modules.items():
-                atomic_write(os.path.join(staging, module + ".py"), body)
-            if os.path.isdir(package):  # a folder without __init__ (made by hand): its files are kept
-                for entry in os.listdir(package):
-                    if not os.path.exists(os.path.join(staging, entry)):
-                        shutil.move(os.path.join(package, entry), os.path.join(staging, entry))
-                os.rmdir(package)
-            os.rename(staging, package)
-        else:
-            written = {}
-            for module, body in modules.items():
-                old = read_text(module_path(package, module))
-                written[module] = _joined(module, old, [], _split_module(body)[2]) if old.strip() else body
-                atomic_write(module_path(package, module), written[module])
-            update_index(package, written, index)
-        if text is not None:
-            if text.strip():
-                archive_copy(legacy, text)
-            os.remove(legacy)
-        load_index(package, held=True)
-    if text and text.strip():
-        from .memory_index import keep_library_index  # (the search index reads the package this module writes)
-        try:
-            keep_library_index(package)
-        except Exception:  # noqa: BLE001  (an index kept for speed: the migration is done; a run builds it)
-            pass
+    started = time.monotonic()
+    with contextlib.ExitStack() as shown:
+        with file_lock(package):
+            folder = os.path.dirname(package)
+            for entry in os.listdir(folder) if os.path.isdir(folder) else []:
+                if entry.startswith(".library-migrating-"):  # a migration killed before its end
+                    shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
+            has_package = os.path.isfile(os.path.join(package, "__init__.py"))
+            text = read_text(legacy) if os.path.lexists(legacy) else None
+            status = shown.enter_context(_moving(legacy, package)) if text and text.strip() else None
+            progress = status.progress if status is not None else None
+            index = load_index(package, held=True) if has_package else {"names": {}}
+            try:
+                modules, skipped, moved = plan_migration(text, dict(index["names"]), progress) \
+                    if text and text.strip() else ({}, [], 0)
+            except (SyntaxError, ValueError):
+                error = SyntaxError(*_whole_error(text))
+                raise MemoryFileError(
+                    f"{legacy} does not compile (line {error.lineno}: {error.msg}), so it cannot be moved into the "
+                    f"library package {package}/: fix it, or move it away, then run again.") from None
+            if not has_package:
+                staging = os.path.join(folder, f".library-migrating-{os.getpid()}")
+                os.makedirs(staging)
+                atomic_write(os.path.join(staging, "__init__.py"), init_text())
+                for module, body in modules.items():
+                    atomic_write(os.path.join(staging, module + ".py"), body)
+                if os.path.isdir(package):  # a folder without __init__ (made by hand): its files are kept
+                    for entry in os.listdir(package):
+                        if not os.path.exists(os.path.join(staging, entry)):
+                            shutil.move(os.path.join(package, entry), os.path.join(staging, entry))
+                    os.rmdir(package)
+                os.rename(staging, package)
+                written, index = modules, {"version": INDEX_VERSION, "modules": {}, "names": {}}
+            else:
+                written = {}
+                for module, body in modules.items():
+                    old = read_text(module_path(package, module))
+                    written[module] = _joined(module, old, [], _split_module(body)[2]) if old.strip() else body
+                    atomic_write(module_path(package, module), written[module])
+            if written or not has_package:
+                update_index(package, written, index, progress)
+            copy = ""
+            if text is not None:
+                if text.strip():
+                    copy = archive_copy(legacy, text)
+                os.remove(legacy)
+            load_index(package, held=True)  # (what the package held besides: a folder made by hand)
+        if status is not None:
+            from .memory_index import keep_library_index  # (the search index reads the package this module writes)
+            status.progress("building the search index")
+            try:
+                keep_library_index(package)
+            except Exception:  # noqa: BLE001  (an index kept for speed: the migration is done; a run builds it)
+                pass
+    if status is not None:
+        from .interaction import get_console
+        kept = (f"; {len(skipped)} not moved, as the package defines them (the copy keeps them)" if skipped else "")
+        what = "function or class" if moved == 1 else "functions and classes"
+        get_console().line("info", f"Moved {moved} {what} of {os.path.basename(legacy)} into {len(modules)} "
+                                   f"module(s) of {package}/ in {time.monotonic() - started:.1f} s{kept}; the file "
+                                   f"itself is kept as {copy}.")
     return skipped
+
+
+@contextlib.contextmanager
+def _moving(legacy: str, package: str) -> Iterator[Any]:
+    """Say that ``legacy`` is being moved into ``package`` and where it is kept; yield the console's ``Status``
+    (its ``progress`` shows how far the move is)."""
+    from .interaction import get_console
+    console = get_console()
+    size = os.lstat(legacy).st_size
+    size = f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{max(1, round(size / 1000))} KB"
+    console.line("info", f"Moving {legacy} ({size}) into the library package {package}/, one module per "
+                         f"topic; the file itself is kept in {os.path.join(os.path.dirname(legacy), 'archive')}/.")
+    with console.working(f"Moving {os.path.basename(legacy)} into {os.path.basename(package)}/") as status:
+        yield status
 
 
 def library_digests(package: str) -> Dict[str, str]:

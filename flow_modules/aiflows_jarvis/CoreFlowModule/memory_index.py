@@ -30,14 +30,13 @@ import marshal
 import math
 import os
 import re
-import stat
 import threading
 import zlib
 from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .errors import MemoryFileError
-from .file_io import append_text, atomic_write, open_no_link, read_text
+from .file_io import append_text, atomic_write, open_regular, read_text, say_rebuilt
 from .library_entries import (entry_text, library_entries, library_fingerprint, library_key, rendering_id,
                               search_cache_path)
 
@@ -226,11 +225,14 @@ def index_path_of(memory_file: str) -> str:
 
 def _load(memory_file: str, kind: str) -> Optional[MemoryIndex]:
     """The index of ``memory_file`` as its journal has it (only the lines appended since, when it was read lately);
-    None when it is missing, torn or of another kind."""
+    None when it is missing, torn or of another kind, or not a regular file (said: it is built again)."""
     path = index_path_of(memory_file)
     try:
-        fd = open_no_link(path, os.O_RDONLY)
+        fd = open_regular(path)
     except FileNotFoundError:
+        return None
+    except MemoryFileError as error:  # a FIFO, a folder, a link: replaced by the journal built again
+        say_rebuilt(f"The search index of {os.path.basename(memory_file)} ({path})", error.reason, "its file")
         return None
     try:
         info = os.fstat(fd)
@@ -343,14 +345,17 @@ def _write_library_cache(index: MemoryIndex, path: str) -> None:
 def _read_library_cache(path: str, key: str) -> Optional[MemoryIndex]:
     """The index the cache in ``path`` holds, to be compared entry by entry with the package (its ``source`` says
     what the package was), or None when there is none or it does not read: missing, cut, changed, made by other
-    rules, of the wrong shape, a link or not a regular file."""
+    rules, of the wrong shape, a link or not a regular file (these last two said on the console)."""
     try:
-        fd = open_no_link(path, os.O_RDONLY | os.O_NONBLOCK)  # (a FIFO there does not block the open)
-    except (OSError, MemoryFileError):
+        fd = open_regular(path)
+    except OSError:
+        return None
+    except MemoryFileError as error:  # a FIFO, a folder, a link: replaced by the index built again
+        say_rebuilt(f"The code library's search index {path}", error.reason, "the library's index")
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _CACHE_MAX_BYTES:
+        if info.st_size > _CACHE_MAX_BYTES:
             return None
         start = os.pread(fd, len(_CACHE_MAGIC) + _CACHE_HEAD_MAX, 0)
         if not start.startswith(_CACHE_MAGIC) or b"\n" not in start[len(_CACHE_MAGIC):]:
@@ -410,7 +415,7 @@ def _log_state(log_path: str) -> Tuple[int, int]:
 def _tail_at(log_path: str, size: int) -> Optional[int]:
     """The checksum of the log's bytes before ``size`` (None if it is shorter)."""
     try:
-        fd = open_no_link(log_path, os.O_RDONLY)
+        fd = open_regular(log_path)
     except FileNotFoundError:
         return None
     try:
@@ -438,7 +443,7 @@ def log_index(log_path: str) -> MemoryIndex:
             if known == size and index.source.get("tail") == tail:
                 return index
             if 0 <= known < size and _tail_at(log_path, known) == index.source.get("tail"):
-                with open(log_path, "rb") as f:  # only what was appended since
+                with os.fdopen(open_regular(log_path), "rb") as f:  # only what was appended since
                     f.seek(known)
                     data = f.read(size - known)
                 # an entry cut mid-character by a kill: its bytes are dropped, the entries around it kept

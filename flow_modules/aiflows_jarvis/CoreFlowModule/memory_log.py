@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .errors import MemoryFileError
-from .file_io import append_text, open_no_link, read_text
+from .file_io import append_text, open_regular, read_text
 from .redaction import redact
 
 # An entry header on its own line; or glued after the text of an entry cut by a kill (a log whose cut entries were
@@ -72,7 +72,7 @@ def _read_tail(path: str, min_headers: int, max_bytes: Optional[int] = None,
     bytes when that comes first); and whether it is whole. Blocks read back from the end double in size, so a file
     with few headers costs a few reads of its length, not one per block."""
     try:
-        fd = open_no_link(path, os.O_RDONLY)
+        fd = open_regular(path)
     except FileNotFoundError:
         return "", True
     except OSError as error:
@@ -114,7 +114,7 @@ def _headers(text, patterns=(_LOG_HEADER, _GLUED_HEADER)) -> List[Tuple[int, int
 def _ends_cut(path: str) -> bool:
     """Whether the file is not empty and does not end with a newline (its last write was cut)."""
     try:
-        fd = open_no_link(path, os.O_RDONLY)
+        fd = open_regular(path)
     except FileNotFoundError:
         return False
     except OSError as error:
@@ -201,7 +201,7 @@ def _log_view(path: str, keep: Optional[int] = None, max_bytes: Optional[int] = 
         if view is None and keep is None:
             return None
         try:
-            fd = open_no_link(path, os.O_RDONLY)
+            fd = open_regular(path)
         except FileNotFoundError:
             _log_views.pop(key, None)
             if keep is None:

@@ -78,8 +78,10 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
     with top-level statements (a call, a print, a loop: they belong in `run_code`) is refused, while imports,
     definitions, assignments, constants, `if`/`try` blocks of those and `if __name__ == "__main__":` are accepted.
     Redefining a name the library has (in any module) is refused unless `replace_existing: true` (the module as it
-    was is then kept in `archive/`). Only the module changed is read and written, under the library's lock and
-    atomically (see `CoreFlowModule.library_save`). A refusal is returned to the controller and shown as a warning.
+    was is then kept in `archive/`). A function or class named like a module of the library (or a module named like
+    one of its functions) is refused: `from library import data` could give either. Only the module changed is read
+    and written, under the library's lock and atomically (see `CoreFlowModule.library_save`). A refusal is returned to
+    the controller and shown as a warning.
 
     *Configuration Parameters*:
     - `memory_files` (dict, optional): used when the input has none; `code_library` is the library (its package
@@ -166,7 +168,7 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
             candidate = answer.lower().removesuffix(".py").removeprefix("library/")
             if " " in candidate or not candidate:
                 return proposed, answer
-            why = check_module_name(candidate, index["names"])
+            why = check_module_name(candidate, set(index["names"]) | set(names))
             if not why:
                 return candidate, ""
             get_console().line("warning", why)

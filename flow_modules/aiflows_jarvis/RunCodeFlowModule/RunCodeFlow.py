@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional
 from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.CoreFlowModule import JarvisError, LeanSequentialFlow, get_console
+from aiflows_jarvis.CoreFlowModule.file_io import open_regular
 from aiflows_jarvis.CoreFlowModule.library_package import legacy_file, package_dir
 from aiflows_jarvis.CoreFlowModule.memory import archive_copy, with_memory_files
 
@@ -130,10 +131,10 @@ class RunCodeFlow(LeanSequentialFlow):
                                        if name.endswith(".py")] if os.path.isdir(package) else [legacy_file(path)]
         found: Dict[str, bytes] = {}
         for one in paths:
-            try:
-                with open(one, "rb") as f:
+            try:  # (a FIFO among the modules is not waited for: it is left out)
+                with os.fdopen(open_regular(one), "rb") as f:
                     found[one] = f.read()
-            except OSError:
+            except (OSError, JarvisError):
                 pass
         return found
 
