@@ -232,6 +232,25 @@ def test_ctrl_c_then_a_note_goes_to_the_controller(scripted_llm, user):
         last_user_message(scripted_llm.calls[1]["messages"])
 
 
+def test_ctrl_c_in_a_command_made_by_the_loop_reaches_the_controller_and_stops_what_was_queued(scripted_llm, user):
+    class Interrupting:
+        flow_config = {"name": "slow", "input_interface": ["question"], "private_keys": []}
+
+        def __call__(self, message):
+            raise KeyboardInterrupt
+
+        def reset(self, **kwargs):
+            pass
+
+    loop = make_loop(opening_command={"command": "ask_user", "command_args": {"question": "?"}})
+    loop.subflows["Executor"].subflows["ask_user"] = Interrupting()
+    user.add("ask nothing, finish")
+    scripted_llm.add(finish("finished as asked"))
+    assert loop.call(LOOP_INPUT)["summary"] == "finished as asked"
+    told = last_user_message(scripted_llm.calls[0]["messages"])
+    assert "The user interrupted `ask_user` with Ctrl+C and said: ask nothing, finish" in told
+
+
 def test_the_opening_command_is_made_by_the_loop_and_the_controller_reads_its_result(scripted_llm, user):
     user.add("green")
     loop = make_loop(opening_command={"command": "ask_user", "command_args": {"question": "{{goal}}?"}})

@@ -47,10 +47,16 @@ CODER_PLAN = "1. Run the code with run_code and report its output."
 
 
 def coder_run(code: str, language: str = "python", answer: str = "The code ran.") -> List[Any]:
-    """A run through Coder: Jarvis's plan, Coder with a goal (its plan), run_code completing it (Coder finishes),
-    Jarvis's final answer (4 replies; the code is run in the interpreter, in the memory folder)."""
+    """A run through Coder: Jarvis's plan, Coder with a goal (its plan), run_code completing it, Jarvis's final
+    answer (the code is run in the interpreter, in the memory folder). Code that fails does not complete Coder's
+    step: its controller is asked again and finishes; so the two last replies answer whoever asks."""
+    def then(request: Dict[str, Any]) -> str:
+        if str(request["messages"][0]["content"]).startswith("You are Coder"):
+            return command("finish", summary="The code ran.")
+        return command("final_answer", answer=answer)
+
     return [PLAN, command("Coder", goal=CODER_GOAL, completes_step=1),
-            command("run_code", language=language, code=code, completes_step=1), command("final_answer", answer=answer)]
+            command("run_code", language=language, code=code, completes_step=1), then, then]
 
 
 def demo() -> Transcript:

@@ -447,7 +447,11 @@ class ControllerExecutorFlow(LeanCircularFlow):
             note = self._ask_after_interrupt(branch)
             if branch in getattr(flow, "subflows", {}):
                 flow.subflows[branch].reset(full_reset=True, recursive=True)
-            return None, self.on_interrupted(branch, note)
+            update = self.on_interrupted(branch, note)
+            self.flow_state[_DECIDED_QUEUE] = []  # the user said what to do instead: the controller decides
+            if _TOLD in self.flow_state:  # interrupted in a command made for the controller: it reads that too
+                self.flow_state[_TOLD] = list(self.flow_state[_TOLD]) + [update.get("result", "")]
+            return None, update
 
     def _ask_after_interrupt(self, branch: str) -> str:
         """What the user wants this loop's controller to do instead of the interrupted command; RunStopped if they
