@@ -228,7 +228,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
             update[_TOLD] = list(self.flow_state.get(_TOLD) or []) + [f"{branch} (run for you): {update['result']}"]
         if not bookkeeping:
             update["last_work_result"] = shorten(text, int(self.flow_config.get("max_result_chars", 3000)))
-            update[_WORK_RESULTS] = list(self.flow_state.get(_WORK_RESULTS) or [])[-19:] + [[branch, text]]
+            update[_WORK_RESULTS] = list(self.flow_state.get(_WORK_RESULTS) or [])[-19:] + [[branch, update["result"]]]
         for key in (self.flow_config.get("keep_from_branches") or {}).get(branch, []):
             if key in output:
                 update[key] = output[key]
@@ -239,7 +239,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
     def on_finish(self, command_args: Dict[str, Any]) -> Dict[str, Any]:
         """State updates when the controller (or the loop) calls finish: its summary, and as `result` the result of
         the last command that did work (not of a `bookkeeping_commands` one such as update_plan); when the loop
-        finishes because the plan is done, the results of the commands that completed its steps."""
+        finishes because the plan is done, the results of each command that did work (the last 20, within
+        `max_result_chars`)."""
         result = self.flow_state.get("last_work_result", self.flow_state.get("result", ""))
         work = self.flow_state.get(_WORK_RESULTS) or []
         if self.flow_state.get(_GATHER) and len(work) > 1:  # the plan is done, and no controller summed it up
@@ -284,7 +285,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
                 if _has_text(value):
                     return False
             elif isinstance(wanted, bool):
-                if bool(value) is not wanted and str(value).strip().lower() != str(wanted).lower():
+                said = value.strip().lower() in ("true", "yes", "1") if isinstance(value, str) else bool(value)
+                if said is not wanted:
                     return False
             elif value != wanted:
                 return False
