@@ -244,3 +244,15 @@ def test_bookkeeping_by_code_false_makes_the_seeds_calls_again(tmp_path):
                                                    "run_code", "update_plan"]
     assert "Ask Coder to write a reusable function" in read_text(memory / "plan_jarvis.txt")
     assert "Run code: keep the months" in read_text(memory / "plan_coder.txt"), "Coder's planner wrote its plan"
+
+
+def test_a_long_plan_is_marked_done_at_once_and_said_in_one_short_line(tmp_path, quiet_console):
+    from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
+
+    plan = tmp_path / "plan.txt"
+    plan.write_text("".join(f"{i}. Step {i}.\n" for i in range(1, 20_001)))
+    out = UpdatePlanAtomicFlow.instantiate_from_default_config().call(
+        {"done_steps": "all", "memory_files": {"plan": str(plan)}})
+    assert undone_steps(plan.read_text()) == [] and plan.read_text().count("[done]") == 20_000
+    assert "steps 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ..., 20000 (20,000 steps) now marked done" in out["result"]
+    assert len(out["result"]) < 300 and len(quiet_console.text) < 300, "not every number"

@@ -92,7 +92,7 @@ def _killed_run(point: int):
         memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True)
         # The next run: --resume, ending at once (final answer, finish), after the lock of the killed run is taken over
         with LoopbackLLMServer(replies=[command("final_answer", answer="Resumed."),
-                                        command("finish", summary="Done.")] * 3) as server:
+                                        command("finish", summary="Done.")] * 3) as server:  # whoever is asked
             done = Run(ctx, "--resume", server=server).start().finish()
         if plan:
             handled_exit(ctx, done, [0], says=["taken over"])
@@ -108,7 +108,10 @@ def _killed_run(point: int):
          lost="jarvis_run.json, the approved plan, a saved function or a log entry is lost or corrupted")(check)
 
 
-# After the plan, in Coder's planning, in write_code, at save_code, at ExtendLibrary's update_plan, during run_code,
-# at the second save_code, during the second run_code.
-for _point in (2, 4, 7, 10, 11, 14, 21, 24):
+# The demo's replies: 0 Jarvis's plan, 1 Coder, 2 extend_library, 3 the code, 4 its tests, 5 run_code, 6 the second
+# extend_library, 7 its code, 8 its tests, 9 the second run_code, 10 the final answer. Point N kills the run just
+# after reply N - 1, in what follows it: 1 the plan's approval; 2 Coder's plan (by code) and its review; 4 the code's
+# review; 5 the tests, then save_code, update_plan and finish made by code; 6 run_code; 8 the second code's review;
+# 9 the second save; 10 the second run_code, Coder's finish and Jarvis's update_plan made by code.
+for _point in (1, 2, 4, 5, 6, 8, 9, 10):
     _killed_run(_point)

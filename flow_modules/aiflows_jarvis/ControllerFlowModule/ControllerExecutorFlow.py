@@ -331,7 +331,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
             rest = undone_steps(str(self.flow_state.get("plan") or ""))
             if rest:  # once: a plan file that cannot be marked does not hold the finish back
                 queue.insert(0, {**decided, "marked": True})
-                decided = {"command": "update_plan", "command_args": {"done_steps": [int(n) for n in rest]}}
+                steps = "all" if len(rest) > 12 else [int(n) for n in rest]  # a long plan: not every number
+                decided = {"command": "update_plan", "command_args": {"done_steps": steps}}
         self.flow_state[_DECIDED_QUEUE] = queue
         self.flow_state[_GATHER] = bool(decided.pop("gather", False))
         return decided

@@ -76,6 +76,8 @@ GOAL_STEP = "Reach the goal above."
 def plan_as_shown(plan: str, goal: str) -> str:
     """The plan as a prompt that holds the goal shows it: a plan of one step that is the goal itself (see
     ``one_step_plan``) reads "1. Reach the goal above.", with its done mark, instead of the goal again."""
+    if len(plan) > 2 * len(str(goal)) + 100:  # not the goal: a long plan is not parsed for nothing at every call
+        return plan
     steps = plan_steps(plan)
     if len(steps) != 1 or without_marks(steps[0][1]) != " ".join(str(goal).split()):
         return plan
@@ -100,8 +102,9 @@ def describe_update(old_plan: str, new_plan: str) -> str:
         return "The plan was updated (it has no numbered steps)."
     old_done = {number for number, text in old if is_done(text)}
     new_done = {number for number, text in new if is_done(text)}
-    marked = [number for number, _ in new if number in new_done - old_done]
-    unmarked = [number for number, _ in old if number in old_done - new_done]
+    newly, no_longer = new_done - old_done, old_done - new_done
+    marked = [number for number, _ in new if number in newly]
+    unmarked = [number for number, _ in old if number in no_longer]
     said = f"{_steps(marked)} now marked done" if marked else "no step newly marked done"
     if unmarked:
         said += f"; {_steps(unmarked)} no longer marked done"
@@ -124,6 +127,8 @@ def progress(plan: str) -> str:
 
 
 def _steps(numbers: List[str]) -> str:
+    if len(numbers) > 12:  # a long plan marked at once: not every number
+        return f"steps {', '.join(numbers[:10])}, ..., {numbers[-1]} ({len(numbers):,} steps)"
     return f"step{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
 
 

@@ -54,7 +54,7 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
     - `plan_key` (str): the memory name of the plan file in `memory_files` (default `plan`).
 
     *Input Interface*:
-    - `done_steps` (list of int, optional): the numbers of the steps to mark done.
+    - `done_steps` (list of int, optional): the numbers of the steps to mark done (`all`: every step).
     - `updated_plan` (str, optional): the full plan with the finished steps marked (used when `done_steps` is not
       given).
     - `memory_files` (dict): memory name -> file path.
@@ -103,6 +103,8 @@ def _step_numbers(value: Any, plan: str) -> Tuple[List[str], str]:
     nothing): a number the plan has no step of is refused, so that a typo does not pass silently."""
     if value is None or value == "" or value == []:
         return [], ""
+    if str(value).strip().lower() == "all":
+        return [number for number, _ in plan_steps(plan)], ""
     items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
     numbers: List[str] = []
     for item in items:
@@ -111,7 +113,8 @@ def _step_numbers(value: Any, plan: str) -> Tuple[List[str], str]:
             return [], f"`done_steps` must be step numbers (e.g. [2, 3]), not {str(item)[:40]!r}."
         numbers.append(str(int(text)))
     known = [number for number, _ in plan_steps(plan)]
-    unknown = [n for n in numbers if n not in known]
+    known_set = set(known)
+    unknown = [n for n in numbers if n not in known_set]
     if unknown:
         have = f"its steps are {', '.join(known)}" if known else "it has no numbered steps"
         return [], f"the plan has no step {', '.join(unknown)} ({have})."
