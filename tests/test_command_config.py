@@ -82,7 +82,8 @@ def test_jarvis_has_the_original_tree_with_every_command_paired(scripted_llm):
                                                         "intermediate_answer", "final_answer", "search_logs"}
     coder = coder_loop(flow)
     assert set(coder.subflows["Executor"].subflows) == {"extend_library", "run_code", "ask_user", "re_plan",
-                                                         "update_plan", "search_library", "search_logs"}
+                                                         "update_plan", "search_library", "search_logs", "tools"}, \
+        "tools: the branch that runs the run's MCP tools"
     extend = coder.subflows["Executor"].subflows["extend_library"].subflows["CtrlExMem"]
     assert set(extend.subflows["Executor"].subflows["write_code"].subflows["Executor"].subflows) == \
         {"write_code", "test", "ask_user"}
