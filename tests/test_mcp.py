@@ -203,3 +203,20 @@ def test_sigterm_during_a_tool_call_ends_the_run_and_every_process_of_the_server
     assert "Terminated." in out and "Traceback" not in out
     assert not left_running(tmp_path), "the server and what it started ended with the run"
 
+
+def test_the_readmes_example_is_a_configuration_both_command_lines_take(tmp_path):
+    from aiflows_jarvis.app import autogpt, jarvis
+    from aiflows_jarvis.MCPToolFlowModule import load_servers
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        section = f.read().split("\n## Tools from MCP servers\n", 1)[1].split("\n## ", 1)[0]
+    (tmp_path / "mcp.json").write_text(section.split("```json\n", 1)[1].split("```", 1)[0])
+    notes, github = load_servers(str(tmp_path / "mcp.json"), environ={"HOME": "/home/ada", "GITHUB_TOKEN": "ghp_1"})
+    assert notes.command == "npx" and notes.args[-1] == "/home/ada/notes"
+    assert github.headers == {"Authorization": "Bearer ghp_1"} and github.offers("get_issue")
+    lines = section.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    for line, app in zip(lines, (jarvis, autogpt)):
+        words = line.split(" ", 2)
+        assert words[:2] == [".venv/bin/python", f"run_{app.__name__.split('.')[-1]}.py"], line
+        args = app.parse_args(words[2].rsplit(" \"", 1)[0].split() + [words[2].rsplit(" \"", 1)[1].strip('"')])
+        assert args.mcp_config == "mcp.json" and args.goal
