@@ -1,7 +1,7 @@
 """Tools from MCP servers for both agents, through their command lines with the loopback LLM and the small servers
 of mcp_stdio_server.py / mcp_http_server.py: listing, calls, the step line, the usage and the report, record and
-replay offline, secrets, approval, bad configurations, and SIGTERM in the middle of a call with nothing left
-running."""
+replay offline, secrets, approval, bad configurations, and SIGTERM or Ctrl+C in the middle of a call with nothing
+left running."""
 from __future__ import annotations
 
 import importlib.util
@@ -125,6 +125,7 @@ def test_without_yes_the_user_approves_each_call_and_a_refusal_is_the_observatio
     assert "The user did not let the tool add run. They said: not this one" in \
         loopback.requests[1]["messages"][-1]["content"]
     assert not calls.exists(), "the server was not called"
+    assert not left_running(tmp_path)
 
 
 def test_jarvis_offers_mcp_tools_to_coder_keeps_the_env_secret_out_of_files_and_saves_images(tmp_path, screen,
@@ -178,7 +179,9 @@ def test_a_replay_answers_from_its_recording_so_mcp_config_does_not_apply(capsys
 
 
 @needs_autogpt
-def test_sigterm_during_a_tool_call_ends_the_run_and_every_process_of_the_server(tmp_path):
+@pytest.mark.parametrize("signum, code, says", [(signal.SIGTERM, 143, "Terminated."),
+                                                (signal.SIGINT, 130, "Stopped.")])
+def test_a_signal_during_a_tool_call_ends_the_run_and_every_process_of_the_server(tmp_path, signum, code, says):
     calls, grandchild = tmp_path / "calls.jsonl", tmp_path / "grandchild.pid"
     config = mcp_config(tmp_path, t=stdio(tmp_path, "--calls", str(calls), "--grandchild", str(grandchild),
                                           needs_approval=False))
@@ -193,14 +196,14 @@ def test_sigterm_during_a_tool_call_ends_the_run_and_every_process_of_the_server
             try:
                 wait_until(lambda: calls.exists() and "sleep" in calls.read_text(), "the tool call to start")
                 assert left_running(tmp_path), "the server (and its grandchild) run"
-                run.send_signal(signal.SIGTERM)
+                run.send_signal(signum)  # (Ctrl+C with --yes: nobody to ask what to do instead, the run stops)
                 out, _ = run.communicate(timeout=120)
             finally:
                 if run.poll() is None:
                     run.kill()
                     run.wait()
-    assert run.returncode == 143, out[-2000:]
-    assert "Terminated." in out and "Traceback" not in out
+    assert run.returncode == code, out[-2000:]
+    assert says in out and "Traceback" not in out
     assert not left_running(tmp_path), "the server and what it started ended with the run"
 
 

@@ -291,3 +291,4 @@ def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_other
     assert 'Call the tool echo of the MCP server t with {"text": "hi"}?' in user.asked[0]["prompt"]
     calls = [json.loads(line)[0] for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert calls == ["echo", "add"], "the refused call never reached the server"
+    assert not left_running(tmp_path)
