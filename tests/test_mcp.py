@@ -223,3 +223,26 @@ def test_the_readmes_example_is_a_configuration_both_command_lines_take(tmp_path
         assert words[:2] == [".venv/bin/python", f"run_{app.__name__.split('.')[-1]}.py"], line
         args = app.parse_args(words[2].rsplit(" \"", 1)[0].split() + [words[2].rsplit(" \"", 1)[1].strip('"')])
         assert args.mcp_config == "mcp.json" and args.goal
+
+
+@needs_autogpt
+def test_mcp_config_in_the_configuration_names_a_file_beside_it(tmp_path, screen, loopback):
+    import yaml
+
+    from aiflows_jarvis.app import autogpt
+
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    mcp_config(folder, t=stdio(tmp_path, needs_approval=False))
+    with open(os.path.join(ROOT, "configs", "autogpt.yaml"), encoding="utf-8") as f:
+        config = yaml.safe_load(f)
+    assert config["mcp_config"] is None, "configs/autogpt.yaml documents the key, and names no server"
+    config["mcp_config"] = "mcp.json"  # relative to the configuration's folder, not the working folder
+    (folder / "autogpt.yaml").write_text(yaml.safe_dump(config))
+    loopback.add(command("t__echo", text="from the YAML"), command("finish", answer="done"))
+    argv = ["--config", str(folder / "autogpt.yaml"), "--api-base", loopback.url, "--memory-dir", str(tmp_path / "m"),
+            "--yes", "--store", "faiss", "Say something."]
+    assert autogpt.main(argv) == 0, screen.text[-3000:]
+    assert f"MCP servers (mcp_config in {folder / 'autogpt.yaml'}): t (python)" in said(screen)
+    assert "from the YAML" in loopback.requests[1]["messages"][-1]["content"]
+    assert not left_running(tmp_path)

@@ -435,7 +435,7 @@ class HTTPTransport:
                     break
                 text = line.decode("utf-8", errors="replace").rstrip("\r\n")
                 if text.startswith("data:"):
-                    data.append(text[5:].lstrip(" ") if text[5:6] == " " else text[5:])
+                    data.append(text[6:] if text[5:6] == " " else text[5:])  # one space after the colon
                 elif text.startswith("id:"):
                     last_id = text[3:].strip()
                 elif not text and data:

@@ -64,8 +64,8 @@ class MCPServers:
     :param source: where the servers were configured, named in messages (``--mcp-config FILE``).
     """
 
-    def __init__(self, servers: List[ServerConfig], log_dir: Optional[str] = None, source: str = "the MCP "
-                 "configuration"):
+    def __init__(self, servers: List[ServerConfig], log_dir: Optional[str] = None,
+                 source: str = "the MCP configuration"):
         self.servers: Dict[str, _Server] = {}
         for config in servers:
             self.servers[config.name] = _Server(config)
