@@ -292,3 +292,13 @@ def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_other
     calls = [json.loads(line)[0] for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert calls == ["echo", "add"], "the refused call never reached the server"
     assert not left_running(tmp_path)
+
+
+def test_the_modules_demo_server_starts_from_any_folder(tmp_path, monkeypatch, screen):
+    monkeypatch.chdir(tmp_path)  # a relative cwd in MCPToolFlow's own mcp_config is the module's folder
+    flow = MCPToolFlow.instantiate_from_default_config(mcp_config={"mcpServers": {"demo": {
+        "command": sys.executable, "args": ["add_server.py"], "cwd": "demo", "needs_approval": False}}})
+    try:
+        assert flow.call({"tool": "demo__add", "arguments": {"a": 2, "b": 3}}) == {"result": "5", "failed": False}
+    finally:
+        flow.close()
