@@ -66,8 +66,9 @@ def test_run_code_is_off_unless_turned_on_and_then_a_command_with_its_branch(scr
                                                                                "run_code"})):
         flow = AutoGPTFlow.instantiate_from_default_config(run_code=run_code)
         commands = {c.name for c in flow.subflows["Controller"].commands}
-        assert set(flow.subflows["Executor"].subflows) == expected, f"run_code: {run_code}"
-        assert commands == expected | {"finish"}, "the controller offers exactly the branches the executor has"
+        assert set(flow.subflows["Executor"].subflows) == expected | {"tools"}, f"run_code: {run_code}"
+        assert commands == expected | {"finish"}, "the controller offers exactly the branches the executor has " \
+                                                  "(tools: the branch of the run's MCP tools, offered when listed)"
     run_code = next(c for c in flow.subflows["Controller"].commands if c.name == "run_code")
     assert run_code.input_args == ["language", "code"]
     assert flow.subflows["Executor"].subflows["run_code"].workspace == os.getcwd(), "the folder it is run from"

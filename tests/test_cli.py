@@ -356,9 +356,10 @@ def test_another_providers_model_without_a_server_is_refused_not_sent_the_openai
 
 
 @pytest.mark.parametrize("args, says", [(["--demo", "a goal"], "drop the goal"),
-                                        (["--demo", "--model", "gpt-4"], "--model and --api-base do not apply"),
+                                        (["--demo", "--model", "gpt-4"],
+                                         "--model, --mcp-config and --api-base do not apply"),
                                         (["--replay", "x.jsonl", "--api-base", "http://127.0.0.1:9/v1"],
-                                         "--model and --api-base do not apply")])
+                                         "--model, --mcp-config and --api-base do not apply")])
 def test_options_that_do_not_go_together_are_refused(tmp_path, args, says):
     done = run_jarvis(tmp_path, *args)
     assert done.returncode == 2 and says in done.stderr

@@ -8,16 +8,18 @@ import copy
 
 import pytest
 
-from fakes import command, finish
+from fakes import Sink, command, finish, system_message
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.command_config import derive_commands
-from aiflows_jarvis.CoreFlowModule import ConfigurationError
+from aiflows_jarvis.CoreFlowModule import Console, ConfigurationError, set_console
 from aiflows_jarvis.CoreFlowModule.config_tree import walk_config
 from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+from aiflows_jarvis.CoreFlowModule.run_context import current_run
 from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 
 WORDS = "flows_for_tests.WordCountFlow.instantiate_from_default_config"
+ECHO_TOOLS = "flows_for_tests.EchoToolFlow.instantiate_from_default_config"
 ASK = "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow.instantiate_from_default_config"
 CODER = "Jarvis.subflows_config.CtrlExMem.subflows_config.Executor.subflows_config.Coder.subflows_config.CtrlExMem"
 LOOP_INPUT = {"goal": "count", "plan": "1. count", "logs": "", "memory_files": {}}
@@ -80,7 +82,8 @@ def test_jarvis_has_the_original_tree_with_every_command_paired(scripted_llm):
                                                         "intermediate_answer", "final_answer", "search_logs"}
     coder = coder_loop(flow)
     assert set(coder.subflows["Executor"].subflows) == {"extend_library", "run_code", "ask_user", "re_plan",
-                                                         "update_plan", "search_library", "search_logs"}
+                                                         "update_plan", "search_library", "search_logs", "tools"}, \
+        "tools: the branch that runs the run's MCP tools"
     extend = coder.subflows["Executor"].subflows["extend_library"].subflows["CtrlExMem"]
     assert set(extend.subflows["Executor"].subflows["write_code"].subflows["Executor"].subflows) == \
         {"write_code", "test", "ask_user"}
@@ -170,3 +173,51 @@ def test_run_jarvis_refuses_a_command_without_a_flow_at_start_naming_its_key(tmp
         "        shout: {description: Shout., input_args: [text]}\n")
     done = run_jarvis(tmp_path, "--config", "mine.yaml", *NO_SERVER, "a goal")
     assert_refused_at_start(done, memory, "mine.yaml: Jarvis.subflows_config.CtrlExMem.commands.shout: no flow.")
+
+
+# ~~~ The run's tools: offered at the controller's first call, run by one branch ~~~
+class Provider:
+    """A run's tool provider that counts how often it is asked."""
+
+    def __init__(self):
+        self.asked = []
+
+    def commands(self, taken):
+        self.asked.append(set(taken))
+        return {"srv__greet": {"description": "Greet someone.", "input_args": ["name"],
+                               "shown_as": "srv__greet (MCP server srv)"},
+                "count_words": {"description": "A tool named like a command of the loop.", "input_args": []}}
+
+
+def test_a_loop_offers_the_runs_tools_at_its_controllers_first_call_and_runs_them_in_one_branch(scripted_llm):
+    screen = Sink()
+    set_console(Console(stream=screen, color=False))
+    provider = Provider()
+    current_run().tool_provider = provider
+    loop = ControllerExecutorFlow.instantiate_from_default_config(
+        commands={"count_words": {"description": "Count words.", "input_args": ["text"], "flow": {"_target_": WORDS}}},
+        tools={"result_keys": ["result"], "flow": {"_target_": ECHO_TOOLS}})
+    assert provider.asked == [], "listing may start servers: not when the loop is built"
+    scripted_llm.add(command("srv__greet", name="Ada"), finish("greeted"))
+    out = loop.call({"goal": "greet Ada", "plan": "", "logs": "", "memory_files": {}})
+    assert out["status"] == "finished"
+    assert len(provider.asked) == 1 and "count_words" in provider.asked[0], "asked once, told the loop's commands"
+    head = system_message(scripted_llm.calls[0]["messages"])
+    assert "srv__greet: Greet someone. Input arguments: name" in head
+    assert "A tool named like a command" not in head, "a loop's own command is not replaced by a tool"
+    assert "ran srv__greet with {\"name\": \"Ada\"}" in scripted_llm.calls[1]["messages"][-1]["content"], \
+        "the tools branch ran it, told which tool and with what"
+    assert "srv__greet (MCP server srv)" in screen.text, "the step line names the server"
+    schema = loop.subflows["Controller"].response_format("json_schema")["json_schema"]["schema"]
+    assert "srv__greet" in schema["properties"]["command"]["enum"], "the reply schema offers it"
+
+    scripted_llm.add(finish("again"))
+    loop.call({"goal": "again", "plan": "", "logs": "", "memory_files": {}})
+    assert len(provider.asked) == 1, "listed once per run, and kept"
+
+
+def test_a_loop_without_a_tool_provider_offers_nothing_more(scripted_llm):
+    loop = ControllerExecutorFlow.instantiate_from_default_config(tools={"flow": {"_target_": ECHO_TOOLS}})
+    scripted_llm.add(finish())
+    loop.call({"goal": "g", "plan": "", "logs": "", "memory_files": {}})
+    assert [c.name for c in loop.subflows["Controller"].commands] == ["finish"]

@@ -16,6 +16,7 @@ from hydra._internal.utils import _locate
 
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow, ControllerExecutorFlow
+from aiflows_jarvis.ControllerFlowModule.command_config import TOOLS_BRANCH
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, StrictJinjaPrompt
 from aiflows_jarvis.HumanStandardInputFlowModule import HumanStandardInputFlow
 
@@ -127,7 +128,8 @@ def test_every_loop_derives_its_controller_commands_and_its_branches_from_its_co
                 assert controller[name].description == " ".join(str(spec["description"]).split()), (where, name)
                 assert controller[name].input_args == list(spec.get("input_args") or []), (where, name)
             branches = set(sub.subflows["Executor"].subflows)
-            assert branches == set(controller) - set(sub.LOOP_COMMANDS), where
+            tools = {TOOLS_BRANCH} if sub.flow_config.get("tools") is not None else set()  # runs every tool offered
+            assert branches == set(controller) - set(sub.LOOP_COMMANDS) | tools, where
             assert branches == set(sub.flow_config["subflows_config"]["Executor"]["subflows_config"]), where
 
 

@@ -43,6 +43,8 @@ CLASSES = {
     "kernel": "secrets in the kernel's environment and /proc, children that leave its process group, limits",
     "resume": "--resume after an interruption inside Coder and ExtendLibrary, after kill -9, with bad run files",
     "scale": "a 5 MB library.py, 50 MB logs, a 5 MB log without headers, 200 MB printed at once",
+    "mcp": "MCP servers missing, crashing or hanging at start, printing to stdout, leaving a process; a 10 MB result, "
+           "a tool that never answers under --max-time, an unset ${VAR}, a secret in env",
 }
 
 

@@ -59,6 +59,10 @@ DEMOS: Dict[str, dict] = {
         "name": "ddg_search", "backend": {"_target_": "langchain_community.tools.DuckDuckGoSearchRun"}},
         input={"query": "aiflows EPFL"}),
     "WikiSearchFlowModule": dict(cls="WikiSearchAtomicFlow", network=True, input={"search_term": "Eiffel Tower"}),
+    # an MCP server of its own (demo/add_server.py, standard library only; a relative cwd is the module's folder)
+    "MCPToolFlowModule": dict(cls="MCPToolFlow", overrides={"mcp_config": {"mcpServers": {"demo": {
+        "command": "python3", "args": ["add_server.py"], "cwd": "demo", "needs_approval": False}}}},
+        input={"tool": "demo__add", "arguments": {"a": 2, "b": 3}}),
     "AutoGPTFlowModule": dict(cls="AutoGPTFlow", llm=True, memory=True, overrides={
         "subflows_config": {"Memory": {"type": "faiss"}}}, input={
         "goal": "When was the Eiffel Tower finished, and how tall is it?"}),

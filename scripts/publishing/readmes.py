@@ -230,7 +230,8 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
         doc = _class_docstring(module, cls)
         parts += [f"## {cls}", "", f"`class {cls}({', '.join(_base_names(module, cls))})`", "", doc, ""]
         parts += ["### Configuration parameters (this class's default configuration)", ""]
-        parts += _parameter_lines(own) or ["- (none beyond its base class's)"]
+        # a value may name a flow (`tools: {flow: {_target_: ...}}`): in the namespace's import path, as below
+        parts += [rewrite(line, namespace) for line in _parameter_lines(own)] or ["- (none beyond its base class's)"]
         subflows = own.get("subflows_config") or {}
         if subflows:
             parts += [f"- `subflows_config`: {', '.join(f'`{s}`' for s in subflows)}"]

@@ -96,7 +96,7 @@ class AutoGPTFlow(ControllerExecutorFlow):
     def _declared_output(self, branch: str, output: Dict[str, Any]) -> Dict[str, Any]:
         """The keys of ``output`` that the branch's `output_interface` lists (the whole output when it lists none
         of them)."""
-        flow = getattr(self.subflows.get("Executor"), "subflows", {}).get(branch)
+        flow = self.branch_flow(branch)
         declared = flow.flow_config.get("output_interface") if flow is not None else None
         kept = {key: output[key] for key in declared or [] if key in output}
         return kept or output

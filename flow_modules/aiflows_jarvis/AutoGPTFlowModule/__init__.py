@@ -6,6 +6,7 @@ dependencies = [
     {"url": "aiflows/InterpreterFlowModule", "revision": "main"},
     {"url": "aiflows/VectorStoreFlowModule", "revision": "main"},
     {"url": "aiflows/LCToolFlowModule", "revision": "main"},
+    {"url": "aiflows/MCPToolFlowModule", "revision": "main"},
     {"url": "aiflows/WikiSearchFlowModule", "revision": "main"},
 ]
 

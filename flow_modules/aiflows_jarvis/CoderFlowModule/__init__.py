@@ -3,6 +3,7 @@ dependencies = [
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
     {"url": "aiflows/ExtendLibraryFlowModule", "revision": "main"},
     {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
+    {"url": "aiflows/MCPToolFlowModule", "revision": "main"},
     {"url": "aiflows/MemoryReadingFlowModule", "revision": "main"},
     {"url": "aiflows/ReplanningFlowModule", "revision": "main"},
     {"url": "aiflows/RunCodeFlowModule", "revision": "main"},

@@ -36,9 +36,11 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     its canonical JSON form, so the model sees its last move as the protocol wants it.
 
     *Configuration Parameters*:
-    - `commands` (dict): `name: {description, input_args, optional_args, arg_types}`; `arg_types` maps an argument
-      to its JSON-Schema type (string, integer, number, boolean, array, object; string when not declared). In a
-      ControllerExecutorFlow they come from the loop's `commands`, which also name each command's flow.
+    - `commands` (dict): `name: {description, input_args, optional_args, arg_types, arg_notes, arg_schemas}`;
+      `arg_types` maps an argument to its JSON-Schema type (string, integer, number, boolean, array, object; string
+      when not declared), `arg_notes` to what it means, `arg_schemas` to a scalar's `enum` or an array's `items`. In
+      a ControllerExecutorFlow they come from the loop's `commands`, which also name each command's flow, and from
+      the run's tools (`add_commands`, before the chat starts).
     - `max_corrections` (int): how many invalid replies are corrected before giving up.
     - `correction_message_prompt_template` (dict): the correction sent after an invalid reply (variables:
       `problem`, `commands`, `example`).
@@ -62,8 +64,8 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     def __init__(self, commands, **kwargs):
         super().__init__(**kwargs)
         self.commands = commands
-        rendered = render_commands(commands)
-        self.system_message_prompt_template = self.system_message_prompt_template.partial(commands=rendered)
+        self._system_template = self.system_message_prompt_template
+        self.system_message_prompt_template = self._system_template.partial(commands=render_commands(commands))
         self._response_formats: Dict[str, dict] = {}
         self.correction_prompt = StrictJinjaPrompt.from_prompt(
             self.flow_config.get("correction_message_prompt_template")
@@ -74,6 +76,22 @@ class ControllerAtomicFlow(ChatAtomicFlow):
     def _constructor_kwargs(cls, flow_config: Dict[str, Any]) -> Dict[str, Any]:
         commands = commands_from_config(flow_config.get("commands"), flow_config.get("name", cls.__name__))
         return {**super()._constructor_kwargs(flow_config), "commands": commands}
+
+    def add_commands(self, declarations: Dict[str, Dict[str, Any]]) -> List[str]:
+        """Offer more commands (``name: {description, input_args, ...}``, as in the YAML), known only at run time
+        (the tools of MCP servers); returns the names added. Those it has already are left as they are. The system
+        prompt and the reply schema include them from the next chat on: call it before the chat starts (its
+        system prompt is rendered once per chat)."""
+        known = {c.name for c in self.commands}
+        new = {name: spec for name, spec in declarations.items() if name not in known}
+        if not new:
+            return []
+        added = commands_from_config(new, f"{self.flow_config.get('name', 'Controller')} (commands added at run time)")
+        commands = [c for c in self.commands if c.name != "finish"] + added
+        self.commands = commands + [c for c in self.commands if c.name == "finish"]
+        self.system_message_prompt_template = self._system_template.partial(commands=render_commands(self.commands))
+        self._response_formats.clear()
+        return [c.name for c in added]
 
     def _render_system_message(self, input_data: Dict[str, Any]) -> str:
         prompt = super()._render_system_message(input_data)

@@ -20,8 +20,9 @@ from aiflows_jarvis.CoreFlowModule.lean import config_key_path
 from aiflows_jarvis.CoreFlowModule.memory import shorten
 from aiflows_jarvis.CoreFlowModule.memory_log import last_within
 from aiflows_jarvis.CoreFlowModule.plans import mark_steps_done, plan_steps, undone_steps
+from aiflows_jarvis.CoreFlowModule.run_context import current_run
 
-from .command_config import STEP_ARGUMENT, derive_commands
+from .command_config import STEP_ARGUMENT, TOOLS_BRANCH, derive_commands, with_step_argument
 
 # Keys of a branch's output shown first when it is turned into the controller's `result`.
 _RESULT_ORDER = ("summary", "result", "status", "human_input", "feedback")
@@ -162,6 +163,11 @@ class ControllerExecutorFlow(LeanCircularFlow):
     - `bookkeeping_commands` (list): commands whose result is not the loop's final `result` (e.g. update_plan).
     - `keep_from_branches` (dict): branch -> output keys copied into the loop's state (later branches can take them
       as input, e.g. `write_code: [code]` so that `save_code` saves the code written).
+    - `tools` (dict, optional): `{flow, ...}`: the run's tools (`RunContext.tool_provider`: MCP servers) are
+      offered as commands, asked for when the controller is first called (not before: listing them may start
+      servers) and added to its commands; `flow` (the branch `tools`) runs each of them, with the input `tool` (the
+      command) and `arguments`; the other keys (`result_keys`, `succeeds_when`, `carries_steps`) are added to each
+      tool's declaration. With no tool provider, no command is added.
     - `bookkeeping_by_code` (bool, default true): the commands the state decides are made by the loop, without an
       LLM call (below); false: the controller makes every command, as the seed's Jarvis did.
     - `opening_command` (dict, optional): `{command, command_args, when}`, the loop's first command, made by code
@@ -206,6 +212,32 @@ class ControllerExecutorFlow(LeanCircularFlow):
         for key in _LOOP_KEYS:
             self.flow_state.pop(key, None)  # a run starts with nothing counted or pending (also without a reset)
         return super().run(input_data)
+
+    # ~~~ The run's tools, offered as commands ~~~
+    def _tools(self) -> Dict[str, Dict[str, Any]]:
+        """The tool commands offered to this loop's controller: name -> declaration."""
+        if "_tool_commands" not in self.__dict__:
+            self._tool_commands: Dict[str, Dict[str, Any]] = {}
+        return self._tool_commands
+
+    def _offer_tools(self, controller: Any) -> None:
+        """Before the controller's first call: the run's tools (its ``tool_provider``) as commands of the controller,
+        each with what the loop's ``tools`` adds to it; asked once per provider (listing may start servers)."""
+        tools, provider = self.flow_config.get("tools"), current_run().tool_provider
+        if not isinstance(tools, dict) or provider is None or self.__dict__.get("_tools_of") is provider:
+            return
+        self._tools_of = provider
+        taken = set(self.flow_config.get("commands") or {}) | {c.name for c in controller.commands} | {TOOLS_BRANCH}
+        declared = self._tools()
+        for name, declaration in (provider.commands(taken) or {}).items():
+            spec = {**declaration, **tools}
+            declared[name] = with_step_argument(spec) if spec.get("carries_steps") and self._bookkeeping() else spec
+        controller.add_commands(declared)
+
+    def branch_flow(self, command: str) -> Any:
+        """The executor's branch that runs ``command`` (the tools branch for a tool), or None."""
+        branches = getattr(self.subflows.get("Executor"), "subflows", {})
+        return branches.get(TOOLS_BRANCH if command in self._tools() else command)
 
     # ~~~ When the loop runs out of rounds ~~~
     def _on_reach_max_rounds(self):
@@ -253,7 +285,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
         return bool(self.flow_config.get("bookkeeping_by_code", True))
 
     def _command_spec(self, command: str) -> Dict[str, Any]:
-        spec = (self.flow_config.get("commands") or {}).get(command)
+        spec = (self.flow_config.get("commands") or {}).get(command) or self._tools().get(command)
         return spec if isinstance(spec, dict) else {}
 
     def _render_decision(self, decision: Dict[str, Any], output: Optional[Dict[str, Any]] = None
@@ -357,7 +389,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
         command, args = output_payload["command"], output_payload.get("command_args") or {}
         where = current_flow_path() or self.flow_config["name"]
         quiet = command in (self.flow_config.get("arguments_shown_by_branch") or _SHOWN_BY_BRANCH)
-        get_console().step(where, command, args, quiet=quiet)
+        get_console().step(where, self._tools().get(command, {}).get("shown_as") or command, args, quiet=quiet)
         if command == "finish":
             return {early_exit_key: True, "command": command, "command_args": args, **self.on_finish(args)}
         count = self._count_repeats(command, args)
@@ -409,6 +441,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
         command = data_dict["command"]
         branch_input = dict(data_dict.get("command_args") or {})
         branch_input.pop(STEP_ARGUMENT, None)  # the loop's, not the branch's
+        if command in self._tools():  # one branch runs every tool: it is told which, with the arguments apart
+            return {"branch": TOOLS_BRANCH, "branch_input_data": {"tool": command, "arguments": branch_input}}
         branch = dst_flow.subflows.get(command) if hasattr(dst_flow, "subflows") else None
         wanted = branch.flow_config.get("input_interface") if branch is not None else None
         if isinstance(wanted, (list, tuple)):
@@ -432,6 +466,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
                 self.flow_state[_DECIDED] = True
                 return None, output_interface(goal=goal, data_dict=decided, src_flow=flow, dst_flow=self)
             self.flow_state[_DECIDED] = False
+            self._offer_tools(flow)
             told = self.flow_state.pop(_TOLD, None)
             if told:  # its own last command's result, then those of the commands made for it since
                 self.flow_state["result"] = "\n\n".join(str(part) for part in told if str(part).strip())

@@ -38,13 +38,18 @@ def _mapping(value: Any, key: str, what: str, check: bool) -> Dict[str, Any]:
     return {}
 
 
+# The executor's branch that runs the run's tools (``tools:`` of a loop: MCP servers' tools, one command each).
+TOOLS_BRANCH = "tools"
+
+
 # What a command that carries plan steps offers the model, with bookkeeping by code: it says which step the command
 # completes, and the loop marks that step done when the command succeeds (no update_plan call).
 STEP_ARGUMENT = "completes_step"
 STEP_NOTE = "the number of the plan step it completes: marked done when the command succeeds"
 
 
-def _with_step_argument(spec: Dict[str, Any]) -> Dict[str, Any]:
+def with_step_argument(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """A command's declaration with the optional argument ``completes_step`` (see ``STEP_ARGUMENT``)."""
     spec = dict(spec)
     optional = list(spec.get("optional_args") or [])
     if STEP_ARGUMENT not in optional:
@@ -60,7 +65,10 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
 
     The result shares what it does not change with ``config`` (which is not modified); its ``commands`` keep the
     declarations without their flows, which become the executor's branches. With ``bookkeeping_by_code`` (the
-    default), a command declared with ``carries_steps`` takes the optional argument ``completes_step``.
+    default), a command declared with ``carries_steps`` takes the optional argument ``completes_step``. A loop's
+    ``tools: {flow, ...}`` becomes the branch ``tools`` (``TOOLS_BRANCH``), which runs every tool the run offers
+    (their commands are added when the controller is first called); the rest of ``tools`` is what each of those
+    commands is declared with besides its own declaration (``result_keys``, ``succeeds_when``, ``carries_steps``).
 
     :param config: a ControllerExecutorFlow configuration (merged defaults and overrides).
     :param where: the key path of that configuration, for messages (``Jarvis.subflows_config.CtrlExMem``).
@@ -121,7 +129,25 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
                     f"package.Class.instantiate_from_default_config, ...}}`, or remove the command.")
             continue
         branches[name] = branch
+    tools = config.get("tools")
+    tools_key = f"{where}.tools"
+    if tools is not None:
+        flow = tools.get("flow") if isinstance(tools, dict) else None
+        branch = flow if isinstance(flow, dict) else {}
+        if isinstance(overrides.get(TOOLS_BRANCH), dict):
+            branch = recursive_dictionary_update(copy_config(branch), overrides[TOOLS_BRANCH])
+        if check and (not isinstance(tools, dict) or "_target_" not in branch):
+            raise ConfigurationError(f"{tools_key}: must be a mapping with the `flow` that runs the run's tools, "
+                                     "`tools: {flow: {_target_: package.Class.instantiate_from_default_config}}`, "
+                                     "or null")
+        if check and TOOLS_BRANCH in named:
+            raise ConfigurationError(f"{where}.commands.{TOOLS_BRANCH}: `{TOOLS_BRANCH}` is the branch that runs the "
+                                     f"tools ({tools_key}); give the command another name.")
+        if "_target_" in branch:
+            branches[TOOLS_BRANCH] = branch
     for name in overrides:
+        if name == TOOLS_BRANCH and TOOLS_BRANCH in branches:
+            continue
         if name not in named and check:
             raise ConfigurationError(
                 f"{branch_key}.{name}: no command. A branch runs a command: declare it under {where}.commands."
@@ -131,10 +157,12 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
                                  "Declare it: `finish: {description: ..., input_args: [summary]}`.")
 
     if config.get("bookkeeping_by_code", True):
-        declared = {name: _with_step_argument(spec) if spec.get("carries_steps") else spec
+        declared = {name: with_step_argument(spec) if spec.get("carries_steps") else spec
                     for name, spec in declared.items()}
     derived = dict(config)
     derived["commands"] = declared
+    if isinstance(tools, dict):
+        derived["tools"] = {key: value for key, value in tools.items() if key != "flow"}
     controller["commands"] = declared
     controller["bookkeeping_by_code"] = bool(config.get("bookkeeping_by_code", True))
     executor["subflows_config"] = branches

@@ -32,6 +32,9 @@ class Command:
     optional_args: List[str] = field(default_factory=list)
     arg_types: Dict[str, str] = field(default_factory=dict)
     arg_notes: Dict[str, str] = field(default_factory=dict)  # what an argument means, where its name does not say
+    # more of an argument's JSON schema than its type: `enum` (of a scalar), `items` (of an array: a scalar type,
+    # with its own enum, or "object"), as a tool's own input schema gives them
+    arg_schemas: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
     def type_of(self, arg: str) -> str:
         return self.arg_types.get(arg, "string")
@@ -45,8 +48,8 @@ class Command:
 
 
 def commands_from_config(config: Dict[str, Any], where: str) -> List[Command]:
-    """``commands: {name: {description, input_args, optional_args, arg_types, arg_notes}}`` from YAML as a list of
-    Command; clear errors otherwise."""
+    """``commands: {name: {description, input_args, optional_args, arg_types, arg_notes, arg_schemas}}`` from YAML
+    as a list of Command; clear errors otherwise."""
     if not isinstance(config, dict) or not config:
         raise ConfigurationError(f"{where}: `commands` must be a non-empty mapping name -> {{description, input_args}}")
     commands = []
@@ -75,9 +78,15 @@ def commands_from_config(config: Dict[str, Any], where: str) -> List[Command]:
         if not isinstance(arg_notes, dict) or any(arg not in arguments for arg in arg_notes):
             raise ConfigurationError(f"{where}: `arg_notes` of command {name!r} must map its arguments "
                                      f"({', '.join(arguments) or 'none'}) to what they mean")
+        arg_schemas = spec.get("arg_schemas") or {}
+        if not isinstance(arg_schemas, dict) or any(arg not in arguments or not isinstance(schema, dict)
+                                                    for arg, schema in arg_schemas.items()):
+            raise ConfigurationError(f"{where}: `arg_schemas` of command {name!r} must map its arguments "
+                                     f"({', '.join(arguments) or 'none'}) to JSON-schema keywords (enum, items)")
         commands.append(Command(str(name), str(spec["description"]).strip(), lists["input_args"],
                                 lists["optional_args"], {str(a): str(t) for a, t in arg_types.items()},
-                                {str(a): str(t) for a, t in arg_notes.items()}))
+                                {str(a): str(t) for a, t in arg_notes.items()},
+                                {str(a): dict(schema) for a, schema in arg_schemas.items()}))
     # `finish` comes from the base config, so it would be listed first; the model reads it best last.
     return sorted(commands, key=lambda c: c.name == "finish")
 
@@ -125,18 +134,40 @@ def example_reply(commands: List[Command]) -> str:
 
 
 # ~~~ The reply schema ~~~
-def _arg_schema(type_name: str, strict: bool, nullable: bool, note: str = "") -> Dict[str, Any]:
+_SCALARS = ("string", "integer", "number", "boolean")
+
+
+def _scalar_schema(type_name: str, enum: Any = None) -> Dict[str, Any]:
+    schema: Dict[str, Any] = {"type": type_name}
+    if isinstance(enum, list) and enum:
+        schema["enum"] = list(enum)
+    return schema
+
+
+def _arg_schema(type_name: str, strict: bool, nullable: bool, note: str = "",
+                extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """One argument's schema in a dialect. ``extra`` (``Command.arg_schemas``) adds a scalar's ``enum`` and an
+    array's ``items``; what strict mode cannot carry (a free-form object, an array of objects) comes as JSON text,
+    which reading decodes."""
+    extra = extra or {}
+    items = extra.get("items") if isinstance(extra.get("items"), dict) else {}
     if type_name == "array":
-        schema: Dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+        item_type = items.get("type") if items.get("type") in _SCALARS + ("object",) else "string"
+        if item_type == "object" and strict:
+            schema: Dict[str, Any] = {"type": "string", "description": "a JSON array of objects, encoded as a string"}
+        else:
+            schema = {"type": "array", "items": _scalar_schema(item_type, items.get("enum"))}
     elif type_name == "object" and strict:
         # strict mode has no free-form object (every object lists its properties): the object comes as JSON text,
         # which reading decodes
         schema = {"type": "string", "description": "a JSON object, encoded as a string"}
     else:
-        schema = {"type": type_name}
+        schema = _scalar_schema(type_name, extra.get("enum") if type_name in _SCALARS else None)
     said = [text for text in (schema.get("description"), note) if text]
     if nullable:  # strict mode lists every property as required: an optional one says so, and may be null
         schema["type"] = [schema["type"], "null"]
+        if "enum" in schema:
+            schema["enum"] = schema["enum"] + [None]
         said.insert(0, "optional: null to leave it out")
     if said:
         schema["description"] = "; ".join(said)
@@ -147,10 +178,12 @@ def _args_schema(command: Command, strict: bool) -> Dict[str, Any]:
     """``command_args`` of ``command``: exactly its arguments. Strict mode lists every property in ``required``, so
     the optional ones may be null (reading drops a null optional argument) and their descriptions say they are
     optional; elsewhere only the input arguments are required."""
-    properties = {a: _arg_schema(command.type_of(a), strict, False, command.arg_notes.get(a, ""))
-                  for a in command.input_args}
-    properties.update({a: _arg_schema(command.type_of(a), strict, strict, command.arg_notes.get(a, ""))
-                       for a in command.optional_args})
+    def schema(arg: str, nullable: bool) -> Dict[str, Any]:
+        return _arg_schema(command.type_of(arg), strict, nullable, command.arg_notes.get(arg, ""),
+                           command.arg_schemas.get(arg))
+
+    properties = {a: schema(a, False) for a in command.input_args}
+    properties.update({a: schema(a, strict) for a in command.optional_args})
     return {"type": "object", "properties": properties,
             "required": list(properties) if strict else list(command.input_args), "additionalProperties": False}
 

@@ -48,11 +48,14 @@ class RunContext:
     - ``warm_up``: work to start when the run first waits for the user (see ``warm_up``).
     - ``tool_recorder`` / ``tool_replay``: record or replay tool calls (see ``tool_calls``).
     - ``memory_dir``: the run's memory folder (``set_memory_files`` uses it when given no folder).
+    - ``tool_provider``: the tools the run offers its controllers besides their own commands (MCP servers: see
+      ControllerExecutorFlow's ``tools``): ``commands(taken)`` gives their declarations, listed when a controller
+      first needs them; ``close()`` is the launcher's, when the run ends.
     """
 
     __slots__ = ("input_source", "console", "closed_input_hint", "backend_factory", "backend_wrappers",
                  "embeddings_factory", "usage", "budget", "trace_file", "trace", "trace_checked", "warm_up",
-                 "tool_recorder", "tool_replay", "servers", "memory_dir")
+                 "tool_recorder", "tool_replay", "servers", "memory_dir", "tool_provider")
 
     def __init__(self, *, input_source: Optional["InputSource"] = None, console: Optional["Console"] = None,
                  closed_input_hint: Optional[str] = None, backend_factory: Optional[Callable] = None,
@@ -60,7 +63,7 @@ class RunContext:
                  usage: Optional["UsageMeter"] = None, budget: Optional["RunBudget"] = None,
                  trace_file: Optional[str] = None, warm_up: Optional[Callable[[], None]] = None,
                  tool_recorder: Optional[Callable] = None, tool_replay: Optional[Callable] = None,
-                 memory_dir: Optional[str] = None):
+                 memory_dir: Optional[str] = None, tool_provider: Any = None):
         _check("input_source", input_source, lambda v: callable(getattr(v, "ask", None)),
                "an InputSource (TerminalInput(), AutoApproveInput(), ScriptedInput([...]))")
         _check("console", console, lambda v: callable(getattr(v, "show", None)) and callable(getattr(v, "line", None)),
@@ -77,6 +80,8 @@ class RunContext:
                "a RunBudget (RunBudget(max_calls=..., max_time=...))")
         _check("trace_file", trace_file, lambda v: isinstance(v, str) and v, "a file path")
         _check("memory_dir", memory_dir, lambda v: isinstance(v, str) and v, "a folder path")
+        _check("tool_provider", tool_provider, lambda v: callable(getattr(v, "commands", None)),
+               "a tool provider (with commands(taken) -> {name: declaration})")
         from .interaction import Console, TerminalInput  # here: those modules import this one
         from .usage import UsageMeter
 
@@ -96,6 +101,7 @@ class RunContext:
         self.tool_replay = tool_replay
         self.servers: Dict[Any, Any] = {}         # what the run learned of each LLM server (ChatFlowModule.servers)
         self.memory_dir = memory_dir
+        self.tool_provider = tool_provider
 
     # ~~~ Entering and leaving ~~~
     def __enter__(self) -> "RunContext":

@@ -154,11 +154,22 @@ class CallUsage:
 
 
 @dataclass
+class ToolUsage:
+    """The calls of one tool server (an MCP server): how many, how many failed, the seconds waited."""
+
+    calls: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
 class UsageMeter:
-    """LLM use: every call (``calls``), totals per flow path (``per_flow``) and overall. Each run has its own
-    (``current_run().usage``; ``USAGE`` stands for the current run's)."""
+    """LLM use: every call (``calls``), totals per flow path (``per_flow``) and overall; and the calls of each tool
+    server (``per_tool_server``). Each run has its own (``current_run().usage``; ``USAGE`` stands for the current
+    run's)."""
 
     per_flow: Dict[str, FlowUsage] = field(default_factory=dict)
+    per_tool_server: Dict[str, ToolUsage] = field(default_factory=dict)
     # the last calls, one record each (a long run keeps the latest MAX_CALLS; the totals count every call)
     calls: Deque[CallUsage] = field(default_factory=lambda: deque(maxlen=MAX_CALLS))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -200,6 +211,25 @@ class UsageMeter:
         with self._lock:
             self.per_flow.setdefault(flow, FlowUsage()).corrections += 1
 
+    def record_tool_call(self, server: str, seconds: float, failed: bool = False) -> None:
+        """One call of a tool of ``server`` (an MCP server), how long it took, whether it failed (a tool error, a
+        server that stopped or did not answer)."""
+        with self._lock:
+            usage = self.per_tool_server.setdefault(server, ToolUsage())
+            usage.calls += 1
+            usage.failed += bool(failed)
+            usage.seconds += float(seconds or 0.0)
+
+    def tool_lines(self) -> List[str]:
+        """``MCP tool calls: fs 3 (1 failed, 0.4 s), web 1 (2.1 s).``, or nothing when no tool server was called."""
+        with self._lock:
+            servers = [(name, ToolUsage(u.calls, u.failed, u.seconds)) for name, u in self.per_tool_server.items()]
+        if not servers:
+            return []
+        parts = [f"{name} {u.calls} ({f'{u.failed} failed, ' if u.failed else ''}{u.seconds:.1f} s)"
+                 for name, u in servers]
+        return [f"MCP tool calls: {', '.join(parts)}."]
+
     def total(self) -> FlowUsage:
         out = FlowUsage()
         with self._lock:
@@ -211,6 +241,7 @@ class UsageMeter:
         with self._lock:
             self.per_flow.clear()
             self.calls.clear()
+            self.per_tool_server.clear()
 
     def summary(self) -> str:
         """One line for the end of a run, e.g. "19 LLM calls, 24.7K tokens (21.0K prompt + 3.7K completion,
@@ -269,7 +300,7 @@ class UsageMeter:
             models = sorted(total.unpriced_models)
             note += f", none for {', '.join(models)}" if models else ", none for an unnamed model"
         out.append(note + ".")
-        return "\n".join(out)
+        return "\n".join(out + self.tool_lines())
 
     @staticmethod
     def _stacked(flows: List[str], figures: List[tuple], header: tuple) -> List[str]:

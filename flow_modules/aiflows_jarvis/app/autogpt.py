@@ -63,8 +63,7 @@ def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 def _sources(session: Any) -> None:
-    """Tool results and embeddings: from the recording (local, deterministic vectors) or the server."""
-    from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_replay
+    """Embeddings: from the recording's run (local, deterministic vectors) or the server (tool results: run.py)."""
     from aiflows_jarvis.VectorStoreFlowModule import (
         embeddings_with_api_infos,
         hash_embeddings_factory,
@@ -72,7 +71,6 @@ def _sources(session: Any) -> None:
     )
 
     if session.transcript is not None:
-        set_tool_replay(session.transcript.next_tool)
         set_embeddings_factory(hash_embeddings_factory)  # deterministic and offline: see the README
     else:
         set_embeddings_factory(embeddings_with_api_infos(session.api_infos, model_name=session.args.embedding_model))
@@ -129,15 +127,11 @@ def _check_store(session: Any) -> None:
 
 
 def _prepare(session: Any) -> None:
-    """The goal on screen, the recording of tool results, the vector store, and the warning that code will run."""
-    from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder
-
+    """The goal on screen, the vector store, and the warning that code will run."""
     from . import launcher
 
     args, console, flow = session.args, session.console, session.flow
     console.show("flow", "AutoGPT's goal:", session.goal)
-    if session.recorder is not None:
-        set_tool_recorder(session.recorder.record_tool)
     memory = flow.subflows["Memory"]
     if session.transcript is not None:  # a store of its own: a replay embeds with local vectors
         store = os.path.join(session.memory_dir, DEMO_STORE)

@@ -58,6 +58,10 @@ def build_parser(app: App) -> argparse.ArgumentParser:
     parser.add_argument("--yes", action=argparse.BooleanOptionalAction, default=None,
                         help=f"{words.yes_help} (--resume keeps the choice of the run it resumes; --no-yes asks "
                              "again)")
+    parser.add_argument("--mcp-config", metavar="FILE",
+                        help="offer the tools of the MCP servers FILE lists (Claude Desktop's or Cursor's "
+                             "mcpServers, VS Code's servers) as commands server__tool (or `mcp_config:` in the "
+                             "configuration); servers start when first needed and stop when the run ends")
     if app.add_options:
         app.add_options(parser)
     parser.add_argument("--record", metavar="FILE", help="write every LLM exchange to a transcript (JSON lines)")
@@ -101,7 +105,7 @@ def parse_args(app: App, argv: Optional[List[str]]) -> argparse.Namespace:
         parser.error("--demo replays a recording made for its own goal; drop the goal (or drop --demo)")
     if args.replay and args.record:
         parser.error("--record and --replay do not go together")
-    recorded = ("--model",) + app.replayed + ("--api-base",)
+    recorded = ("--model",) + app.replayed + ("--mcp-config", "--api-base")
     if (args.demo or args.replay) and any(getattr(args, option[2:].replace("-", "_")) for option in recorded):
         parser.error(f"--demo and --replay answer from a recording: {', '.join(recorded[:-1])} and {recorded[-1]} "
                      "do not apply")

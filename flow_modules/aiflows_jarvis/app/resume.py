@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional
 from .spec import App
 
 # The shared options a resumed run keeps unless given again (budgets are the run's own: a resumed run gets a fresh one)
-RESUMED = ("model", "api_base", "context_window", "structured_output", "config", "workdir")
+RESUMED = ("model", "api_base", "context_window", "structured_output", "config", "workdir", "mcp_config")
 
 
 def previous_run(run_file: str, memory_dir: str) -> Dict[str, Any]:
@@ -91,6 +91,7 @@ def run_record(app: App, args: Any, goal: str, started: float, workdir: str,
         record["api_base"], password = without_credentials(args.api_base)
         record["api_base_password"] = password is not None
     record["config"] = os.path.abspath(args.config) if args.config else None
+    record["mcp_config"] = os.path.abspath(args.mcp_config) if args.mcp_config else None
     record["workdir"] = workdir
     record["yes"] = bool(args.yes)
     return json.dumps(record)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from . import ending, launcher, resume
+from . import ending, launcher, resume, tools
 from .names import command_line
 from .options import parse_args
 from .spec import App
@@ -138,6 +138,7 @@ class Session:
     goal: str = ""
     budget: Any = None
     run_lock: Any = None
+    tools: Any = None  # the run's MCP servers (app/tools.py), stopped when the run ends
     ended: str = "stopped before the end"  # how a run that gave no answer ended, for its report
 
     @property
@@ -246,6 +247,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
                               f"{session.where_things_are()}")
         return FAILED
     finally:
+        tools.stop_tools(session)  # first: what a server started ends with the run, whatever else fails after
         if session.recorder is not None:
             session.recorder.close()
         if session.flow is not None:
@@ -330,6 +332,7 @@ def _prepare(session: Session, run_file: str) -> None:
     from aiflows_jarvis.CoreFlowModule import memory as memory_module
     from aiflows_jarvis.CoreFlowModule.budget import RunBudget
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+    from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
 
     from .report_memory import REPORT_NAME
 
@@ -357,6 +360,7 @@ def _prepare(session: Session, run_file: str) -> None:
     if args.demo or args.replay:
         session.transcript = Transcript.load(app.demo if args.demo else args.replay)
         set_backend_factory(replay_factory(session.transcript))
+        set_tool_replay(session.transcript.next_tool)  # tool results too: a replay starts no tool and no server
         session.api_infos = [{"backend_used": "openai", "api_key": "replay"}]
     else:
         help_text = launcher.no_credentials_help(app.name, session.command, app.words.server_note)
@@ -399,10 +403,14 @@ def _prepare(session: Session, run_file: str) -> None:
     if app.hooks.configure:
         config = app.hooks.configure(session, config)
     session.config = config
+    session.tools = tools.start_tools(session)
     if args.record:
         header = app.hooks.recorder_header(session) if app.hooks.recorder_header else {}
+        if session.tools is not None:  # what a replay offers: the servers' names and settings, never their commands
+            header["mcp_servers"] = session.tools.settings()
         session.recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured", **header)
         add_backend_wrapper(session.recorder.wrap)
+        set_tool_recorder(session.recorder.record_tool)
     session.budget = RunBudget.from_config(config.get("budget"), max_calls=args.max_calls,
                                            max_tokens=args.max_tokens, max_cost=args.max_cost,
                                            max_time=args.max_time)

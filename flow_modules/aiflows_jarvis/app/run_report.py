@@ -83,9 +83,24 @@ def _plan_progress(text: str, finished: bool = False) -> str:
     return f"{done} of {len(steps)} steps done" if steps else ""
 
 
+def _tools_html(usage: Any) -> str:
+    """The calls of each MCP server: calls, failed, seconds."""
+    servers = list(getattr(usage, "per_tool_server", {}).items())
+    if not servers:
+        return ""
+    header = ("MCP server", "tool calls", "failed", "seconds")
+    body = "".join("<tr>" + "".join(f"<td data-label=\"{h}\">{esc(c)}</td>" for c, h in zip(
+        (name, str(u.calls), str(u.failed), f"{u.seconds:.1f}"), header)) + "</tr>" for name, u in servers)
+    return "<table>" + "<tr>" + "".join(f"<th>{h}</th>" for h in header) + f"</tr>{body}</table>"
+
+
 def _usage_html(usage: Any) -> str:
     if usage is None:
         return "<p>No usage was recorded.</p>"
+    return _llm_usage_html(usage) + _tools_html(usage)
+
+
+def _llm_usage_html(usage: Any) -> str:
     from aiflows_jarvis.CoreFlowModule.usage import _row, _short_paths
 
     total = usage.total()
