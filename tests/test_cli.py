@@ -380,6 +380,36 @@ def test_credentials_come_from_the_usual_variables():
         api_infos_from_environment(None, {})
 
 
+@pytest.mark.parametrize("script", [RUN_JARVIS, os.path.join(ROOT, "run_autogpt.py")])
+@pytest.mark.parametrize("signal_number, code, says", [(signal.SIGINT, 130, "Stopped."),
+                                                        (signal.SIGTERM, 143, "Terminated."),
+                                                        (signal.SIGHUP, 129, "Terminated.")])
+def test_a_signal_while_python_still_imports_ends_with_its_exit_code(tmp_path, script, signal_number, code, says):
+    """A signal in the first half second (the imports, before main() runs): the exit code of that signal and one
+    line, not a KeyboardInterrupt traceback or a process killed by the signal (-2, -15, -1). The imports are held
+    at aiflows's by a stand-in that says when it is reached, so the signal comes then, not after some time."""
+    held = tmp_path / "held" / "aiflows"
+    held.mkdir(parents=True)
+    (held / "__init__.py").write_text("import sys, time\nprint('importing aiflows', flush=True)\n"
+                                      "while True:\n    time.sleep(0.05)\n")
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    env.update(NO_COLOR="1", PYTHONPATH=str(held.parent))
+    env, attempts = guarded_environment(str(tmp_path / "guard"), env)
+    process = subprocess.Popen([sys.executable, script, "--demo"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert process.stdout.readline() == "importing aiflows\n", "the stand-in holds the imports"
+        process.send_signal(signal_number)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == code, (process.returncode, out[-2000:], err[-2000:])
+    assert says in err and "Traceback" not in out + err, err[-2000:]
+    assert not (tmp_path / "memory").exists(), "nothing was made"
+
+
 def test_main_gives_back_the_callers_sigterm_handler(tmp_path, capsys):
     from aiflows_jarvis.app import jarvis as run_jarvis
 

@@ -90,10 +90,13 @@ def exit_codes_help() -> str:
 
 
 def main(app: App, argv: Optional[List[str]] = None) -> int:
-    """Runs ``app``; returns its exit code (``EXIT_CODES``). SIGTERM and SIGHUP end the run as an exit does; a
-    program that calls main() gets its own handlers back."""
+    """Runs ``app``; returns its exit code (``EXIT_CODES``). SIGTERM and SIGHUP end the run as an exit does, Ctrl+C
+    is a KeyboardInterrupt (unless ignored: a job the shell started with `&`); a program that calls main() gets its
+    own handlers back (run_jarvis.py's, which end the process while it still imports, among them)."""
     try:
         previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGTERM, signal.SIGHUP)}
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     except ValueError:  # not the main thread (e.g. called from another program's worker): keep its handlers
         previous = {}
     try:
