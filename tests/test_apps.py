@@ -194,3 +194,33 @@ def test_a_ctrl_c_in_the_last_steps_of_a_run_still_releases_the_memory_folders_l
     assert jarvis.main(["--demo", "--memory-dir", str(tmp_path / "memory")]) == 130
     lock = tmp_path / "memory" / RUN_LOCK_NAME
     assert lock.read_text() == "", "the lock's record was left as by a killed run"
+
+
+def test_autogpt_without_its_extra_says_so_first_and_changes_nothing(tmp_path):
+    """In an environment without the [autogpt] extra: exit 2 and the command that installs it, before the banner,
+    and the memory folder as it was (the previous report not archived, no run file, no lock, no new report)."""
+    from linked_venv import linked_venv
+
+    python, site = linked_venv(tmp_path / "venv")
+    mirror = tmp_path / "without-extra"  # this environment's packages but the extra's
+    mirror.mkdir()
+    extra = ("chromadb", "faiss", "langchain", "ddgs")
+    for folder in {p.strip() for p in open(os.path.join(site, "test-environment.pth")) if p.strip()}:
+        for name in os.listdir(folder):
+            if not name.lower().startswith(extra) and not (mirror / name).exists():
+                (mirror / name).symlink_to(os.path.join(folder, name))
+    with open(os.path.join(site, "test-environment.pth"), "w") as f:
+        f.write(f"{mirror}\n")
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    (memory / "report.html").write_text("the previous run's report")
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    env["NO_COLOR"] = "1"
+    with network_guarded(env) as guarded:
+        done = subprocess.run([python, os.path.join(ROOT, "run_autogpt.py"), "--demo"], cwd=tmp_path, env=guarded,
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert 'pip install -e ".[autogpt]"' in done.stdout and "[autogpt] extra" in done.stdout, done.stdout
+    assert "AutoGPT demo" not in done.stdout and "Traceback" not in done.stdout + done.stderr
+    assert sorted(os.listdir(memory)) == ["report.html"] and (memory / "report.html").read_text() == \
+        "the previous run's report", "nothing in the memory folder was made, moved or replaced"

@@ -62,6 +62,45 @@ def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--demo and --replay use a vector store of their own: --migrate does not go with them")
 
 
+# The modules of the [autogpt] extra a run imports: its vector store's, and the search tools' (a replay answers
+# the searches from its recording).
+_STORE_MODULES = {"chroma": "chromadb", "faiss": "faiss"}
+_TOOL_MODULES = ("langchain_community", "ddgs")
+
+
+def _requires(session: Any) -> None:
+    """The [autogpt] extra, checked before anything is shown or written: BadInputError naming what is missing and
+    the command that installs it. Only whether the modules are there is looked at (nothing is imported)."""
+    from importlib.util import find_spec
+
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+
+    args = session.args
+    store = args.store
+    if not store:
+        from . import launcher
+
+        path = args.config or CONFIG
+        config = launcher.load_config(path) if (args.config or os.path.exists(CONFIG)) else DEFAULT_CONFIG
+        memory = ((config["flow"].get("subflows_config") or {}).get("Memory") or {})
+        store = memory.get("type") if isinstance(memory, dict) else None
+    wanted = [_STORE_MODULES.get(str(store or "chroma"), "chromadb")]
+    if not (args.demo or args.replay):
+        wanted += list(_TOOL_MODULES)
+
+    def missing(module: str) -> bool:
+        try:
+            return find_spec(module) is None
+        except (ImportError, ValueError):
+            return True
+
+    absent = [module for module in wanted if missing(module)]
+    if absent:
+        raise BadInputError(
+            f"AutoGPT needs the [autogpt] extra, which is not installed in this Python ({', '.join(absent)} "
+            f"missing). Install it with: pip install -e \".[autogpt]\" (in this repository), then run again.")
+
+
 def _sources(session: Any) -> None:
     """Tool results and embeddings: from the recording (local, deterministic vectors) or the server."""
     from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_replay
@@ -178,7 +217,7 @@ AUTOGPT = App(
         answer="Answer",
         server_note=" that also serves /v1/embeddings",
     ),
-    hooks=Hooks(sources=_sources, configure=_configure, recorder_header=_recorder_header, check=_check_store,
+    hooks=Hooks(requires=_requires, sources=_sources, configure=_configure, recorder_header=_recorder_header, check=_check_store,
                 prepare=_prepare, memory_lines=_memory_lines),
 )
 

@@ -293,6 +293,8 @@ def _start(session: Session) -> Optional[int]:
 
     app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
     run_file = os.path.join(memory_dir, app.run_file)
+    if app.hooks.requires:  # what is missing from this Python is said before anything is shown or touched
+        app.hooks.requires(session)
 
     # ~~~ Where the run writes: checked first, before anything in the memory folder is moved ~~~
     # (the trace file of --trace, else of the JARVIS_TRACE variable, which the flows would open on their own)

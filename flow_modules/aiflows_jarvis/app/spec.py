@@ -72,7 +72,8 @@ class Words:
 class Hooks:
     """What an app does at the steps of a run; each takes the run's ``Session`` (see ``run.py``).
 
-    sources: after the LLM replies' source is set (replay or live): e.g. tools and embeddings; configure: the
+    requires: what the app needs installed, checked first, before anything is shown or written (raise
+    ``BadInputError`` saying what to install); sources: after the LLM replies' source is set (replay or live): e.g. tools and embeddings; configure: the
     configuration before the flow is built (returns it); recorder_header: the transcript's extra header fields,
     with --record; check: the flow once built, before anything in the memory folder is moved or written (raise
     ``BadInputError`` to refuse the run); prepare: the flow once built and its memory prepared
@@ -80,6 +81,7 @@ class Hooks:
     What they set in the run's context goes with it.
     """
 
+    requires: Optional[Callable[[Any], None]] = None
     sources: Optional[Callable[[Any], None]] = None
     configure: Optional[Callable[[Any, Dict[str, Any]], Dict[str, Any]]] = None
     recorder_header: Optional[Callable[[Any], Dict[str, Any]]] = None
