@@ -91,7 +91,8 @@ def test_the_demo_runs_offline_and_shows_every_layer(tmp_path):
     (archived,) = (tmp_path / "memory" / "archive").iterdir()
     assert (archived / "library.py").read_text().startswith("def mine"), "the demo starts from an empty library; " \
         "the user's is kept in the archive"
-    assert f"code library are kept in memory/archive/{archived.name}" in out.replace("\n", " ")
+    assert f"The previous code library is kept in memory/archive/{archived.name}." in out.replace("\n", " "), \
+        "the line names what was archived: here, only the library"
     assert (tmp_path / "memory" / "notes.txt").read_text() == "the user's own file", "other files are not touched"
 
 

@@ -20,6 +20,7 @@ CONFIG = os.path.join(CONFIGS, "autogpt.yaml")
 DEMO_TRANSCRIPT = os.path.join(PACKAGE, "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
 DEMO_STORE = "autogpt_demo_store"  # in the memory folder: the demo's own vector store, started afresh each time
 RUN_FILE = "autogpt_run.json"  # in the memory folder: the goal and settings of the last run, for --resume
+REPORT_NAME = "autogpt_report.html"  # in the memory folder, beside Jarvis's report.html
 DEFAULT_CONFIG = {"flow": {
     "_target_": "aiflows_jarvis.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config",
     "name": "AutoGPT"}}
@@ -198,7 +199,7 @@ def _memory_lines(session: Any) -> List[str]:
 
 AUTOGPT = App(
     name="AutoGPT", entry_point="autogpt", script="run_autogpt.py", config=CONFIG, default_config=DEFAULT_CONFIG,
-    demo=DEMO_TRANSCRIPT, run_file=RUN_FILE, description=DESCRIPTION, epilog=EPILOG,
+    demo=DEMO_TRANSCRIPT, run_file=RUN_FILE, report_name=REPORT_NAME, description=DESCRIPTION, epilog=EPILOG,
     add_options=_add_options, check_options=_check_options, resumed=("embedding_model", "store", "run_code"),
     replayed=("--embedding-model",),
     words=Words(
@@ -217,8 +218,8 @@ AUTOGPT = App(
         answer="Answer",
         server_note=" that also serves /v1/embeddings",
     ),
-    hooks=Hooks(requires=_requires, sources=_sources, configure=_configure, recorder_header=_recorder_header, check=_check_store,
-                prepare=_prepare, memory_lines=_memory_lines),
+    hooks=Hooks(requires=_requires, sources=_sources, configure=_configure, recorder_header=_recorder_header,
+                check=_check_store, prepare=_prepare, memory_lines=_memory_lines),
 )
 
 

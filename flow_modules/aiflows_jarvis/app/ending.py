@@ -66,14 +66,12 @@ def memory_lines(memory: Any) -> List[str]:
 def made_files(session: Any) -> List[str]:
     """The files the run made or changed in the working folder (figures, CSVs, pages, ...), without the memory
     files, the run file and the run report; the memory folder's other files too when the code runs there."""
-    from .run_report import REPORT_NAME
-
     memory, memory_dir, workdir = session.memory, session.memory_dir, session.workdir
     if not workdir:
         return []
     own = {p for files in memory.values() for p in files.values()} if memory else set()
     own |= {package_dir(files["code_library"]) for files in (memory or {}).values() if files.get("code_library")}
-    own |= {os.path.join(memory_dir, name) for name in (REPORT_NAME, session.app.run_file)}
+    own |= {os.path.join(memory_dir, name) for name in (session.app.report_name, session.app.run_file)}
     skip = tuple(own) + (() if os.path.abspath(workdir) == memory_dir else (memory_dir,))
     return launcher.new_files(workdir, session.started, suffixes=None, skip=skip)
 
@@ -94,7 +92,8 @@ def show_usage(console: Any, unless_unused: bool = False) -> None:
 
 
 def write_run_report(session: Any, output: Optional[dict]) -> None:
-    """The run report (HTML): report.html in the memory folder, or ``--report FILE``; where it is, in one line."""
+    """The run report (HTML): the app's report (``report.html``) in the memory folder, or ``--report FILE``; where it
+    is, in one line."""
     from aiflows_jarvis.CoreFlowModule.errors import describe
 
     console, args = session.console, session.args
@@ -108,7 +107,7 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
         mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
                 else "resumed" if args.resume else "")
         made = made_files(session)
-        target = args.report or os.path.join(memory_dir, run_report.REPORT_NAME)
+        target = args.report or os.path.join(memory_dir, session.app.report_name)
         if args.resume and not args.report:  # the report of the run resumed is kept, whatever this part does
             keep_previous_report(target)
         path = run_report.write_report(

@@ -360,9 +360,29 @@ def close_interpreters(flow: Any) -> List[tuple]:
 
 class MemoryLayout(dict):
     """``{boss path: memory_files}`` as ``prepare_memory`` set it; ``archive`` is the folder the previous files were
-    moved to (None when there was nothing to move)."""
+    moved to (None when there was nothing to move), ``moved`` their paths before the move."""
 
     archive: Optional[str] = None
+    moved: List[str]
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.moved = []
+
+    def archived(self) -> str:
+        """What was moved to the archive, as the user names it, with its verb: ``plans, logs and report are``,
+        ``report is`` (a boss's task record goes with its log)."""
+        kinds: List[str] = []
+        for path in self.moved:
+            name = os.path.basename(path)
+            kind = ("plans" if name.startswith("plan") else "logs" if name.startswith((".logs", "logs"))
+                    else "report" if name.endswith(".html") else "code library" if not name.endswith(".txt")
+                    else "files")
+            if kind not in kinds:
+                kinds.append(kind)
+        kinds.sort(key=["plans", "logs", "report", "code library", "files"].index)
+        words = kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
+        return f"{words} {'is' if kinds in (['report'], ['code library']) else 'are'}"
 
 
 def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False,
@@ -399,6 +419,7 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
             os.makedirs(archive, exist_ok=True)
             shutil.move(path, os.path.join(archive, os.path.basename(path)))
             layout.archive = archive
+            layout.moved.append(path)
     return layout
 
 

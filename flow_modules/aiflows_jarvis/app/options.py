@@ -65,7 +65,7 @@ def build_parser(app: App) -> argparse.ArgumentParser:
     parser.add_argument("--demo", action="store_true", help=words.demo_help)
     parser.add_argument("--trace", metavar="FILE", help="write every message between flows to FILE (JSON lines)")
     parser.add_argument("--report", metavar="FILE", help="write the run report (HTML) to FILE instead of "
-                                                         "report.html in the memory folder")
+                                                         f"{app.report_name} in the memory folder")
     parser.add_argument("--plain", action="store_true",
                         help="plain text on a terminal too: no colours, highlighting, status line or fitted lines "
                              "(what a pipe or a file always gets)")

@@ -149,12 +149,23 @@ class Session:
         return command_line(self.app.entry_point, self.app.script)
 
     def where_things_are(self) -> str:
-        """Where the run's files are, and how to go on (a replay is not resumed: it would start its recording
-        over)."""
+        """Where the run's files are, and how to go on: --resume when there is something to go on from (a replay is
+        not resumed: it would start its recording over)."""
         if self.flow is None:
             return ""
-        hint = "" if self.transcript is not None else f"; run again with --resume to {self.app.words.resume_does}"
+        hint = f"; run again with --resume to {self.app.words.resume_does}" \
+            if self.transcript is None and self.resumable() else ""
         return f"{self.app.words.kept} are in {self.memory_dir}{hint}."
+
+    def resumable(self) -> bool:
+        """Whether --resume would go on from something this run made: a plan (an app with plans: Jarvis), else an
+        LLM call that got its reply (AutoGPT remembers what it did)."""
+        from aiflows_jarvis.CoreFlowModule import current_run
+
+        plans = [files["plan"] for files in (self.memory or {}).values() if "plan" in files]
+        if plans:
+            return any(os.path.isfile(plan) and os.path.getsize(plan) > 0 for plan in plans)
+        return self.memory is not None and current_run().usage.total().calls > 0
 
 
 def _run(app: App, argv: Optional[List[str]]) -> int:
@@ -286,11 +297,8 @@ def exit_code(status: str) -> int:
 
 def _start(session: Session) -> Optional[int]:
     """Everything before the flow is called; an exit code when a file the run would write is refused (before
-    anything in the memory folder is touched). The memory folder's lock is ``session.run_lock``: the caller
-    releases it after the end of the run (the report reads the folder)."""
-    from aiflows_jarvis.CoreFlowModule import set_trace_file
-    from aiflows_jarvis.CoreFlowModule.locks import RunLock
-
+    anything in the memory folder is touched). The memory folder's lock is ``session.run_lock`` (taken in
+    ``_prepare``): the caller releases it after the end of the run (the report reads the folder)."""
     app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
     run_file = os.path.join(memory_dir, app.run_file)
     if app.hooks.requires:  # what is missing from this Python is said before anything is shown or touched
@@ -301,28 +309,37 @@ def _start(session: Session) -> Optional[int]:
     trace, trace_option = ((args.trace, "--trace") if args.trace
                            else (os.environ.get("JARVIS_TRACE"), "The JARVIS_TRACE file"))
     problem = launcher.check_run_paths(memory_dir, trace, trace_option) or (
-        args.report and launcher.output_file_problem(args.report, "--report", memory_dir, "report.html"))
-    if not problem and trace:
+        args.report and launcher.output_file_problem(args.report, "--report", memory_dir, app.report_name))
+    if problem:
+        console.line("error", f"\n{problem}")
+        return BAD_INPUT
+    _prepare(session, run_file, trace, trace_option)
+    return None
+
+
+def _lock(session: Session, trace: Optional[str], trace_option: str) -> None:
+    """One run at a time in a memory folder: locked (``session.run_lock``) once the checks that need nothing of the
+    folder have passed, before anything in it is written or moved, so that a refused start leaves no folder and no
+    lock file behind; the trace file is opened then too."""
+    from aiflows_jarvis.CoreFlowModule import set_trace_file
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+    from aiflows_jarvis.CoreFlowModule.locks import RunLock
+
+    if trace:
         try:
             set_trace_file(trace)
             session.trace = trace
         except OSError as error:
-            problem = f"{trace_option} {trace} cannot be written: {error.strerror or error}."
-    if problem:
-        console.line("error", f"\n{problem}")
-        return BAD_INPUT
-
-    # ~~~ One run at a time in a memory folder: locked before anything in it is read, moved or written ~~~
-    session.run_lock = RunLock(memory_dir).acquire()
+            raise BadInputError(f"{trace_option} {trace} cannot be written: {error.strerror or error}.") from None
+    session.run_lock = RunLock(session.memory_dir).acquire()
     if session.run_lock.taken_over:
-        console.line("info", session.run_lock.taken_over)
-    _prepare(session, run_file)
-    return None
+        session.console.line("info", session.run_lock.taken_over)
 
 
-def _prepare(session: Session, run_file: str) -> None:
+def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace_option: str = "--trace") -> None:
     """From --resume to the flow, built, with its memory prepared: each step fills ``session`` for the next and for
-    the app's hooks."""
+    the app's hooks. What reads the memory folder only (the run to resume) and what needs nothing of it (the LLM,
+    the goal) comes before its lock (``_lock``); what writes in it, after."""
     from aiflows_jarvis.ChatFlowModule import (
         Transcript,
         TranscriptRecorder,
@@ -336,13 +353,11 @@ def _prepare(session: Session, run_file: str) -> None:
     from aiflows_jarvis.CoreFlowModule.budget import RunBudget
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 
-    from .report_memory import REPORT_NAME
-
     app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
     # ~~~ A resumed run continues with the goal and settings of the run it resumes, unless given again ~~~
     previous = None
     if args.resume:
-        previous = resume.previous_run(run_file, memory_dir)
+        previous = resume.previous_run(run_file, memory_dir, app.report_name)
         resume.apply_previous(app, args, previous, memory_dir)
 
     # ~~~ Its password is in no file: from the command line, else from the environment ~~~
@@ -354,7 +369,7 @@ def _prepare(session: Session, run_file: str) -> None:
     # ~~~ Where code runs: the folder the app is started in, unless told (a demo: its memory folder, where its
     # recording says its files are) ~~~
     session.workdir = os.path.abspath(args.workdir) if args.workdir else memory_dir if args.demo else os.getcwd()
-    if not os.path.isdir(session.workdir):
+    if args.workdir and not os.path.isdir(session.workdir):  # (a demo's memory folder is made with its lock)
         raise BadInputError(f"--workdir {args.workdir}: no such folder. Give a folder that exists (the code runs "
                             "there and reads your files from there).")
 
@@ -394,6 +409,7 @@ def _prepare(session: Session, run_file: str) -> None:
                                 f"files and screen show [redacted: {launcher.GOAL_SECRET}], and --resume takes it "
                                 f"from {launcher.GOAL_PASSWORD}.")
     session.goal = goal
+    _lock(session, trace, trace_option)
     if args.demo:
         console.show("flow", f"{app.name} demo", app.words.demo_intro.format(memory_dir=memory_dir))
 
@@ -423,10 +439,10 @@ def _prepare(session: Session, run_file: str) -> None:
     # A demo starts from an empty library, as it was recorded; other runs keep what was learned.
     # The previous run's report goes with its plans and logs (``--report FILE`` is the user's to keep).
     session.memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo,
-                                             workdir=session.workdir, with_files=(REPORT_NAME,))
+                                             workdir=session.workdir, with_files=(app.report_name,))
     if session.memory.archive:
-        what = "plans, logs, report and code library" if args.demo else "plans, logs and report"
-        console.line("info", f"The previous {what} are kept in {ending.shown(session.memory.archive)}.")
+        console.line("info", f"The previous {session.memory.archived()} kept in "
+                             f"{ending.shown(session.memory.archive)}.")
     # What generated code may use of the machine, said once (the interpreters of a flow share their configuration)
     for line in sorted({node.limits_note() for _, node in launcher.interpreters(flow) if hasattr(node, "limits_note")}):
         console.line("info", line)

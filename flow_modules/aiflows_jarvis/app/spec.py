@@ -19,6 +19,7 @@ class App:
     name: the app as the user reads it ("Jarvis"); entry_point / script: the installed command and the script
     (``jarvis`` / ``run_jarvis.py``); config: its configuration file; default_config: the configuration when that
     file is absent; demo: the demo's transcript; run_file: the run file's name in the memory folder (for --resume);
+    report_name: the run report's name there (each app its own: two apps may share a memory folder);
     description / epilog: its --help; words: the texts it says (``Words``); add_options(parser): its own options;
     check_options(parser, args): refusals of its own; resumed: its own options a resumed run keeps (their dests);
     replayed: its own options a recording answers instead (refused with --demo and --replay); hooks: what it does
@@ -40,6 +41,7 @@ class App:
     resumed: Tuple[str, ...] = ()
     replayed: Tuple[str, ...] = ()
     hooks: "Hooks" = field(default_factory=lambda: Hooks())
+    report_name: str = "report.html"
 
 
 @dataclass(frozen=True)
