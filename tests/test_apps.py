@@ -149,6 +149,20 @@ def test_the_hint_names_the_installed_command_when_that_was_typed(monkeypatch, t
     assert not_expected is None or not_expected not in out.split("needs an LLM")[1], out
 
 
+@pytest.mark.parametrize("app", sorted(APPS))
+def test_help_fits_80_columns_and_names_the_library_as_it_is(app, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    env["COLUMNS"] = "80"
+    done = subprocess.run([sys.executable, os.path.join(ROOT, APPS[app][0]), "--help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    wide = [line for line in done.stdout.splitlines() if len(line) > 80]
+    assert not wide, "\n".join(wide)
+    assert "library.py" not in done.stdout, "the code library is the package library/"
+    words = " ".join(done.stdout.split())
+    assert "129 SIGHUP" in words and "4 stopped by the user" in words, "every exit code"
+
+
 def test_the_apps_share_one_exit_code_table():
     from aiflows_jarvis.app import run
 

@@ -26,19 +26,22 @@ DEFAULT_CONFIG = {"flow": {
     "name": "AutoGPT"}}
 
 DESCRIPTION = """\
-AutoGPT reaches a goal by searching (Wikipedia, DuckDuckGo) one command at a time, remembering what it found in a
-vector store (the memory folder keeps it for the next run) and asking for your feedback after each command
-(Enter: none; q or stop: end the run). With --run-code it may also run Python and shell code in the current folder.
+AutoGPT reaches a goal by searching (Wikipedia, DuckDuckGo) one command at a
+time, remembering what it found in a vector store (the memory folder keeps it
+for the next run) and asking for your feedback after each command (Enter: none;
+q or stop: end the run). With --run-code it may also run Python and shell code
+in the current folder.
 
-The LLM: OPENAI_API_KEY (OpenAI), AZURE_API_KEY + AZURE_API_BASE (Azure), or --api-base for any OpenAI-compatible
-server that also serves /v1/embeddings. Needs the extra: pip install -e ".[autogpt]". No LLM at hand? Try --demo."""
+The LLM: OPENAI_API_KEY (OpenAI), AZURE_API_KEY + AZURE_API_BASE (Azure), or
+--api-base for any OpenAI-compatible server that also serves /v1/embeddings.
+Needs the extra: pip install -e ".[autogpt]". No LLM at hand? Try --demo."""
 
 EPILOG = """\
 examples:
   python run_autogpt.py "When was the Eiffel Tower finished?"
   python run_autogpt.py --run-code --yes "How many lines does notes.txt have?"
-  python run_autogpt.py --resume                      (the same goal again, with what the memories kept)
-  python run_autogpt.py --demo                        (a recorded run, offline)
+  python run_autogpt.py --resume        (the same goal, with what it remembers)
+  python run_autogpt.py --demo          (a recorded run, offline)
 
 """ + exit_codes_help()
 

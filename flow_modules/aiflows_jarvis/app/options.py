@@ -76,7 +76,8 @@ def build_parser(app: App) -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true",
                         help="show aiflows' log, full tracebacks and how each LLM server's replies are waited for")
     limits = parser.add_argument_group(
-        "budget (defaults in the configuration's `budget:`; reaching a limit stops the run, --resume goes on)")
+        "budget", "reaching a limit stops the run, and --resume goes on (the defaults are the\n"
+                  "configuration's `budget:`)")
     limits.add_argument("--max-calls", type=positive_int, metavar="N", help="stop after N LLM calls")
     limits.add_argument("--max-tokens", type=positive_int, metavar="N", help="stop after N tokens (prompt + reply)")
     limits.add_argument("--max-cost", type=positive_float, metavar="USD",

@@ -86,7 +86,7 @@ def exit_codes_help() -> str:
     import textwrap
 
     codes = ", ".join(f"{code} {what.split(' (')[0]}" for code, what in EXIT_CODES.items())
-    return textwrap.fill(f"exit codes: {codes}", 110, subsequent_indent="  ")
+    return textwrap.fill(f"exit codes: {codes}", 79, subsequent_indent="  ")
 
 
 def main(app: App, argv: Optional[List[str]] = None) -> int:
