@@ -112,6 +112,22 @@ def describe_update(old_plan: str, new_plan: str) -> str:
     return summary
 
 
+def describe_marks(old_plan: str, new_plan: str) -> str:
+    """What an update of done marks did, in a few words for the screen: ``step 1 done; next: step 2: ...``,
+    ``steps 2, 3 done; all 3 steps are done``."""
+    new = plan_steps(new_plan)
+    old_done = {number for number, text in plan_steps(old_plan) if is_done(text)}
+    new_done = {number for number, text in new if is_done(text)}
+    marked = [number for number, _ in new if number in new_done - old_done]
+    unmarked = [number for number, _ in plan_steps(old_plan) if number in old_done - new_done]
+    said = "; ".join(([f"{_steps(marked)} done"] if marked else []) +
+                     ([f"{_steps(unmarked)} no longer done"] if unmarked else []))
+    pending = [(number, text) for number, text in new if not is_done(text)]
+    if pending:
+        return f"{said}; next: step {pending[0][0]}: {pending[0][1]}"
+    return f"{said} (its only step)" if len(new) == 1 else f"{said}; all {len(new)} steps are done"
+
+
 def progress(plan: str) -> str:
     """``2 of 4 steps done; next: step 3: ...`` (or ``all 4 steps are done``)."""
     steps = plan_steps(plan)

@@ -212,15 +212,17 @@ class UsageMeter:
             self.per_flow.clear()
             self.calls.clear()
 
-    def summary(self) -> str:
+    def summary(self, brief: bool = False) -> str:
         """One line for the end of a run, e.g. "19 LLM calls, 24.7K tokens (21.0K prompt + 3.7K completion,
-        reported by the API), $0.81; 3 replies repaired, 1 corrected, 4.2s waiting"."""
+        reported by the API), $0.81; 3 replies repaired, 1 corrected, 4.2s waiting". ``brief``: without the
+        tokens' split and source, which the table below it (``report``) shows."""
         t = self.total()
         if not t.calls:
             return "0 LLM calls" + (f"; {t.repairs} replies repaired" if t.repairs else "")
-        line = (f"{t.calls} LLM call{'s' if t.calls != 1 else ''}, {tokens_text(t.total_tokens)} tokens "
-                f"({tokens_text(t.prompt_tokens)} prompt + {tokens_text(t.completion_tokens)} completion, "
-                f"{_source(t)})")
+        line = f"{t.calls} LLM call{'s' if t.calls != 1 else ''}, {tokens_text(t.total_tokens)} tokens"
+        if not brief:
+            line += (f" ({tokens_text(t.prompt_tokens)} prompt + {tokens_text(t.completion_tokens)} completion, "
+                     f"{_source(t)})")
         line += f", {_cost_summary(t)}"
         extras = []
         if t.repairs:
@@ -263,12 +265,9 @@ class UsageMeter:
             out = [line(r) for r in table[:-1]]
             out.append("-" * len(line(table[-1])))
             out.append(line(table[-1]))
-        note = "Tokens " + _source(total) + (" (~)" if total.estimated_calls else "")
-        note += "; cost from litellm's price list"
-        if total.unpriced_calls:
-            models = sorted(total.unpriced_models)
-            note += f", none for {', '.join(models)}" if models else ", none for an unnamed model"
-        out.append(note + ".")
+        note = legend(total)
+        if note:
+            out.append(note + ".")
         return "\n".join(out)
 
     @staticmethod
@@ -278,6 +277,25 @@ class UsageMeter:
         for name, values in zip(_short_paths(flows) + ["total"], figures):
             out += [name, "  " + ", ".join(f"{what} {value}" for value, what in zip(values, header[1:]))]
         return out
+
+
+def legend(total: FlowUsage) -> str:
+    """What the marks and columns of a usage table mean, each only when the table has it: ``~`` (tokens estimated),
+    ``-`` (no price known), ``$`` (priced), repaired and corrected replies; "" when none applies."""
+    said = []
+    if total.estimated_calls:
+        partial = f" for {total.estimated_calls} of {total.calls} calls" if total.reported_calls else ""
+        said.append(f"~ estimated with cl100k{partial}")
+    if total.unpriced_calls:
+        models = sorted(total.unpriced_models)
+        said.append(f"- no price for {', '.join(models) if models else 'an unnamed model'}")
+    if total.priced:
+        said.append("$ from litellm's price list")
+    if total.repairs:
+        said.append("repaired: replies read once their form was mended (a code fence, a Python dict)")
+    if total.corrections:
+        said.append("corrected: replies sent back to the model with what was wrong")
+    return "; ".join(said)
 
 
 def _copy(usage: FlowUsage) -> FlowUsage:

@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional
 
+from aiflows_jarvis.CoreFlowModule.interaction import shown_path
 from aiflows_jarvis.CoreFlowModule.library_package import library_location, package_dir
 
 from . import launcher
 
 
-def shown(path: str) -> str:
-    """A path as the user reads it best: relative inside the current folder, absolute outside it."""
-    relative = os.path.relpath(path)
-    return path if relative.startswith(os.pardir) else relative
+shown = shown_path  # a path as the user reads it best: relative inside the current folder, absolute outside it
 
 
 def show_answer(session: Any, output: dict) -> None:
@@ -32,7 +30,7 @@ def show_answer(session: Any, output: dict) -> None:
             console.line("warning", f"\n{app.name} {status.partition(':')[0]} (see above): no "
                                     f"{app.words.answer.lower()}.")
         elif console.was_shown(answer):
-            console.line("answer", f"\n{app.name} {status}: the {app.words.answer.lower()} is above.")
+            console.line("answer", f"{app.name} {status}: the {app.words.answer.lower()} is above.")
         else:
             console.show("answer", f"\n{app.name} {status}. {app.words.answer}:", answer)
         lines = app.hooks.memory_lines(session) if app.hooks.memory_lines else memory_lines(session.memory)
@@ -86,7 +84,7 @@ def show_usage(console: Any, unless_unused: bool = False) -> None:
         usage = current_run().usage
         if not unless_unused or usage.total().calls:
             width = console.width  # the body is indented by 4: the table fits what is left, or is stacked
-            console.show("info", usage.summary(), usage.report(width - 4 if width else None))
+            console.show("info", usage.summary(brief=True), usage.report(width - 4 if width else None))
     except Exception as error:  # noqa: BLE001
         console.line("warning", f"(The usage report failed: {describe(error)})")
 

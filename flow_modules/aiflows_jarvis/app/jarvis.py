@@ -73,9 +73,8 @@ JARVIS = App(
         memory_help="plans, logs and the code library",
         yes_help="approve plans and code automatically; questions get 'use your best judgement'",
         demo_help="replay the recorded demo run (offline, auto-approve)",
-        demo_intro="This is a REPLAY: the LLM replies are a recording, made for this goal. Everything else runs for "
-                   "real: the flows, the memory files, the code library and the Python interpreter, in "
-                   "{memory_dir}. Plans and code are approved automatically.",
+        demo_intro="This is a REPLAY: the LLM replies are a recording, made for this goal; the rest runs for real, "
+                   "in {memory_dir}/. Plans and code are approved automatically.",
         closed_input="Jarvis needs your answer but the terminal input is closed. Run in a terminal, or pass --yes to "
                      "approve plans and code automatically.",
         kept="Plans, logs and the library",

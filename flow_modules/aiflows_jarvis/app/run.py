@@ -149,12 +149,13 @@ class Session:
         return command_line(self.app.entry_point, self.app.script)
 
     def where_things_are(self) -> str:
-        """Where the run's files are, and how to go on: --resume when there is something to go on from (a replay is
-        not resumed: it would start its recording over)."""
+        """Where the run's files are, and how to go on: --resume, which continues from what the run made, or (when
+        it made nothing to go on from: no plan) starts it again with its goal and settings (a replay is not resumed:
+        it would start its recording over)."""
         if self.flow is None:
             return ""
-        hint = f"; run again with --resume to {self.app.words.resume_does}" \
-            if self.transcript is None and self.resumable() else ""
+        does = self.app.words.resume_does if self.resumable() else "start it again with the same goal and settings"
+        hint = f"; run again with --resume to {does}" if self.transcript is None else ""
         return f"{self.app.words.kept} are in {self.memory_dir}{hint}."
 
     def resumable(self) -> bool:
@@ -411,7 +412,7 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
     session.goal = goal
     _lock(session, trace, trace_option)
     if args.demo:
-        console.show("flow", f"{app.name} demo", app.words.demo_intro.format(memory_dir=memory_dir))
+        console.line("flow", f"{app.name} demo. {app.words.demo_intro.format(memory_dir=ending.shown(memory_dir))}")
 
     # ~~~ The configuration, the budget, the flow ~~~
     config_path = args.config or app.config
@@ -443,9 +444,12 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
     if session.memory.archive:
         console.line("info", f"The previous {session.memory.archived()} kept in "
                              f"{ending.shown(session.memory.archive)}.")
-    # What generated code may use of the machine, said once (the interpreters of a flow share their configuration)
-    for line in sorted({node.limits_note() for _, node in launcher.interpreters(flow) if hasattr(node, "limits_note")}):
-        console.line("info", line)
+    # What generated code may use of the machine, with --verbose (the interpreters of a flow share their
+    # configuration; the README says what the default is)
+    if args.verbose:
+        for line in sorted({node.limits_note() for _, node in launcher.interpreters(flow)
+                            if hasattr(node, "limits_note")}):
+            console.line("info", line)
     if app.hooks.prepare:
         app.hooks.prepare(session)
     if args.yes or args.demo:
