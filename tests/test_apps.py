@@ -174,7 +174,7 @@ def test_the_apps_share_one_exit_code_table():
     from aiflows_jarvis.app.jarvis import JARVIS
 
     for app in (JARVIS, AUTOGPT):
-        assert "exit codes: 0 finished" in app.epilog, f"{app.name}'s --help lists the exit codes"
+        assert "exit codes:\n  0   finished" in app.epilog, f"{app.name}'s --help lists the exit codes"
 
 
 @apps
@@ -194,18 +194,19 @@ def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(app, tmp_path):
 
 
 @pytest.mark.skipif(not AUTOGPT_EXTRA, reason='needs pip install -e ".[autogpt]"')
-def test_autogpts_report_shows_its_commands_from_the_trace(tmp_path):
-    """AutoGPT keeps no log: with --trace, its report lists each command with its arguments and result whole."""
-    done = run("autogpt", tmp_path, "--demo", "--trace", "trace.jsonl", "--report", "run.html")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Run report: run.html" in done.stdout
-    page = (tmp_path / "run.html").read_text(encoding="utf-8")
-    assert re.findall(r'class="cmd">(\w+)', page) == ["wiki_search", "ddg_search"], "the demo's two commands"
-    assert "2 commands of AutoGPT" in page and "Eiffel Tower" in page.split('id="run"')[1], "with their results"
-    plain = run("autogpt", tmp_path / "memory", "--demo", "--memory-dir", ".")
-    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
-    assert 'id="run"' not in (tmp_path / "memory" / "autogpt_report.html").read_text(encoding="utf-8"), \
-        "without a trace there are no steps to show"
+def test_autogpts_report_shows_its_commands_without_a_trace(tmp_path):
+    """AutoGPT keeps no log: its report lists each command with its arguments and result whole, from the run's step
+    record (with --trace as without it); its Files section lists what is there."""
+    for args in (("--trace", "trace.jsonl", "--report", "run.html"), ()):
+        done = run("autogpt", tmp_path, "--demo", *args)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        page = (tmp_path / ("run.html" if args else "memory/autogpt_report.html")).read_text(encoding="utf-8")
+        assert re.findall(r'class="cmd">(\w+)', page) == ["wiki_search", "ddg_search"], "the demo's two commands"
+        run_section = page.split('id="run"')[1].split("</section>")[0]
+        assert "2 commands of AutoGPT" in run_section and "330 metres" in run_section, "with their results"
+        assert "Eiffel Tower height in metres" in run_section, "and their arguments"
+        files = page.split('id="files"')[1].split("</section>")[0]
+        assert "autogpt_steps.jsonl" in files and "<li>" in files, "no heading over an empty list"
 
 
 def test_a_ctrl_c_in_the_last_steps_of_a_run_still_releases_the_memory_folders_lock(tmp_path, monkeypatch, capsys):
@@ -273,9 +274,11 @@ def test_both_demos_in_one_memory_folder_keep_their_own_reports_and_say_truly_wh
     assert "<h1>Jarvis run report</h1>" in (tmp_path / "memory" / "report.html").read_text(encoding="utf-8")
     again = run("autogpt", tmp_path, "--demo")
     line, files = archived(again)
-    assert line.startswith("The previous report is kept in ") and files == ["autogpt_report.html"], (line, files)
+    assert line.startswith("The previous report is kept in ") and files == ["autogpt_report.html",
+                                                                             "autogpt_steps.jsonl"], (line, files)
     jarvis = run("jarvis", tmp_path, "--demo")
     line, files = archived(jarvis)
     assert line.startswith("The previous plans, logs, report and code library are kept in "), line
-    assert {"plan_jarvis.txt", "logs_jarvis.txt", "report.html", "library"} <= set(files), files
-    assert "autogpt_report.html" not in files and (tmp_path / "memory" / "autogpt_report.html").exists()
+    assert {"plan_jarvis.txt", "logs_jarvis.txt", "report.html", "jarvis_steps.jsonl", "library"} <= set(files), files
+    assert not {"autogpt_report.html", "autogpt_steps.jsonl"} & set(files), "AutoGPT's are its own"
+    assert (tmp_path / "memory" / "autogpt_report.html").exists()

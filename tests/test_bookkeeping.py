@@ -67,7 +67,7 @@ def test_a_function_asked_for_is_written_tested_saved_and_its_plan_done_with_two
         "the plan is the goal, one step, marked done"
     assert commands(files["logs"]) == ["write_code", "save_code", "update_plan"], "the logs read as before"
     assert out["summary"].startswith("Saved double in the code library, module numbers")
-    assert "Save double into library/numbers.py" in user.asked[-1]["prompt"], "the user still sees the module"
+    assert "Save double in library/numbers.py" in user.asked[-1]["prompt"], "the user still sees the module"
 
 
 def test_code_the_user_rejects_is_revised_by_the_controller_and_nothing_is_saved_before_it_is_approved(

@@ -113,7 +113,12 @@ def test_the_demo_writes_a_self_contained_report_of_the_whole_run(demo_run):
         ("Jarvis", "update_plan"), ("Jarvis", "final_answer"), ("Jarvis", "update_plan")], \
         "each sub-boss's task inside the command that ran it"
     assert "a new task starts" in shown, "ExtendLibrary's second task is marked"
-    assert "characters left out at" in section(page, "run"), "without a trace, long arguments are as the logs keep them"
+    run = section(page, "run")
+    assert "characters left out at" not in run and "[... " not in run, \
+        "without --trace too, arguments and results are whole (the run's step record, mem/jarvis_steps.jsonl)"
+    spec = json.loads(Transcript.load(DEMO).replies()[6])["command_args"]["goal"]
+    assert " ".join(spec.split()) in " ".join(run.split()), "the second function's spec, whole (the log cuts it)"
+    assert run.count("by code") >= 6, "the steps made by code say so: write_code, save_code, update_plan"
     run_code = section(page, "run").split("run_code")[1]
     assert "Highest growth: Apr (+17.2%)" in run_code and "growth = growth_rates(sales)" in run_code, \
         "a code run with its code and output"
@@ -177,9 +182,16 @@ def test_the_report_does_not_contradict_or_repeat_itself(demo_run):
     assert "result: result:" not in shown, "a boss's result carries its last step's: one key"
     assert "A new task starts here" not in shown and "ExtendLibrary: a new task starts." in shown
     assert "characters cut" not in shown, "the log's cut marker is not shown inside the text"
-    assert re.search(r"a list of \u2026 sales to", shown), "cut at words (the log cut inside them)"
-    assert re.search(r"\d+ characters left out at \u2026", shown)
-    assert "the configured model" not in shown and "model: a recording (replies written by hand" in shown
+    assert "the configured model" not in shown and "a replay of the recorded demo (LLM replies written by hand)" in \
+        shown and "model:" not in shown, "where the replies come from, once"
+    assert "repaired" not in section(page, "usage") and "\u2713" not in section(page, "usage"), \
+        "no column of zeros, no legend of marks the table does not have"
+    assert "(no plan" not in section(page, "plans")
+    for step in re.findall(r'<details class="step">.*?</details>', section(page, "run"), re.S):
+        results = step.split("<h4>Result</h4>")[1:] if "<h4>Result</h4>" in step else []
+        for result in results:
+            assert "<dt>failed</dt>" not in result and "<dt>code</dt>" not in result.split("<h4>")[0] or \
+                "write_code" in step, "a result shows what the arguments do not: not the code run again, no flag"
     files = section(page, "files")
     assert "made by the run: sales_chart.svg" in " ".join(files.split()), "the files the run made"
     assert str(demo_run.memory) not in files, "paths relative to the memory folder"
@@ -313,6 +325,40 @@ def test_a_task_without_entries_does_not_shift_the_tasks_after_it(tmp_path):
 
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAfbLI3wAAAABJRU5ErkJggg==")
+
+
+def test_a_boss_the_run_never_used_has_no_plan_and_no_files_in_the_report(tmp_path):
+    """Coder ran code only: ExtendLibrary wrote nothing, so neither Plans nor Files name it (they said "(no plan)"
+    and "ExtendLibrary:" over nothing)."""
+    layout = {"Jarvis": {"plan": str(tmp_path / "plan_jarvis.txt"), "logs": str(tmp_path / "logs_jarvis.txt")},
+              "Jarvis/CtrlExMem/Executor/Coder": {"plan": str(tmp_path / "plan_coder.txt"),
+                                                  "logs": str(tmp_path / "logs_coder.txt")},
+              "Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library": {
+                  "plan": str(tmp_path / "plan_extlib.txt"), "logs": str(tmp_path / "logs_extlib.txt")}}
+    (tmp_path / "plan_jarvis.txt").write_text("1. Print it. [done]\n")
+    (tmp_path / "plan_coder.txt").write_text("1. Print it. [done]\n")
+    write_log(tmp_path / "logs_jarvis.txt", [(None, "Coder", {"goal": "Print it."}, "Coder finished: 42")])
+    write_log(tmp_path / "logs_coder.txt", [(None, "run_code", {"code": "print(42)"}, "42")])
+    page = run_report.build_report(str(tmp_path), layout, outcome={"status": "finished", "answer": "42"})
+    assert "ExtendLibrary" not in section(page, "plans") and "(no plan" not in section(page, "plans")
+    assert "ExtendLibrary" not in section(page, "files"), section(page, "files")
+
+
+def test_each_legend_of_the_usage_table_only_when_it_applies():
+    from aiflows_jarvis.CoreFlowModule.usage import UsageMeter
+
+    reported = UsageMeter()
+    reported.record("Jarvis/CtrlExMem/Controller", 1_000, 100, 0.2, model="gpt-4", reported=True)
+    page = run_report._usage_html(reported)
+    assert "cl100k" not in page and "~" not in text_of(page) and "repaired" not in page, \
+        "the API reported every count: no estimate to explain, no column of zeros"
+    assert "$ from litellm's price list" in text_of(page)
+    mended = UsageMeter()
+    mended.record("Jarvis/CtrlExMem/Controller", 1_000, 100, 0.2, model="openai/local", reported=False)
+    mended.record_repair("Jarvis/CtrlExMem/Controller", "fence")
+    shown = text_of(run_report._usage_html(mended))
+    assert "~ estimated with cl100k" in shown and "- no price for openai/local" in shown
+    assert "repaired: replies read once their form was mended" in shown, "a column shown is explained"
 
 
 def test_plan_versions_of_this_run_and_figures_only_from_where_code_ran(tmp_path):
@@ -505,6 +551,22 @@ def test_the_demo_report_in_headless_chromium(demo_run, tmp_path):
     assert not seen["dialogs"] and seen["pwned"] == "undefined"
     with open(tmp_path / "report.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium)")
+def test_at_phone_width_the_triangles_of_the_top_steps_are_on_the_page(demo_run):
+    """At 420 px the page has 12 px of margin: a top step's triangle (outside its summary) needs room of its own,
+    else half of it is cut at the left edge."""
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Chromium(profile)
+        try:
+            browser.open("file://" + str(demo_run.memory / "report.html"), width=420)
+            left = browser.js("document.querySelector('#run details > summary').getBoundingClientRect().left")
+            width = browser.js("document.documentElement.scrollWidth")
+        finally:
+            browser.close()
+    assert left >= 20, f"the first step's summary starts {left} px from the edge: its triangle is cut"
+    assert width <= 420, "nothing wider than the screen"
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium)")

@@ -455,6 +455,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
                 if _TOLD not in self.flow_state:  # what its own last command gave (as the state holds it) comes first
                     self.flow_state[_TOLD] = [self.flow_state.get("result", "")]
                 self.flow_state[_DECIDED] = True
+                self.log_output_of(flow.flow_config["name"], {**decided, "made_by": "code"})  # the run's record
                 return None, output_interface(goal=goal, data_dict=decided, src_flow=flow, dst_flow=self)
             self.flow_state[_DECIDED] = False
             told = self.flow_state.pop(_TOLD, None)

@@ -234,6 +234,19 @@ class UsageMeter:
         extras.append(f"{t.seconds:.1f}s waiting")
         return f"{line}; {', '.join(extras)}"
 
+    def columns(self) -> Tuple[tuple, List[str], List[tuple], FlowUsage]:
+        """The table's parts: its header (``chat``, then the figures' columns: calls, prompt, completion, cost, and
+        repaired and corrected only when there were some), the chats (flow paths), the figures of each chat then of
+        the total (as text: ``~`` marks estimated tokens, ``-`` an unknown price), and the total."""
+        with self._lock:
+            rows = [(flow, _copy(usage)) for flow, usage in self.per_flow.items()]
+        total = self.total()
+        header = ("chat", "calls", "prompt", "completion", "cost", "repaired", "corrected")
+        figures = [_row("", usage)[1:] for _, usage in rows] + [_row("", total)[1:]]
+        kept = [i for i in range(len(header) - 1) if i < 4 or any(f[i] != "0" for f in figures)]
+        return ((header[0],) + tuple(header[i + 1] for i in kept), [flow for flow, _ in rows],
+                [tuple(f[i] for i in kept) for f in figures], total)
+
     def report(self, width: Optional[int] = None) -> str:
         """A table: one row per chat (flow path) and the total: calls, prompt and completion tokens, cost ("-" when
         no price is known), repairs, corrections; and where the token counts come from.
@@ -241,15 +254,8 @@ class UsageMeter:
         width: the columns the table may take (None: as wide as it needs); chat names are shortened to fit, and
         where even short names leave no room (a phone, a split pane) each chat is a name line and a figures line.
         """
-        with self._lock:
-            rows = [(flow, _copy(usage)) for flow, usage in self.per_flow.items()]
-        total = self.total()
-        header = ("chat", "calls", "prompt", "completion", "cost", "repaired", "corrected")
-        figures = [_row("", usage)[1:] for _, usage in rows] + [_row("", total)[1:]]
-        # repairs and corrections only when there were some (the summary line says so too)
-        kept = [i for i in range(len(header) - 1) if i < 4 or any(f[i] != "0" for f in figures)]
-        header = (header[0],) + tuple(header[i + 1] for i in kept)
-        figures = [tuple(f[i] for i in kept) for f in figures]
+        header, flows, figures, total = self.columns()
+        rows = [(flow, None) for flow in flows]
         widths = [max(len(r[i]) for r in [header[1:]] + figures) for i in range(len(header) - 1)]
         room = _NAME_WIDTH if width is None else width - sum(widths) - 2 * len(widths)
         if room < _MIN_NAME_WIDTH:

@@ -69,7 +69,8 @@ def made_files(session: Any) -> List[str]:
         return []
     own = {p for files in memory.values() for p in files.values()} if memory else set()
     own |= {package_dir(files["code_library"]) for files in (memory or {}).values() if files.get("code_library")}
-    own |= {os.path.join(memory_dir, name) for name in (session.app.report_name, session.app.run_file)}
+    own |= {os.path.join(memory_dir, name) for name in (session.app.report_name, session.app.run_file,
+                                                        session.app.steps_file)}
     skip = tuple(own) + (() if os.path.abspath(workdir) == memory_dir else (memory_dir,))
     return launcher.new_files(workdir, session.started, suffixes=None, skip=skip)
 
@@ -102,16 +103,17 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
 
         memory_dir, workdir = session.memory_dir, session.workdir
         folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
-        mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
-                else "resumed" if args.resume else "")
+        replayed = replay_source(session.transcript) if session.transcript is not None else ""
+        mode = (f"a replay of the recorded demo ({replayed})" if args.demo else
+                f"a replay of {args.replay} ({replayed})" if args.replay else "resumed" if args.resume else "")
         made = made_files(session)
         target = args.report or os.path.join(memory_dir, session.app.report_name)
         if args.resume and not args.report:  # the report of the run resumed is kept, whatever this part does
             keep_previous_report(target)
         path = run_report.write_report(
             target, memory_dir, session.memory or {},
-            outcome=output, status=session.ended, mode=mode, usage=current_run().usage,
-            trace=session.trace,
+            outcome=output, status=session.ended, why=session.why, mode=mode, usage=current_run().usage,
+            trace=session.trace, steps=os.path.join(memory_dir, session.app.steps_file),
             folders=folders, figures=[p for p in made if p.lower().endswith(launcher.FIGURE_SUFFIXES)], made=made,
             app=session.app.name, run_file=session.app.run_file, model=model_used(session))
         console.line("info", f"Run report: {shown(path)}")
@@ -132,6 +134,16 @@ def keep_previous_report(path: str) -> Optional[str]:
     return archive_copy(path, read_text(path))
 
 
+def replay_source(transcript: Any) -> str:
+    """Where a recording's LLM replies come from, as its header says: ``LLM replies written by hand`` (a demo's
+    ``replies_by: hand``), else ``LLM replies of gpt-4o-mini`` (the model the run was recorded with)."""
+    header = transcript.header
+    if header.get("replies_by") == "hand":
+        return "LLM replies written by hand"
+    model = str(header.get("model") or "")
+    return f"LLM replies of {model}" if model and model != "configured" else "recorded LLM replies"
+
+
 def model_used(session: Any) -> str:
     """The model the run's replies came from, as far as the run knows it: --model, the recording's (a replay), else
     the models the LLM servers named; "" when none is known."""
@@ -140,6 +152,6 @@ def model_used(session: Any) -> str:
     if getattr(session.args, "model", None):
         return str(session.args.model)
     if getattr(session, "transcript", None) is not None:
-        return f"a recording ({session.transcript.header.get('model') or 'made by an unnamed model'})"
+        return ""  # the mode says where a replay's replies come from
     models = sorted({str(getattr(s, "model", "")) for s in current_run().servers.values()} - {"", "unknown"})
     return ", ".join(models)

@@ -82,11 +82,8 @@ def note(text: str) -> None:
 
 
 def exit_codes_help() -> str:
-    """The exit codes, for an app's --help."""
-    import textwrap
-
-    codes = ", ".join(f"{code} {what.split(' (')[0]}" for code, what in EXIT_CODES.items())
-    return textwrap.fill(f"exit codes: {codes}", 79, subsequent_indent="  ")
+    """The exit codes, for an app's --help: one a line."""
+    return "exit codes:\n" + "\n".join(f"  {code:<4}{EXIT_CODES[code].split(' (')[0]}" for code in sorted(EXIT_CODES))
 
 
 def main(app: App, argv: Optional[List[str]] = None) -> int:
@@ -142,6 +139,7 @@ class Session:
     budget: Any = None
     run_lock: Any = None
     ended: str = "stopped before the end"  # how a run that gave no answer ended, for its report
+    why: str = ""  # what stopped it, as the screen said it (for its report)
 
     @property
     def command(self) -> str:
@@ -197,7 +195,7 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
 
 
 def _run_in(app: App, args: Any, session: Session) -> int:
-    from aiflows_jarvis.CoreFlowModule import Console, JarvisError, TranscriptError, set_trace_file
+    from aiflows_jarvis.CoreFlowModule import Console, JarvisError, TranscriptError, set_step_record, set_trace_file
     from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, set_run_budget
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe, root_cause
     from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
@@ -222,7 +220,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
                                   f"recording {transcript.path}, so its answer is not the recorded run's.")
         output = result
     except BudgetExceeded as error:
-        session.ended = "stopped before the end (budget reached)"
+        session.ended, session.why = "stopped before the end (budget reached)", str(error)
         console.set_depth(0)  # the end of the run is said at the margin, not at the depth of the stop
         console.line("warning", f"\n{error}")
         return BUDGET_REACHED
@@ -237,7 +235,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         console.line("warning", f"\nTerminated. {session.where_things_are()}".rstrip())
         return stop.code
     except JarvisError as error:
-        session.ended = "failed"
+        session.ended, session.why = "failed", describe(error)
         console.set_depth(0)
         console.line("error", f"\n{describe(error)}")
         if isinstance(error, bad_input):
@@ -246,7 +244,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
             console.line("info", session.where_things_are())
         return FAILED
     except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
-        session.ended = "failed"
+        session.ended, session.why = "failed", describe(error)
         console.set_depth(0)
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
@@ -269,7 +267,8 @@ def _run_in(app: App, args: Any, session: Session) -> int:
             left = survivors_note(launcher.close_interpreters(session.flow))
             if left:
                 console.line("warning", left)
-        set_trace_file(None)  # closed (flushed) before the report reads it
+        set_trace_file(None)  # closed (flushed) before the report reads them
+        set_step_record(None)
         console.set_depth(0)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
             ending.show_usage(console, unless_unused=True)
@@ -349,7 +348,7 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
         set_backend_factory,
         with_api_infos,
     )
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source, set_step_record
     from aiflows_jarvis.CoreFlowModule import memory as memory_module
     from aiflows_jarvis.CoreFlowModule.budget import RunBudget
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError
@@ -440,7 +439,8 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
     # A demo starts from an empty library, as it was recorded; other runs keep what was learned.
     # The previous run's report goes with its plans and logs (``--report FILE`` is the user's to keep).
     session.memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo,
-                                             workdir=session.workdir, with_files=(app.report_name,))
+                                             workdir=session.workdir, with_files=(app.report_name, app.steps_file))
+    set_step_record(os.path.join(memory_dir, app.steps_file))  # a resumed run goes on with its record
     if session.memory.archive:
         console.line("info", f"The previous {session.memory.archived()} kept in "
                              f"{ending.shown(session.memory.archive)}.")

@@ -43,6 +43,12 @@ class App:
     hooks: "Hooks" = field(default_factory=lambda: Hooks())
     report_name: str = "report.html"
 
+    @property
+    def steps_file(self) -> str:
+        """The run's step record in the memory folder (``jarvis_steps.jsonl``): its commands, arguments and
+        results whole, for its report; it goes with the report when a new run archives it."""
+        return f"{self.entry_point}_steps.jsonl"
+
 
 @dataclass(frozen=True)
 class Words:
@@ -75,12 +81,12 @@ class Hooks:
     """What an app does at the steps of a run; each takes the run's ``Session`` (see ``run.py``).
 
     requires: what the app needs installed, checked first, before anything is shown or written (raise
-    ``BadInputError`` saying what to install); sources: after the LLM replies' source is set (replay or live): e.g. tools and embeddings; configure: the
-    configuration before the flow is built (returns it); recorder_header: the transcript's extra header fields,
-    with --record; check: the flow once built, before anything in the memory folder is moved or written (raise
-    ``BadInputError`` to refuse the run); prepare: the flow once built and its memory prepared
-    (``session.recorder`` is there to record more); memory_lines: the end of the run's lines about the memory folder.
-    What they set in the run's context goes with it.
+    ``BadInputError`` saying what to install); sources: after the LLM replies' source is set (replay or live): e.g.
+    tools and embeddings; configure: the configuration before the flow is built (returns it); recorder_header: the
+    transcript's extra header fields, with --record; check: the flow once built, before anything in the memory
+    folder is moved or written (raise ``BadInputError`` to refuse the run); prepare: the flow once built and its
+    memory prepared (``session.recorder`` is there to record more); memory_lines: the end of the run's lines about
+    the memory folder. What they set in the run's context goes with it.
     """
 
     requires: Optional[Callable[[Any], None]] = None
