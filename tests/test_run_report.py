@@ -2,7 +2,7 @@
 that hostile text is shown as text, --report FILE, a report that cannot be written, a stopped and a resumed run; and
 the demo's report opened in a real headless Chromium (skipped when none is installed).
 
-`python tests/test_run_report.py --screenshot docs/report.png` makes the README's screenshot again.
+`python tests/test_run_report.py --screenshots docs/` makes the README's screenshots again.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from types import SimpleNamespace
 
@@ -585,17 +586,56 @@ def test_hostile_text_runs_nothing_in_the_browser(tmp_path):
         assert text in seen["text"], text
 
 
-def make_screenshot(path: str) -> None:
-    """Run the demo in a scratch folder and save a screenshot of its report."""
-    with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run([sys.executable, os.path.join(ROOT, "run_jarvis.py"), "--demo", "--memory-dir", "mem"],
-                              cwd=folder, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        look_at(os.path.join(folder, "mem", "report.html"), screenshot=os.path.abspath(path))
+def _shot(report: str, path: str, width: int, height: int, expand: str) -> None:
+    """A screenshot of the top of ``report`` at ``width`` x ``height`` px; ``expand``: "all" opens every step,
+    "bosses" the bosses and the first code run."""
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Chromium(profile)
+        try:
+            browser.open("file://" + os.path.abspath(report), width=width, height=height)
+            if expand == "all":
+                browser.click("button[data-open=yes]")
+            else:
+                browser.js("document.querySelectorAll('#run details.boss').forEach(d => d.open = true);"
+                           "const s = Array.from(document.querySelectorAll('#run details.step')).find("
+                           "d => d.querySelector('.cmd').textContent === 'run_code'); if (s) s.open = true;")
+            browser.js("window.scrollTo(0, 0)")
+            browser.screenshot(path)
+        finally:
+            browser.close()
+
+
+def make_screenshots(folder: str) -> None:
+    """The README's screenshots, in ``folder``: the reports of Jarvis's demo, AutoGPT's demo and a run that failed
+    (the LLM server went away in the middle), each at 1,400 and 420 px."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    with tempfile.TemporaryDirectory() as scratch:
+        for script in ("run_jarvis.py", "run_autogpt.py"):
+            done = subprocess.run([sys.executable, os.path.join(ROOT, script), "--demo"], cwd=scratch,
+                                  capture_output=True, text=True, env=env)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        replies = Transcript.load(DEMO).replies()
+        cut = next(i for i, r in enumerate(replies) if '"run_code"' in r) + 1  # after the first code run
+
+        def server_goes_away(body):
+            threading.Thread(target=server.close).start()
+            return HTTPError(503, "overloaded")
+
+        with LoopbackLLMServer(replies=replies[:cut] + [server_goes_away]) as server:
+            done = subprocess.run([sys.executable, os.path.join(ROOT, "run_jarvis.py"), "--api-base", server.url,
+                                   "--yes", "--memory-dir", "failed", Transcript.load(DEMO).header["goal"]],
+                                  cwd=scratch, capture_output=True, text=True, env=env)
+        assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+        reports = {"jarvis": ("memory/report.html", "bosses"), "autogpt": ("memory/autogpt_report.html", "all"),
+                   "failed": ("failed/report.html", "bosses")}
+        for name, (report, expand) in reports.items():
+            for width, height in ((1400, 1500), (420, 1500)):
+                _shot(os.path.join(scratch, report), os.path.join(folder, f"report-{name}-{width}.png"), width,
+                      height, expand)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--screenshot" and CHROMIUM:
-        make_screenshot(sys.argv[2])
+    if len(sys.argv) == 3 and sys.argv[1] == "--screenshots" and CHROMIUM:
+        make_screenshots(sys.argv[2])
     else:
-        sys.exit("usage: python tests/test_run_report.py --screenshot docs/report.png   (needs Chromium on PATH)")
+        sys.exit("usage: python tests/test_run_report.py --screenshots docs/   (needs Chromium on PATH)")
