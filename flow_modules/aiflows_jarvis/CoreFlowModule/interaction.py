@@ -163,7 +163,8 @@ _FOLD_LINES = 3  # an argument longer than this many lines is folded
 
 def fold(text: str, width: Optional[int], lines: int = _FOLD_LINES) -> List[str]:
     """``text`` as at most ``lines`` lines of ``width`` characters (its own line breaks kept, as real breaks), and a
-    last line saying how much was left out (``... 412 more characters, 9 more lines``); whole when it fits."""
+    last line saying how much was left out (``... 412 more characters, 9 more lines``); whole when it fits, or when
+    what is left fits the line the count would take."""
     width = max(20, width or 100)
     cap = (lines + 1) * width  # what of one line can be shown: the rest is not wrapped (a line of megabytes)
     out: List[str] = []
@@ -179,7 +180,7 @@ def fold(text: str, width: Optional[int], lines: int = _FOLD_LINES) -> List[str]
         pieces = _wrap_words(head, width) if head.strip() else [head]
         for piece in pieces:
             out.append(piece)
-            if len(out) > lines:
+            if len(out) > lines + 1:
                 return folded(len(source) - i)
         if len(head) < len(line):  # more of this line than can be shown
             return folded(len(source) - i)
@@ -193,6 +194,14 @@ def cut_line(line: str, width: Optional[int]) -> str:
     """``line`` cut to ``width`` characters with a mark at its end (``…``) when longer: code, whose lines wrapped
     would read as other code (a string broken in two), and one-line notes."""
     return line if not width or len(line) <= width else line[:max(1, width - 1)] + CUT_MARK
+
+
+_FOLDED = re.compile(r"\.\.\. \d+ more characters")
+
+
+def is_folded(pieces: List[str], lines: int = _FOLD_LINES) -> bool:
+    """Whether ``fold`` left part of a text out (its last line says how much), not only wrapped it."""
+    return len(pieces) > lines and bool(_FOLDED.match(pieces[-1]))
 
 
 def _wrap(line: str, width: Optional[int]) -> List[str]:
@@ -406,16 +415,16 @@ class Console:
             text = shown_text(text).strip("\n")
             label = f"{key}: "
             folded = fold(text, room - len(label))
-            if len(folded) > _FOLD_LINES and text in self._folded_seen:
+            if is_folded(folded) and text in self._folded_seen:
                 folded = ["(as above)"]
-            elif len(folded) > _FOLD_LINES:
+            elif is_folded(folded):
                 self._folded_seen.append(text)
             else:
                 self._remember(text)
             pad = " " * len(label)
             for i, piece in enumerate(folded):
                 prefix = label if i == 0 else pad
-                styled = "info" if piece.startswith("... ") and i == len(folded) - 1 and i else "result"
+                styled = "info" if i and i == len(folded) - 1 and is_folded(folded) else "result"
                 lines.append(self.style(styled, f"{self._indent}    {prefix}{piece}"))
         self._emit("\n".join(lines) + "\n")
         self._last_step = (head, self._emits)
@@ -473,7 +482,7 @@ class Console:
         if body:
             text = shown_text(body).rstrip("\n")  # before splitting: a carriage return becomes a line of its own
             pieces = fold(text, (width - len(self._indent) - 4) if width else None, folded) if folded else None
-            if pieces is not None and len(pieces) > folded:
+            if pieces is not None and is_folded(pieces, folded):
                 indent = self._indent + "    "
                 lines.extend(indent + self.style(role if role != "flow" else "result", piece) for piece in pieces[:-1])
                 lines.append(indent + self.style("info", pieces[-1]))

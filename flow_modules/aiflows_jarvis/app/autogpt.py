@@ -213,7 +213,7 @@ AUTOGPT = App(
         demo_help="replay the recorded demo run (offline, no feedback)",
         demo_intro="This is a REPLAY: the LLM replies and the search results are a recording, made for this goal. "
                    "The flows and the vector-store memory run for real (with deterministic local embeddings), in "
-                   "{memory_dir}. No feedback is asked.",
+                   "{memory_dir}/. No feedback is asked.",
         closed_input="AutoGPT asks for your feedback but the terminal input is closed. Run in a terminal, or pass "
                      "--yes to ask for no feedback.",
         kept="The memories",
