@@ -167,7 +167,7 @@ def goal_of_100_kb_on_the_console(ctx):
     ctx.expect(longest <= 2000, f"a console line of {longest:,} characters")
     query = " ".join(f"term{number}" for number in range(4_500))  # 40 KB, no word twice
     replies = coder_run("print(6 * 7)")
-    replies[3:3] = [command("search_library", query=query)]  # Coder searches its library before it runs code
+    replies[2:2] = [command("search_library", query=query)]  # Coder searches its library before it runs code
     with LoopbackLLMServer(replies=replies) as server:
         searched = jarvis(ctx, GOAL, server=server)
     handled_exit(ctx, searched, [0], says=["Coder > search_library", "final answer"])

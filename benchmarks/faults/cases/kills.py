@@ -108,7 +108,10 @@ def _killed_run(point: int):
          lost="jarvis_run.json, the approved plan, a saved function or a log entry is lost or corrupted")(check)
 
 
-# After the plan, in Coder's planning, in write_code, at save_code, at ExtendLibrary's update_plan, during run_code,
-# at the second save_code, during the second run_code.
-for _point in (2, 4, 7, 10, 11, 14, 21, 24):
+# The demo's 11 replies: the plan, Jarvis's Coder, Coder's first extend_library, its code, its tests, Coder's run_code,
+# the second extend_library, its code, its tests, the second run_code, the final answer. Killed after the plan, in
+# Coder's plan review, in write_code (the tests asked for), after the save and ExtendLibrary's update_plan (Coder's
+# next command asked for), after the first run_code, in the second write_code, after the second save, after the
+# second run_code (the final answer asked for).
+for _point in (1, 2, 4, 5, 6, 8, 9, 10):
     _killed_run(_point)

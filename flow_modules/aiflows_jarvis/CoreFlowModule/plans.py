@@ -100,8 +100,9 @@ def describe_update(old_plan: str, new_plan: str) -> str:
         return "The plan was updated (it has no numbered steps)."
     old_done = {number for number, text in old if is_done(text)}
     new_done = {number for number, text in new if is_done(text)}
-    marked = [number for number, _ in new if number in new_done - old_done]
-    unmarked = [number for number, _ in old if number in old_done - new_done]
+    added, removed = new_done - old_done, old_done - new_done  # once: not for every step (a plan of 100,000)
+    marked = [number for number, _ in new if number in added]
+    unmarked = [number for number, _ in old if number in removed]
     said = f"{_steps(marked)} now marked done" if marked else "no step newly marked done"
     if unmarked:
         said += f"; {_steps(unmarked)} no longer marked done"
@@ -115,11 +116,12 @@ def describe_update(old_plan: str, new_plan: str) -> str:
 def describe_marks(old_plan: str, new_plan: str) -> str:
     """What an update of done marks did, in a few words for the screen: ``step 1 done; next: step 2: ...``,
     ``steps 2, 3 done; all 3 steps are done``."""
-    new = plan_steps(new_plan)
-    old_done = {number for number, text in plan_steps(old_plan) if is_done(text)}
+    new, old = plan_steps(new_plan), plan_steps(old_plan)
+    old_done = {number for number, text in old if is_done(text)}
     new_done = {number for number, text in new if is_done(text)}
-    marked = [number for number, _ in new if number in new_done - old_done]
-    unmarked = [number for number, _ in plan_steps(old_plan) if number in old_done - new_done]
+    added, removed = new_done - old_done, old_done - new_done
+    marked = [number for number, _ in new if number in added]
+    unmarked = [number for number, _ in old if number in removed]
     said = "; ".join(([f"{_steps(marked)} done"] if marked else []) +
                      ([f"{_steps(unmarked)} no longer done"] if unmarked else []))
     pending = [(number, text) for number, text in new if not is_done(text)]
@@ -140,7 +142,18 @@ def progress(plan: str) -> str:
 
 
 def _steps(numbers: List[str]) -> str:
-    return f"step{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+    """``step 2``, ``steps 2, 4``, ``steps 1 to 9, 12``: three or more numbers in a row as a range, so that the
+    steps of a long plan marked at once make a short text."""
+    runs: List[List[int]] = []
+    for number in numbers:
+        value = int(number) if str(number).isdigit() else None
+        if value is not None and runs and runs[-1][1] + 1 == value:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value] if value is not None else [number, number])
+    said = [f"{a} to {b}" if isinstance(a, int) and b - a >= 2 else
+            f"{a}, {b}" if isinstance(a, int) and b == a + 1 else str(a) for a, b in runs]
+    return f"step{'s' if len(numbers) > 1 else ''} {', '.join(said)}"
 
 
 def changed_beyond_marks(old_plan: str, new_plan: str) -> bool:
