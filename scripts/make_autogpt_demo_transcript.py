@@ -53,7 +53,7 @@ def main() -> int:
         def __call__(self, messages, **kwargs):
             return [{"role": "assistant", "content": replies.pop(0)}]
 
-    recorder = TranscriptRecorder(out, goal=GOAL, model="hand-written (see scripts/make_autogpt_demo_transcript.py)")
+    recorder = TranscriptRecorder(out, goal=GOAL, replies_by="hand")
     set_backend_factory(lambda config, name: Scripted())
     add_backend_wrapper(recorder.wrap)
 

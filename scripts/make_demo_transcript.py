@@ -318,7 +318,7 @@ def main() -> None:
     llm = HandWrittenLLM(replies)
     set_backend_factory(llm.factory)
     set_input_source(AutoApproveInput())
-    recorder = TranscriptRecorder(out, goal=GOAL, model="replies written by hand, as a good model would answer")
+    recorder = TranscriptRecorder(out, goal=GOAL, replies_by="hand")
     add_backend_wrapper(recorder.wrap)
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     config["bookkeeping_by_code"] = not args.seed

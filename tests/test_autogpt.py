@@ -95,7 +95,7 @@ def test_q_on_the_command_line_says_the_stop_once_and_exits_with_its_own_code(au
     assert sink.text.count("the user said 'q'") == 1, "the stop is said once: " + sink.text[-1500:]
     assert "Answer:" not in sink.text and "(no answer)" not in sink.text
     assert "AutoGPT stopped (see above): no answer." in sink.text and "LLM call" in sink.text
-    assert "4 stopped by the user" in app.EPILOG, "--help names the exit code"
+    assert "  4   stopped by the user" in app.EPILOG, "--help names the exit code"
 
 
 def test_a_second_run_retrieves_what_the_first_one_wrote(autogpt, loopback_llm, user):

@@ -111,7 +111,7 @@ def test_coder_writes_a_library_function_then_uses_it_in_a_persistent_session(tm
     assert all("/code_runs/run_" in path for path in opened[1:]), "each run_code's file opened in the editor first"
     assert [a["kind"] for a in user.asked] == ["approval", "approval", "approval", "feedback", "feedback",
                                                "approval", "approval", "feedback", "approval", "feedback"]
-    assert "Save moving_average into library/" in user.asked[5]["prompt"], "the module is shown before the save"
+    assert "Save moving_average in library/" in user.asked[5]["prompt"], "the module is shown before the save"
     # ~~~ resets: a finished sub-boss drops its chats, at once ~~~
     assert seen_after_extend_library["chat"] == [], "ExtendLibrary's controller chat was dropped when it finished"
     assert "plan" not in seen_after_extend_library["state"] and seen_after_extend_library["state"]["status"] == \

@@ -94,7 +94,7 @@ def test_proposed_tests_are_shown_run_and_joined_by_the_users(library, user):
     user.add("assert g(0) == 0", "")
     out = TestCodeFlow.instantiate_from_default_config().run(
         {"code": G, "tests": "assert g(3) == 9\nprint('proposed ran')", "memory_files": library})
-    assert "Proposed tests:\nassert g(3) == 9" in user.asked[0]["prompt"], "the user sees the proposal first"
+    assert "Proposed tests:\n    assert g(3) == 9" in user.asked[0]["prompt"], "the proposal first, as code"
     assert out["passed"] and "the proposed and the user's tests passed" in out["result"]
     assert "proposed ran" in out["result"]
     user.add("", "")

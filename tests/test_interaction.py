@@ -177,3 +177,12 @@ def test_a_long_query_is_not_echoed_whole(tmp_path):
     result = search.run({"query": query, "memory_files": {"code_library": str(library)}})["result"]
     assert len(out.getvalue()) < 1000, out.getvalue()[:2000]
     assert len(result.split("\n", 1)[0]) < 1000, "the result does not quote 40 KB back either"
+
+
+def test_a_text_one_line_over_the_fold_is_shown_whole_not_with_a_count_as_long_as_that_line():
+    from aiflows_jarvis.CoreFlowModule.interaction import fold, is_folded
+
+    four = "line one\nline two\nline three\nline four"
+    assert fold(four, 80, lines=3) == four.split("\n"), "the count would take the line the rest fits in"
+    five = four + "\nline five"
+    assert is_folded(fold(five, 80, lines=3), 3) and fold(five, 80, lines=3)[-1].startswith("... 20 more characters")

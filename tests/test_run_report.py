@@ -2,7 +2,7 @@
 that hostile text is shown as text, --report FILE, a report that cannot be written, a stopped and a resumed run; and
 the demo's report opened in a real headless Chromium (skipped when none is installed).
 
-`python tests/test_run_report.py --screenshot docs/report.png` makes the README's screenshot again.
+`python tests/test_run_report.py --screenshots docs/` makes the README's screenshots again.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from types import SimpleNamespace
 
@@ -113,7 +114,12 @@ def test_the_demo_writes_a_self_contained_report_of_the_whole_run(demo_run):
         ("Jarvis", "update_plan"), ("Jarvis", "final_answer"), ("Jarvis", "update_plan")], \
         "each sub-boss's task inside the command that ran it"
     assert "a new task starts" in shown, "ExtendLibrary's second task is marked"
-    assert "characters left out at" in section(page, "run"), "without a trace, long arguments are as the logs keep them"
+    run = section(page, "run")
+    assert "characters left out at" not in run and "[... " not in run, \
+        "without --trace too, arguments and results are whole (the run's step record, mem/jarvis_steps.jsonl)"
+    spec = json.loads(Transcript.load(DEMO).replies()[6])["command_args"]["goal"]
+    assert " ".join(spec.split()) in " ".join(run.split()), "the second function's spec, whole (the log cuts it)"
+    assert run.count("by code") >= 6, "the steps made by code say so: write_code, save_code, update_plan"
     run_code = section(page, "run").split("run_code")[1]
     assert "Highest growth: Apr (+17.2%)" in run_code and "growth = growth_rates(sales)" in run_code, \
         "a code run with its code and output"
@@ -177,9 +183,16 @@ def test_the_report_does_not_contradict_or_repeat_itself(demo_run):
     assert "result: result:" not in shown, "a boss's result carries its last step's: one key"
     assert "A new task starts here" not in shown and "ExtendLibrary: a new task starts." in shown
     assert "characters cut" not in shown, "the log's cut marker is not shown inside the text"
-    assert re.search(r"a list of \u2026 sales to", shown), "cut at words (the log cut inside them)"
-    assert re.search(r"\d+ characters left out at \u2026", shown)
-    assert "the configured model" not in shown and "model: a recording (replies written by hand" in shown
+    assert "the configured model" not in shown and "a replay of the recorded demo (LLM replies written by hand)" in \
+        shown and "model:" not in shown, "where the replies come from, once"
+    assert "repaired" not in section(page, "usage") and "\u2713" not in section(page, "usage"), \
+        "no column of zeros, no legend of marks the table does not have"
+    assert "(no plan" not in section(page, "plans")
+    for step in re.findall(r'<details class="step">.*?</details>', section(page, "run"), re.S):
+        results = step.split("<h4>Result</h4>")[1:] if "<h4>Result</h4>" in step else []
+        for result in results:
+            assert "<dt>failed</dt>" not in result and "<dt>code</dt>" not in result.split("<h4>")[0] or \
+                "write_code" in step, "a result shows what the arguments do not: not the code run again, no flag"
     files = section(page, "files")
     assert "made by the run: sales_chart.svg" in " ".join(files.split()), "the files the run made"
     assert str(demo_run.memory) not in files, "paths relative to the memory folder"
@@ -313,6 +326,40 @@ def test_a_task_without_entries_does_not_shift_the_tasks_after_it(tmp_path):
 
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAfbLI3wAAAABJRU5ErkJggg==")
+
+
+def test_a_boss_the_run_never_used_has_no_plan_and_no_files_in_the_report(tmp_path):
+    """Coder ran code only: ExtendLibrary wrote nothing, so neither Plans nor Files name it (they said "(no plan)"
+    and "ExtendLibrary:" over nothing)."""
+    layout = {"Jarvis": {"plan": str(tmp_path / "plan_jarvis.txt"), "logs": str(tmp_path / "logs_jarvis.txt")},
+              "Jarvis/CtrlExMem/Executor/Coder": {"plan": str(tmp_path / "plan_coder.txt"),
+                                                  "logs": str(tmp_path / "logs_coder.txt")},
+              "Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library": {
+                  "plan": str(tmp_path / "plan_extlib.txt"), "logs": str(tmp_path / "logs_extlib.txt")}}
+    (tmp_path / "plan_jarvis.txt").write_text("1. Print it. [done]\n")
+    (tmp_path / "plan_coder.txt").write_text("1. Print it. [done]\n")
+    write_log(tmp_path / "logs_jarvis.txt", [(None, "Coder", {"goal": "Print it."}, "Coder finished: 42")])
+    write_log(tmp_path / "logs_coder.txt", [(None, "run_code", {"code": "print(42)"}, "42")])
+    page = run_report.build_report(str(tmp_path), layout, outcome={"status": "finished", "answer": "42"})
+    assert "ExtendLibrary" not in section(page, "plans") and "(no plan" not in section(page, "plans")
+    assert "ExtendLibrary" not in section(page, "files"), section(page, "files")
+
+
+def test_each_legend_of_the_usage_table_only_when_it_applies():
+    from aiflows_jarvis.CoreFlowModule.usage import UsageMeter
+
+    reported = UsageMeter()
+    reported.record("Jarvis/CtrlExMem/Controller", 1_000, 100, 0.2, model="gpt-4", reported=True)
+    page = run_report._usage_html(reported)
+    assert "cl100k" not in page and "~" not in text_of(page) and "repaired" not in page, \
+        "the API reported every count: no estimate to explain, no column of zeros"
+    assert "$ from litellm's price list" in text_of(page)
+    mended = UsageMeter()
+    mended.record("Jarvis/CtrlExMem/Controller", 1_000, 100, 0.2, model="openai/local", reported=False)
+    mended.record_repair("Jarvis/CtrlExMem/Controller", "fence")
+    shown = text_of(run_report._usage_html(mended))
+    assert "~ estimated with cl100k" in shown and "- no price for openai/local" in shown
+    assert "repaired: replies read once their form was mended" in shown, "a column shown is explained"
 
 
 def test_plan_versions_of_this_run_and_figures_only_from_where_code_ran(tmp_path):
@@ -508,6 +555,22 @@ def test_the_demo_report_in_headless_chromium(demo_run, tmp_path):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium)")
+def test_at_phone_width_the_triangles_of_the_top_steps_are_on_the_page(demo_run):
+    """At 420 px the page has 12 px of margin: a top step's triangle (outside its summary) needs room of its own,
+    else half of it is cut at the left edge."""
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Chromium(profile)
+        try:
+            browser.open("file://" + str(demo_run.memory / "report.html"), width=420)
+            left = browser.js("document.querySelector('#run details > summary').getBoundingClientRect().left")
+            width = browser.js("document.documentElement.scrollWidth")
+        finally:
+            browser.close()
+    assert left >= 20, f"the first step's summary starts {left} px from the edge: its triangle is cut"
+    assert width <= 420, "nothing wider than the screen"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium)")
 def test_hostile_text_runs_nothing_in_the_browser(tmp_path):
     layout = {"Jarvis": {"plan": str(tmp_path / "plan.txt"), "logs": str(tmp_path / "logs.txt")}}
     (tmp_path / "plan.txt").write_text("1. <script>window.pwned = 3</script> [done]\n")
@@ -523,17 +586,56 @@ def test_hostile_text_runs_nothing_in_the_browser(tmp_path):
         assert text in seen["text"], text
 
 
-def make_screenshot(path: str) -> None:
-    """Run the demo in a scratch folder and save a screenshot of its report."""
-    with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run([sys.executable, os.path.join(ROOT, "run_jarvis.py"), "--demo", "--memory-dir", "mem"],
-                              cwd=folder, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        look_at(os.path.join(folder, "mem", "report.html"), screenshot=os.path.abspath(path))
+def _shot(report: str, path: str, width: int, height: int, expand: str) -> None:
+    """A screenshot of the top of ``report`` at ``width`` x ``height`` px; ``expand``: "all" opens every step,
+    "bosses" the bosses and the first code run."""
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Chromium(profile)
+        try:
+            browser.open("file://" + os.path.abspath(report), width=width, height=height)
+            if expand == "all":
+                browser.click("button[data-open=yes]")
+            else:
+                browser.js("document.querySelectorAll('#run details.boss').forEach(d => d.open = true);"
+                           "const s = Array.from(document.querySelectorAll('#run details.step')).find("
+                           "d => d.querySelector('.cmd').textContent === 'run_code'); if (s) s.open = true;")
+            browser.js("window.scrollTo(0, 0)")
+            browser.screenshot(path)
+        finally:
+            browser.close()
+
+
+def make_screenshots(folder: str) -> None:
+    """The README's screenshots, in ``folder``: the reports of Jarvis's demo, AutoGPT's demo and a run that failed
+    (the LLM server went away in the middle), each at 1,400 and 420 px."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    with tempfile.TemporaryDirectory() as scratch:
+        for script in ("run_jarvis.py", "run_autogpt.py"):
+            done = subprocess.run([sys.executable, os.path.join(ROOT, script), "--demo"], cwd=scratch,
+                                  capture_output=True, text=True, env=env)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        replies = Transcript.load(DEMO).replies()
+        cut = next(i for i, r in enumerate(replies) if '"run_code"' in r) + 1  # after the first code run
+
+        def server_goes_away(body):
+            threading.Thread(target=server.close).start()
+            return HTTPError(503, "overloaded")
+
+        with LoopbackLLMServer(replies=replies[:cut] + [server_goes_away]) as server:
+            done = subprocess.run([sys.executable, os.path.join(ROOT, "run_jarvis.py"), "--api-base", server.url,
+                                   "--yes", "--memory-dir", "failed", Transcript.load(DEMO).header["goal"]],
+                                  cwd=scratch, capture_output=True, text=True, env=env)
+        assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+        reports = {"jarvis": ("memory/report.html", "bosses"), "autogpt": ("memory/autogpt_report.html", "all"),
+                   "failed": ("failed/report.html", "bosses")}
+        for name, (report, expand) in reports.items():
+            for width, height in ((1400, 1500), (420, 1500)):
+                _shot(os.path.join(scratch, report), os.path.join(folder, f"report-{name}-{width}.png"), width,
+                      height, expand)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--screenshot" and CHROMIUM:
-        make_screenshot(sys.argv[2])
+    if len(sys.argv) == 3 and sys.argv[1] == "--screenshots" and CHROMIUM:
+        make_screenshots(sys.argv[2])
     else:
-        sys.exit("usage: python tests/test_run_report.py --screenshot docs/report.png   (needs Chromium on PATH)")
+        sys.exit("usage: python tests/test_run_report.py --screenshots docs/   (needs Chromium on PATH)")

@@ -105,11 +105,47 @@ def check_conversation(lines, width=None):
     assert "context window" not in text, "a replay has no model whose context window to set"
     assert text.count("assert growth_rates([80, 100]) == [25.0]") == 1, "the proposed tests are shown once"
     assert len(re.findall(rf"^ *total +{DEMO_CALLS} +~", text, re.M)) == 1, "the usage table's rows are whole"
+    check_nothing_twice(lines)
     if width:
         assert max(len(line) for line in lines) <= width, max(lines, key=len)
-        rect = next(i for i, line in enumerate(lines) if "parts.append(f'<rect" in line)
-        lead = len(lines[rect]) - len(lines[rect].lstrip())
-        assert len(lines[rect + 1]) - len(lines[rect + 1].lstrip()) > lead, "wrapped code keeps its indentation"
+        check_code_is_cut_not_wrapped(lines)
+    if width == 80:
+        assert len(lines) <= 200, f"the demo's screen is {len(lines)} lines at 80 columns"
+
+
+def demo_code() -> list:
+    """The lines of the code the demo writes (the code generator's replies, in their fences)."""
+    replies = [r for r in Transcript.load(DEMO).replies() if r.startswith("```python\n")]
+    return [line for reply in replies for line in reply.split("```python\n", 1)[1].split("```")[0].split("\n")]
+
+
+def check_code_is_cut_not_wrapped(lines):
+    """Code under review: each line shown is a line of the code, or its start cut with a marker; never a piece of
+    a line wrapped onto the next (`0")` under `raise ValueError("cannot measure growth from a value of`)."""
+    code = [line.strip() for line in demo_code() if line.strip()]
+    start = next(i for i, line in enumerate(lines) if line.strip() == "Code:")
+    end = next(i for i in range(start, len(lines)) if lines[i].strip().startswith("Enter to approve"))
+    shown = [line.strip() for line in lines[start + 1:end] if line.strip()]
+    assert any(line.endswith("\u2026") for line in shown), "a long line is cut, with a marker"
+    for line in shown:
+        whole = line.removesuffix("\u2026")
+        assert any(c == whole or (line != whole and c.startswith(whole)) for c in code), f"not a line of the code: {line}"
+    heading = next(i for i, line in enumerate(lines) if line.strip() == "Proposed tests:")
+    indent = len(lines[heading]) - len(lines[heading].lstrip())
+    assert lines[heading + 1].startswith(" " * (indent + 4) + "assert"), "the tests are indented as code is"
+
+
+def check_nothing_twice(lines):
+    """What the screen says once: a goal is not shown folded and then whole, a summary not after what it sums up, a
+    step not as its own child, a path in one form."""
+    text = "\n".join(lines)
+    words = " ".join(text.split())
+    assert "(as above)" not in text and "write_code > write_code" not in text
+    assert words.count("(1) Add to the code library a reusable function") == 1, "Coder's goal, shown once"
+    assert "it now defines" not in words, "ExtendLibrary's summary repeats the line that says what was saved"
+    assert "The tests passed and the user accepted the code" not in words, "the review said it"
+    assert "Generated code may use" not in text, "the memory limit is not news at every start"
+    assert re.search(r"^ *Saved growth_rates in memory/library/data\.py\.$", text, re.M), "one path form"
 
 
 @pytest.mark.parametrize("columns", [80, COLUMNS])
@@ -123,8 +159,7 @@ def test_the_demo_through_a_pseudo_terminal_reads_like_a_conversation(tmp_path, 
     lines = screen_lines(terminal.text)
     check_conversation(lines, width=columns)
     assert "\x1b[" in terminal.text, "colours and highlighting on a terminal"
-    assert "  Jarvis > Coder > ExtendLibrary > save_code" in lines[[i for i, l in enumerate(lines)
-                                                                   if "save_code" in l][0]], "indented by depth"
+    assert "      Jarvis > Coder > ExtendLibrary > write_code > test" in lines, "indented by depth"
 
 
 def test_the_demo_piped_and_with_plain_is_plain_text(tmp_path):

@@ -358,7 +358,7 @@ def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(tmp_path):
         first = child.stdout.readline()
         child.stdout.close()
         _, stderr = child.communicate(timeout=240)
-    assert first.startswith(b"Generated code may use "), first  # the run's first line: what the code may use
+    assert first.startswith(b"Jarvis's goal:"), first  # the run's first line
     assert child.returncode == 141, stderr.decode()[-3000:]
     assert stderr.decode().strip() == "Stopped: the output was closed.", "no traceback, no 'Exception ignored'"
     assert (tmp_path / "memory" / "jarvis_run.json").exists(), "the memory is kept"

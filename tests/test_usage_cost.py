@@ -174,7 +174,8 @@ def test_the_report_is_a_table_per_chat_and_a_total():
     assert row[1:] == ["1", "~300", "~60", "-", "0", "0"], "estimated tokens are marked, an unknown price is '-'"
     assert set(lines[4]) == {"-"}
     assert lines[5].split() == ["total", "4", "~21.3K", "~3.3K", "$0.82+", "3", "1"]
-    assert "estimated with cl100k for 1 of 4 calls" in lines[6] and "none for openai/local-model" in lines[6]
+    assert "~ estimated with cl100k for 1 of 4 calls" in lines[6] and "- no price for openai/local-model" in lines[6]
+    assert "repaired: " in lines[6] and "corrected: " in lines[6], "the columns shown are explained"
     end = lines[0].index("calls") + len("calls")
     assert all(line[end - 1].isdigit() and line[end] == " " for line in lines[1:4] + lines[5:6]), \
         "the numbers are right-aligned under their heading"
@@ -215,4 +216,4 @@ def test_a_narrow_screen_gets_each_chat_stacked_and_zero_columns_are_left_out():
 
 def test_an_empty_meter_says_so_briefly():
     assert USAGE.summary() == "0 LLM calls"
-    assert USAGE.report().splitlines()[-2].split()[:2] == ["total", "0"]
+    assert USAGE.report().splitlines()[-1].split()[:2] == ["total", "0"], "no legend: no mark to explain"

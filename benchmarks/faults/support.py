@@ -409,7 +409,7 @@ def plan_kept(memory: str, plan: str, name: str = "plan_jarvis") -> bool:
         candidates += [os.path.join(root, f) for f in files if f.startswith(name)]
     for path in candidates:
         if os.path.isfile(path) and not os.path.islink(path):
-            have = set(steps(read(path)))
+            have = set(steps(read(path)))  # a set: a plan may have 130,000 steps
             if all(step in have for step in wanted):
                 return True
     return False

@@ -288,7 +288,7 @@ CLEAN_DAEMON = ("( setsid env -i bash -c 'echo $$ > daemon.txt; exec sleep 303' 
       lost="none (the kill is the case)")
 def cli_clean_daemon_outlives_a_killed_jarvis(ctx):
     replies = coder_run(CLEAN_DAEMON, language="bash")
-    replies[4] = Slow(60, replies[4])  # Coder's finish comes after the kill
+    replies[-1] = Slow(60, replies[-1])  # Jarvis's next command (Coder finished by itself) comes after the kill
     pid_file = ctx.folder / "daemon.txt"
     with LoopbackLLMServer(replies=replies) as server:
         run = Run(ctx, GOAL, server=server).start()

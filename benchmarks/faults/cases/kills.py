@@ -108,10 +108,10 @@ def _killed_run(point: int):
          lost="jarvis_run.json, the approved plan, a saved function or a log entry is lost or corrupted")(check)
 
 
-# The demo's replies: 0 Jarvis's plan, 1 Coder, 2 extend_library, 3 the code, 4 its tests, 5 run_code, 6 the second
-# extend_library, 7 its code, 8 its tests, 9 the second run_code, 10 the final answer. Point N kills the run just
-# after reply N - 1, in what follows it: 1 the plan's approval; 2 Coder's plan (by code) and its review; 4 the code's
-# review; 5 the tests, then save_code, update_plan and finish made by code; 6 run_code; 8 the second code's review;
-# 9 the second save; 10 the second run_code, Coder's finish and Jarvis's update_plan made by code.
+# The demo's 11 replies: the plan, Jarvis's Coder, Coder's first extend_library, its code, its tests, Coder's run_code,
+# the second extend_library, its code, its tests, the second run_code, the final answer. Killed after the plan, in
+# Coder's plan review, in write_code (the tests asked for), after the save and ExtendLibrary's update_plan (Coder's
+# next command asked for), after the first run_code, in the second write_code, after the second save, after the
+# second run_code (the final answer asked for).
 for _point in (1, 2, 4, 5, 6, 8, 9, 10):
     _killed_run(_point)

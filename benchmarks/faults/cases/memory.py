@@ -415,7 +415,9 @@ def module_that_does_not_compile(ctx):
     broken = b"def bar_chart(values):\n    '''Bars.'''\n    return (values\n"
     (memory / "library" / "charts.py").write_bytes(broken)
     code = "from library import tide_3\nprint(tide_3(1))\nfrom library import bar_chart"
-    with LoopbackLLMServer(replies=coder_run(code)) as server:
+    replies = coder_run(code)  # the run fails (the import): Coder's controller is asked, and finishes
+    replies.insert(-1, command("finish", summary="The import of bar_chart failed: library/charts.py is broken."))
+    with LoopbackLLMServer(replies=replies) as server:
         done = jarvis(ctx, CODER_GOAL, server=server)
     handled_exit(ctx, done, [0])
     said = [line for line in done.out.splitlines() if "charts.py does not compile" in line]

@@ -28,10 +28,10 @@ def _stage(name: str):
         return [Slow(60, PLAN)] + short_run()[1:], True, lambda run, server, memory: run.wait_for_requests(server, 1)
     if name == "review":
         return short_run(), False, lambda run, server, memory: run.wait_for_output("Enter to approve")
-    if name == "controller":  # the Coder's controller thinks after run_code: the kernel is alive
+    if name == "controller":  # Jarvis's controller thinks after Coder's run_code: the kernel is alive
         replies = coder_run("x = 6 * 7\nprint(x)")
-        replies[4] = Slow(60, replies[4])
-        return replies, True, lambda run, server, memory: run.wait_for_requests(server, 5)
+        replies[-1] = Slow(60, replies[-1])
+        return replies, True, lambda run, server, memory: run.wait_for_requests(server, len(replies))
     if name in ("run_code", "run_shell"):  # Python in the kernel; a bash child (orphaned by SIGHUP before)
         code = RUNNING if name == "run_code" else "touch started; sleep 90; touch finished"
         return coder_run(code, "python" if name == "run_code" else "bash"), True, \

@@ -184,6 +184,11 @@ class AbstractBossFlow(LeanSequentialFlow):
                                      f"{', '.join(ONE_STEP_PLAN_MODES)}")
         return mode if self.flow_config.get("bookkeeping_by_code", True) else "off"
 
+    def shows_goal_whole(self) -> bool:
+        """Whether this boss shows its goal whole before it works on it (the plan of one step it puts up for review),
+        so that the step line of its caller need not."""
+        return self.one_step_plan_mode() == "review"
+
     def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
         if flow is not self.subflows.get("Planner"):
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)

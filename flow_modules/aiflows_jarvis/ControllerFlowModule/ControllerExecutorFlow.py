@@ -46,10 +46,11 @@ _OPENED = "opened"
 _WORK_RESULTS = "work_results"
 _GATHER = "gather_results"  # the finish being made returns the work results, not only the last
 _TOLD = "results_to_tell"  # what the controller reads next: its last command's result and those made for it since
+_HUSHED = "step_hushed"  # the command being run says nothing of its step: a finish made by code follows
 # The summary of a finish made because the plan is done (the loop's last result follows it).
 PLAN_DONE = "Every step of the plan is done."
 _LOOP_KEYS = (_REPEAT_SIGNATURE, _REPEAT_COUNT, _NOT_EXECUTED_NOTE, _DECIDED_QUEUE, _DECIDED, _OPENED, _WORK_RESULTS,
-              _GATHER, _TOLD)
+              _GATHER, _TOLD, _HUSHED)
 
 
 def command_signature(command: str, args: Dict[str, Any]) -> str:
@@ -387,9 +388,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
             return {early_exit_key: True, "status": f"stopped: {reason}",
                     "summary": f"{self.flow_config['name']} stopped: {reason}"}
         command, args = output_payload["command"], output_payload.get("command_args") or {}
-        where = current_flow_path() or self.flow_config["name"]
-        quiet = command in (self.flow_config.get("arguments_shown_by_branch") or _SHOWN_BY_BRANCH)
-        get_console().step(where, self._tools().get(command, {}).get("shown_as") or command, args, quiet=quiet)
+        self._show_step(command, args)
         if command == "finish":
             return {early_exit_key: True, "command": command, "command_args": args, **self.on_finish(args)}
         count = self._count_repeats(command, args)
@@ -404,6 +403,35 @@ class ControllerExecutorFlow(LeanCircularFlow):
                                    f"times in a row with the same arguments, so it was stuck."}
             self.flow_state[_NOT_EXECUTED_NOTE] = note
         return {"command": command, "command_args": args}
+
+    def _show_step(self, command: str, args: Dict[str, Any]) -> None:
+        """The step's line on screen, with its arguments unless the branch shows them whole (its review does; a
+        boss's plan review shows its goal). The steps the controller chose are the run's lines; a command made by
+        code has none, since what follows says what it does: the review it opens (a plan, code), the module
+        question of a save, the done marks of `update_plan` (which says its step in one line itself, unless a
+        finish made by code follows: the boss's end says it). A finish made by code is not shown, nor its summary,
+        which sums up what was shown. The step a command completes is the loop's bookkeeping, not shown."""
+        console, where = get_console(), current_flow_path() or self.flow_config["name"]
+        branch = self._branch(command)
+        if self.flow_state.get(_DECIDED):
+            if command == "finish":  # its summary says again what was shown: not shown by the boss either
+                console.remember(str(args.get("summary") or ""))
+            queue = self.flow_state.get(_DECIDED_QUEUE) or []
+            self.flow_state[_HUSHED] = bool(queue and queue[0].get("command") == "finish")
+            console.step(where, command, silent=True)
+            return
+        if getattr(branch, "says_its_step", False):  # its own line or title; what it shows is at the step's depth
+            console.step(where, command, silent=True)
+            return
+        shows_goal = getattr(branch, "shows_goal_whole", None)
+        quiet = command in (self.flow_config.get("arguments_shown_by_branch") or _SHOWN_BY_BRANCH) or \
+            bool(callable(shows_goal) and shows_goal())
+        shown = {key: value for key, value in args.items() if key != STEP_ARGUMENT}
+        console.step(where, self._tools().get(command, {}).get("shown_as") or command, shown, quiet=quiet)
+
+    def _branch(self, command: str) -> Any:
+        """The flow that runs ``command`` (None for the loop's own, `finish`)."""
+        return getattr(self.subflows.get("Executor"), "subflows", {}).get(command)
 
     def _shown_where(self) -> str:
         """This loop as the user reads it on the screen: ``Jarvis > Coder > ExtendLibrary``."""
@@ -464,6 +492,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
                 if _TOLD not in self.flow_state:  # what its own last command gave (as the state holds it) comes first
                     self.flow_state[_TOLD] = [self.flow_state.get("result", "")]
                 self.flow_state[_DECIDED] = True
+                self.log_output_of(flow.flow_config["name"], {**decided, "made_by": "code"})  # the run's record
                 return None, output_interface(goal=goal, data_dict=decided, src_flow=flow, dst_flow=self)
             self.flow_state[_DECIDED] = False
             self._offer_tools(flow)
@@ -477,7 +506,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
             return None, self.on_not_executed(self.flow_state.get("command", "?"),
                                               int(self.flow_state.get(_REPEAT_COUNT) or 0), note)
         try:
-            return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
+            with get_console().steps_hushed(bool(self.flow_state.pop(_HUSHED, False))):
+                return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
         except RunStopped:
             raise  # the user chose to stop the run at a deeper level: do not ask again
         except KeyboardInterrupt:

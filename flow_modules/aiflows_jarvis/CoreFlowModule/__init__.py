@@ -46,6 +46,7 @@ from .lean import (  # noqa: E402
     LeanFlowMixin,
     LeanSequentialFlow,
     current_flow_path,
+    set_step_record,
     set_trace_file,
 )
 from . import message_stamps  # noqa: E402,F401  (aiflows' message ids and time stamps, made quicker)

@@ -100,6 +100,13 @@ def breadcrumb_parts(path: str, boss: bool = False) -> List[str]:
     return parts or raw
 
 
+def shown_path(path: str) -> str:
+    """A path as the user reads it best, in one form per line: relative inside the current folder
+    (``memory/library/data.py``), absolute outside it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
+
+
 def breadcrumb(path: str, boss: bool = False) -> str:
     """``Jarvis > Coder > ExtendLibrary > write_code`` (see ``breadcrumb_parts``)."""
     return " > ".join(breadcrumb_parts(path, boss))
@@ -156,7 +163,8 @@ _FOLD_LINES = 3  # an argument longer than this many lines is folded
 
 def fold(text: str, width: Optional[int], lines: int = _FOLD_LINES) -> List[str]:
     """``text`` as at most ``lines`` lines of ``width`` characters (its own line breaks kept, as real breaks), and a
-    last line saying how much was left out (``... 412 more characters, 9 more lines``); whole when it fits."""
+    last line saying how much was left out (``... 412 more characters, 9 more lines``); whole when it fits, or when
+    what is left fits the line the count would take."""
     width = max(20, width or 100)
     cap = (lines + 1) * width  # what of one line can be shown: the rest is not wrapped (a line of megabytes)
     out: List[str] = []
@@ -172,11 +180,28 @@ def fold(text: str, width: Optional[int], lines: int = _FOLD_LINES) -> List[str]
         pieces = _wrap_words(head, width) if head.strip() else [head]
         for piece in pieces:
             out.append(piece)
-            if len(out) > lines:
+            if len(out) > lines + 1:
                 return folded(len(source) - i)
         if len(head) < len(line):  # more of this line than can be shown
             return folded(len(source) - i)
     return out
+
+
+CUT_MARK = "\u2026"
+
+
+def cut_line(line: str, width: Optional[int]) -> str:
+    """``line`` cut to ``width`` characters with a mark at its end (``…``) when longer: code, whose lines wrapped
+    would read as other code (a string broken in two), and one-line notes."""
+    return line if not width or len(line) <= width else line[:max(1, width - 1)] + CUT_MARK
+
+
+_FOLDED = re.compile(r"\.\.\. \d+ more characters")
+
+
+def is_folded(pieces: List[str], lines: int = _FOLD_LINES) -> bool:
+    """Whether ``fold`` left part of a text out (its last line says how much), not only wrapped it."""
+    return len(pieces) > lines and bool(_FOLDED.match(pieces[-1]))
 
 
 def _wrap(line: str, width: Optional[int]) -> List[str]:
@@ -281,11 +306,19 @@ class Console:
         self._status_width = 0
         self._folded_seen: Deque[str] = deque(maxlen=64)
         self._recent: Deque[str] = deque(maxlen=64)  # the last blocks shown, blanks folded: see was_shown
+        self._last_step = ("", -1)  # the last step shown (its breadcrumb) and the output count after it (see step)
+        self._emits = 0
+        self._steps_hushed = False
 
     def _remember(self, text: str) -> None:
         folded = " ".join(str(text).split())
         if folded:
             self._recent.append(folded)
+
+    def remember(self, text: str) -> None:
+        """Count ``text`` as shown (``was_shown``) without showing it: what the screen already said in other words
+        (the summary of a finish made by code after the save it sums up)."""
+        self._remember(shown_text(text))
 
     def was_shown(self, text: str) -> bool:
         """Whether ``text`` (blanks aside) was shown whole in one of the last blocks or lines: what was on screen is
@@ -337,34 +370,64 @@ class Console:
         self._indent = "  " * max(0, depth)
 
     # ~~~ Steps ~~~
-    def step(self, path: str, command: str, args: Optional[Dict[str, Any]] = None, quiet: bool = False) -> None:
+    @contextmanager
+    def steps_hushed(self, hushed: bool = True):
+        """Step lines are not shown while the body runs (``hushed``), though they set the depth: a step whose
+        news the next output says (the done mark a finish brings)."""
+        previous, self._steps_hushed = self._steps_hushed, bool(hushed) or self._steps_hushed
+        try:
+            yield
+        finally:
+            self._steps_hushed = previous
+
+    def step(self, path: str, command: str, args: Optional[Dict[str, Any]] = None, quiet: bool = False,
+             note: str = "", silent: bool = False) -> None:
         """One step of the run: ``Jarvis > Coder > ExtendLibrary > write_code`` indented by its depth, then its
         arguments, each whole when short, folded with a count when long (``quiet``: the branch shows them whole
-        itself, so they are not shown here). An argument folded before is said to be the same as above."""
+        itself, so they are not shown here). An argument folded before is said to be the same as above. ``note``:
+        what the step did, on its line (``Jarvis > update_plan: step 1 done``), cut to the width; with no
+        ``command``, ``path`` is the command's own flow (``Jarvis/CtrlExMem/Executor/update_plan``). A step that only
+        repeats the step above (a loop's first command named like the loop: ``write_code > write_code``), with no
+        argument to show, is not shown again. ``silent`` (or ``steps_hushed``): nothing is shown, the depth is set
+        (what follows is indented as the step's would be)."""
         parts = breadcrumb_parts(path) if path else []
+        if not command and parts:  # the path of the command's own flow (a branch that says its step)
+            parts, command = parts[:-1], parts[-1]
+        head = " > ".join(parts + [command])
+        if parts and parts[-1] == command and self._last_step == (" > ".join(parts), self._emits) and \
+                (quiet or not args):
+            return
         depth = max(0, len([p for p in parts if p != "Planner"]) - 1)  # a boss's planning is at the boss's depth
         self.set_depth(depth)
-        head = " > ".join(parts + [command])
-        lines = [self.style("flow", self._indent + head)]
+        if silent or self._steps_hushed:
+            return
         width = self.width
+        if note:
+            line = f"{self._indent}{head}: {shown_text(note)}"
+            self._remember(note)
+            self._emit(self.style("flow", cut_line(line, width)) + "\n")
+            self._last_step = (head, self._emits)
+            return
+        lines = [self.style("flow", self._indent + head)]
         room = (width - len(self._indent) - 4) if width else 100
         for key, value in ([] if quiet else (args or {}).items()):
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
             text = shown_text(text).strip("\n")
             label = f"{key}: "
             folded = fold(text, room - len(label))
-            if len(folded) > _FOLD_LINES and text in self._folded_seen:
+            if is_folded(folded) and text in self._folded_seen:
                 folded = ["(as above)"]
-            elif len(folded) > _FOLD_LINES:
+            elif is_folded(folded):
                 self._folded_seen.append(text)
             else:
                 self._remember(text)
             pad = " " * len(label)
             for i, piece in enumerate(folded):
                 prefix = label if i == 0 else pad
-                styled = "info" if piece.startswith("... ") and i == len(folded) - 1 and i else "result"
+                styled = "info" if i and i == len(folded) - 1 and is_folded(folded) else "result"
                 lines.append(self.style(styled, f"{self._indent}    {prefix}{piece}"))
         self._emit("\n".join(lines) + "\n")
+        self._last_step = (head, self._emits)
 
     def _render_body(self, role: str, text: str, width: Optional[int]) -> List[str]:
         """The lines of a block's body (cleaned text): highlighted code and hanging-indented plans on a terminal;
@@ -379,6 +442,8 @@ class Console:
             except Exception:  # noqa: BLE001 - highlighting is a nicety: plain text then
                 pass
         out = []
+        if role == "code":  # a long line is cut, never wrapped: its second half would read as another line of code
+            return [indent + self.style(role, cut_line(line, room)) for line in text.split("\n")]
         for line in text.split("\n"):
             step = _PLAN_STEP.match(line) if role == "plan" else None
             if step and room:  # a plan step: later lines hang under its text, not under its number
@@ -417,7 +482,7 @@ class Console:
         if body:
             text = shown_text(body).rstrip("\n")  # before splitting: a carriage return becomes a line of its own
             pieces = fold(text, (width - len(self._indent) - 4) if width else None, folded) if folded else None
-            if pieces is not None and len(pieces) > folded:
+            if pieces is not None and is_folded(pieces, folded):
                 indent = self._indent + "    "
                 lines.extend(indent + self.style(role if role != "flow" else "result", piece) for piece in pieces[:-1])
                 lines.append(indent + self.style("info", pieces[-1]))
@@ -425,6 +490,22 @@ class Console:
                 self._remember(text)
                 lines.extend(self._render_body(role, text, width))
         self._emit("\n".join(lines) + "\n")
+
+    def answered(self, prompt: str, answer: str) -> None:
+        """A question and the answer nobody typed (``> (auto) approved``), the answer on the question's last line
+        when it fits there: the review stays on screen, in fewer lines."""
+        text = shown_text(prompt).rstrip("\n")
+        self._remember(text)
+        lines = self._fit(text, self.width)
+        answer = shown_text(answer)
+        room = self.width
+        if lines and lines[-1].strip() and (not room or len(lines[-1]) + 1 + len(answer) <= room):
+            out = [self.style("question", line) for line in lines[:-1]]
+            out.append(self.style("question", lines[-1]) + " " + self.style("info", answer))
+        else:
+            out = [self.style("question", line) for line in lines]
+            out += [self.style("info", piece) for piece in self._fit(answer, room)]
+        self._emit("\n".join(out) + "\n")
 
     def _fit(self, text: str, width: Optional[int]) -> List[str]:
         """``text``'s lines at the current depth, each fitted to ``width``."""
@@ -444,6 +525,7 @@ class Console:
         The one point every line goes out by: redacted once more (what a stream echoes comes in pieces)."""
         if self._closed:
             return
+        self._emits += 1
         text = redact(text)
         stream = self.stream
         try:
@@ -671,8 +753,7 @@ class AutoApproveInput(InputSource):
         answer = self.answer_to_questions if kind == QUESTION else ""
         self.asked.append({"prompt": prompt, "kind": kind, "answer": answer})
         console = self._console or get_console()
-        console.show("question", prompt)
-        console.line("info", f"> (auto) {answer or ('approved' if kind == APPROVAL else 'no objection')}")
+        console.answered(prompt, f"> (auto) {answer or ('approved' if kind == APPROVAL else 'ok')}")
         return answer
 
 

@@ -104,15 +104,19 @@ def _detached_copy(message: Message) -> Message:
 
 # ~~~ Run trace: every message, once, as a JSON line ~~~
 class RunTrace:
-    """Appends one JSON object per message to a file. Thread-safe; the file is opened in append mode."""
+    """Appends one JSON object per message to a file. Thread-safe; the file is opened in append mode. ``only``:
+    the messages to keep, ``only(flow_path, message) -> bool`` (default: all)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, only: Optional[Any] = None):
         self.path = os.path.abspath(path)
+        self.only = only
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         self._lock = threading.Lock()
         self._file = open(self.path, "a", encoding="utf-8")
 
     def write(self, flow_path: str, message: Message) -> None:
+        if self.only is not None and not self.only(flow_path, message):
+            return
         record = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "flow": flow_path,
@@ -144,6 +148,27 @@ def set_trace_file(path: Optional[str]) -> Optional[RunTrace]:
     if path:
         run.trace = RunTrace(path)
     return run.trace
+
+
+# The senders whose outputs make a loop's steps: a command chosen (the Controller), what its branch gave back (the
+# Executor), the user's feedback on it (AutoGPT's HumanFeedback), a boss's plan (the Planner).
+STEP_SOURCES = ("Controller", "Executor", "HumanFeedback", "Planner")
+
+
+def step_message(flow_path: str, message: Message) -> bool:
+    """Whether ``message`` is one of a run's steps (see ``STEP_SOURCES``): what a step record keeps."""
+    return isinstance(message, OutputMessage) and getattr(message, "src_flow", None) in STEP_SOURCES
+
+
+def set_step_record(path: Optional[str]) -> Optional[RunTrace]:
+    """Start keeping the current run's steps in ``path`` (JSON lines, as the trace writes them, of the messages
+    ``step_message`` keeps: each command with its arguments and its branch's output, whole); ``None`` stops. The run
+    report reads it: what a log keeps shortened, it shows whole, without the whole trace of ``--trace``."""
+    run = current_run()
+    if run.steps is not None:
+        run.steps.close()
+    run.steps = RunTrace(path, only=step_message) if path else None
+    return run.steps
 
 
 def _active_trace() -> Optional[RunTrace]:
@@ -196,9 +221,12 @@ class LeanFlowMixin(Flow):
         """Trace and keep ``message``. ``private``: its data is a fresh copy that no one else holds (a chat message
         just built), so the history keeps it without copying it again; so is a lean flow's OutputMessage (its
         output is copied when it is made, and the caller copies what it uses)."""
-        trace = _active_trace()
-        if trace is not None:
-            trace.write(current_flow_path() or self.flow_config.get("name", "?"), message)
+        trace, steps = _active_trace(), current_run().steps
+        if trace is not None or steps is not None:
+            where = current_flow_path() or self.flow_config.get("name", "?")
+            for record in (trace, steps):
+                if record is not None:
+                    record.write(where, message)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(message.to_string())
         private = private or getattr(message, "history", None) is _NO_HISTORY
@@ -250,6 +278,15 @@ class LeanFlowMixin(Flow):
         )
         message.history = _NO_HISTORY
         return message
+
+    def log_output_of(self, subflow: str, output: Dict[str, Any]) -> None:
+        """Trace ``output`` as an output of ``subflow`` that this flow made in its place (a command decided by
+        code instead of by the controller), so that the trace and the step record hold every step."""
+        message = OutputMessage(created_by=self.flow_config["name"], src_flow=subflow,
+                                dst_flow=self.flow_config["name"], output_data=copy_config(output), raw_response=None,
+                                input_message_id="", history=_EMPTY_HISTORY)
+        message.history = _NO_HISTORY
+        self._log_message(message, private=True)
 
     def _post_call_hook(self):
         # aiflows logs an "UpdateMessage_NamespaceReset" after every call and clears nothing; skip the message.

@@ -102,9 +102,9 @@ def describe_update(old_plan: str, new_plan: str) -> str:
         return "The plan was updated (it has no numbered steps)."
     old_done = {number for number, text in old if is_done(text)}
     new_done = {number for number, text in new if is_done(text)}
-    newly, no_longer = new_done - old_done, old_done - new_done
-    marked = [number for number, _ in new if number in newly]
-    unmarked = [number for number, _ in old if number in no_longer]
+    added, removed = new_done - old_done, old_done - new_done  # once: not for every step (a plan of 100,000)
+    marked = [number for number, _ in new if number in added]
+    unmarked = [number for number, _ in old if number in removed]
     said = f"{_steps(marked)} now marked done" if marked else "no step newly marked done"
     if unmarked:
         said += f"; {_steps(unmarked)} no longer marked done"
@@ -113,6 +113,23 @@ def describe_update(old_plan: str, new_plan: str) -> str:
         summary += (" Note: the steps themselves changed too, not only their done marks. update_plan is for marking "
                     "steps done; to change the plan, use re_plan.")
     return summary
+
+
+def describe_marks(old_plan: str, new_plan: str) -> str:
+    """What an update of done marks did, in a few words for the screen: ``step 1 done; next: step 2: ...``,
+    ``steps 2, 3 done; all 3 steps are done``."""
+    new, old = plan_steps(new_plan), plan_steps(old_plan)
+    old_done = {number for number, text in old if is_done(text)}
+    new_done = {number for number, text in new if is_done(text)}
+    added, removed = new_done - old_done, old_done - new_done
+    marked = [number for number, _ in new if number in added]
+    unmarked = [number for number, _ in old if number in removed]
+    said = "; ".join(([f"{_steps(marked)} done"] if marked else []) +
+                     ([f"{_steps(unmarked)} no longer done"] if unmarked else []))
+    pending = [(number, text) for number, text in new if not is_done(text)]
+    if pending:
+        return f"{said}; next: step {pending[0][0]}: {pending[0][1]}"
+    return f"{said} (its only step)" if len(new) == 1 else f"{said}; all {len(new)} steps are done"
 
 
 def progress(plan: str) -> str:
@@ -127,9 +144,18 @@ def progress(plan: str) -> str:
 
 
 def _steps(numbers: List[str]) -> str:
-    if len(numbers) > 12:  # a long plan marked at once: not every number
-        return f"steps {', '.join(numbers[:10])}, ..., {numbers[-1]} ({len(numbers):,} steps)"
-    return f"step{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+    """``step 2``, ``steps 2, 4``, ``steps 1 to 9, 12``: three or more numbers in a row as a range, so that the
+    steps of a long plan marked at once make a short text."""
+    runs: List[List[int]] = []
+    for number in numbers:
+        value = int(number) if str(number).isdigit() else None
+        if value is not None and runs and runs[-1][1] + 1 == value:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value] if value is not None else [number, number])
+    said = [f"{a} to {b}" if isinstance(a, int) and b - a >= 2 else
+            f"{a}, {b}" if isinstance(a, int) and b == a + 1 else str(a) for a, b in runs]
+    return f"step{'s' if len(numbers) > 1 else ''} {', '.join(said)}"
 
 
 def changed_beyond_marks(old_plan: str, new_plan: str) -> bool:

@@ -55,7 +55,7 @@ class RunContext:
 
     __slots__ = ("input_source", "console", "closed_input_hint", "backend_factory", "backend_wrappers",
                  "embeddings_factory", "usage", "budget", "trace_file", "trace", "trace_checked", "warm_up",
-                 "tool_recorder", "tool_replay", "servers", "memory_dir", "tool_provider")
+                 "tool_recorder", "tool_replay", "servers", "memory_dir", "steps", "tool_provider")
 
     def __init__(self, *, input_source: Optional["InputSource"] = None, console: Optional["Console"] = None,
                  closed_input_hint: Optional[str] = None, backend_factory: Optional[Callable] = None,
@@ -96,6 +96,7 @@ class RunContext:
         self.trace_file = trace_file
         self.trace: Optional["RunTrace"] = None   # opened at the first message (see lean._active_trace)
         self.trace_checked = False                # whether trace_file / $JARVIS_TRACE was looked at
+        self.steps: Optional["RunTrace"] = None   # the run's steps, for its report (see lean.set_step_record)
         self.warm_up = warm_up
         self.tool_recorder = tool_recorder
         self.tool_replay = tool_replay
@@ -119,6 +120,9 @@ class RunContext:
             raise RuntimeError("this RunContext is not entered: leave a context with the `with` block that entered it")
         if self not in _STACK:
             self.close_trace()
+            steps, self.steps = self.steps, None
+            if steps is not None:
+                steps.close()
 
     def close_trace(self) -> None:
         """Close the trace file, if one is open (a later message opens ``trace_file`` again)."""

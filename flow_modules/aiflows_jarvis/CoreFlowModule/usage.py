@@ -243,15 +243,17 @@ class UsageMeter:
             self.calls.clear()
             self.per_tool_server.clear()
 
-    def summary(self) -> str:
+    def summary(self, brief: bool = False) -> str:
         """One line for the end of a run, e.g. "19 LLM calls, 24.7K tokens (21.0K prompt + 3.7K completion,
-        reported by the API), $0.81; 3 replies repaired, 1 corrected, 4.2s waiting"."""
+        reported by the API), $0.81; 3 replies repaired, 1 corrected, 4.2s waiting". ``brief``: without the
+        tokens' split and source, which the table below it (``report``) shows."""
         t = self.total()
         if not t.calls:
             return "0 LLM calls" + (f"; {t.repairs} replies repaired" if t.repairs else "")
-        line = (f"{t.calls} LLM call{'s' if t.calls != 1 else ''}, {tokens_text(t.total_tokens)} tokens "
-                f"({tokens_text(t.prompt_tokens)} prompt + {tokens_text(t.completion_tokens)} completion, "
-                f"{_source(t)})")
+        line = f"{t.calls} LLM call{'s' if t.calls != 1 else ''}, {tokens_text(t.total_tokens)} tokens"
+        if not brief:
+            line += (f" ({tokens_text(t.prompt_tokens)} prompt + {tokens_text(t.completion_tokens)} completion, "
+                     f"{_source(t)})")
         line += f", {_cost_summary(t)}"
         extras = []
         if t.repairs:
@@ -263,6 +265,19 @@ class UsageMeter:
         extras.append(f"{t.seconds:.1f}s waiting")
         return f"{line}; {', '.join(extras)}"
 
+    def columns(self) -> Tuple[tuple, List[str], List[tuple], FlowUsage]:
+        """The table's parts: its header (``chat``, then the figures' columns: calls, prompt, completion, cost, and
+        repaired and corrected only when there were some), the chats (flow paths), the figures of each chat then of
+        the total (as text: ``~`` marks estimated tokens, ``-`` an unknown price), and the total."""
+        with self._lock:
+            rows = [(flow, _copy(usage)) for flow, usage in self.per_flow.items()]
+        total = self.total()
+        header = ("chat", "calls", "prompt", "completion", "cost", "repaired", "corrected")
+        figures = [_row("", usage)[1:] for _, usage in rows] + [_row("", total)[1:]]
+        kept = [i for i in range(len(header) - 1) if i < 4 or any(f[i] != "0" for f in figures)]
+        return ((header[0],) + tuple(header[i + 1] for i in kept), [flow for flow, _ in rows],
+                [tuple(f[i] for i in kept) for f in figures], total)
+
     def report(self, width: Optional[int] = None) -> str:
         """A table: one row per chat (flow path) and the total: calls, prompt and completion tokens, cost ("-" when
         no price is known), repairs, corrections; and where the token counts come from.
@@ -270,15 +285,8 @@ class UsageMeter:
         width: the columns the table may take (None: as wide as it needs); chat names are shortened to fit, and
         where even short names leave no room (a phone, a split pane) each chat is a name line and a figures line.
         """
-        with self._lock:
-            rows = [(flow, _copy(usage)) for flow, usage in self.per_flow.items()]
-        total = self.total()
-        header = ("chat", "calls", "prompt", "completion", "cost", "repaired", "corrected")
-        figures = [_row("", usage)[1:] for _, usage in rows] + [_row("", total)[1:]]
-        # repairs and corrections only when there were some (the summary line says so too)
-        kept = [i for i in range(len(header) - 1) if i < 4 or any(f[i] != "0" for f in figures)]
-        header = (header[0],) + tuple(header[i + 1] for i in kept)
-        figures = [tuple(f[i] for i in kept) for f in figures]
+        header, flows, figures, total = self.columns()
+        rows = [(flow, None) for flow in flows]
         widths = [max(len(r[i]) for r in [header[1:]] + figures) for i in range(len(header) - 1)]
         room = _NAME_WIDTH if width is None else width - sum(widths) - 2 * len(widths)
         if room < _MIN_NAME_WIDTH:
@@ -294,12 +302,9 @@ class UsageMeter:
             out = [line(r) for r in table[:-1]]
             out.append("-" * len(line(table[-1])))
             out.append(line(table[-1]))
-        note = "Tokens " + _source(total) + (" (~)" if total.estimated_calls else "")
-        note += "; cost from litellm's price list"
-        if total.unpriced_calls:
-            models = sorted(total.unpriced_models)
-            note += f", none for {', '.join(models)}" if models else ", none for an unnamed model"
-        out.append(note + ".")
+        note = legend(total)
+        if note:
+            out.append(note + ".")
         return "\n".join(out + self.tool_lines())
 
     @staticmethod
@@ -309,6 +314,25 @@ class UsageMeter:
         for name, values in zip(_short_paths(flows) + ["total"], figures):
             out += [name, "  " + ", ".join(f"{what} {value}" for value, what in zip(values, header[1:]))]
         return out
+
+
+def legend(total: FlowUsage) -> str:
+    """What the marks and columns of a usage table mean, each only when the table has it: ``~`` (tokens estimated),
+    ``-`` (no price known), ``$`` (priced), repaired and corrected replies; "" when none applies."""
+    said = []
+    if total.estimated_calls:
+        partial = f" for {total.estimated_calls} of {total.calls} calls" if total.reported_calls else ""
+        said.append(f"~ estimated with cl100k{partial}")
+    if total.unpriced_calls:
+        models = sorted(total.unpriced_models)
+        said.append(f"- no price for {', '.join(models) if models else 'an unnamed model'}")
+    if total.priced:
+        said.append("$ from litellm's price list")
+    if total.repairs:
+        said.append("repaired: replies read once their form was mended (a code fence, a Python dict)")
+    if total.corrections:
+        said.append("corrected: replies sent back to the model with what was wrong")
+    return "; ".join(said)
 
 
 def _copy(usage: FlowUsage) -> FlowUsage:

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import (APPROVAL, LeanAtomicFlow, MemoryFileError, get_console, get_input_source,
                                            is_approval)
 from aiflows_jarvis.CoreFlowModule.library_package import ensure_library, entries_of_source, load_index
 from aiflows_jarvis.CoreFlowModule.library_save import check_module_name, default_module, save_code
+from aiflows_jarvis.CoreFlowModule.interaction import shown_path
 from aiflows_jarvis.CoreFlowModule.locks import file_lock
 from aiflows_jarvis.CoreFlowModule.memory import defined_names, definition_spans, memory_path
 
@@ -146,7 +148,7 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         verb = "Replaced" if clashes else "Saved"
         index = load_index(package)
         where = f"library/{module}.py"
-        get_console().line("result", f"{verb} {', '.join(names)} in {where} ({package}).")
+        get_console().line("result", f"{verb} {', '.join(names)} in {shown_path(os.path.join(package, module))}.py.")
         return (f"{verb} {', '.join(names)} in the code library, module {module} ({where}; `from library import "
                 f"{names[0]}`); it now defines {len(index['names'])} name(s) in {len(index['modules'])} "
                 "module(s)."), True
@@ -161,8 +163,8 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         while True:
             state = "an existing module" if proposed in index["modules"] else "a new module"
             answer = get_input_source().ask(
-                f"Save {', '.join(names)} into library/{proposed}.py ({state})? Enter to save it there, or type the "
-                "name of another module.", kind=APPROVAL).strip()
+                f"Save {', '.join(names)} in library/{proposed}.py ({state})? Enter to save it there, or type "
+                "another module.", kind=APPROVAL).strip()
             if is_approval(answer):
                 return proposed, ""
             candidate = answer.lower().removesuffix(".py").removeprefix("library/")

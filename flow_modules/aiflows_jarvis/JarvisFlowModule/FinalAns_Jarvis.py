@@ -10,3 +10,6 @@ class FinalAns_Jarvis(HumanStandardInputFlow):
 
     *Output Interface*: `human_input` (str): the user's feedback ("" if satisfied); `answer` (str): as given.
     """
+
+    # Its block's title names the step ("Jarvis's final answer:"): its loop shows no line for it.
+    says_its_step = True

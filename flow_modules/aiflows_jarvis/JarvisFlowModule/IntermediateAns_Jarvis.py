@@ -11,3 +11,6 @@ class IntermediateAns_Jarvis(HumanStandardInputFlow):
 
     *Output Interface*: `human_input` (str): the user's feedback ("" if none).
     """
+
+    # Its block's title names the step ("Jarvis's final answer:"): its loop shows no line for it.
+    says_its_step = True

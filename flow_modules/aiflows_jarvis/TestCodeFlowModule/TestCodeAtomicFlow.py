@@ -178,7 +178,10 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
         else:
             result = f"The {'tests' if tests else 'code'} failed:\n{output}"
             passed = False
-        get_console().show("result" if passed else "error", "Test result:", result)
+        if "\n" in result:
+            get_console().show("result" if passed else "error", "Test result:", result)
+        else:  # one paragraph: on the heading's line
+            get_console().line("result" if passed else "error", f"Test result: {result}")
         return {"result": result, "passed": passed}
 
     @staticmethod

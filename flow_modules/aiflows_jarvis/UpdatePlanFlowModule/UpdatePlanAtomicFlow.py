@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, MemoryFileError, get_console
+from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, MemoryFileError, current_flow_path, get_console
 from aiflows_jarvis.CoreFlowModule.memory import archive_copy, atomic_write, memory_path, read_text
 from aiflows_jarvis.CoreFlowModule.plans import (  # noqa: F401  (describe_update, mark_steps_done: re-exported)
     changed_beyond_marks,
+    describe_marks,
     describe_update,
     dropped_steps,
     mark_steps_done,
@@ -65,27 +66,35 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
       and where the previous plan is kept.
     """
 
+    # Its step is said here, in one line when only done marks change (its loop shows no line of its own for it).
+    says_its_step = True
+
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        where = current_flow_path() or self.flow_config["name"]
         path = memory_path(self, input_data, self.flow_config.get("plan_key", "plan"))
         previous = read_text(path).strip()
         numbers, problem = _step_numbers(input_data.get("done_steps"), previous)
         if problem:
+            get_console().step(where, "", note=f"not updated: {problem}")
             return {"result": f"The plan was NOT updated: {problem}"}
         if numbers:
             updated_plan = mark_steps_done(previous, numbers).strip()
         else:
             updated_plan = str(input_data.get("updated_plan") or "").strip()
         if not updated_plan:
+            get_console().step(where, "", note="not updated: no step numbers given")
             return {"result": "The plan was NOT updated: give `done_steps`, the numbers of the steps that are done "
                               "(e.g. [2, 3])."}
         if previous == updated_plan:
+            get_console().step(where, "", note="nothing changed")
             return {"result": "The plan file already held this plan; nothing changed."}
         copy = keep_replaced_plan(path, previous, updated_plan)
         atomic_write(path, updated_plan + "\n")
         result = describe_update(previous, updated_plan)
         if marks_changed(previous, updated_plan):  # only done marks: one line, not the plan again
-            get_console().line("plan", result)
+            get_console().step(where, "", note=describe_marks(previous, updated_plan))
         else:
+            get_console().step(where, "")
             get_console().show("plan", "Plan updated:", updated_plan)
         if copy:
             dropped = dropped_steps(previous, updated_plan)
@@ -113,8 +122,8 @@ def _step_numbers(value: Any, plan: str) -> Tuple[List[str], str]:
             return [], f"`done_steps` must be step numbers (e.g. [2, 3]), not {str(item)[:40]!r}."
         numbers.append(str(int(text)))
     known = [number for number, _ in plan_steps(plan)]
-    known_set = set(known)
-    unknown = [n for n in numbers if n not in known_set]
+    have = set(known)  # a plan of 100,000 steps, all marked at a finish: not a list looked through for each
+    unknown = [n for n in numbers if n not in have]
     if unknown:
         have = f"its steps are {', '.join(known)}" if known else "it has no numbered steps"
         return [], f"the plan has no step {', '.join(unknown)} ({have})."

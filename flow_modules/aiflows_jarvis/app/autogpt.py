@@ -20,24 +20,28 @@ CONFIG = os.path.join(CONFIGS, "autogpt.yaml")
 DEMO_TRANSCRIPT = os.path.join(PACKAGE, "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
 DEMO_STORE = "autogpt_demo_store"  # in the memory folder: the demo's own vector store, started afresh each time
 RUN_FILE = "autogpt_run.json"  # in the memory folder: the goal and settings of the last run, for --resume
+REPORT_NAME = "autogpt_report.html"  # in the memory folder, beside Jarvis's report.html
 DEFAULT_CONFIG = {"flow": {
     "_target_": "aiflows_jarvis.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config",
     "name": "AutoGPT"}}
 
 DESCRIPTION = """\
-AutoGPT reaches a goal by searching (Wikipedia, DuckDuckGo) one command at a time, remembering what it found in a
-vector store (the memory folder keeps it for the next run) and asking for your feedback after each command
-(Enter: none; q or stop: end the run). With --run-code it may also run Python and shell code in the current folder.
+AutoGPT reaches a goal by searching (Wikipedia, DuckDuckGo) one command at a
+time, remembering what it found in a vector store (the memory folder keeps it
+for the next run) and asking for your feedback after each command (Enter: none;
+q or stop: end the run). With --run-code it may also run Python and shell code
+in the current folder.
 
-The LLM: OPENAI_API_KEY (OpenAI), AZURE_API_KEY + AZURE_API_BASE (Azure), or --api-base for any OpenAI-compatible
-server that also serves /v1/embeddings. Needs the extra: pip install -e ".[autogpt]". No LLM at hand? Try --demo."""
+The LLM: OPENAI_API_KEY (OpenAI), AZURE_API_KEY + AZURE_API_BASE (Azure), or
+--api-base for any OpenAI-compatible server that also serves /v1/embeddings.
+Needs the extra: pip install -e ".[autogpt]". No LLM at hand? Try --demo."""
 
 EPILOG = """\
 examples:
   python run_autogpt.py "When was the Eiffel Tower finished?"
   python run_autogpt.py --run-code --yes "How many lines does notes.txt have?"
-  python run_autogpt.py --resume                      (the same goal again, with what the memories kept)
-  python run_autogpt.py --demo                        (a recorded run, offline)
+  python run_autogpt.py --resume        (the same goal, with what it remembers)
+  python run_autogpt.py --demo          (a recorded run, offline)
 
 """ + exit_codes_help()
 
@@ -60,6 +64,45 @@ def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--demo replays its own recording: it does not go with --run-code")
     if args.migrate and (args.demo or args.replay):
         parser.error("--demo and --replay use a vector store of their own: --migrate does not go with them")
+
+
+# The modules of the [autogpt] extra a run imports: its vector store's, and the search tools' (a replay answers
+# the searches from its recording).
+_STORE_MODULES = {"chroma": "chromadb", "faiss": "faiss"}
+_TOOL_MODULES = ("langchain_community", "ddgs")
+
+
+def _requires(session: Any) -> None:
+    """The [autogpt] extra, checked before anything is shown or written: BadInputError naming what is missing and
+    the command that installs it. Only whether the modules are there is looked at (nothing is imported)."""
+    from importlib.util import find_spec
+
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+
+    args = session.args
+    store = args.store
+    if not store:
+        from . import launcher
+
+        path = args.config or CONFIG
+        config = launcher.load_config(path) if (args.config or os.path.exists(CONFIG)) else DEFAULT_CONFIG
+        memory = ((config["flow"].get("subflows_config") or {}).get("Memory") or {})
+        store = memory.get("type") if isinstance(memory, dict) else None
+    wanted = [_STORE_MODULES.get(str(store or "chroma"), "chromadb")]
+    if not (args.demo or args.replay):
+        wanted += list(_TOOL_MODULES)
+
+    def missing(module: str) -> bool:
+        try:
+            return find_spec(module) is None
+        except (ImportError, ValueError):
+            return True
+
+    absent = [module for module in wanted if missing(module)]
+    if absent:
+        raise BadInputError(
+            f"AutoGPT needs the [autogpt] extra, which is not installed in this Python ({', '.join(absent)} "
+            f"missing). Install it with: pip install -e \".[autogpt]\" (in this repository), then run again.")
 
 
 def _sources(session: Any) -> None:
@@ -153,7 +196,7 @@ def _memory_lines(session: Any) -> List[str]:
 
 AUTOGPT = App(
     name="AutoGPT", entry_point="autogpt", script="run_autogpt.py", config=CONFIG, default_config=DEFAULT_CONFIG,
-    demo=DEMO_TRANSCRIPT, run_file=RUN_FILE, description=DESCRIPTION, epilog=EPILOG,
+    demo=DEMO_TRANSCRIPT, run_file=RUN_FILE, report_name=REPORT_NAME, description=DESCRIPTION, epilog=EPILOG,
     add_options=_add_options, check_options=_check_options, resumed=("embedding_model", "store", "run_code"),
     replayed=("--embedding-model",),
     words=Words(
@@ -164,7 +207,7 @@ AUTOGPT = App(
         demo_help="replay the recorded demo run (offline, no feedback)",
         demo_intro="This is a REPLAY: the LLM replies and the search results are a recording, made for this goal. "
                    "The flows and the vector-store memory run for real (with deterministic local embeddings), in "
-                   "{memory_dir}. No feedback is asked.",
+                   "{memory_dir}/. No feedback is asked.",
         closed_input="AutoGPT asks for your feedback but the terminal input is closed. Run in a terminal, or pass "
                      "--yes to ask for no feedback.",
         kept="The memories",
@@ -172,8 +215,8 @@ AUTOGPT = App(
         answer="Answer",
         server_note=" that also serves /v1/embeddings",
     ),
-    hooks=Hooks(sources=_sources, configure=_configure, recorder_header=_recorder_header, check=_check_store,
-                prepare=_prepare, memory_lines=_memory_lines),
+    hooks=Hooks(requires=_requires, sources=_sources, configure=_configure, recorder_header=_recorder_header,
+                check=_check_store, prepare=_prepare, memory_lines=_memory_lines),
 )
 
 

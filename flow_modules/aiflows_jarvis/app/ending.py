@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional
 
+from aiflows_jarvis.CoreFlowModule.interaction import shown_path
 from aiflows_jarvis.CoreFlowModule.library_package import library_location, package_dir
 
 from . import launcher
 
 
-def shown(path: str) -> str:
-    """A path as the user reads it best: relative inside the current folder, absolute outside it."""
-    relative = os.path.relpath(path)
-    return path if relative.startswith(os.pardir) else relative
+shown = shown_path  # a path as the user reads it best: relative inside the current folder, absolute outside it
 
 
 def show_answer(session: Any, output: dict) -> None:
@@ -32,7 +30,7 @@ def show_answer(session: Any, output: dict) -> None:
             console.line("warning", f"\n{app.name} {status.partition(':')[0]} (see above): no "
                                     f"{app.words.answer.lower()}.")
         elif console.was_shown(answer):
-            console.line("answer", f"\n{app.name} {status}: the {app.words.answer.lower()} is above.")
+            console.line("answer", f"{app.name} {status}: the {app.words.answer.lower()} is above.")
         else:
             console.show("answer", f"\n{app.name} {status}. {app.words.answer}:", answer)
         lines = app.hooks.memory_lines(session) if app.hooks.memory_lines else memory_lines(session.memory)
@@ -66,14 +64,13 @@ def memory_lines(memory: Any) -> List[str]:
 def made_files(session: Any) -> List[str]:
     """The files the run made or changed in the working folder (figures, CSVs, pages, ...), without the memory
     files, the run file and the run report; the memory folder's other files too when the code runs there."""
-    from .run_report import REPORT_NAME
-
     memory, memory_dir, workdir = session.memory, session.memory_dir, session.workdir
     if not workdir:
         return []
     own = {p for files in memory.values() for p in files.values()} if memory else set()
     own |= {package_dir(files["code_library"]) for files in (memory or {}).values() if files.get("code_library")}
-    own |= {os.path.join(memory_dir, name) for name in (REPORT_NAME, session.app.run_file)}
+    own |= {os.path.join(memory_dir, name) for name in (session.app.report_name, session.app.run_file,
+                                                        session.app.steps_file)}
     skip = tuple(own) + (() if os.path.abspath(workdir) == memory_dir else (memory_dir,))
     return launcher.new_files(workdir, session.started, suffixes=None, skip=skip)
 
@@ -88,13 +85,14 @@ def show_usage(console: Any, unless_unused: bool = False) -> None:
         usage = current_run().usage
         if not unless_unused or usage.total().calls:
             width = console.width  # the body is indented by 4: the table fits what is left, or is stacked
-            console.show("info", usage.summary(), usage.report(width - 4 if width else None))
+            console.show("info", usage.summary(brief=True), usage.report(width - 4 if width else None))
     except Exception as error:  # noqa: BLE001
         console.line("warning", f"(The usage report failed: {describe(error)})")
 
 
 def write_run_report(session: Any, output: Optional[dict]) -> None:
-    """The run report (HTML): report.html in the memory folder, or ``--report FILE``; where it is, in one line."""
+    """The run report (HTML): the app's report (``report.html``) in the memory folder, or ``--report FILE``; where it
+    is, in one line."""
     from aiflows_jarvis.CoreFlowModule.errors import describe
 
     console, args = session.console, session.args
@@ -105,16 +103,17 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
 
         memory_dir, workdir = session.memory_dir, session.workdir
         folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
-        mode = ("a replay of the recorded demo" if args.demo else f"a replay of {args.replay}" if args.replay
-                else "resumed" if args.resume else "")
+        replayed = replay_source(session.transcript) if session.transcript is not None else ""
+        mode = (f"a replay of the recorded demo ({replayed})" if args.demo else
+                f"a replay of {args.replay} ({replayed})" if args.replay else "resumed" if args.resume else "")
         made = made_files(session)
-        target = args.report or os.path.join(memory_dir, run_report.REPORT_NAME)
+        target = args.report or os.path.join(memory_dir, session.app.report_name)
         if args.resume and not args.report:  # the report of the run resumed is kept, whatever this part does
             keep_previous_report(target)
         path = run_report.write_report(
             target, memory_dir, session.memory or {},
-            outcome=output, status=session.ended, mode=mode, usage=current_run().usage,
-            trace=session.trace,
+            outcome=output, status=session.ended, why=session.why, mode=mode, usage=current_run().usage,
+            trace=session.trace, steps=os.path.join(memory_dir, session.app.steps_file),
             folders=folders, figures=[p for p in made if p.lower().endswith(launcher.FIGURE_SUFFIXES)], made=made,
             app=session.app.name, run_file=session.app.run_file, model=model_used(session))
         console.line("info", f"Run report: {shown(path)}")
@@ -135,6 +134,16 @@ def keep_previous_report(path: str) -> Optional[str]:
     return archive_copy(path, read_text(path))
 
 
+def replay_source(transcript: Any) -> str:
+    """Where a recording's LLM replies come from, as its header says: ``LLM replies written by hand`` (a demo's
+    ``replies_by: hand``), else ``LLM replies of gpt-4o-mini`` (the model the run was recorded with)."""
+    header = transcript.header
+    if header.get("replies_by") == "hand":
+        return "LLM replies written by hand"
+    model = str(header.get("model") or "")
+    return f"LLM replies of {model}" if model and model != "configured" else "recorded LLM replies"
+
+
 def model_used(session: Any) -> str:
     """The model the run's replies came from, as far as the run knows it: --model, the recording's (a replay), else
     the models the LLM servers named; "" when none is known."""
@@ -143,6 +152,6 @@ def model_used(session: Any) -> str:
     if getattr(session.args, "model", None):
         return str(session.args.model)
     if getattr(session, "transcript", None) is not None:
-        return f"a recording ({session.transcript.header.get('model') or 'made by an unnamed model'})"
+        return ""  # the mode says where a replay's replies come from
     models = sorted({str(getattr(s, "model", "")) for s in current_run().servers.values()} - {"", "unknown"})
     return ", ".join(models)

@@ -20,19 +20,22 @@ DEMO_TRANSCRIPT = os.path.join(PACKAGE, "JarvisFlowModule", "demo", "demo_transc
 RUN_FILE = "jarvis_run.json"  # in the memory folder: the goal and settings of the last run, for --resume
 
 DESCRIPTION = """\
-Jarvis writes a plan with you, then reaches your goal by writing reusable functions into a code library
-(library.py) and running code in a stateful interpreter. Plans, logs and the library live in the memory folder.
+Jarvis writes a plan with you, then reaches your goal by writing reusable
+functions into a code library (library/ in the memory folder) and running code
+in a stateful Python interpreter. You approve every plan, function and script;
+plans, logs and the library are kept in the memory folder and reused.
 
-The LLM: OPENAI_API_KEY (OpenAI), AZURE_API_KEY + AZURE_API_BASE (+ AZURE_API_VERSION) (Azure), or --api-base
-for any OpenAI-compatible server (vLLM, llama.cpp, Ollama). No LLM at hand? Try --demo."""
+The LLM: OPENAI_API_KEY (OpenAI), AZURE_API_KEY + AZURE_API_BASE
+(+ AZURE_API_VERSION) (Azure), or --api-base for any OpenAI-compatible server
+(vLLM, llama.cpp, Ollama). No LLM at hand? Try --demo."""
 
 EPILOG = """\
 examples:
-  python run_jarvis.py "Download Tesla's stock prices for 2022-01-01..2022-06-01 with yfinance and plot them"
-  python run_jarvis.py --model gpt-4o-mini --yes "Compute the first 20 primes and save them to primes.txt"
-  python run_jarvis.py --api-base http://localhost:11434/v1 --model llama3 "..."     (Ollama)
-  python run_jarvis.py --resume                       (continue the last run from its plan and logs)
-  python run_jarvis.py --demo                         (a recorded run, offline)
+  python run_jarvis.py "Plot Tesla's stock prices for 2022 with yfinance"
+  python run_jarvis.py --model gpt-4o-mini --yes "List the primes below 100"
+  python run_jarvis.py --api-base http://localhost:11434/v1 --model llama3 "..."
+  python run_jarvis.py --resume         (go on with the last run, from its plan)
+  python run_jarvis.py --demo           (a recorded run, offline)
 
 """ + exit_codes_help()
 
@@ -70,9 +73,8 @@ JARVIS = App(
         memory_help="plans, logs and the code library",
         yes_help="approve plans and code automatically; questions get 'use your best judgement'",
         demo_help="replay the recorded demo run (offline, auto-approve)",
-        demo_intro="This is a REPLAY: the LLM replies are a recording, made for this goal. Everything else runs for "
-                   "real: the flows, the memory files, the code library and the Python interpreter, in "
-                   "{memory_dir}. Plans and code are approved automatically.",
+        demo_intro="This is a REPLAY: the LLM replies are a recording, made for this goal; the rest runs for real, "
+                   "in {memory_dir}/. Plans and code are approved automatically.",
         closed_input="Jarvis needs your answer but the terminal input is closed. Run in a terminal, or pass --yes to "
                      "approve plans and code automatically.",
         kept="Plans, logs and the library",

@@ -360,9 +360,22 @@ def close_interpreters(flow: Any) -> List[tuple]:
 
 class MemoryLayout(dict):
     """``{boss path: memory_files}`` as ``prepare_memory`` set it; ``archive`` is the folder the previous files were
-    moved to (None when there was nothing to move)."""
+    moved to (None when there was nothing to move), ``moved`` their paths before the move."""
 
     archive: Optional[str] = None
+    moved: List[tuple]
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.moved = []  # (path, what it is: plans, logs, report, code library)
+
+    def archived(self) -> str:
+        """What was moved to the archive, as the user names it, with its verb: ``plans, logs and report are``,
+        ``report is``."""
+        order = ["plans", "logs", "report", "code library"]
+        kinds = sorted({kind for _, kind in self.moved}, key=order.index)
+        words = kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
+        return f"{words} {'is' if kinds in (['report'], ['code library']) else 'are'}"
 
 
 def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False,
@@ -374,8 +387,8 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     one). With ``resume`` everything is kept and the bosses continue their interrupted tasks. A plan or log that is
     a symbolic link is archived, never followed, so the new run writes files of its own. Temporary files of writes
     killed earlier are removed. Code runs in ``workdir`` (default: ``memory_dir``), with the library importable.
-    ``with_files``: names of other files in ``memory_dir`` that belong to the previous run (its report), archived
-    with its plans and logs.
+    ``with_files``: names of other files in ``memory_dir`` that belong to the previous run (its report and step
+    record), archived with its plans and logs.
     """
     from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 
@@ -388,17 +401,20 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
     while os.path.exists(os.path.join(memory_dir, "archive", f"{stamp}-{number}")):
         number += 1
     archive = os.path.join(memory_dir, "archive", f"{stamp}-{number}")
-    keys = ("plan", "logs", "code_library") if archive_library else ("plan", "logs")
-    paths = {path for files in layout.values() for key, path in files.items() if key in keys}
-    paths |= {package_dir(p) for p in list(paths) if p.endswith(".py")} if archive_library else set()
+    kinds = {"plan": "plans", "logs": "logs", **({"code_library": "code library"} if archive_library else {})}
+    paths = {path: kinds[key] for files in layout.values() for key, path in files.items() if key in kinds}
+    if archive_library:
+        paths.update({package_dir(p): "code library" for p, kind in list(paths.items()) if p.endswith(".py")})
     # A boss's task record goes with its log: a new run has no interrupted task for a boss to resume.
-    paths |= {task_record_path(files["logs"]) for files in layout.values() if "logs" in files}
-    paths |= {os.path.join(memory_dir, name) for name in with_files if os.path.isfile(os.path.join(memory_dir, name))}
-    for path in sorted(paths):
+    paths.update({task_record_path(files["logs"]): "logs" for files in layout.values() if "logs" in files})
+    paths.update({os.path.join(memory_dir, name): "report" for name in with_files
+                  if os.path.isfile(os.path.join(memory_dir, name))})
+    for path, kind in sorted(paths.items()):
         if os.path.islink(path) or (os.path.exists(path) and os.path.getsize(path) > 0):
             os.makedirs(archive, exist_ok=True)
             shutil.move(path, os.path.join(archive, os.path.basename(path)))
             layout.archive = archive
+            layout.moved.append((path, kind))
     return layout
 
 

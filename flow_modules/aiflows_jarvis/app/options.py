@@ -69,7 +69,7 @@ def build_parser(app: App) -> argparse.ArgumentParser:
     parser.add_argument("--demo", action="store_true", help=words.demo_help)
     parser.add_argument("--trace", metavar="FILE", help="write every message between flows to FILE (JSON lines)")
     parser.add_argument("--report", metavar="FILE", help="write the run report (HTML) to FILE instead of "
-                                                         "report.html in the memory folder")
+                                                         f"{app.report_name} in the memory folder")
     parser.add_argument("--plain", action="store_true",
                         help="plain text on a terminal too: no colours, highlighting, status line or fitted lines "
                              "(what a pipe or a file always gets)")
@@ -80,7 +80,8 @@ def build_parser(app: App) -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true",
                         help="show aiflows' log, full tracebacks and how each LLM server's replies are waited for")
     limits = parser.add_argument_group(
-        "budget (defaults in the configuration's `budget:`; reaching a limit stops the run, --resume goes on)")
+        "budget", "reaching a limit stops the run, and --resume goes on (the defaults are the\n"
+                  "configuration's `budget:`)")
     limits.add_argument("--max-calls", type=positive_int, metavar="N", help="stop after N LLM calls")
     limits.add_argument("--max-tokens", type=positive_int, metavar="N", help="stop after N tokens (prompt + reply)")
     limits.add_argument("--max-cost", type=positive_float, metavar="USD",

@@ -53,6 +53,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--soft); b
 .meta { color: var(--muted); margin: 0; } .meta span + span::before { content: "\\00a0\\00b7\\00a0"; }
 .text { white-space: pre-wrap; overflow-wrap: anywhere; }
 .answer { background: #eef6ee; border: 1px solid #c5e0c8; border-radius: 8px; padding: 12px 14px; }
+.why { background: #fdf0ef; border: 1px solid #efc0bb; border-radius: 8px; padding: 12px 14px; }
 .goal { background: var(--soft); border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; }
 .badge { display: inline-block; border-radius: 10px; padding: 0 8px; font-size: 12px; font-weight: 600;
          background: var(--soft); border: 1px solid var(--line); color: var(--muted); vertical-align: 1px; }
@@ -60,10 +61,11 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--soft); b
 .badge.warn { color: var(--warn); border-color: #ecd3a8; background: #fdf6ea; }
 .badge.bad { color: var(--bad); border-color: #efc0bb; background: #fdf0ef; }
 .badge.user { color: #6b3fa0; border-color: #d9c7ee; background: #f6f0fc; }
-nav a { margin-right: 14px; color: var(--accent); text-decoration: none; }
+nav a { margin-right: 14px; color: var(--accent); text-decoration: none; white-space: nowrap; }
 .plan { margin: 4px 0 8px; padding: 8px 12px; border: 1px solid var(--line); border-radius: 6px; }
 .plan div { white-space: pre-wrap; overflow-wrap: anywhere; } .plan .done { color: var(--muted); }
 .plan .mark { color: var(--ok); font-weight: 600; }
+#run .tree { padding-left: 16px; }  /* the triangles of the top steps stay on the page at phone width */
 #run details { margin: 2px 0 2px 0; } #run details > div { margin: 2px 0 8px 22px; padding-left: 10px;
 border-left: 2px solid var(--line); }
 #run summary { cursor: pointer; padding: 2px 4px; border-radius: 4px; list-style-position: outside; }
@@ -109,7 +111,7 @@ def _pre(text: Any, limit: int = MAX_TEXT) -> str:
     cut_tail = re.sub(r"^\S+", "", tail) if tail and not tail[0].isspace() else tail
     left += len(head) - len(cut_head) + len(tail) - len(cut_tail)
     return (f"<pre>{esc(cut_head.rstrip())} \u2026 {esc(cut_tail.lstrip())}</pre><p class=\"meta\">{left} characters "
-            "left out at \u2026 (the log keeps the start and the end of a long text; --trace keeps it whole)</p>")
+            "left out at \u2026 (the run's steps file in the memory folder, *_steps.jsonl, keeps it whole)</p>")
 
 
 def _when(seconds: Optional[float]) -> str:
@@ -152,8 +154,7 @@ def _arguments_html(entry: Entry, scripts: _Scripts) -> str:
     if isinstance(args, dict):
         if not args:
             return ""
-        items = [(k, v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, indent=2, default=str))
-                 for k, v in args.items()]
+        items = [(k, v if isinstance(v, str) else _json_text(v)) for k, v in args.items()]
     else:
         items = _parsed_arguments(entry.arguments)
         if items is None:
@@ -161,6 +162,12 @@ def _arguments_html(entry: Entry, scripts: _Scripts) -> str:
         items = [(k, scripts.whole(v) if k == "code" else v) for k, v in items]
     rows = "".join(f"<dt>{esc(k)}</dt><dd>{_pre(v)}</dd>" for k, v in items)
     return f"<h4>Arguments</h4><dl class=\"args\">{rows}</dl>" if rows else ""
+
+
+def _json_text(value: Any) -> str:
+    """A value that is not text, as JSON: on one line when short (``[1, 2]``), else indented."""
+    flat = json.dumps(value, ensure_ascii=False, default=str)
+    return flat if len(flat) <= 80 else json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
 def _parsed_arguments(text: str) -> Optional[List[Tuple[str, str]]]:
@@ -222,14 +229,37 @@ class _Scripts:
 _NESTED_RESULT = re.compile(r"^result: result: ", re.M)
 
 
+# Output keys shown elsewhere in a step: what the user said (its own block), whether it failed (a badge).
+_SAID_KEYS = ("feedback", "human_input", "human_feedback")
+
+
 def _result_html(entry: Entry) -> str:
-    """A step's result. A boss's result carries its last step's, whose own first key is ``result`` too: shown
-    once."""
+    """A step's result, each thing once: of the whole output (the step record's), what it adds to the arguments
+    (run_code's output, not its code again), without flags (``failed``, ``saved``: the badges say them) or what the
+    user said (its own block); a boss's summary as text, then what its last step returned if that says more. From
+    the log alone, its text (a boss's result carries its last step's, whose first key is ``result`` too: once)."""
     output = entry.output
-    if isinstance(output, dict) and output:
-        rows = "".join(f"<dt>{esc(k)}</dt><dd>{_pre(_unnested(k, v))}</dd>" for k, v in output.items())
-        return f"<h4>Result</h4><dl class=\"args\">{rows}</dl>"
-    return f"<h4>Result</h4>{_pre(_NESTED_RESULT.sub('result: ', entry.result))}" if entry.result else ""
+    if not (isinstance(output, dict) and output):
+        return f"<h4>Result</h4>{_pre(_NESTED_RESULT.sub('result: ', entry.result))}" if entry.result else ""
+    given = {" ".join(str(v).split()) for v in (entry.full_arguments or {}).values()} \
+        if isinstance(entry.full_arguments, dict) else set()
+    boss = "status" in output and "summary" in output
+    summary = str(output.get("summary") or "").strip() if boss else ""
+    shown = {}
+    for key, value in output.items():
+        text = _unnested(key, value).strip() if not isinstance(value, bool) else ""
+        folded = " ".join(text.split())
+        if not text or key in _SAID_KEYS or folded in given or (boss and key in ("summary", "status")) or \
+                (boss and key == "result" and folded in " ".join(summary.split())):
+            continue
+        shown[key] = text
+    parts = [f"<p class=\"text\">{esc(summary)}</p>"] if summary else []
+    if set(shown) == {"result"}:
+        parts.append((f"<h4>What it returned</h4>" if summary else "") + _pre(shown["result"]))
+    elif shown:
+        rows = "".join(f"<dt>{esc(k)}</dt><dd>{_pre(v)}</dd>" for k, v in shown.items())
+        parts.append(f"<dl class=\"args\">{rows}</dl>")
+    return f"<h4>Result</h4>{''.join(parts)}" if parts else ""
 
 
 def _unnested(key: str, value: Any) -> str:
@@ -288,6 +318,8 @@ class _Renderer:
         # A sub-boss's result ends with its last step's: what the user said there is shown at that step.
         said = [] if node.children else user_said(entry)
         badges = "".join([
+            " <span class=\"badge\" title=\"made by the loop, without an LLM call\">by code</span>" if entry.by_code
+            else "",
             " <span class=\"badge user\">the user said something</span>" if said else "",
             _outcome_badge(entry, bool(node.children)),
         ])
@@ -312,10 +344,12 @@ class _Renderer:
 
 def _outcome_badge(entry: Entry, boss: bool) -> str:
     """``stopped`` for a sub-boss that did not finish its task, ``failed`` for code that failed."""
-    if boss:
-        stopped = re.search(r"^status: (stopped.*)$", entry.result, re.M)
-        return f" <span class=\"badge warn\">{esc(shorten(stopped.group(1), 60))}</span>" if stopped else ""
     output = entry.output if isinstance(entry.output, dict) else {}
+    if boss:
+        status = str(output.get("status") or "")
+        stopped = re.search(r"^status: (stopped.*)$", entry.result, re.M)
+        said = status if status.startswith("stopped") else stopped.group(1) if stopped else ""
+        return f" <span class=\"badge warn\">{esc(shorten(said, 60))}</span>" if said else ""
     failed = bool(output.get("failed")) or "Traceback (most recent call last)" in entry.result
     return " <span class=\"badge bad\">failed</span>" if failed else ""
 

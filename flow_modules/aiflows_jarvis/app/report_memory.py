@@ -55,6 +55,7 @@ class Entry:
     result: str
     full_arguments: Optional[Dict[str, Any]] = None
     output: Any = None
+    by_code: bool = False  # the loop made the command, not its controller (bookkeeping by code)
 
 
 @dataclass
@@ -263,7 +264,8 @@ def trace_steps(trace: str, boss_paths: Iterable[str],
                 boss = steps[loops[flow]]
                 if source == "Controller" and data.get("command") not in (None, "finish"):
                     boss.append({"command": data.get("command"), "args": data.get("command_args") or {},
-                                 "output": None})
+                                 "output": None, "by_code": data.get("made_by") == "code",
+                                 "when": parse_time(str(record.get("time") or "").replace("T", " "))})
                 elif source == "Executor" and boss and boss[-1]["output"] is None:
                     boss[-1]["output"] = data.get("branch_output_data")
                 elif source == "HumanFeedback" and boss and isinstance(boss[-1]["output"], dict):
@@ -288,6 +290,7 @@ def _enrich(entries: List[Entry], steps: List[dict]) -> None:
         if entry.command not in _MARKERS and i < len(candidates):
             step = steps[candidates[i]]
             entry.full_arguments, entry.output, at = step["args"], step["output"], candidates[i] + 1
+            entry.by_code = bool(step.get("by_code"))
 
 
 # ~~~ Plans, the library, figures ~~~
@@ -410,8 +413,8 @@ def loop_steps(trace: Optional[str], top: str) -> List[Node]:
     for number, step in enumerate(steps[top], 1):
         args = step["args"] if isinstance(step["args"], dict) else {}
         output = step["output"]
-        entry = Entry(top, number, None, str(step["command"]), summarize_arguments(args).strip(),
+        entry = Entry(top, number, step.get("when"), str(step["command"]), summarize_arguments(args).strip(),
                       json.dumps(output, ensure_ascii=False, default=str) if output is not None else "",
-                      full_arguments=args, output=output)
-        nodes.append(Node(entry, top))
+                      full_arguments=args, output=output, by_code=bool(step.get("by_code")))
+        nodes.append(Node(entry, top, entry.when))
     return nodes

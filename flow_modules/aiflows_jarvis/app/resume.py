@@ -12,8 +12,9 @@ from .spec import App
 RESUMED = ("model", "api_base", "context_window", "structured_output", "config", "workdir", "mcp_config")
 
 
-def previous_run(run_file: str, memory_dir: str) -> Dict[str, Any]:
-    """The goal and settings of the run to resume, from the memory folder; BadInputError when there is none."""
+def previous_run(run_file: str, memory_dir: str, report_name: str = "report.html") -> Dict[str, Any]:
+    """The goal and settings of the run to resume, from the memory folder; BadInputError when there is none
+    (``report_name``: the app's report, named when the run had finished)."""
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryFileError
     from aiflows_jarvis.CoreFlowModule.memory import read_text
 
@@ -28,11 +29,9 @@ def previous_run(run_file: str, memory_dir: str) -> Dict[str, Any]:
         raise BadInputError(f"{run_file} is unreadable ({error}); it records the run to resume. Start a new "
                             "run with a goal (without --resume).") from None
     if previous.get("ended") == "finished":
-        from .report_memory import REPORT_NAME
-
         raise BadInputError(
             f"The run in {memory_dir} had finished: there is nothing to resume (its answer and steps are in its "
-            f"report, {os.path.join(memory_dir, REPORT_NAME)}). To work on the goal again, or on another one, give "
+            f"report, {os.path.join(memory_dir, report_name)}). To work on the goal again, or on another one, give "
             "the goal without --resume: the finished run's plans, logs and report are then archived.")
     return previous
 

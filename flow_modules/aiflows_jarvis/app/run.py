@@ -82,18 +82,18 @@ def note(text: str) -> None:
 
 
 def exit_codes_help() -> str:
-    """The exit codes, for an app's --help."""
-    import textwrap
-
-    codes = ", ".join(f"{code} {what.split(' (')[0]}" for code, what in EXIT_CODES.items())
-    return textwrap.fill(f"exit codes: {codes}", 110, subsequent_indent="  ")
+    """The exit codes, for an app's --help: one a line."""
+    return "exit codes:\n" + "\n".join(f"  {code:<4}{EXIT_CODES[code].split(' (')[0]}" for code in sorted(EXIT_CODES))
 
 
 def main(app: App, argv: Optional[List[str]] = None) -> int:
-    """Runs ``app``; returns its exit code (``EXIT_CODES``). SIGTERM and SIGHUP end the run as an exit does; a
-    program that calls main() gets its own handlers back."""
+    """Runs ``app``; returns its exit code (``EXIT_CODES``). SIGTERM and SIGHUP end the run as an exit does, Ctrl+C
+    is a KeyboardInterrupt (unless ignored: a job the shell started with `&`); a program that calls main() gets its
+    own handlers back (run_jarvis.py's, which end the process while it still imports, among them)."""
     try:
         previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGTERM, signal.SIGHUP)}
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     except ValueError:  # not the main thread (e.g. called from another program's worker): keep its handlers
         previous = {}
     try:
@@ -140,6 +140,7 @@ class Session:
     run_lock: Any = None
     tools: Any = None  # the run's MCP servers (app/tools.py), stopped when the run ends
     ended: str = "stopped before the end"  # how a run that gave no answer ended, for its report
+    why: str = ""  # what stopped it, as the screen said it (for its report)
 
     @property
     def command(self) -> str:
@@ -147,12 +148,24 @@ class Session:
         return command_line(self.app.entry_point, self.app.script)
 
     def where_things_are(self) -> str:
-        """Where the run's files are, and how to go on (a replay is not resumed: it would start its recording
-        over)."""
+        """Where the run's files are, and how to go on: --resume, which continues from what the run made, or (when
+        it made nothing to go on from: no plan) starts it again with its goal and settings (a replay is not resumed:
+        it would start its recording over)."""
         if self.flow is None:
             return ""
-        hint = "" if self.transcript is not None else f"; run again with --resume to {self.app.words.resume_does}"
+        does = self.app.words.resume_does if self.resumable() else "start it again with the same goal and settings"
+        hint = f"; run again with --resume to {does}" if self.transcript is None else ""
         return f"{self.app.words.kept} are in {self.memory_dir}{hint}."
+
+    def resumable(self) -> bool:
+        """Whether --resume would go on from something this run made: a plan (an app with plans: Jarvis), else an
+        LLM call that got its reply (AutoGPT remembers what it did)."""
+        from aiflows_jarvis.CoreFlowModule import current_run
+
+        plans = [files["plan"] for files in (self.memory or {}).values() if "plan" in files]
+        if plans:
+            return any(os.path.isfile(plan) and os.path.getsize(plan) > 0 for plan in plans)
+        return self.memory is not None and current_run().usage.total().calls > 0
 
 
 def _run(app: App, argv: Optional[List[str]]) -> int:
@@ -183,7 +196,7 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
 
 
 def _run_in(app: App, args: Any, session: Session) -> int:
-    from aiflows_jarvis.CoreFlowModule import Console, JarvisError, TranscriptError, set_trace_file
+    from aiflows_jarvis.CoreFlowModule import Console, JarvisError, TranscriptError, set_step_record, set_trace_file
     from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, set_run_budget
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe, root_cause
     from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
@@ -208,7 +221,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
                                   f"recording {transcript.path}, so its answer is not the recorded run's.")
         output = result
     except BudgetExceeded as error:
-        session.ended = "stopped before the end (budget reached)"
+        session.ended, session.why = "stopped before the end (budget reached)", str(error)
         console.set_depth(0)  # the end of the run is said at the margin, not at the depth of the stop
         console.line("warning", f"\n{error}")
         return BUDGET_REACHED
@@ -223,7 +236,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         console.line("warning", f"\nTerminated. {session.where_things_are()}".rstrip())
         return stop.code
     except JarvisError as error:
-        session.ended = "failed"
+        session.ended, session.why = "failed", describe(error)
         console.set_depth(0)
         console.line("error", f"\n{describe(error)}")
         if isinstance(error, bad_input):
@@ -232,7 +245,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
             console.line("info", session.where_things_are())
         return FAILED
     except Exception as error:  # noqa: BLE001 - a last line of defence: say what happened, keep the memory
-        session.ended = "failed"
+        session.ended, session.why = "failed", describe(error)
         console.set_depth(0)
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
@@ -256,7 +269,8 @@ def _run_in(app: App, args: Any, session: Session) -> int:
             left = survivors_note(launcher.close_interpreters(session.flow))
             if left:
                 console.line("warning", left)
-        set_trace_file(None)  # closed (flushed) before the report reads it
+        set_trace_file(None)  # closed (flushed) before the report reads them
+        set_step_record(None)
         console.set_depth(0)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
             ending.show_usage(console, unless_unused=True)
@@ -285,41 +299,49 @@ def exit_code(status: str) -> int:
 
 def _start(session: Session) -> Optional[int]:
     """Everything before the flow is called; an exit code when a file the run would write is refused (before
-    anything in the memory folder is touched). The memory folder's lock is ``session.run_lock``: the caller
-    releases it after the end of the run (the report reads the folder)."""
-    from aiflows_jarvis.CoreFlowModule import set_trace_file
-    from aiflows_jarvis.CoreFlowModule.locks import RunLock
-
+    anything in the memory folder is touched). The memory folder's lock is ``session.run_lock`` (taken in
+    ``_prepare``): the caller releases it after the end of the run (the report reads the folder)."""
     app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
     run_file = os.path.join(memory_dir, app.run_file)
+    if app.hooks.requires:  # what is missing from this Python is said before anything is shown or touched
+        app.hooks.requires(session)
 
     # ~~~ Where the run writes: checked first, before anything in the memory folder is moved ~~~
     # (the trace file of --trace, else of the JARVIS_TRACE variable, which the flows would open on their own)
     trace, trace_option = ((args.trace, "--trace") if args.trace
                            else (os.environ.get("JARVIS_TRACE"), "The JARVIS_TRACE file"))
     problem = launcher.check_run_paths(memory_dir, trace, trace_option) or (
-        args.report and launcher.output_file_problem(args.report, "--report", memory_dir, "report.html"))
-    if not problem and trace:
+        args.report and launcher.output_file_problem(args.report, "--report", memory_dir, app.report_name))
+    if problem:
+        console.line("error", f"\n{problem}")
+        return BAD_INPUT
+    _prepare(session, run_file, trace, trace_option)
+    return None
+
+
+def _lock(session: Session, trace: Optional[str], trace_option: str) -> None:
+    """One run at a time in a memory folder: locked (``session.run_lock``) once the checks that need nothing of the
+    folder have passed, before anything in it is written or moved, so that a refused start leaves no folder and no
+    lock file behind; the trace file is opened then too."""
+    from aiflows_jarvis.CoreFlowModule import set_trace_file
+    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+    from aiflows_jarvis.CoreFlowModule.locks import RunLock
+
+    if trace:
         try:
             set_trace_file(trace)
             session.trace = trace
         except OSError as error:
-            problem = f"{trace_option} {trace} cannot be written: {error.strerror or error}."
-    if problem:
-        console.line("error", f"\n{problem}")
-        return BAD_INPUT
-
-    # ~~~ One run at a time in a memory folder: locked before anything in it is read, moved or written ~~~
-    session.run_lock = RunLock(memory_dir).acquire()
+            raise BadInputError(f"{trace_option} {trace} cannot be written: {error.strerror or error}.") from None
+    session.run_lock = RunLock(session.memory_dir).acquire()
     if session.run_lock.taken_over:
-        console.line("info", session.run_lock.taken_over)
-    _prepare(session, run_file)
-    return None
+        session.console.line("info", session.run_lock.taken_over)
 
 
-def _prepare(session: Session, run_file: str) -> None:
+def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace_option: str = "--trace") -> None:
     """From --resume to the flow, built, with its memory prepared: each step fills ``session`` for the next and for
-    the app's hooks."""
+    the app's hooks. What reads the memory folder only (the run to resume) and what needs nothing of it (the LLM,
+    the goal) comes before its lock (``_lock``); what writes in it, after."""
     from aiflows_jarvis.ChatFlowModule import (
         Transcript,
         TranscriptRecorder,
@@ -328,19 +350,17 @@ def _prepare(session: Session, run_file: str) -> None:
         set_backend_factory,
         with_api_infos,
     )
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source, set_step_record
     from aiflows_jarvis.CoreFlowModule import memory as memory_module
     from aiflows_jarvis.CoreFlowModule.budget import RunBudget
     from aiflows_jarvis.CoreFlowModule.errors import BadInputError
     from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
 
-    from .report_memory import REPORT_NAME
-
     app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
     # ~~~ A resumed run continues with the goal and settings of the run it resumes, unless given again ~~~
     previous = None
     if args.resume:
-        previous = resume.previous_run(run_file, memory_dir)
+        previous = resume.previous_run(run_file, memory_dir, app.report_name)
         resume.apply_previous(app, args, previous, memory_dir)
 
     # ~~~ Its password is in no file: from the command line, else from the environment ~~~
@@ -352,7 +372,7 @@ def _prepare(session: Session, run_file: str) -> None:
     # ~~~ Where code runs: the folder the app is started in, unless told (a demo: its memory folder, where its
     # recording says its files are) ~~~
     session.workdir = os.path.abspath(args.workdir) if args.workdir else memory_dir if args.demo else os.getcwd()
-    if not os.path.isdir(session.workdir):
+    if args.workdir and not os.path.isdir(session.workdir):  # (a demo's memory folder is made with its lock)
         raise BadInputError(f"--workdir {args.workdir}: no such folder. Give a folder that exists (the code runs "
                             "there and reads your files from there).")
 
@@ -393,8 +413,9 @@ def _prepare(session: Session, run_file: str) -> None:
                                 f"files and screen show [redacted: {launcher.GOAL_SECRET}], and --resume takes it "
                                 f"from {launcher.GOAL_PASSWORD}.")
     session.goal = goal
+    _lock(session, trace, trace_option)
     if args.demo:
-        console.show("flow", f"{app.name} demo", app.words.demo_intro.format(memory_dir=memory_dir))
+        console.line("flow", f"{app.name} demo. {app.words.demo_intro.format(memory_dir=ending.shown(memory_dir))}")
 
     # ~~~ The configuration, the budget, the flow ~~~
     config_path = args.config or app.config
@@ -426,13 +447,17 @@ def _prepare(session: Session, run_file: str) -> None:
     # A demo starts from an empty library, as it was recorded; other runs keep what was learned.
     # The previous run's report goes with its plans and logs (``--report FILE`` is the user's to keep).
     session.memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo,
-                                             workdir=session.workdir, with_files=(REPORT_NAME,))
+                                             workdir=session.workdir, with_files=(app.report_name, app.steps_file))
+    set_step_record(os.path.join(memory_dir, app.steps_file))  # a resumed run goes on with its record
     if session.memory.archive:
-        what = "plans, logs, report and code library" if args.demo else "plans, logs and report"
-        console.line("info", f"The previous {what} are kept in {ending.shown(session.memory.archive)}.")
-    # What generated code may use of the machine, said once (the interpreters of a flow share their configuration)
-    for line in sorted({node.limits_note() for _, node in launcher.interpreters(flow) if hasattr(node, "limits_note")}):
-        console.line("info", line)
+        console.line("info", f"The previous {session.memory.archived()} kept in "
+                             f"{ending.shown(session.memory.archive)}.")
+    # What generated code may use of the machine, with --verbose (the interpreters of a flow share their
+    # configuration; the README says what the default is)
+    if args.verbose:
+        for line in sorted({node.limits_note() for _, node in launcher.interpreters(flow)
+                            if hasattr(node, "limits_note")}):
+            console.line("info", line)
     if app.hooks.prepare:
         app.hooks.prepare(session)
     if args.yes or args.demo:

@@ -101,24 +101,21 @@ def _usage_html(usage: Any) -> str:
 
 
 def _llm_usage_html(usage: Any) -> str:
-    from aiflows_jarvis.CoreFlowModule.usage import _row, _short_paths
+    from aiflows_jarvis.CoreFlowModule.usage import _short_paths, legend
 
-    total = usage.total()
-    summary = f"<p>{esc(usage.summary())}</p>"
+    header, flows, figures, total = usage.columns()
+    summary = f"<p>{esc(usage.summary(brief=True))}</p>"
     if not total.calls and not total.repairs:
         return summary
-    rows = list(usage.per_flow.items())
-    names = _short_paths([flow for flow, _ in rows])
-    header = ("chat", "calls", "prompt tokens", "completion tokens", "cost", "repaired", "corrected")
+    names = {"prompt": "prompt tokens", "completion": "completion tokens"}
+    heads = [names.get(h, h) for h in header]
     # each cell names its column: at phone width the rows are stacked (see the style) and the header is hidden
-    body = "".join("<tr>" + "".join(f"<td data-label=\"{h}\">{esc(c)}</td>" for c, h in zip(_row(name, used), header))
-                   + "</tr>" for (_, used), name in zip(rows, names))
-    body += "<tr class=\"total\">" + "".join(f"<td data-label=\"{h}\">{esc(c)}</td>"
-                                             for c, h in zip(_row("total", total), header)) + "</tr>"
-    head = "<tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr>"
-    note = ("<p class=\"meta\">~: estimated with the cl100k tokenizer (the server reported no usage); -: no known "
-            "price.</p>")
-    return f"{summary}<table>{head}{body}</table>{note}"
+    body = "".join("<tr" + (" class=\"total\"" if name == "total" else "") + ">" +
+                   "".join(f"<td data-label=\"{h}\">{esc(c)}</td>" for c, h in zip((name,) + row, heads)) + "</tr>"
+                   for name, row in zip(_short_paths(flows) + ["total"], figures))
+    head = "<tr>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"
+    note = legend(total)
+    return f"{summary}<table>{head}{body}</table>" + (f"<p class=\"meta\">{esc(note)}.</p>" if note else "")
 
 
 def _status_badge(status: str) -> str:
@@ -171,38 +168,48 @@ class _Run:
     folders: List[str]
     trace: Optional[str]
     model: str = ""
+    steps: Optional[str] = None  # the run's step record, when it has one
+    stores: List[str] = None  # the vector stores of its memory (AutoGPT)
 
 
 def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
-                 outcome: Optional[Mapping[str, Any]] = None, status: Optional[str] = None, mode: str = "",
+                 outcome: Optional[Mapping[str, Any]] = None, status: Optional[str] = None, why: str = "",
+                 mode: str = "",
                  usage: Any = None, trace: Optional[str] = None, figures: Iterable[str] = (),
                  folders: Iterable[str] = (), ended: Optional[float] = None, app: str = "Jarvis",
-                 run_file: str = RUN_FILE, model: str = "", made: Iterable[str] = ()) -> str:
+                 run_file: str = RUN_FILE, model: str = "", made: Iterable[str] = (),
+                 steps: Optional[str] = None) -> str:
     """The report of the run whose memory is in ``memory_dir``, as one HTML page.
 
     ``layout``: ``{flow path: memory_files}`` (what ``set_memory_files`` / the launcher's ``prepare_memory``
     return); ``outcome``: the top flow's output (``answer``, ``summary``, ``status``), None when the run did not end;
-    ``status``: what to say when it did not (e.g. ``stopped``); ``mode``: how the LLM replies came (``replay of ...``,
+    ``status``: what to say when it did not (e.g. ``stopped``), and ``why`` (the error, as the screen said it);
+    ``mode``: how the LLM replies came (``replay of ...``,
     ``resumed``); ``usage``: a ``UsageMeter``; ``trace``: the run's trace file, if any; ``figures``: image files the
     caller found made by the run; ``folders``: where code ran (relative names in code runs' notes are looked up
     there; ``memory_dir`` is always looked in); ``app``: the command's name (the title); ``run_file``: the name of
     its run file in ``memory_dir``; ``model``: the model the replies came from, when the run file does not name it;
-    ``made``: the other files the run made (listed under Files). A run without bosses (no plan and log in ``layout``) has no plans or library
-    sections, and its steps come from ``trace`` (its top flow, named ``app``, is the controller-executor loop).
+    ``made``: the other files the run made (listed under Files); ``steps``: the run's step record
+    (``set_step_record``), read for arguments and results whole when there is no ``trace``. A run without bosses
+    (no plan and log in ``layout``) has no plans or library sections, and its steps come from the step record or
+    the trace (its top flow, named ``app``, is the controller-executor loop).
     """
     r = _gather(os.path.abspath(memory_dir), layout, dict(outcome or {}), status, mode, trace, figures, folders,
-                ended, run_file, app)
+                ended, run_file, app, steps)
     r.model = str(r.run.get("model") or model or "")
     r.other_files = list(dict.fromkeys(r.other_files + [os.path.abspath(p) for p in made
                                                         if os.path.abspath(p) not in dict(r.images)]))
+    files = _files_html(r)
     sections = [("run", "The run"), ("figures", "Figures"), ("plans", "Plans"), ("library", "Library"),
                 ("usage", "LLM usage"), ("files", "Files")]
-    if not r.bosses:  # a run without bosses: its steps come from its trace, if it has one
+    if not r.bosses:  # a run without bosses: its steps come from its step record or trace, if it has one
         sections = [(key, name) for key, name in sections if key in ("figures", "usage", "files")
                     or (key == "run" and r.tree)]
+    sections = [(key, name) for key, name in sections if key != "files" or files]
     goal = str(r.run.get("goal") or "")
     answer = (f"<div class=\"answer text\">{esc(r.answer)}</div>" if r.answer else
-              f"<p>No final answer: the run {esc(r.status)}.</p>")
+              f"<p>No final answer: the run {esc(r.status)}.</p>" +
+              (f"<div class=\"why text\">{esc(why)}</div>" if why else ""))
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_csp()}\">",
@@ -216,7 +223,7 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
         *([_run_html(r, app)] if r.tree or r.bosses else []), _figures_html(r),
         *([_plans_html(r), _library_html(r)] if r.bosses else []),
         f"<section id=\"usage\"><h2>LLM usage</h2>{_usage_html(usage)}</section>",
-        _files_html(r),
+        files,
         f"<footer>Written by {esc(app)} at {esc(time.strftime('%Y-%m-%d %H:%M:%S'))}. This page loads nothing "
         f"from the network: figures are inside it.</footer><script>{_SCRIPT}</script></body></html>\n",
     ])
@@ -224,14 +231,15 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
 
 def _gather(memory_dir: str, layout, outcome: Dict[str, Any], status: Optional[str], mode: str,
             trace: Optional[str], figures: Iterable[str], folders: Iterable[str], ended: Optional[float],
-            run_file: str, app: str) -> _Run:
+            run_file: str, app: str, steps_file: Optional[str] = None) -> _Run:
     run = read_run_file(memory_dir, run_file)
     started = run.get("task_started") or run.get("started")
     folders = list(dict.fromkeys([os.path.abspath(f) for f in folders if f] + [memory_dir]))
     bosses = bosses_of(layout)
-    steps, approved = trace_steps(trace, [b.path for b in bosses]) if trace else ({}, {})
+    whole = trace or (steps_file if steps_file and os.path.isfile(steps_file) else None)
+    steps, approved = trace_steps(whole, [b.path for b in bosses]) if whole else ({}, {})
     tree = build_tree(bosses, float(started) if isinstance(started, (int, float)) else None, steps,
-                      stopped=not outcome) if bosses else loop_steps(trace, app)
+                      stopped=not outcome) if bosses else loop_steps(whole, app)
     entries = list(_walk(tree))
     # Figures: those the caller found, and those code runs said they saved
     paths = list(dict.fromkeys([os.path.abspath(p) for p in figures] +
@@ -248,7 +256,10 @@ def _gather(memory_dir: str, layout, outcome: Dict[str, Any], status: Optional[s
         images=[(p, image_data_uri(p) if i < MAX_FIGURES else None) for i, p in enumerate(images)],
         other_files=[p for p in paths if p not in images],
         figure_ids={p: (f"figure-{i + 1}", os.path.basename(p)) for i, p in enumerate(images)},
-        library=library, folders=folders, trace=trace)
+        library=library, folders=folders, trace=trace,
+        steps=steps_file if steps_file and os.path.isfile(steps_file) else None,
+        stores=[files["vector_store"] for files in layout.values()
+                if isinstance(files, Mapping) and files.get("vector_store")])
 
 
 def _meta_html(r: _Run) -> str:
@@ -269,11 +280,12 @@ def _meta_html(r: _Run) -> str:
 def _run_html(r: _Run, app: str) -> str:
     steps = sum(1 for e in r.entries if e.command not in _MARKERS)
     about = (f"{steps} steps of {esc(r.bosses[0].name)} and the bosses under it, each with the time it started and "
-             "how long it took." if r.bosses else f"{steps} commands of {esc(app)}, from the run's trace.")
+             "how long it took." if r.bosses else f"{steps} commands of {esc(app)}, each with its arguments and "
+             "result.")
     tree = _Renderer(r.bosses, r.folders, r.figure_ids).nodes(r.tree) if r.tree else "<p>(no step was logged)</p>"
     return (f"<section id=\"run\"><h2>The run, step by step</h2><p class=\"meta\">{about}</p>"
             "<button type=\"button\" data-open=\"yes\">Expand all</button>"
-            f"<button type=\"button\" data-open=\"no\">Collapse all</button>{tree}</section>")
+            f"<button type=\"button\" data-open=\"no\">Collapse all</button><div class=\"tree\">{tree}</div></section>")
 
 
 def _figures_html(r: _Run) -> str:
@@ -295,7 +307,9 @@ def _plans_html(r: _Run) -> str:
     for boss in r.bosses:
         plan = read_text(boss.files["plan"])
         revisions = plan_revisions(boss.files["plan"], r.started)
-        inner = _plan_html(plan) if plan.strip() else "<p>(no plan)</p>"
+        if not plan.strip() and not revisions:  # a boss the run did not use
+            continue
+        inner = _plan_html(plan) if plan.strip() else "<p>(no plan: it was removed)</p>"
         for i, (when, text) in enumerate(revisions):
             inner += (f"<details><summary>Earlier version {i + 1}, replaced at {_when(when)}</summary>"
                       f"{_plan_html(text)}</details>")
@@ -306,7 +320,7 @@ def _plans_html(r: _Run) -> str:
         earlier = f", {len(revisions)} earlier version{'s' if len(revisions) > 1 else ''}" if revisions else ""
         parts.append(f"<details open><summary><b>{esc(boss.name)}</b> <span class=\"meta\">"
                      f"{esc(_plan_progress(plan, _finished(r, boss)))}{earlier}</span></summary>{inner}</details>")
-    return f"<section id=\"plans\"><h2>Plans</h2>{''.join(parts)}</section>"
+    return f"<section id=\"plans\"><h2>Plans</h2>{''.join(parts) or '<p>No plan was written.</p>'}</section>"
 
 
 def _library_html(r: _Run) -> str:
@@ -331,14 +345,20 @@ def _files_html(r: _Run) -> str:
     groups = [(b.name, [b.files["plan"], b.files["logs"]]) for b in r.bosses]
     location = library_location(r.library) if r.library else None
     groups += [("code library", [location])] if location else []
+    groups += [("memories", sorted(r.stores))] if r.stores else []
+    groups += [("the run's steps, whole", [r.steps])] if r.steps else []
     made = [p for p, _ in r.images] + r.other_files
     groups += [("made by the run", made)] if made else []
     groups += [("trace", [r.trace])] if r.trace else []
     items = "".join(f"<li>{esc(name)}: " + ", ".join(f"<span class=\"mono\">{esc(_shown(p, r.memory_dir))}</span>"
-                                                    for p in paths if os.path.lexists(p)) + "</li>"
-                    for name, paths in groups)
+                                                    for p in existing) + "</li>"
+                    for name, existing in ((name, [p for p in paths if os.path.lexists(p)]) for name, paths in groups)
+                    if existing)
+    if not items:
+        return ""
     where = os.path.basename(r.memory_dir.rstrip(os.sep)) or r.memory_dir
-    return f"<section id=\"files\"><h2>Files</h2><p>In the memory folder ({esc(where)}):</p><ul>{items}</ul></section>"
+    return (f"<section id=\"files\"><h2>Files</h2><p>In the memory folder ({esc(where)}), unless a path says "
+            f"otherwise:</p><ul>{items}</ul></section>")
 
 
 def _walk(nodes: List[Node]):

@@ -19,6 +19,7 @@ class App:
     name: the app as the user reads it ("Jarvis"); entry_point / script: the installed command and the script
     (``jarvis`` / ``run_jarvis.py``); config: its configuration file; default_config: the configuration when that
     file is absent; demo: the demo's transcript; run_file: the run file's name in the memory folder (for --resume);
+    report_name: the run report's name there (each app its own: two apps may share a memory folder);
     description / epilog: its --help; words: the texts it says (``Words``); add_options(parser): its own options;
     check_options(parser, args): refusals of its own; resumed: its own options a resumed run keeps (their dests);
     replayed: its own options a recording answers instead (refused with --demo and --replay); hooks: what it does
@@ -40,6 +41,13 @@ class App:
     resumed: Tuple[str, ...] = ()
     replayed: Tuple[str, ...] = ()
     hooks: "Hooks" = field(default_factory=lambda: Hooks())
+    report_name: str = "report.html"
+
+    @property
+    def steps_file(self) -> str:
+        """The run's step record in the memory folder (``jarvis_steps.jsonl``): its commands, arguments and
+        results whole, for its report; it goes with the report when a new run archives it."""
+        return f"{self.entry_point}_steps.jsonl"
 
 
 @dataclass(frozen=True)
@@ -72,14 +80,16 @@ class Words:
 class Hooks:
     """What an app does at the steps of a run; each takes the run's ``Session`` (see ``run.py``).
 
-    sources: after the LLM replies' source is set (replay or live): e.g. tools and embeddings; configure: the
-    configuration before the flow is built (returns it); recorder_header: the transcript's extra header fields,
-    with --record; check: the flow once built, before anything in the memory folder is moved or written (raise
-    ``BadInputError`` to refuse the run); prepare: the flow once built and its memory prepared
-    (``session.recorder`` is there to record more); memory_lines: the end of the run's lines about the memory folder.
-    What they set in the run's context goes with it.
+    requires: what the app needs installed, checked first, before anything is shown or written (raise
+    ``BadInputError`` saying what to install); sources: after the LLM replies' source is set (replay or live): e.g.
+    tools and embeddings; configure: the configuration before the flow is built (returns it); recorder_header: the
+    transcript's extra header fields, with --record; check: the flow once built, before anything in the memory
+    folder is moved or written (raise ``BadInputError`` to refuse the run); prepare: the flow once built and its
+    memory prepared (``session.recorder`` is there to record more); memory_lines: the end of the run's lines about
+    the memory folder. What they set in the run's context goes with it.
     """
 
+    requires: Optional[Callable[[Any], None]] = None
     sources: Optional[Callable[[Any], None]] = None
     configure: Optional[Callable[[Any, Dict[str, Any]], Dict[str, Any]]] = None
     recorder_header: Optional[Callable[[Any], Dict[str, Any]]] = None
