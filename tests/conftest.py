@@ -126,6 +126,38 @@ def fake_editor(monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def make_interpreter(tmp_path):
+    """``make(**kwargs)``: a CodeInterpreter (its workspace in tmp_path unless given); each is closed after the
+    test."""
+    from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
+
+    made = []
+
+    def make(**kwargs):
+        kwargs.setdefault("workspace", str(tmp_path / f"ws{len(made)}"))
+        interpreter = CodeInterpreter(**kwargs)
+        made.append(interpreter)
+        return interpreter
+
+    yield make
+    for interpreter in made:
+        interpreter.close()
+
+
+@pytest.fixture(scope="module")
+def project_copy(tmp_path_factory):
+    """This repository's files, to build from without writing into the checkout."""
+    import shutil
+
+    from linked_venv import copy_repository
+
+    folder = tmp_path_factory.mktemp("project")
+    copy_repository(folder)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
 def quiet_console():
     """Flows print to a console writing into a list (``.lines``) instead of stdout."""
 

@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
+from helpers import KEYS
 from subprocess_guard import network_guarded
 from aiflows_jarvis.ChatFlowModule import Transcript
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "flow_modules", "aiflows_jarvis")
-KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
 APPS = {
     "jarvis": ("run_jarvis.py", os.path.join(PACKAGE, "JarvisFlowModule", "demo", "demo_transcript.jsonl"),
                "Jarvis", "a goal"),

@@ -12,14 +12,12 @@ import signal
 import pytest
 
 from aiflows_jarvis.app import autogpt as run_autogpt
-from fakes import Sink, command, last_user_message
+from fakes import command, last_user_message
+from helpers import ROOT, kernels_in, pid_gone, run_until
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
-from test_cli import kernels_in, run_until
-from test_interpreter import pid_gone
 from waiting import eventually
 
 from aiflows_jarvis.AutoGPTFlowModule import AutoGPTFlow
-from aiflows_jarvis.CoreFlowModule import Console, set_console
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),
@@ -29,13 +27,6 @@ GOAL = "How many files are in this folder?"
 # Prints the kernel's PID (to check it is gone after the run) and working folder, and keeps a variable.
 FIRST = "import os\nfiles = sorted(os.listdir('.'))\nprint('kernel', os.getpid(), os.getcwd(), 'files:', files)"
 SECOND = "print('still defined:', files)"
-
-
-@pytest.fixture
-def screen():
-    sink = Sink()
-    set_console(Console(stream=sink, color=False))
-    return sink
 
 
 @pytest.fixture
@@ -75,13 +66,13 @@ def test_run_code_is_off_unless_turned_on_and_then_a_command_with_its_branch(scr
 
 
 def test_run_code_output_is_the_next_observation_and_the_kernel_ends_with_the_run(loopback, tmp_path, folder, user,
-                                                                                  screen):
+                                                                                  quiet_console):
     loopback.add(command("run_code", language="python", code=FIRST),
                  command("run_code", language="python", code=SECOND),
                  command("finish", answer="One file: notes.txt"))
     user.add("", "")
     transcript = tmp_path / "run.jsonl"
-    assert autogpt(loopback, tmp_path, "--run-code", "--record", str(transcript), GOAL) == 0, screen.text[-3000:]
+    assert autogpt(loopback, tmp_path, "--run-code", "--record", str(transcript), GOAL) == 0, quiet_console.text[-3000:]
 
     prompts = controller_prompts(loopback)
     assert len(prompts) == 3
@@ -90,39 +81,39 @@ def test_run_code_output_is_the_next_observation_and_the_kernel_ends_with_the_ru
     assert first.startswith("Here is the observation of your previous command:\nkernel "), first
     assert f"{folder} files: ['notes.txt']" in first, "the code ran in the folder run_autogpt.py was run from"
     assert "still defined: ['notes.txt']" in last_user_message(prompts[2]), "one Python session for the run"
-    assert f"runs in {folder}" in screen.text, "the user is told where the code runs"
+    assert f"runs in {folder}" in quiet_console.text, "the user is told where the code runs"
     assert pid_gone(kernel_pid(prompts[1])), "the kernel was shut down at the end of the run"
     assert eventually(lambda: kernels_in(folder) == [os.getpid()]), \
         f"no process of the run is left in the folder (but pytest): {kernels_in(folder)}"
 
 
-def test_a_recording_made_with_run_code_replays_with_it(loopback, tmp_path, folder, user, screen):
+def test_a_recording_made_with_run_code_replays_with_it(loopback, tmp_path, folder, user, quiet_console):
     loopback.add(command("run_code", language="bash", code="echo $((6 * 7)) > answer.txt && cat answer.txt"),
                  command("finish", answer="42"))
     user.add("")
     transcript = tmp_path / "run.jsonl"
-    assert autogpt(loopback, tmp_path, "--run-code", "--record", str(transcript), GOAL) == 0, screen.text[-3000:]
+    assert autogpt(loopback, tmp_path, "--run-code", "--record", str(transcript), GOAL) == 0, quiet_console.text[-3000:]
     assert "observation of your previous command:\n42" in last_user_message(controller_prompts(loopback)[1])
     assert json.loads(transcript.read_text().splitlines()[0])["run_code"] is True
     (folder / "answer.txt").unlink()
 
     user.add("")  # no --run-code: the recording's header says it; the code runs again, for real
     assert run_autogpt.main(["--replay", str(transcript), "--memory-dir", str(tmp_path / "replay")]) == 0, \
-        screen.text[-3000:]
+        quiet_console.text[-3000:]
     assert (folder / "answer.txt").read_text() == "42\n"
     assert eventually(lambda: kernels_in(folder) == [os.getpid()]), \
         f"no process of the runs is left in the folder (but pytest): {kernels_in(folder)}"
 
 
-def test_a_failed_run_shuts_the_kernel_down(loopback, tmp_path, folder, user, screen):
+def test_a_failed_run_shuts_the_kernel_down(loopback, tmp_path, folder, user, quiet_console):
     loopback.add(command("run_code", language="python", code=FIRST), HTTPError(401, "key revoked"))
     user.add("")
     assert autogpt(loopback, tmp_path, "--run-code", GOAL) == 1
-    assert "key revoked" in screen.text
+    assert "key revoked" in quiet_console.text
     assert pid_gone(kernel_pid(controller_prompts(loopback)[1])), "the kernel was shut down"
 
 
-def test_ctrl_c_shuts_the_kernel_down(loopback, tmp_path, folder, user, screen):
+def test_ctrl_c_shuts_the_kernel_down(loopback, tmp_path, folder, user, quiet_console):
     questions = []
 
     def ctrl_c(prompt, kind):
@@ -132,7 +123,7 @@ def test_ctrl_c_shuts_the_kernel_down(loopback, tmp_path, folder, user, screen):
     loopback.add(command("run_code", language="python", code=FIRST))
     user.add(ctrl_c)  # Ctrl+C at the feedback question, the kernel running
     assert autogpt(loopback, tmp_path, "--run-code", GOAL) == 130
-    assert "Stopped." in screen.text
+    assert "Stopped." in quiet_console.text
     assert pid_gone(int(questions[0].split("kernel ", 1)[1].split()[0])), "the kernel was shut down"
     assert eventually(lambda: kernels_in(folder) == [os.getpid()]), kernels_in(folder)
 
@@ -151,7 +142,7 @@ def test_a_signal_during_a_run_of_the_command_line_ends_the_kernel(tmp_path, sig
     work.mkdir()
     replies = [command("run_code", language="python", code=FIRST), Slow(None, command("finish", answer="-"))]
     with LoopbackLLMServer(replies=replies) as server:
-        process, attempts = run_until(server, 2, work, "--run-code", GOAL, script=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_autogpt.py"))
+        process, attempts = run_until(server, 2, work, "--run-code", GOAL, script=os.path.join(ROOT, "run_autogpt.py"))
         assert kernels_in(work), "the kernel runs, in the folder the command was run from"
         process.send_signal(signal_number)
         out, err = process.communicate(timeout=60)

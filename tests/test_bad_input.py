@@ -15,9 +15,8 @@ from aiflows_jarvis.CoreFlowModule import TranscriptError
 from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 from aiflows_jarvis.app import launcher
 
-from test_cli import ROOT, run_jarvis  # noqa: E402  (one helper that runs run_jarvis.py in a guarded child)
+from helpers import NO_SERVER, ROOT, assert_refused_at_start, run_jarvis
 
-NO_SERVER = ("--api-base", "http://127.0.0.1:9/v1")  # nothing listens there: a run that got as far as an LLM call fails
 JARVIS = "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config"
 
 
@@ -28,15 +27,6 @@ def memory(tmp_path):
     folder.mkdir()
     (folder / "plan_jarvis.txt").write_text("1. the earlier run's plan\n")
     return folder
-
-
-def assert_refused_at_start(done, memory, says):
-    out = done.stdout + done.stderr
-    assert done.returncode == 2, out[-3000:]
-    assert says in out, out[-3000:]
-    assert "Traceback" not in out and "Unexpected error" not in out, out[-3000:]
-    assert (memory / "plan_jarvis.txt").read_text() == "1. the earlier run's plan\n", "nothing was archived"
-    assert not (memory / "archive").exists(), "nothing was archived"
 
 
 # ~~~ A configuration whose `_target_` is not a flow ~~~

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
+from helpers import KEYS
 from subprocess_guard import network_guarded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
 AIFLOWS_PEER = os.path.join(ROOT, "benchmarks", "peers", "aiflows_peer.py")
-KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
 PROJECT_FIGURES = ("first_request_s", "round_ms_1_20", "round_ms_181_200", "round_ratio", "prompt_ratio",
                    "peak_rss_mb", "kernel_start_ms", "warm_rt_ms_0", "warm_rt_ms_5000", "demo_s",
                    "first_request_s_floor", "warm_rt_ms_floor", "kernel_start_ms_floor", "prefix_share_top_words",

@@ -13,8 +13,8 @@ import os
 import pytest
 
 from fakes import command, finish, last_user_message, library_text
+from helpers import commands, run_jarvis
 from loopback_llm import LoopbackLLMServer
-from test_cli import commands, run_jarvis
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoderFlowModule import CoderFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow

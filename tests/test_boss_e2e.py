@@ -8,52 +8,12 @@ from __future__ import annotations
 import pytest
 
 from fakes import command, finish
+from helpers import make_boss
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
 
 PLAN = "1. Ask the user for a sentence.\n2. Count its words.\n3. Finish."
 EDITED_LINE = "\n4. Tell the user the count."
-
-
-RE_PLAN = {
-    "command": {"description": "Rewrite the plan; say what went wrong.", "input_args": ["goal"]},
-    "branch": {"_target_": "aiflows_jarvis.ReplanningFlowModule.ReplanningFlow.instantiate_from_default_config",
-               "input_interface": ["goal", "plan", "memory_files"]},
-}
-
-
-def make_boss(memory_dir, with_re_plan=False):
-    memory_files = {"plan": str(memory_dir / "plan_boss.txt"), "logs": str(memory_dir / "logs_boss.txt")}
-    cfg = {
-        "name": "WordBoss",
-        "memory_files": memory_files,
-        "subflows_config": {
-            "CtrlExMem": {
-                "subflows_config": {
-                    "Controller": {
-                        "commands": {
-                            "ask_user": {"description": "Ask the user a question.", "input_args": ["question"]},
-                            "count_words": {"description": "Count the words of a text.", "input_args": ["text"]},
-                            "update_plan": {"description": "Write the plan with finished steps marked [done].",
-                                            "input_args": ["updated_plan"]},
-                        },
-                    },
-                    "Executor": {"subflows_config": {
-                        "ask_user": {"_target_": "aiflows_jarvis.HumanStandardInputFlowModule."
-                                                 "HumanStandardInputFlow.instantiate_from_default_config"},
-                        "count_words": {"_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"},
-                        "update_plan": {"_target_": "aiflows_jarvis.UpdatePlanFlowModule."
-                                                    "UpdatePlanAtomicFlow.instantiate_from_default_config"},
-                    }},
-                },
-            },
-        },
-    }
-    if with_re_plan:
-        loop = cfg["subflows_config"]["CtrlExMem"]["subflows_config"]
-        loop["Controller"]["commands"]["re_plan"] = RE_PLAN["command"]
-        loop["Executor"]["subflows_config"]["re_plan"] = RE_PLAN["branch"]
-    return AbstractBossFlow.instantiate_from_default_config(**cfg), memory_files
 
 
 def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, loopback_llm, user, fake_editor,

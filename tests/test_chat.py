@@ -6,19 +6,10 @@ import time
 
 import pytest
 
+from helpers import FAST_RETRY, make_chat
 from loopback_llm import HTTPError, Malformed, Slow
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, LLMCallError
 from aiflows_jarvis.CoreFlowModule.llm_errors import RetryPolicy, call_with_retries
-
-FAST_RETRY = {"max_attempts": 4, "initial_delay": 0.01, "max_delay": 0.05}
-
-
-def make_chat(**overrides):
-    cfg = {"name": "Asker", "retry": FAST_RETRY}
-    cfg.update(overrides)
-    return ChatAtomicFlow.instantiate_from_default_config(**cfg)
-
 
 def test_a_reply_comes_back_through_litellm_and_tokens_are_counted(loopback_llm):
     loopback_llm.add("Paris.")

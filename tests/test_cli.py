@@ -10,35 +10,16 @@ import sys
 import pytest
 
 from fakes import library_text
+from helpers import DEMO, DEMO_CALLS, KEYS, ROOT, RUN_JARVIS, commands, kernels_in, run_jarvis, run_until
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from subprocess_guard import check_guarded_run, guarded_environment, network_guarded
-from waiting import eventually, wait_until
+from waiting import eventually
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule.plans import undone_steps
 from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
-DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
-DEMO_CALLS = len(Transcript.load(DEMO).records)  # the LLM calls of the demo run
 MEMORY_FILES = ["plan_jarvis.txt", "logs_jarvis.txt", "plan_coder.txt", "logs_coder.txt", "plan_extlib.txt",
                 "logs_extlib.txt", "library"]
-KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
-
-
-def run_jarvis(cwd, *args, timeout=240):
-    """run_jarvis.py in a child process with no API keys, no colours, stdin closed, and the network guarded."""
-    env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("FAKE_EDITOR")}
-    env["NO_COLOR"] = "1"
-    with network_guarded(env) as guarded:
-        return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def commands(log_path, markers=False):
-    """The commands logged, in order (without the `resume` / `new_task` lines a boss writes between tasks)."""
-    logged = [entry.split(" ---")[0].split()[-1] for _, entry in split_log_entries(read_text(log_path))]
-    return logged if markers else [c for c in logged if c not in ("resume", "new_task")]
 
 
 @pytest.fixture(scope="module")
@@ -173,38 +154,6 @@ def test_a_replay_must_start_from_the_library_it_was_recorded_with(tmp_path):
         "Jarvis's first prompt already shows a library that is not the recorded one"
     assert "fresh --memory-dir" in second.stdout
     assert "--resume" not in second.stdout.split("left the recording")[-1], "a replay is not resumed"
-
-
-def run_until(server, requests, tmp_path, *args, script=RUN_JARVIS):
-    """Start run_jarvis.py (or ``script``, which takes the same options) on the loopback server (network guarded,
-    see subprocess_guard); return the process once the server has seen ``requests``, and the guard's log of network
-    attempts."""
-    env = {k: v for k, v in os.environ.items() if k not in KEYS}
-    env["NO_COLOR"] = "1"
-    env, attempts = guarded_environment(str(tmp_path / "guard"), env)
-    process = subprocess.Popen([sys.executable, script, "--api-base", server.url, "--yes", *args], cwd=tmp_path,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               stdin=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: len(server.requests) >= requests or process.poll() is not None,
-                   f"request number {requests} to the loopback server", poll=0.05)
-    except AssertionError:
-        process.kill()
-        raise
-    assert process.poll() is None, "the run ended before it was interrupted: " + process.communicate()[0][-2000:]
-    return process, attempts
-
-
-def kernels_in(folder):
-    """PIDs of processes whose working directory is ``folder`` (the interpreter's kernel runs there)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and os.readlink(f"/proc/{entry}/cwd") == str(folder):
-                pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
 
 
 @pytest.mark.parametrize("signal_number, code, says", [(signal.SIGINT, 130, "Stopped."),

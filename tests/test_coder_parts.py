@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from fakes import Expect, command, finish, last_user_message
+from helpers import run_code
 from aiflows_jarvis.CodeWriterFlowModule import CodeWriterFlow
 from aiflows_jarvis.CoderFlowModule import CoderFlow
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
@@ -131,16 +132,6 @@ def test_run_code_does_not_run_code_the_user_declines(tmp_path, user):
     runs = os.listdir(tmp_path / "code_runs")
     assert len(runs) == 1 and runs[0].endswith(".py"), "the code was written to a file in the workspace"
     flow.subflows["Interpreter"].close()
-
-
-def run_code(workspace, code: str, language: str = "python") -> dict:
-    """One run_code in ``workspace`` (the library's folder); its kernel is shut down afterwards."""
-    flow = RunCodeFlow.instantiate_from_default_config()
-    try:
-        return flow.run({"code": code, "language": language,
-                         "memory_files": {"code_library": str(workspace / "library.py")}})
-    finally:
-        flow.subflows["Interpreter"].close()
 
 
 def test_run_code_runs_shell_code_in_auto_approve_mode(tmp_path):

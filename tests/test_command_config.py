@@ -161,8 +161,7 @@ def test_finish_is_run_by_the_loop_and_takes_no_flow():
 
 
 def test_run_jarvis_refuses_a_command_without_a_flow_at_start_naming_its_key(tmp_path):
-    from test_bad_input import NO_SERVER, assert_refused_at_start
-    from test_cli import run_jarvis
+    from helpers import NO_SERVER, assert_refused_at_start, run_jarvis
 
     memory = tmp_path / "memory"
     memory.mkdir()

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import re
 
 import pytest
-from aiflows.backends.api_info import ApiInfo
 
+import helpers
 from fakes import finish
+from helpers import long_logs, use_server
 from loopback_llm import HTTPError, Slow
-from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
 from aiflows_jarvis.ChatFlowModule import servers, window_probe
 from aiflows_jarvis.ChatFlowModule.servers import ServerSettings, reset_servers, server_settings
-from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
-from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
 from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
 
 COMMANDS = {"finish": {"description": "End.", "input_args": ["summary"]}}
@@ -29,23 +28,9 @@ def _fresh_servers():
     reset_servers()
 
 
-def use_server(server, model="openai/local-model", api_base=None):
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test",
-                                                api_base=api_base or server.url)], model_name=model))
-
-
-def controller(name="Controller", **config):
-    return ControllerAtomicFlow.instantiate_from_default_config(name=name, commands=COMMANDS,
-                                                                backend={"max_tokens": 300}, **config)
-
-
-def long_logs(entries=40, size=400):
-    return "\n".join(format_log_entry(i, "run_code", {"code": f"step({i})"}, f"result {i} " + "x" * size)
-                     .rstrip("\n") for i in range(1, entries + 1))
-
-
-def goal_input(**extra):
-    return {"goal": "say hi", "plan": "1. ask", "logs": long_logs(), "memory_files": {}, **extra}
+# a controller that finishes only, with 300 tokens for its reply; its input has 40 log entries
+controller = functools.partial(helpers.controller, commands=COMMANDS, backend={"max_tokens": 300})
+goal_input = functools.partial(helpers.goal_input, logs=long_logs())
 
 
 def asked(server):

@@ -14,7 +14,7 @@ import pytest
 
 from aiflows_jarvis.CoreFlowModule import dependency_sync
 from aiflows_jarvis.CoreFlowModule.dependency_sync import DependencyConflict, content_digest, sync_dependencies
-from test_publish import publish
+from helpers import publish
 
 NS = "bob"
 

@@ -12,7 +12,7 @@ import pytest
 
 from fakes import command, finish
 from loopback_llm import LoopbackLLMServer
-from test_publish import publish
+from helpers import publish
 
 NS = "bob"
 BOSS_REPLIES = {

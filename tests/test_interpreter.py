@@ -28,6 +28,7 @@ from aiflows_jarvis.InterpreterFlowModule import workspace as workspace_module
 from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 from aiflows_jarvis.InterpreterFlowModule.output import BoundedText, RunResult
+from helpers import pid_gone
 from waiting import HANG_GUARD, eventually, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,24 +43,6 @@ def tiny_png(width: int = 2, height: int = 1) -> bytes:
     rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
-
-
-def pid_gone(pid: int, wait: float = HANG_GUARD) -> bool:
-    """The process has ended, or ends within ``wait`` s (a zombie waiting for an init that reaps slowly counts as
-    ended)."""
-
-    def ended():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                return any(line.startswith("State:") and "Z" in line.split()[1] for line in f)
-        except OSError:
-            return False
-
-    return eventually(ended, wait, poll=0.05)
 
 
 def kernel_processes(mark: str):
@@ -130,21 +113,6 @@ def shared(tmp_path_factory, no_kernel_left_behind):
     interpreter = CodeInterpreter(str(tmp_path_factory.mktemp("shared_workspace")), timeout=30)
     yield interpreter
     interpreter.close()
-
-
-@pytest.fixture
-def make_interpreter(tmp_path):
-    made = []
-
-    def make(**kwargs):
-        kwargs.setdefault("workspace", str(tmp_path / f"ws{len(made)}"))
-        interpreter = CodeInterpreter(**kwargs)
-        made.append(interpreter)
-        return interpreter
-
-    yield make
-    for interpreter in made:
-        interpreter.close()
 
 
 # ~~~ Python basics ~~~

@@ -7,6 +7,7 @@ import os
 from aiflows.backends.api_info import ApiInfo
 from aiflows.backends.llm_lite import LiteLLMBackend
 
+from helpers import DEMO
 from loopback_llm import LoopbackLLMServer
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, Transcript
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
@@ -14,7 +15,6 @@ from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 from aiflows_jarvis.app import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 
 def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_console):

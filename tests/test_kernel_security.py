@@ -25,7 +25,6 @@ from aiflows_jarvis.InterpreterFlowModule import shell as shell_module
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, survivors_note
 from aiflows_jarvis.InterpreterFlowModule.processes import Cgroup, start_time
 from aiflows_jarvis.InterpreterFlowModule.sandbox import SandboxUnavailable, bwrap_command
-from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
 from waiting import HANG_GUARD, eventually
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -514,7 +513,7 @@ def test_sandboxed_code_writes_only_the_workspace_sees_only_its_processes_and_ha
 def test_sighup_stops_a_run_like_sigterm_and_ends_the_kernel_and_its_processes(tmp_path, tag):
     from loopback_llm import LoopbackLLMServer, Slow
     from subprocess_guard import check_guarded_run
-    from test_cli import DEMO, kernels_in, run_until
+    from helpers import DEMO, kernels_in, run_until
 
     from aiflows_jarvis.ChatFlowModule import Transcript
 

@@ -18,9 +18,9 @@ import textwrap
 import pytest
 
 from fakes import command, finish
+from helpers import (DEMO, ROOT, SAVER, dead_pid, kernels_in, make_boss, not_blocked, run_code, run_jarvis,
+                     run_until)
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
-from test_boss_e2e import make_boss
-from test_cli import kernels_in, run_jarvis, run_until
 from waiting import HANG_GUARD, eventually
 
 from aiflows_jarvis.ChatFlowModule import Transcript
@@ -29,11 +29,7 @@ from aiflows_jarvis.CoreFlowModule.errors import MemoryInUseError
 from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME, RunLock, file_lock, lock_path_of
 from aiflows_jarvis.CoreFlowModule.library_package import library_entries, package_dir
 from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
-from aiflows_jarvis.RunCodeFlowModule import RunCodeFlow
 from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 
 def python_child(script: str, *args: str) -> subprocess.Popen:
@@ -49,30 +45,7 @@ def wait_for_line(process: subprocess.Popen, expected: str) -> None:
     assert line.strip() == expected, line + process.stderr.read()
 
 
-def dead_pid() -> int:
-    child = subprocess.Popen(["true"])
-    child.wait()
-    return child.pid
-
-
 # ~~~ save_code under a file lock ~~~
-SAVER = """
-    import os, sys
-    import aiflows_jarvis  # noqa: F401
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-    from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
-
-    library, prefix = sys.argv[1], sys.argv[2]
-    save = SaveCodeAtomicFlow.instantiate_from_default_config()
-    print("ready", flush=True)
-    sys.stdin.readline()  # both processes start saving when both are ready
-    for i in range(20):
-        out = save.run({"code": f"def {prefix}_{i}(x):\\n    '''{prefix} {i}.'''\\n    return x + {i}\\n",
-                        "memory_files": {"code_library": library}})
-        assert out["result"].startswith("Saved"), out
-"""
-
-
 def test_two_processes_saving_into_one_library_lose_no_function(tmp_path):
     library = str(tmp_path / "library.py")
     atomic_write(library, "def mine(x):\n    '''The user's own.'''\n    return x\n")
@@ -249,17 +222,13 @@ def test_re_plan_keeps_the_plan_it_replaces(tmp_path, scripted_llm, user):
 LIBRARY = "def growth(a, b):\n    '''Growth from a to b.'''\n    return b / a - 1\n"
 
 
-def run_code(tmp_path, code: str, language: str = "python") -> dict:
+@pytest.fixture
+def approving():
+    """The user approves the code run_code shows."""
     set_input_source(AutoApproveInput())
-    flow = RunCodeFlow.instantiate_from_default_config()
-    try:
-        return flow.run({"code": code, "language": language,
-                         "memory_files": {"code_library": str(tmp_path / "library.py")}})
-    finally:
-        flow.subflows["Interpreter"].close()
 
 
-def test_a_library_overwritten_by_run_code_is_archived_and_reported(tmp_path):
+def test_a_library_overwritten_by_run_code_is_archived_and_reported(tmp_path, approving):
     atomic_write(str(tmp_path / "library.py"), LIBRARY)
     out = run_code(tmp_path, "open('library.py', 'w').write('x = 1\\n')")
     (copy,) = archived(tmp_path)
@@ -268,14 +237,14 @@ def test_a_library_overwritten_by_run_code_is_archived_and_reported(tmp_path):
     assert str(copy) in out["result"] and "save_code" in out["result"]
 
 
-def test_a_library_deleted_by_shell_code_is_archived_and_reported(tmp_path):
+def test_a_library_deleted_by_shell_code_is_archived_and_reported(tmp_path, approving):
     atomic_write(str(tmp_path / "library.py"), LIBRARY)
     out = run_code(tmp_path, "rm library.py", "bash")
     (copy,) = archived(tmp_path)
     assert copy.read_text() == LIBRARY and "was deleted while this code ran" in out["result"]
 
 
-def test_a_module_of_the_library_package_overwritten_by_run_code_is_archived_and_reported(tmp_path):
+def test_a_module_of_the_library_package_overwritten_by_run_code_is_archived_and_reported(tmp_path, approving):
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     SaveCodeAtomicFlow.instantiate_from_default_config().run(
@@ -287,16 +256,15 @@ def test_a_module_of_the_library_package_overwritten_by_run_code_is_archived_and
     assert "library/data.py, the code library, was changed while this code ran" in out["result"]
 
 
-def test_a_run_that_leaves_the_library_alone_says_nothing_about_it(tmp_path):
+def test_a_run_that_leaves_the_library_alone_says_nothing_about_it(tmp_path, approving):
     atomic_write(str(tmp_path / "library.py"), LIBRARY)
     out = run_code(tmp_path, "from library import growth\nprint(round(growth(100, 117.2), 3))")
     assert "0.172" in out["result"] and "code library" not in out["result"]
     assert archived(tmp_path) == []
 
 
-def test_a_fifo_among_the_library_modules_does_not_block_run_code(tmp_path):
+def test_a_fifo_among_the_library_modules_does_not_block_run_code(tmp_path, approving):
     from aiflows_jarvis.CoreFlowModule.library_package import ensure_library
-    from test_memory_safety import not_blocked
 
     atomic_write(str(tmp_path / "library.py"), LIBRARY)
     ensure_library(str(tmp_path / "library.py"))  # (library.py moved into the package)

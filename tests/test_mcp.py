@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
-from fakes import Sink, command
+from fakes import command
+from helpers import left_running, stdio
 from loopback_llm import LoopbackLLMServer
 from mcp_http_server import MCPHTTPServer
 from subprocess_guard import network_guarded
-from test_mcp_client import left_running, stdio
 from waiting import wait_until
-from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source
+from aiflows_jarvis.CoreFlowModule import ScriptedInput, set_input_source
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_autogpt = pytest.mark.skipif(
@@ -27,15 +27,8 @@ needs_autogpt = pytest.mark.skipif(
     reason='AutoGPT needs its extra: pip install -e ".[autogpt]"')
 
 
-@pytest.fixture
-def screen():
-    sink = Sink()
-    set_console(Console(stream=sink, color=False))
-    return sink
-
-
-def said(screen) -> str:
-    return " ".join(screen.text.split())  # (long lines are wrapped on screen)
+def said(quiet_console) -> str:
+    return " ".join(quiet_console.text.split())  # (long lines are wrapped on quiet_console)
 
 
 # ~~~ Through the command lines ~~~
@@ -55,7 +48,7 @@ def answer_tools(reply_after_listing):
 
 
 @needs_autogpt
-def test_autogpt_lists_and_calls_mcp_tools_records_them_and_replays_offline(tmp_path, screen, loopback):
+def test_autogpt_lists_and_calls_mcp_tools_records_them_and_replays_offline(tmp_path, quiet_console, loopback):
     from aiflows_jarvis.app import autogpt
 
     calls = tmp_path / "calls.jsonl"
@@ -66,8 +59,8 @@ def test_autogpt_lists_and_calls_mcp_tools_records_them_and_replays_offline(tmp_
     argv = ["--api-base", loopback.url, "--memory-dir", str(tmp_path / "m"), "--yes", "--store", "faiss",
             "--mcp-config", config, "--record", str(record), "--trace", str(tmp_path / "trace.jsonl"),
             "What is 2 + 3?"]
-    assert autogpt.main(argv) == 0, screen.text[-3000:]
-    text = said(screen)
+    assert autogpt.main(argv) == 0, quiet_console.text[-3000:]
+    text = said(quiet_console)
     assert "MCP server t: 9 tools offered (add, echo, fail," in text
     assert "AutoGPT > t__add (MCP server t) a: 2 b: 3" in text, "the step line names the server and the tool"
     observed = [r["messages"][-1]["content"] for r in loopback.requests if r.get("messages")]
@@ -84,16 +77,16 @@ def test_autogpt_lists_and_calls_mcp_tools_records_them_and_replays_offline(tmp_
     assert kept["needs_approval"] is True and "command" not in kept and "env" not in kept, "settings, not secrets"
     assert [r["input"] for r in recorded if r["type"] == "tool"][:2] == [{"method": "tools/list"},
                                                                          {"tool": "add", "arguments": {"a": 2, "b": 3}}]
-    screen.text = ""
+    quiet_console.text = ""
     replay = ["--replay", str(record), "--memory-dir", str(tmp_path / "replayed"), "--yes", "--store", "faiss"]
-    assert autogpt.main(replay) == 0, screen.text[-3000:]
-    assert "2 + 3 = 5" in screen.text and "The tool reported an error: the sum is odd" in screen.text
+    assert autogpt.main(replay) == 0, quiet_console.text[-3000:]
+    assert "2 + 3 = 5" in quiet_console.text and "The tool reported an error: the sum is odd" in quiet_console.text
     assert len(calls.read_text().splitlines()) == 2, "the replay called no server: the results are the recording's"
     assert not left_running(tmp_path)
 
 
 @needs_autogpt
-def test_autogpt_uses_a_streamable_http_server_with_a_token_from_the_environment(tmp_path, screen, loopback,
+def test_autogpt_uses_a_streamable_http_server_with_a_token_from_the_environment(tmp_path, quiet_console, loopback,
                                                                                   monkeypatch):
     from aiflows_jarvis.app import autogpt
 
@@ -104,14 +97,14 @@ def test_autogpt_uses_a_streamable_http_server_with_a_token_from_the_environment
         loopback.add(command("notes__echo", text="over http"), command("finish", answer="done"))
         argv = ["--api-base", loopback.url, "--memory-dir", str(tmp_path / "m"), "--yes", "--store", "faiss",
                 "--mcp-config", config, "Say something over HTTP."]
-        assert autogpt.main(argv) == 0, screen.text[-3000:]
+        assert autogpt.main(argv) == 0, quiet_console.text[-3000:]
         assert web.deleted, "the session was ended with the run"
     assert "over http" in loopback.requests[1]["messages"][-1]["content"]
-    assert "Call the tool" not in screen.text, "needs_approval: false"
+    assert "Call the tool" not in quiet_console.text, "needs_approval: false"
 
 
 @needs_autogpt
-def test_without_yes_the_user_approves_each_call_and_a_refusal_is_the_observation(tmp_path, screen, loopback):
+def test_without_yes_the_user_approves_each_call_and_a_refusal_is_the_observation(tmp_path, quiet_console, loopback):
     from aiflows_jarvis.app import autogpt
 
     calls = tmp_path / "calls.jsonl"
@@ -120,7 +113,7 @@ def test_without_yes_the_user_approves_each_call_and_a_refusal_is_the_observatio
     loopback.add(command("t__add", a=1, b=2), command("finish", answer="not computed"))
     argv = ["--api-base", loopback.url, "--memory-dir", str(tmp_path / "m"), "--store", "faiss",
             "--mcp-config", mcp_config(tmp_path, t=stdio(tmp_path, "--calls", str(calls))), "What is 1 + 2?"]
-    assert autogpt.main(argv) == 0, screen.text[-3000:]
+    assert autogpt.main(argv) == 0, quiet_console.text[-3000:]
     assert user.asked[0]["kind"] == "approval" and "Call the tool add of the MCP server t" in user.asked[0]["prompt"]
     assert "The user did not let the tool add run. They said: not this one" in \
         loopback.requests[1]["messages"][-1]["content"]
@@ -128,7 +121,7 @@ def test_without_yes_the_user_approves_each_call_and_a_refusal_is_the_observatio
     assert not left_running(tmp_path)
 
 
-def test_jarvis_offers_mcp_tools_to_coder_keeps_the_env_secret_out_of_files_and_saves_images(tmp_path, screen,
+def test_jarvis_offers_mcp_tools_to_coder_keeps_the_env_secret_out_of_files_and_saves_images(tmp_path, quiet_console,
                                                                                               loopback, monkeypatch):
     from aiflows_jarvis.app import jarvis
 
@@ -142,7 +135,7 @@ def test_jarvis_offers_mcp_tools_to_coder_keeps_the_env_secret_out_of_files_and_
     argv = ["--api-base", loopback.url, "--memory-dir", str(tmp_path / "m"), "--yes", "--mcp-config", config,
             "--record", str(tmp_path / "run.jsonl"), "--trace", str(tmp_path / "trace.jsonl"),
             "Read the vault value and draw the picture."]
-    assert jarvis.main(argv) == 0, screen.text[-3000:]
+    assert jarvis.main(argv) == 0, quiet_console.text[-3000:]
     heads = [(r["messages"][0]["content"].split("\n")[0], "t__env" in r["messages"][0]["content"])
              for r in loopback.requests]
     assert [offered for head, offered in heads if head.startswith("You are Coder")] == [True, True]
@@ -154,19 +147,20 @@ def test_jarvis_offers_mcp_tools_to_coder_keeps_the_env_secret_out_of_files_and_
     assert f"saved to mcp_files/{image.name}" in log, "the image went to the working folder, named in the result"
     for written in ("m/logs_coder.txt", "m/report.html", "run.jsonl", "trace.jsonl"):
         assert secret not in (tmp_path / written).read_text(), f"the env secret reached {written}"
-    assert secret not in screen.text
+    assert secret not in quiet_console.text
     assert secret not in "".join(json.dumps(r["messages"]) for r in loopback.requests), "nor the prompts"
     assert image.name in (tmp_path / "m" / "report.html").read_text(), "the report shows the image the tool made"
     assert not left_running(tmp_path)
 
 
-def test_a_configuration_that_cannot_be_used_stops_the_run_before_anything_is_touched(tmp_path, screen, loopback):
+def test_a_configuration_that_cannot_be_used_stops_the_run_before_anything_is_touched(tmp_path, quiet_console,
+                                                                                       loopback):
     from aiflows_jarvis.app import jarvis
 
     config = mcp_config(tmp_path, t={"command": "x", "env": {"KEY": "${MCP_TEST_UNSET}"}})
     argv = ["--api-base", loopback.url, "--memory-dir", str(tmp_path / "m"), "--mcp-config", config, "a goal"]
     assert jarvis.main(argv) == 2
-    assert "mcpServers.t.env.KEY: the environment variable MCP_TEST_UNSET is not set" in said(screen)
+    assert "mcpServers.t.env.KEY: the environment variable MCP_TEST_UNSET is not set" in said(quiet_console)
     assert not loopback.requests and not (tmp_path / "m" / "jarvis_run.json").exists()
 
 
@@ -226,7 +220,7 @@ def test_the_readmes_example_is_a_configuration_both_command_lines_take(tmp_path
 
 
 @needs_autogpt
-def test_mcp_config_in_the_configuration_names_a_file_beside_it(tmp_path, screen, loopback):
+def test_mcp_config_in_the_configuration_names_a_file_beside_it(tmp_path, quiet_console, loopback):
     import yaml
 
     from aiflows_jarvis.app import autogpt
@@ -242,7 +236,7 @@ def test_mcp_config_in_the_configuration_names_a_file_beside_it(tmp_path, screen
     loopback.add(command("t__echo", text="from the YAML"), command("finish", answer="done"))
     argv = ["--config", str(folder / "autogpt.yaml"), "--api-base", loopback.url, "--memory-dir", str(tmp_path / "m"),
             "--yes", "--store", "faiss", "Say something."]
-    assert autogpt.main(argv) == 0, screen.text[-3000:]
-    assert f"MCP servers (mcp_config in {folder / 'autogpt.yaml'}): t (python)" in said(screen)
+    assert autogpt.main(argv) == 0, quiet_console.text[-3000:]
+    assert f"MCP servers (mcp_config in {folder / 'autogpt.yaml'}): t (python)" in said(quiet_console)
     assert "from the YAML" in loopback.requests[1]["messages"][-1]["content"]
     assert not left_running(tmp_path)

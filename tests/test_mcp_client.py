@@ -6,55 +6,21 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import sys
 
 import pytest
 
-from fakes import Sink
+from helpers import left_running, stdio
 from mcp_http_server import MCPHTTPServer
 from aiflows_jarvis.ControllerFlowModule.commands import commands_from_config, read_command, reply_schema
-from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source
+from aiflows_jarvis.CoreFlowModule import ScriptedInput, set_input_source
 from aiflows_jarvis.CoreFlowModule.errors import BadInputError
 from aiflows_jarvis.CoreFlowModule.redaction import redact
 from aiflows_jarvis.CoreFlowModule.run_context import current_run
 from aiflows_jarvis.MCPToolFlowModule import MCPServers, MCPToolFlow, load_servers
 from aiflows_jarvis.MCPToolFlowModule.config import read_config_file
 from aiflows_jarvis.MCPToolFlowModule.schemas import declaration
-
-SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_stdio_server.py")
-
-
-def stdio(tmp_path, *flags: str, **settings) -> dict:
-    """A server entry starting mcp_stdio_server.py; the test's folder is in its command line (``left_running``)."""
-    return {"command": sys.executable, "args": [SERVER, "--marker", str(tmp_path), *flags], **settings}
-
-
-def left_running(marker) -> list:
-    """Processes (not zombies) whose command line holds ``marker``: what a test's servers left behind."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                command = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if str(marker) in command and state != b"Z":
-            found.append((int(name), command))
-    return found
-
-
-@pytest.fixture
-def screen():
-    sink = Sink()
-    set_console(Console(stream=sink, color=False))
-    return sink
-
 
 # ~~~ The configuration ~~~
 def test_claude_desktop_and_vs_code_files_are_read_with_their_variables_expanded(tmp_path):
@@ -151,7 +117,7 @@ def test_a_tool_schema_becomes_a_command_whose_reply_schema_both_dialects_carry(
 
 
 # ~~~ stdio ~~~
-def test_a_stdio_server_lists_its_tools_page_by_page_is_called_and_ends_with_what_it_started(tmp_path, screen):
+def test_a_stdio_server_lists_its_tools_page_by_page_is_called_and_ends_with_what_it_started(tmp_path, quiet_console):
     grandchild = tmp_path / "grandchild.pid"
     servers = MCPServers(load_servers({"mcpServers": {
         "t": stdio(tmp_path, "--page-size", "3", "--grandchild", str(grandchild), env={"GREETING": "hello there"})}}),
@@ -161,7 +127,8 @@ def test_a_stdio_server_lists_its_tools_page_by_page_is_called_and_ends_with_wha
     assert list(commands)[:3] == ["t__add", "t__echo", "t__fail"] and "t__search" in commands, \
         "the pages of tools/list were followed"
     assert "t__odd_name_" in commands, "a tool name a command cannot hold is made one"
-    assert "the tool not_an_object (its input schema is not an object) is not offered" in " ".join(screen.text.split())
+    assert "the tool not_an_object (its input schema is not an object) is not offered" in \
+        " ".join(quiet_console.text.split())
     assert servers.call("t__add", {"a": 2, "b": 3})["result"]["structuredContent"] == {"sum": 5}
     assert servers.call("t__env", {"name": "GREETING"})["result"]["content"][0]["text"] == "hello there"
     assert servers.call("t__env", {"name": "PYTHONPATH"})["result"]["content"][0]["text"] == "(unset)", \
@@ -177,7 +144,7 @@ def test_a_stdio_server_lists_its_tools_page_by_page_is_called_and_ends_with_wha
     assert (tmp_path / "logs" / "t.log").read_text().startswith("=== "), "its stderr goes to its log"
 
 
-def test_servers_that_cannot_be_used_are_left_out_in_one_line_each_and_the_others_work(tmp_path, screen):
+def test_servers_that_cannot_be_used_are_left_out_in_one_line_each_and_the_others_work(tmp_path, quiet_console):
     with MCPHTTPServer(token="right-token-123") as web:
         servers = MCPServers(load_servers({"mcpServers": {
             "crashes": stdio(tmp_path, "--crash-at-start"),
@@ -189,7 +156,7 @@ def test_servers_that_cannot_be_used_are_left_out_in_one_line_each_and_the_other
             "nobody": {"url": "http://127.0.0.1:9/mcp"},
             "works": stdio(tmp_path)}}), log_dir=str(tmp_path / "logs"))
         commands = servers.commands()
-    text = " ".join(screen.text.split())  # (a long line is wrapped on screen)
+    text = " ".join(quiet_console.text.split())  # (a long line is wrapped on quiet_console)
     lines = re.findall(r"MCP server \S+ is left out: .*? The run goes on without its tools\.", text)
     said = {line.split()[2]: line for line in lines}
     assert set(said) == {"crashes", "hangs", "chatty", "missing", "old", "locked", "nobody"}, lines
@@ -206,7 +173,7 @@ def test_servers_that_cannot_be_used_are_left_out_in_one_line_each_and_the_other
     assert not left_running(tmp_path), "the servers left out were stopped at once, the others at close()"
 
 
-def test_a_call_that_outlasts_its_timeout_or_a_server_that_dies_is_a_result_not_a_crash(tmp_path, screen):
+def test_a_call_that_outlasts_its_timeout_or_a_server_that_dies_is_a_result_not_a_crash(tmp_path, quiet_console):
     servers = MCPServers(load_servers({"mcpServers": {"slow": stdio(tmp_path, timeout=1),
                                                       "dies": stdio(tmp_path, "--crash-on-call")}}),
                          log_dir=str(tmp_path / "logs"))
@@ -215,7 +182,7 @@ def test_a_call_that_outlasts_its_timeout_or_a_server_that_dies_is_a_result_not_
     assert late["kind"] == "timeout" and "did not answer within" in late["error"]
     died = servers.call("dies__add", {"a": 1, "b": 2})
     assert died["kind"] == "server" and "exited (exit code 5)" in died["error"] and "the tool crashed" in died["error"]
-    assert "MCP server dies stopped" in " ".join(screen.text.split())
+    assert "MCP server dies stopped" in " ".join(quiet_console.text.split())
     assert servers.call("dies__add", {"a": 1, "b": 2})["kind"] == "server", "its tools answer that it stopped"
     servers.close()
     assert not left_running(tmp_path), "the server still sleeping in its tool is ended with its group"
@@ -223,7 +190,7 @@ def test_a_call_that_outlasts_its_timeout_or_a_server_that_dies_is_a_result_not_
 
 # ~~~ Streamable HTTP ~~~
 @pytest.mark.parametrize("kind", ["json", "events", "events cut and resumed"])
-def test_an_http_server_answers_with_json_or_events_in_one_session(kind, screen):
+def test_an_http_server_answers_with_json_or_events_in_one_session(kind, quiet_console):
     with MCPHTTPServer(sse=kind != "json", token="the-token-123", cut_first_stream="cut" in kind) as web:
         servers = MCPServers(load_servers({"mcpServers": {"web": {
             "url": web.url, "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}}}},
@@ -250,7 +217,7 @@ def tool_flow(tmp_path, **server) -> MCPToolFlow:
     return MCPToolFlow.instantiate_from_default_config(mcp_config=config, workdir=str(tmp_path))
 
 
-def test_a_tool_error_an_image_and_a_huge_result_come_back_as_text_and_files(tmp_path, screen):
+def test_a_tool_error_an_image_and_a_huge_result_come_back_as_text_and_files(tmp_path, quiet_console):
     flow = tool_flow(tmp_path, needs_approval=False)
     try:
         failed = flow.call({"tool": "t__fail", "arguments": {"message": "no such note"}})
@@ -275,7 +242,7 @@ def test_a_tool_error_an_image_and_a_huge_result_come_back_as_text_and_files(tmp
     assert not left_running(tmp_path)
 
 
-def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_otherwise(tmp_path, screen):
+def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_otherwise(tmp_path, quiet_console):
     user = ScriptedInput(["", "no, not that one"])
     set_input_source(user)
     flow = tool_flow(tmp_path, autoApprove=["add"])
@@ -294,7 +261,7 @@ def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_other
     assert not left_running(tmp_path)
 
 
-def test_the_modules_demo_server_starts_from_any_folder(tmp_path, monkeypatch, screen):
+def test_the_modules_demo_server_starts_from_any_folder(tmp_path, monkeypatch, quiet_console):
     monkeypatch.chdir(tmp_path)  # a relative cwd in MCPToolFlow's own mcp_config is the module's folder
     flow = MCPToolFlow.instantiate_from_default_config(mcp_config={"mcpServers": {"demo": {
         "command": sys.executable, "args": ["add_server.py"], "cwd": "demo", "needs_approval": False}}})

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -28,8 +27,7 @@ from aiflows_jarvis.CoreFlowModule.memory import (
 )
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
-from test_cli import ROOT, run_jarvis  # noqa: E402  (one helper that runs run_jarvis.py in a guarded child)
-from waiting import eventually  # noqa: E402
+from helpers import ROOT, not_blocked, run_jarvis
 
 
 def numbers(path) -> list:
@@ -81,34 +79,6 @@ def test_reading_a_linked_memory_file_is_refused(tmp_path):
 
 
 # ~~~ What is not a regular file ~~~
-def not_blocked(call, *fifos):
-    """``call()``'s result (or raises its error), from a thread; if it blocks on one of ``fifos`` (opening a FIFO
-    waits for its other end), that end is opened to release it after the hang guard, and the test fails."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = call()
-        except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
-            box["error"] = error
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    if not eventually(lambda: not thread.is_alive()):
-        while thread.is_alive():  # the other end, opened and closed (each time it opens one again): it returns
-            for fifo in fifos:
-                for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
-                    try:
-                        os.close(os.open(fifo, flags))
-                    except OSError:
-                        pass
-            thread.join(0.05)
-        raise AssertionError(f"{call} blocked on a FIFO")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 @pytest.mark.parametrize("kind", ["fifo", "folder"])
 def test_a_memory_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, kind):
     plan, log = tmp_path / "plan.txt", tmp_path / "logs.txt"

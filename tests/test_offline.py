@@ -5,7 +5,6 @@ import filecmp
 import glob
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,8 +16,9 @@ import pytest
 from aiflows_jarvis.CoreFlowModule import tokenizer_seed
 from aiflows_jarvis.CoreFlowModule.offline import TOKENIZER_DIR, TOKENIZER_FILE, bundled_tokenizer_ok
 from aiflows_jarvis.CoreFlowModule.tokenizer_seed import OPT_OUT, TOKENIZER_SHA256, TOKENIZER_SIZE
-from linked_venv import copy_repository, linked_venv
-from subprocess_guard import check_guarded_run, guarded_environment, network_guarded
+from helpers import pip
+from linked_venv import linked_venv
+from subprocess_guard import check_guarded_run, guarded_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -192,24 +192,6 @@ def test_the_seed_can_be_turned_off_and_a_folder_it_cannot_write_is_left_alone(s
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path / "a-file" / "cache"))  # cannot be made
     assert tokenizer_seed.seed_default_tokenizer_cache() is None
-
-
-def pip(python, *args):
-    """This test environment's pip, run by ``python`` (a linked_venv's: it installs there), offline and guarded."""
-    base = dict(os.environ, PIP_NO_INDEX="1", PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    with network_guarded(base, keep_pythonpath=False) as env:
-        done = subprocess.run([python, "-m", "pip", *args], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout
-
-
-@pytest.fixture(scope="module")
-def project_copy(tmp_path_factory):
-    """This repository's files, to build from without writing into the checkout."""
-    folder = tmp_path_factory.mktemp("project")
-    copy_repository(folder)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 LITELLM_FIRST_INSTALLED = '''

@@ -19,20 +19,11 @@ import pytest
 
 import guards
 from fakes import command, finish
+from helpers import load_script, publish
 from loopback_llm import LoopbackLLMServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMESPACE = "alice"
-
-
-def load_publish():
-    spec = importlib.util.spec_from_file_location("publish", os.path.join(ROOT, "scripts", "publish.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-publish = load_publish()
 
 
 @pytest.fixture(scope="module")
@@ -504,7 +495,4 @@ def test_a_module_that_starts_the_kernel_requires_ipykernel(staged):
 
 
 def test_the_module_readmes_are_up_to_date_with_the_docstrings():
-    spec = importlib.util.spec_from_file_location("update_readmes", os.path.join(ROOT, "scripts", "update_readmes.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main(["--check"]) == 0, "run python scripts/update_readmes.py"
+    assert load_script("update_readmes").main(["--check"]) == 0, "run python scripts/update_readmes.py"

@@ -19,7 +19,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.hf_api import CommitInfo, ModelInfo
 from huggingface_hub.utils import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
-from test_publish import publish
+from helpers import publish
 
 TOKEN = "hf_test_token"
 ALL = publish.module_names()

@@ -9,20 +9,14 @@ import pytest
 from aiflows.backends.api_info import ApiInfo
 
 from fakes import command, finish
+from helpers import controller, goal_input, long_logs, use_server
 from loopback_llm import HTTPError, Slow, completion_json
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
 from aiflows_jarvis.ChatFlowModule.context import ContextOverflow
 from aiflows_jarvis.ChatFlowModule.servers import reset_servers
-from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
 from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError
 from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, check_budget, set_run_budget
-from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
 from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
-
-COMMANDS = {
-    "ask_user": {"description": "Ask the user.", "input_args": ["question"]},
-    "finish": {"description": "End.", "input_args": ["summary"]},
-}
 
 
 @pytest.fixture(autouse=True)
@@ -32,20 +26,6 @@ def _fresh_servers():
     yield
     reset_servers()
     set_run_budget(None)
-
-
-def use_server(server, model="openai/local-model"):
-    """Every chat talks to ``server`` as ``model`` (an OpenAI-compatible server, as run_jarvis --api-base does)."""
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)],
-                                       model_name=model))
-
-
-def controller(**config):
-    return ControllerAtomicFlow.instantiate_from_default_config(name="Controller", commands=COMMANDS, **config)
-
-
-def goal_input(**extra):
-    return {"goal": "say hi", "plan": "1. ask", "logs": "", "memory_files": {}, **extra}
 
 
 # ~~~ The format of the reply, in the HTTP body ~~~
@@ -154,16 +134,11 @@ def test_a_bad_request_about_something_else_is_not_taken_for_a_format_refusal(lo
 
 
 # ~~~ Prompts that fit ~~~
-def long_logs(entries=60, size=400):
-    return "\n".join(format_log_entry(i, "run_code", {"code": f"step({i})"}, f"result {i} " + "x" * size)
-                     .rstrip("\n") for i in range(1, entries + 1))
-
-
 def test_a_prompt_that_would_overflow_is_shortened_oldest_log_entries_first(loopback, quiet_console):
     use_server(loopback)
     loopback.add(finish())
     flow = controller(context_window=1024, backend={"max_tokens": 200})  # its snapshot's 10 entries do not fit
-    out = flow.call(goal_input(logs=long_logs()))
+    out = flow.call(goal_input(logs=long_logs(60)))
     assert out["command"] == "finish"
     sent = loopback.requests[-1]["messages"]
     assert count_message_tokens(sent) + 200 <= 1024, "the prompt plus the reply's max_tokens fits the window"

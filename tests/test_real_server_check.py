@@ -7,12 +7,12 @@ import os
 import subprocess
 import sys
 
+from helpers import KEYS
 from loopback_llm import HTTPError
 from subprocess_guard import network_guarded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECK = os.path.join(ROOT, "benchmarks", "real_server_check.py")
-KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
 
 
 def first_command(body: dict) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
-from test_cli import DEMO, RUN_JARVIS
+from helpers import DEMO, RUN_JARVIS, files_holding
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule import get_console
 from aiflows_jarvis.CoreFlowModule.redaction import (
@@ -109,18 +109,6 @@ def _jarvis(cwd, *args, env_extra=None, timeout=240):
     with network_guarded(env) as guarded:
         return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def files_holding(folder, *secrets):
-    """Which files under ``folder`` hold any of ``secrets`` (the fault suite checks with it too)."""
-    found = []
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                data = f.read()
-            found += [f"{os.path.relpath(path, folder)} holds {s[:6]}..." for s in secrets if s.encode() in data]
-    return found
 
 
 def test_a_key_printed_by_code_and_the_api_base_password_reach_no_file_and_no_prompt(tmp_path):

@@ -13,8 +13,8 @@ import os
 import pytest
 
 from fakes import command, finish, library_text
+from helpers import DEMO, commands, run_jarvis
 from loopback_llm import LoopbackLLMServer
-from test_cli import DEMO, commands, run_jarvis
 from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source

@@ -11,10 +11,9 @@ import sys
 import pytest
 
 from aiflows_jarvis.app import autogpt as run_autogpt
-from fakes import Sink
+from helpers import KEYS
 from subprocess_guard import check_guarded_run, guarded_environment
 
-from aiflows_jarvis.CoreFlowModule import Console, set_console
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),
@@ -22,30 +21,23 @@ pytestmark = pytest.mark.skipif(
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
 
 
-@pytest.fixture
-def screen():
-    sink = Sink()
-    set_console(Console(stream=sink, color=False))
-    return sink
-
-
-def test_the_demo_runs_offline_and_finishes(tmp_path, screen):
+def test_the_demo_runs_offline_and_finishes(tmp_path, quiet_console):
     assert run_autogpt.main(["--demo", "--memory-dir", str(tmp_path / "memory")]) == 0
-    assert "This is a REPLAY" in screen.text
-    assert "AutoGPT finished: the answer is above." in screen.text and screen.text.count("330 m (1,083 ft)") == 1, \
+    assert "This is a REPLAY" in quiet_console.text
+    shown = quiet_console.text
+    assert "AutoGPT finished: the answer is above." in shown and shown.count("330 m (1,083 ft)") == 1, \
         "the finish step showed the answer whole: it is not shown again"
-    assert "context window" not in screen.text, "a replay has no model whose context window to set"
+    assert "context window" not in quiet_console.text, "a replay has no model whose context window to set"
     assert (tmp_path / "memory" / "autogpt_demo_store").is_dir(), "the demo's memory ran for real"
 
 
-def test_no_credentials_is_exit_code_2(tmp_path, screen, monkeypatch):
+def test_no_credentials_is_exit_code_2(tmp_path, quiet_console, monkeypatch):
     for name in ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     assert run_autogpt.main(["--memory-dir", str(tmp_path / "m"), "When was the Eiffel Tower finished?"]) == 2
-    assert "needs an LLM" in screen.text
+    assert "needs an LLM" in quiet_console.text
 
 
 def test_demo_refuses_a_goal(capsys):
@@ -87,7 +79,7 @@ def test_the_readme_command_runs_the_demo_offline_from_a_fresh_clone(tmp_path):
         "the clone's modules ran (its folder comes before the editable install on sys.path)"
 
 
-def test_a_store_of_another_kind_is_refused_at_the_start_and_migrate_copies_its_memories(tmp_path, screen,
+def test_a_store_of_another_kind_is_refused_at_the_start_and_migrate_copies_its_memories(tmp_path, quiet_console,
                                                                                           loopback_llm):
     from aiflows.backends.api_info import ApiInfo
 
@@ -104,16 +96,17 @@ def test_a_store_of_another_kind_is_refused_at_the_start_and_migrate_copies_its_
     before = sorted(p.name for p in memory.rglob("*"))
     argv = ["--api-base", loopback_llm.url, "--memory-dir", str(memory), "--yes", "--store", "faiss", GOAL_TEXT]
 
-    assert run_autogpt.main(argv) == 2, screen.text[-2000:]
-    assert "was written with --store chroma (Chroma); this run uses --store faiss (FAISS)" in screen.text
-    assert "--store faiss --migrate" in screen.text and "Run with --store chroma to use them" in screen.text
+    assert run_autogpt.main(argv) == 2, quiet_console.text[-2000:]
+    assert "was written with --store chroma (Chroma); this run uses --store faiss (FAISS)" in quiet_console.text
+    assert "--store faiss --migrate" in quiet_console.text
+    assert "Run with --store chroma to use them" in quiet_console.text
     after = sorted(p.name for p in memory.rglob("*") if p.name != ".jarvis.lock")  # the run lock, released
     assert after == before, "refused before anything in the folder is written"
     assert not loopback_llm.requests, "no LLM call before the refusal"
 
     loopback_llm.add(command("finish", answer="1889"))
-    assert run_autogpt.main(argv[:-1] + ["--migrate", GOAL_TEXT]) == 0, screen.text[-2000:]
-    assert "Copied 1 memory from the Chroma store into a FAISS store" in screen.text
+    assert run_autogpt.main(argv[:-1] + ["--migrate", GOAL_TEXT]) == 0, quiet_console.text[-2000:]
+    assert "Copied 1 memory from the Chroma store into a FAISS store" in quiet_console.text
     first = loopback_llm.requests[0]["messages"]
     assert any(fact in m["content"] for m in first[:2]), "the controller reads the old memory (head, first message)"
     assert (memory / "vector_store.chroma" / "chroma.sqlite3").is_file(), "the Chroma store is kept"
@@ -136,19 +129,19 @@ def autogpt_config(tmp_path, wiki_url: str) -> str:
     return str(path)
 
 
-def test_the_wiki_key_of_configs_autogpt_yaml_reaches_the_wiki_tool(tmp_path, screen, loopback_llm):
+def test_the_wiki_key_of_configs_autogpt_yaml_reaches_the_wiki_tool(tmp_path, quiet_console, loopback_llm):
     from fakes import command
 
     loopback_llm.wiki_pages["Eiffel Tower"] = "The Eiffel Tower was finished in 1889."
     loopback_llm.add(command("wiki_search", search_term="Eiffel Tower"), command("finish", answer="1889"))
     argv = ["--config", autogpt_config(tmp_path, loopback_llm.wiki_url), "--api-base", loopback_llm.url,
             "--memory-dir", str(tmp_path / "m"), "--yes", "--store", "faiss", GOAL_TEXT]
-    assert run_autogpt.main(argv) == 0, screen.text[-2000:]
+    assert run_autogpt.main(argv) == 0, quiet_console.text[-2000:]
     assert [r.get("srsearch") for r in loopback_llm.wiki_requests][:1] == ["Eiffel Tower"], "searched the wiki set"
     assert "finished in 1889" in loopback_llm.requests[1]["messages"][-1]["content"]
 
 
-def test_max_time_bounds_a_tool_that_hangs(tmp_path, screen, loopback_llm):
+def test_max_time_bounds_a_tool_that_hangs(tmp_path, quiet_console, loopback_llm):
     import time
 
     from fakes import command
@@ -161,9 +154,10 @@ def test_max_time_bounds_a_tool_that_hangs(tmp_path, screen, loopback_llm):
     started = time.monotonic()
     code = run_autogpt.main(argv)
     elapsed = time.monotonic() - started
-    assert code == BUDGET_REACHED, screen.text[-2000:]
-    assert "The run reached its budget during AutoGPT/Executor/wiki_search: 5 s of running time" in screen.text, \
-        screen.text[-2000:]
+    shown = quiet_console.text
+    assert code == BUDGET_REACHED, shown[-2000:]
+    assert "The run reached its budget during AutoGPT/Executor/wiki_search: 5 s of running time" in shown, \
+        shown[-2000:]
     assert loopback_llm.wiki_held == 1, "the run ended while the wiki still held its request, unanswered"
     assert len(loopback_llm.requests) == 1 and len(loopback_llm.embedding_requests) == 0, \
         "nothing after the search: the budget stopped the run in the tool"

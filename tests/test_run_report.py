@@ -25,8 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fakes import Sink  # noqa: E402
 from loopback_llm import HTTPError, LoopbackLLMServer  # noqa: E402
-from test_cli import DEMO, DEMO_CALLS, run_jarvis  # noqa: E402
-from test_terminal_safety import transcript_answering  # noqa: E402
+from helpers import DEMO, DEMO_CALLS, run_jarvis, transcript_answering  # noqa: E402
 
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import Console  # noqa: E402

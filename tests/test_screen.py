@@ -17,9 +17,9 @@ import fcntl
 
 import pytest
 
+from helpers import DEMO, DEMO_CALLS, KEYS, RUN_JARVIS, run_jarvis
 from loopback_llm import LoopbackLLMServer, Slow
 from subprocess_guard import network_guarded
-from test_cli import DEMO, DEMO_CALLS, KEYS, RUN_JARVIS, run_jarvis
 from aiflows_jarvis.ChatFlowModule import Transcript
 
 COLUMNS = 100

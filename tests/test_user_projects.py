@@ -22,11 +22,10 @@ import textwrap
 import pytest
 
 from fakes import command, finish
+from helpers import pip, publish
 from linked_venv import copy_repository, linked_venv
 from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
-from test_offline import pip, project_copy  # noqa: F401  (project_copy: a fixture)
-from test_publish import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUTHORS = "aiflows"  # the aiflows authors' hub namespace: FlowVerse syncs their modules to flow_modules/AUTHORS

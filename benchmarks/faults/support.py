@@ -20,8 +20,7 @@ from .harness import ROOT, Ctx
 from fakes import command  # noqa: E402  (tests/ is on sys.path: see harness)
 from loopback_llm import Cut, HTTPError, LoopbackLLMServer, Malformed, Slow  # noqa: E402,F401
 from subprocess_guard import guarded_environment  # noqa: E402
-from test_cli import DEMO, KEYS, RUN_JARVIS  # noqa: E402
-from test_terminal_safety import CONTROLS  # noqa: E402
+from helpers import CONTROLS, DEMO, KEYS, RUN_JARVIS  # noqa: E402
 
 import aiflows_jarvis  # noqa: E402,F401  (the offline tokenizer before anything imports litellm)
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402

@@ -13,7 +13,7 @@ from ..support import (
     python_child, read, short_run,
 )
 
-from test_locks_and_versions import SAVER, dead_pid  # noqa: E402  (the two savers of the locking test)
+from helpers import SAVER, dead_pid  # noqa: E402  (the two savers of the locking test)
 
 from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME  # noqa: E402
 

@@ -8,7 +8,7 @@ from ..harness import case
 from ..support import (
     GOAL, HTTPError, LoopbackLLMServer, coder_run, fast_retry_config, handled_exit, jarvis, memory_whole, read,
 )
-from test_redaction import files_holding  # noqa: E402  (tests/ is on the path, as for support)
+from helpers import files_holding  # noqa: E402  (tests/ is on the path, as for support)
 
 KEY = "sk-proj-Fault7Suite3Key9Zq8XbW3nK2"
 PASSWORD = "pw-Fault7Suite3Pass"
