@@ -45,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # the package beside this script, also when a test loads this file by its path
     sys.path.insert(0, HERE)
 
-# The command's own names, and the parts' names its tests and scripts/update_readmes.py reach through `publish`
+# The command's own names, and the parts' names its tests and scripts/update_*.py reach through `publish`
 from publishing import checks, staging  # noqa: E402  (the modules: tests stand in for their functions there)
 from publishing.checks import check_staged, project_env, project_python, verify_venv  # noqa: E402
 from publishing.demos import DEMOS  # noqa: E402

@@ -424,9 +424,22 @@ def test_no_staged_file_refers_to_the_source_namespace(staged):
                 assert "aiflows_jarvis" not in text and '"url": "aiflows/' not in text, os.path.join(root, name)
 
 
-def test_declared_dependencies_match_what_the_code_uses():
-    for module in publish.module_names():
-        assert publish.declared_dependencies(module) == publish.direct_dependencies(module), module
+def test_every_module_declares_the_dependencies_its_code_uses_as_the_script_writes_them():
+    assert load_script("update_dependencies").main(["--check"]) == 0, "run python scripts/update_dependencies.py"
+
+
+def test_the_dependencies_script_replaces_the_list_or_adds_one_after_the_docstring():
+    script = load_script("update_dependencies")
+    text = script.dependencies_text({"ChatFlowModule", "CoreFlowModule", "AbstractBossFlowModule"}, "aiflows")
+    assert text == ('dependencies = [\n    {"url": "aiflows/CoreFlowModule", "revision": "main"},\n'
+                    '    {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},\n'
+                    '    {"url": "aiflows/ChatFlowModule", "revision": "main"},\n]\n'), "Core first, then by name"
+    old = '"""A module."""\ndependencies = [\n    {"url": "aiflows/GoneFlowModule", "revision": "main"},\n]\n\nx = 1\n'
+    assert script.with_dependencies(old, "dependencies = []\n") == '"""A module."""\ndependencies = []\n\nx = 1\n'
+    new = '"""A new module,\nof two lines."""\nfrom __future__ import annotations\n\nfrom .Flow import Flow\n'
+    assert script.with_dependencies(new, "dependencies = []\n") == ('"""A new module,\nof two lines."""\n'
+                                                                    'from __future__ import annotations\n'
+                                                                    'dependencies = []\n\nfrom .Flow import Flow\n')
 
 
 def _provided_by_aiflows():

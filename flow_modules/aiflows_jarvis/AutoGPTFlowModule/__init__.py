@@ -4,9 +4,9 @@ dependencies = [
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},
     {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
     {"url": "aiflows/InterpreterFlowModule", "revision": "main"},
-    {"url": "aiflows/VectorStoreFlowModule", "revision": "main"},
     {"url": "aiflows/LCToolFlowModule", "revision": "main"},
     {"url": "aiflows/MCPToolFlowModule", "revision": "main"},
+    {"url": "aiflows/VectorStoreFlowModule", "revision": "main"},
     {"url": "aiflows/WikiSearchFlowModule", "revision": "main"},
 ]
 

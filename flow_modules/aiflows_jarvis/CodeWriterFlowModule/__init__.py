@@ -2,9 +2,9 @@
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},
+    {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
     {"url": "aiflows/InteractiveCodeGenFlowModule", "revision": "main"},
     {"url": "aiflows/TestCodeFlowModule", "revision": "main"},
-    {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
 ]
 
 from .CodeWriterFlow import CodeWriterFlow  # noqa: E402
