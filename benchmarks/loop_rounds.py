@@ -27,7 +27,6 @@ import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from aiflows.base_flows import Flow  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 
-from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import Console, RunContext, ScriptedInput  # noqa: E402
 from aiflows_jarvis.CoreFlowModule.lean import LeanFlowMixin  # noqa: E402
 
@@ -51,21 +50,14 @@ def reporting_factory(backend_config, flow_name):
 def build(memory_dir: str, rounds: int):
     """The loop's flow (its chats get their backend from the current run) and its memory files."""
     from fakes import SCRIPT, command, finish
+    from helpers import word_count_loop
 
     SCRIPT.replies.clear()
     SCRIPT.calls.clear()
     for i in range(rounds):
         SCRIPT.add(command("count_words", text=f"round {i} of a long task"))
     SCRIPT.add(finish("all rounds done"))
-    cfg = {
-        "max_rounds": rounds + 1,
-        "subflows_config": {
-            "Controller": {"commands": {"count_words": {"description": "count words", "input_args": ["text"]}}},
-            "Executor": {"subflows_config": {"count_words": {
-                "_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}},
-        },
-    }
-    flow = CtrlExMemFlow.instantiate_from_default_config(**cfg)
+    flow = word_count_loop(rounds + 1)
     memory_files = {"plan": os.path.join(memory_dir, "plan.txt"), "logs": os.path.join(memory_dir, "logs.txt")}
     with open(memory_files["plan"], "w") as f:
         f.write("1. count words many times\n2. finish\n")

@@ -4,8 +4,8 @@ conftest.py, fakes in fakes.py).
 - The repository's paths and the demo: ``ROOT``, ``RUN_JARVIS``, ``DEMO``, ``DEMO_CALLS``, ``KEYS``.
 - run_jarvis.py in a guarded child: ``child_environment``, ``run_jarvis``, ``run_until``, ``transcript_answering``,
   ``commands``, ``NO_SERVER`` and ``assert_refused_at_start``.
-- Flows built the way several files build them: ``make_chat``, ``make_boss``, ``controller`` and ``goal_input``
-  (with ``long_logs``), ``run_code``; ``use_server`` points every chat at a loopback server.
+- Flows built the way several files build them: ``make_chat``, ``make_boss``, ``word_count_loop``, ``controller``
+  and ``goal_input`` (with ``long_logs``), ``run_code``; ``use_server`` points every chat at a loopback server.
 - Processes and files: ``kernels_in``, ``pid_gone``, ``dead_pid``, ``left_running``, ``stdio`` (an MCP server
   entry), ``not_blocked``, ``files_holding``, ``pip``, ``SAVER`` (a process saving functions into a library);
   ``publish`` is scripts/publish.py loaded as a module; ``CONTROLS``, what a terminal acts on.
@@ -127,49 +127,28 @@ def make_chat(**overrides):
     return ChatAtomicFlow.instantiate_from_default_config(**cfg)
 
 
-RE_PLAN = {
-    "command": {"description": "Rewrite the plan; say what went wrong.", "input_args": ["goal"]},
-    "branch": {"_target_": "aiflows_jarvis.ReplanningFlowModule.ReplanningFlow.instantiate_from_default_config",
-               "input_interface": ["goal", "plan", "memory_files"]},
-}
-
-
-def make_boss(memory_dir, with_re_plan=False):
-    """A small boss (AbstractBossFlow) whose commands are ask_user, count_words and update_plan (and re_plan); its
-    memory files in ``memory_dir``. Returns the boss and its memory files."""
+def make_boss(memory_dir):
+    """A small boss (AbstractBossFlow) whose own command is count_words (it has those of every boss too: ask_user,
+    re_plan, update_plan, search_logs); its memory files in ``memory_dir``. Returns the boss and its memory files."""
     from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 
     memory_files = {"plan": str(memory_dir / "plan_boss.txt"), "logs": str(memory_dir / "logs_boss.txt")}
-    cfg = {
-        "name": "WordBoss",
-        "memory_files": memory_files,
-        "subflows_config": {
-            "CtrlExMem": {
-                "subflows_config": {
-                    "Controller": {
-                        "commands": {
-                            "ask_user": {"description": "Ask the user a question.", "input_args": ["question"]},
-                            "count_words": {"description": "Count the words of a text.", "input_args": ["text"]},
-                            "update_plan": {"description": "Write the plan with finished steps marked [done].",
-                                            "input_args": ["updated_plan"]},
-                        },
-                    },
-                    "Executor": {"subflows_config": {
-                        "ask_user": {"_target_": "aiflows_jarvis.HumanStandardInputFlowModule."
-                                                 "HumanStandardInputFlow.instantiate_from_default_config"},
-                        "count_words": {"_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"},
-                        "update_plan": {"_target_": "aiflows_jarvis.UpdatePlanFlowModule."
-                                                    "UpdatePlanAtomicFlow.instantiate_from_default_config"},
-                    }},
-                },
-            },
-        },
-    }
-    if with_re_plan:
-        loop = cfg["subflows_config"]["CtrlExMem"]["subflows_config"]
-        loop["Controller"]["commands"]["re_plan"] = RE_PLAN["command"]
-        loop["Executor"]["subflows_config"]["re_plan"] = RE_PLAN["branch"]
-    return AbstractBossFlow.instantiate_from_default_config(**cfg), memory_files
+    boss = AbstractBossFlow.instantiate_from_default_config(name="WordBoss", memory_files=memory_files,
+                                                            subflows_config={"CtrlExMem": {"commands": {
+        "count_words": {"description": "Count the words of a text.", "input_args": ["text"],
+                        "flow": {"_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}}}})
+    return boss, memory_files
+
+
+def word_count_loop(max_rounds: int, description: str = "count words"):
+    """A CtrlExMemFlow whose one command (but finish) is count_words (flows_for_tests.WordCountFlow): the loop
+    alone, the commands every boss has (CtrlExMemFlow.yaml) left out."""
+    from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
+
+    every_boss = {name: None for name in CtrlExMemFlow.get_config()["commands"]}
+    return CtrlExMemFlow.instantiate_from_default_config(max_rounds=max_rounds, commands={
+        **every_boss, "count_words": {"description": description, "input_args": ["text"], "flow": {
+            "_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}})
 
 
 ASK_AND_FINISH = {

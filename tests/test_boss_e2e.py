@@ -1,7 +1,8 @@
 """A small boss built from AbstractBossFlow, end to end through LiteLLMBackend -> litellm -> HTTP (loopback server).
 
-Executor branches: update_plan, ask_user and count_words. The user edits the plan in the (fake) editor; the
-controller's first reply is malformed and gets corrected; the boss runs twice in one process.
+Its own command is count_words; ask_user, re_plan, update_plan and search_logs it has as every boss. The user edits
+the plan in the (fake) editor; the controller's first reply is malformed and gets corrected; the boss runs twice in
+one process.
 """
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def test_when_the_user_never_approves_the_plan_the_boss_stops_without_acting(tmp
 
 
 def test_re_plan_rewrites_the_plan_with_the_user_and_tells_the_controller(tmp_path, scripted_llm, user):
-    boss, files = make_boss(tmp_path, with_re_plan=True)
+    boss, files = make_boss(tmp_path)
     user.add("", "")  # approve the first plan, approve the new plan
     scripted_llm.add(
         "1. Ask for a sentence.\n2. Count its words.",

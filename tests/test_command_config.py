@@ -89,6 +89,52 @@ def test_jarvis_has_the_original_tree_with_every_command_paired(scripted_llm):
         {"write_code", "test", "ask_user"}
 
 
+# ~~~ The commands of every boss: declared once, in CtrlExMemFlow.yaml ~~~
+EVERY_BOSS = ["ask_user", "re_plan", "update_plan", "search_logs"]
+
+
+def listed(loop):
+    """The commands a loop's controller lists, in order."""
+    return [c.name for c in loop.subflows["Controller"].commands]
+
+
+def test_every_boss_has_the_commands_of_ctrlexmemflow_listed_after_its_own(scripted_llm):
+    jarvis = JarvisFlow.instantiate_from_default_config()
+    coder = coder_loop(jarvis)
+    extend = coder.subflows["Executor"].subflows["extend_library"].subflows["CtrlExMem"]
+    assert listed(jarvis.subflows["CtrlExMem"]) == ["Coder", "intermediate_answer", "final_answer", *EVERY_BOSS,
+                                                    "finish"]
+    assert listed(coder) == ["extend_library", "run_code", "search_library", *EVERY_BOSS, "finish"]
+    assert listed(extend) == ["write_code", "save_code", "ask_user", "re_plan", "update_plan", "finish"], \
+        "ExtendLibrary leaves search_logs out (search_logs: null)"
+    plain = AbstractBossFlow.instantiate_from_default_config(subflows_config={"CtrlExMem": {
+        "commands": {"count_words": {"description": "Count words.", "input_args": ["text"],
+                                     "flow": {"_target_": WORDS}}}}})
+    assert listed(plain.subflows["CtrlExMem"]) == ["count_words", *EVERY_BOSS, "finish"], "a boss of one's own too"
+    branches = {name: loop.subflows["Executor"].subflows for name, loop in
+                [("Jarvis", jarvis.subflows["CtrlExMem"]), ("Coder", coder), ("plain", plain.subflows["CtrlExMem"])]}
+    assert {type(b["re_plan"]).__name__ for b in branches.values()} == {"ReplanningFlow"}
+    assert type(branches["Jarvis"]["update_plan"]).__module__ == "aiflows_jarvis.JarvisFlowModule.UpdatePlanAtomicFlow"
+    assert type(branches["Coder"]["update_plan"]).__module__ == \
+        "aiflows_jarvis.UpdatePlanFlowModule.UpdatePlanAtomicFlow", "Jarvis changes the flow of its own update_plan"
+    told = {c.name: c for c in coder.subflows["Controller"].commands}
+    assert told["re_plan"].description.startswith("Rewrite the plan when it cannot be followed, or when the goal"), \
+        "Coder changes re_plan's description, and keeps its arguments and flow"
+    assert told["re_plan"].input_args == ["goal"]
+
+
+def test_a_configuration_leaves_a_command_of_every_boss_out_with_null(scripted_llm):
+    boss = AbstractBossFlow.instantiate_from_default_config(subflows_config={"CtrlExMem": {"commands": {
+        "re_plan": None, "search_logs": None}}})
+    loop = boss.subflows["CtrlExMem"]
+    assert listed(loop) == ["ask_user", "update_plan", "finish"]
+    assert set(loop.subflows["Executor"].subflows) == {"ask_user", "update_plan"}
+    with pytest.raises(ConfigurationError, match=r"Executor.subflows_config.re_plan: no command"):
+        AbstractBossFlow.instantiate_from_default_config(subflows_config={"CtrlExMem": {
+            "commands": {"re_plan": None}, "subflows_config": {"Executor": {"subflows_config": {
+                "re_plan": {"max_rounds": 3}}}}}})
+
+
 def test_the_old_override_paths_and_the_new_one_reach_the_flow_and_the_old_wins(scripted_llm):
     new = {"subflows_config": {"CtrlExMem": {"commands": {"Coder": {"flow": {"subflows_config": {
         "CtrlExMem": {"max_rounds": 8, "max_repeats": 5}}}}}}}}

@@ -203,7 +203,7 @@ def test_done_marks_only_make_no_copy(tmp_path):
 
 
 def test_re_plan_keeps_the_plan_it_replaces(tmp_path, scripted_llm, user):
-    boss, files = make_boss(tmp_path, with_re_plan=True)
+    boss, files = make_boss(tmp_path)
     user.add("", "")  # approve the first plan, approve the new plan
     scripted_llm.add(
         "1. Ask for a sentence.\n2. Count its words.",

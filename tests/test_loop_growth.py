@@ -7,8 +7,8 @@ for the timings.
 from __future__ import annotations
 
 from fakes import carried_messages, carried_size, command, finish
+from helpers import word_count_loop
 from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
-from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
 from aiflows_jarvis.CoreFlowModule.lean import DEFAULT_HISTORY_SIZE
 
 ROUNDS = 200
@@ -21,14 +21,7 @@ def flows_of(flow):
 
 
 def test_what_a_round_carries_is_bounded_and_flat_up_to_round_200(tmp_path, scripted_llm, quiet_console):
-    flow = CtrlExMemFlow.instantiate_from_default_config(
-        max_rounds=ROUNDS + 1,
-        subflows_config={
-            "Controller": {"commands": {"count_words": {"description": "count", "input_args": ["text"]}}},
-            "Executor": {"subflows_config": {"count_words": {
-                "_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}},
-        },
-    )
+    flow = word_count_loop(ROUNDS + 1, "count")
     memory_files = {"plan": str(tmp_path / "plan.txt"), "logs": str(tmp_path / "logs.txt")}
     (tmp_path / "plan.txt").write_text("1. count words 200 times\n")
     measured, prompts = {}, {}
@@ -66,11 +59,7 @@ def test_what_a_round_carries_is_bounded_and_flat_up_to_round_200(tmp_path, scri
 def test_consecutive_calls_share_their_prefix_and_the_window_slides_in_blocks(tmp_path, scripted_llm, quiet_console):
     """Between two rebuilds each call's messages start with the previous call's, byte for byte (the new reply is
     the next message); a rebuild keeps the head, a fresh snapshot of the memory and the last exchange."""
-    flow = CtrlExMemFlow.instantiate_from_default_config(max_rounds=30, subflows_config={
-        "Controller": {"commands": {"count_words": {"description": "count", "input_args": ["text"]}}},
-        "Executor": {"subflows_config": {"count_words": {
-            "_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}},
-    })
+    flow = word_count_loop(30, "count")
     memory_files = {"plan": str(tmp_path / "plan.txt"), "logs": str(tmp_path / "logs.txt")}
     scripted_llm.add(*[command("count_words", text=f"words of round {i}") for i in range(1, 13)], finish("done"))
     flow.run({"goal": "count words", "memory_files": memory_files, "plan": "1. count", "logs": ""})

@@ -14,6 +14,7 @@ import yaml
 from aiflows.base_flows import CircularFlow
 from hydra._internal.utils import _locate
 
+from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow, ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.command_config import TOOLS_BRANCH
@@ -144,7 +145,12 @@ def yaml_nodes(node, path=()):
 def test_no_module_yaml_declares_a_command_in_two_places(path):
     """A command is declared once, in a loop's `commands` with its flow: no YAML gives a controller commands of its
     own (but ControllerAtomicFlow's default `finish`) or an executor a branch's flow (a `_target_`); overriding a
-    command's flow there (the original configuration's override points) is fine."""
+    command's flow there (the original configuration's override points) is fine. A boss's YAML changes or leaves out
+    (`null`) the commands every boss has (CtrlExMemFlow.yaml) without declaring them again."""
+    every_boss = CtrlExMemFlow.get_config()["commands"]
+    module, stem = os.path.basename(os.path.dirname(path)), os.path.splitext(os.path.basename(path))[0]
+    cls = getattr(importlib.import_module(f"aiflows_jarvis.{module}"), stem, None)
+    a_boss_loop = isinstance(cls, type) and issubclass(cls, CtrlExMemFlow) and cls is not CtrlExMemFlow
     with open(path) as f:
         config = yaml.safe_load(f)
     for keys, node in yaml_nodes(config):
@@ -154,6 +160,10 @@ def test_no_module_yaml_declares_a_command_in_two_places(path):
             assert "commands" not in node, keys
         if keys[-1:] == ("commands",) and not path.endswith("ControllerAtomicFlow.yaml"):
             for name, spec in node.items():
+                if name in every_boss and (keys[-2:] == ("CtrlExMem", "commands") or a_boss_loop):
+                    repeated = [key for key, value in (spec or {}).items() if every_boss[name].get(key) == value]
+                    assert not repeated, f"{keys}.{name}: {repeated} as in CtrlExMemFlow.yaml: give what differs"
+                    continue
                 assert name == "finish" or "flow" in spec, f"{keys}: {name} names no flow"
 
 

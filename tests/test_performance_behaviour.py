@@ -415,17 +415,12 @@ def _word_count_rounds(rounds: int, tmp_path, scripted_llm, deepcopies: list) ->
     import copy
 
     from fakes import finish
-    from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
+    from helpers import word_count_loop
 
     for i in range(rounds):
         scripted_llm.add(command("count_words", text=f"round {i} of a long task"))
     scripted_llm.add(finish("done"))
-    flow = CtrlExMemFlow.instantiate_from_default_config(**{
-        "max_rounds": rounds + 1,
-        "subflows_config": {
-            "Controller": {"commands": {"count_words": {"description": "count words", "input_args": ["text"]}}},
-            "Executor": {"subflows_config": {"count_words": {
-                "_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}}}})
+    flow = word_count_loop(rounds + 1)
     memory = {"plan": str(tmp_path / f"plan{rounds}.txt"), "logs": str(tmp_path / f"logs{rounds}.txt")}
     (tmp_path / f"plan{rounds}.txt").write_text("1. count words\n" + "a long plan line\n" * 200)
     real = copy.deepcopy

@@ -12,7 +12,7 @@ import os
 from aiflows.backends.api_info import ApiInfo
 
 from fakes import command, finish, last_user_message, system_message
-from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
+from helpers import make_boss
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.ControllerExecutorFlow import command_signature
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
@@ -173,17 +173,6 @@ def test_a_loop_above_sees_the_stuck_status_of_the_loop_below(scripted_llm, quie
     told = last_user_message(scripted_llm.calls[4]["messages"])
     assert f"counter stopped ({STUCK_STATUS.removeprefix('stopped: ')})" in told, \
         "the outer controller reads the inner loop's status"
-
-
-def make_boss(memory_dir):
-    memory_files = {"plan": str(memory_dir / "plan_boss.txt"), "logs": str(memory_dir / "logs_boss.txt")}
-    boss = AbstractBossFlow.instantiate_from_default_config(
-        name="WordBoss", memory_files=memory_files,
-        subflows_config={"CtrlExMem": {"subflows_config": {
-            "Controller": {"commands": {"count_words": COUNT_WORDS["command"]}},
-            "Executor": {"subflows_config": {"count_words": COUNT_WORDS["branch"]}},
-        }}})
-    return boss, memory_files
 
 
 def test_a_boss_logs_the_command_that_was_not_executed_and_goes_on(tmp_path, scripted_llm, user, quiet_console):

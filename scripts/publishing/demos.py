@@ -25,12 +25,8 @@ DEMOS: Dict[str, dict] = {
     "ReplanningFlowModule": dict(cls="ReplanningFlow", llm=True, input={
         "goal": "It rains: the picnic must move indoors.", "plan": "1. Book a park table.\n2. Buy food.",
         "memory_files": _MEMORY}),
-    "AbstractBossFlowModule": dict(cls="AbstractBossFlow", llm=True, memory=True, overrides={
-        "memory_file_names": {"plan": "plan_boss.txt", "logs": "logs_boss.txt"},
-        "subflows_config": {"CtrlExMem": {"commands": {"ask_user": {
-            "description": "Ask the user a question.", "input_args": ["question"],
-            "flow": {"_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
-                                 ".instantiate_from_default_config"}}}}}},
+    "AbstractBossFlowModule": dict(cls="AbstractBossFlow", llm=True, memory=True, overrides={  # the commands of
+        "memory_file_names": {"plan": "plan_boss.txt", "logs": "logs_boss.txt"}},  # every boss: ask_user, ...
         input={"goal": "Find out the user's favourite colour."}),
     "InterpreterFlowModule": dict(cls="InterpreterAtomicFlow", overrides={"workspace": "memory"}, input={
         "code": "import sys\nprint('Python', sys.version.split()[0], 'says', 6 * 7)", "language": "python"}),

@@ -2,12 +2,9 @@
 dependencies = [
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
     {"url": "aiflows/ExtendLibraryFlowModule", "revision": "main"},
-    {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
     {"url": "aiflows/MCPToolFlowModule", "revision": "main"},
     {"url": "aiflows/MemoryReadingFlowModule", "revision": "main"},
-    {"url": "aiflows/ReplanningFlowModule", "revision": "main"},
     {"url": "aiflows/RunCodeFlowModule", "revision": "main"},
-    {"url": "aiflows/UpdatePlanFlowModule", "revision": "main"},
 ]
 
 from .CoderFlow import CoderFlow  # noqa: E402

@@ -22,7 +22,7 @@ from aiflows_jarvis.CoreFlowModule.memory_log import last_within
 from aiflows_jarvis.CoreFlowModule.plans import mark_steps_done, plan_steps, undone_steps
 from aiflows_jarvis.CoreFlowModule.run_context import current_run
 
-from .command_config import STEP_ARGUMENT, TOOLS_BRANCH, derive_commands, with_step_argument
+from .command_config import STEP_ARGUMENT, TOOLS_BRANCH, declared_by_classes, derive_commands, with_step_argument
 
 # Keys of a branch's output shown first when it is turned into the controller's `result`.
 _RESULT_ORDER = ("summary", "result", "status", "human_input", "feedback")
@@ -203,7 +203,8 @@ class ControllerExecutorFlow(LeanCircularFlow):
         """``config`` with the controller's commands and the executor's branches derived from ``commands`` (see
         ``command_config.derive_commands``); ``where`` is its key path in messages (default: where it is being
         built)."""
-        return derive_commands(config, where or config_key_path(config), cls.LOOP_COMMANDS, check)
+        return derive_commands(config, where or config_key_path(config), cls.LOOP_COMMANDS, check,
+                               declared_by_classes(cls, ControllerExecutorFlow))
 
     @classmethod
     def instantiate_from_config(cls, config: Dict[str, Any]):

@@ -7,10 +7,15 @@ their flows (``subflows_config.Controller.commands``), the executor one branch p
 configuration may also declare both halves there, with no ``flow``). What does not pair up is refused with the key's
 path: a command without a flow, or a branch without a command. The commands the loop runs itself (``finish``) have
 no flow.
+
+A loop class's YAML declares the commands every loop of the class has (CtrlExMemFlow's: those of every boss), and a
+configuration adds its own, changes one, or leaves one out (``name: null``), as aiflows merges a configuration over
+its class's. The controller lists a loop's own commands first, then those declared by its class, then by the class's
+bases: the more general a declaration, the later (``finish``, declared by the controller, comes last).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable
+from typing import Any, Dict, Iterable, List, Sequence
 
 from aiflows.utils.general_helpers import recursive_dictionary_update
 
@@ -59,8 +64,31 @@ def with_step_argument(spec: Dict[str, Any]) -> Dict[str, Any]:
     return spec
 
 
+def declared_by_classes(cls: type, base: type) -> List[List[str]]:
+    """The commands each class declares in its default configuration (its YAML merged over its bases'), from ``cls``
+    to ``base`` along the first bases, as aiflows merges them: ``derive_commands``'s ``declared_by``."""
+    levels = []
+    while isinstance(cls, type) and issubclass(cls, base):
+        commands = config_cache.default_value(cls, "commands")
+        levels.append([name for name, spec in commands.items() if spec is not None] if isinstance(commands, dict)
+                      else [])
+        cls = cls.__base__
+    return levels
+
+
+def in_declaration_order(names: Iterable[str], declared_by: Sequence[Iterable[str]]) -> List[str]:
+    """``names`` with the commands of a loop's configuration first, then those its class declares, then those of the
+    class's bases (``declared_by``: the commands each class declares, from the loop's class to its most general base).
+    The order within each group is kept."""
+    levels: Dict[str, int] = {}
+    for level, declared in enumerate(declared_by):
+        for name in declared:
+            levels[name] = level  # the most general class that declares it
+    return sorted(names, key=lambda name: levels.get(name, -1))
+
+
 def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[str] = ("finish",),
-                    check: bool = True) -> Dict[str, Any]:
+                    check: bool = True, declared_by: Sequence[Iterable[str]] = ()) -> Dict[str, Any]:
     """``config`` with the controller's commands and the executor's branches derived from its ``commands``.
 
     The result shares what it does not change with ``config`` (which is not modified); its ``commands`` keep the
@@ -69,12 +97,16 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
     ``tools: {flow, ...}`` becomes the branch ``tools`` (``TOOLS_BRANCH``), which runs every tool the run offers
     (their commands are added when the controller is first called); the rest of ``tools`` is what each of those
     commands is declared with besides its own declaration (``result_keys``, ``succeeds_when``, ``carries_steps``).
+    A command declared ``null`` (in ``commands`` or the controller's) is left out: how a configuration drops one
+    that its loop's class declares.
 
     :param config: a ControllerExecutorFlow configuration (merged defaults and overrides).
     :param where: the key path of that configuration, for messages (``Jarvis.subflows_config.CtrlExMem``).
     :param loop_commands: the commands the loop runs itself: they have no flow.
     :param check: raise ConfigurationError for a command without a flow or a branch without a command (a walk over
         a configuration that is not built yet derives what it can, without checking).
+    :param declared_by: the commands each class of the loop declares, from its own class to its most general base:
+        the order the controller lists them in (``in_declaration_order``).
     """
     loop_commands = tuple(loop_commands)
     given = _mapping(config.get("commands"), f"{where}.commands", "name -> {description, input_args, flow}", check)
@@ -86,10 +118,13 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
     told_key = f"{where}.subflows_config.Controller.commands"
     told = _mapping(controller.get("commands"), told_key, "name -> {description, input_args}", check)
 
+    left_out = {name for name, spec in list(given.items()) + list(told.items()) if spec is None}
     declared: Dict[str, Dict[str, Any]] = {}
     flows: Dict[str, Any] = {}
     origin: Dict[str, str] = {}
     for name, spec in given.items():
+        if name in left_out:
+            continue
         if not isinstance(spec, dict):
             if check:
                 raise ConfigurationError(f"{where}.commands.{name}: must be a mapping {{description, input_args, "
@@ -100,9 +135,12 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
         declared[name] = spec
         origin[name] = f"{where}.commands.{name}"
     for name, spec in told.items():
+        if name in left_out:
+            continue
         if isinstance(spec, dict):
             declared[name] = recursive_dictionary_update(copy_config(declared.get(name) or {}), copy_config(spec))
         origin.setdefault(name, f"{told_key}.{name}")
+    declared = {name: declared[name] for name in in_declaration_order(declared, declared_by)}
     named = dict.fromkeys(list(declared) + (list(_class_commands(controller)) if check else []))
 
     branches: Dict[str, Dict[str, Any]] = {}

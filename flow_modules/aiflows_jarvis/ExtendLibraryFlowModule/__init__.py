@@ -4,8 +4,6 @@ dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
     {"url": "aiflows/CodeWriterFlowModule", "revision": "main"},
-    {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
-    {"url": "aiflows/ReplanningFlowModule", "revision": "main"},
     {"url": "aiflows/UpdatePlanFlowModule", "revision": "main"},
 ]
 

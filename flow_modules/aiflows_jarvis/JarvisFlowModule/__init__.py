@@ -5,9 +5,7 @@ dependencies = [
     {"url": "aiflows/CoderFlowModule", "revision": "main"},
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},
     {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
-    {"url": "aiflows/MemoryReadingFlowModule", "revision": "main"},
     {"url": "aiflows/PlanWriterFlowModule", "revision": "main"},
-    {"url": "aiflows/ReplanningFlowModule", "revision": "main"},
     {"url": "aiflows/UpdatePlanFlowModule", "revision": "main"},
 ]
 
