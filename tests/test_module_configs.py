@@ -134,6 +134,17 @@ def test_every_loop_derives_its_controller_commands_and_its_branches_from_its_co
             assert branches == set(sub.flow_config["subflows_config"]["Executor"]["subflows_config"]), where
 
 
+@pytest.mark.parametrize("cls", flow_classes())
+def test_no_docstring_repeats_the_commands_its_configuration_declares(cls, scripted_llm):
+    """A class's docstring points to the configuration that declares its loop's commands: naming three or more of
+    them is a copy of the list, which drifts (Jarvis's had no search_logs, Coder's no search_library)."""
+    flow = cls.instantiate_from_default_config()
+    loops = [f for f in [flow, *getattr(flow, "subflows", {}).values()] if isinstance(f, ControllerExecutorFlow)]
+    names = {c.name for loop in loops for c in loop.subflows["Controller"].commands}
+    named = {name for name in names if f"`{name}`" in (cls.__doc__ or "")}
+    assert len(named) < 3, f"{cls.__name__}'s docstring lists {sorted(named)}: point to its YAML instead"
+
+
 def yaml_nodes(node, path=()):
     if isinstance(node, dict):
         yield path, node

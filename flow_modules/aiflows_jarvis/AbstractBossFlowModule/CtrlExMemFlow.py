@@ -14,7 +14,9 @@ class CtrlExMemFlow(ControllerExecutorFlow):
     *Configuration Parameters*:
     - `max_rounds` (int): the most rounds before the loop stops with a status saying so.
     - `commands` (dict): each command once, with the flow that runs it (see ControllerExecutorFlow); the
-      controller's commands and the executor's branches are derived from it.
+      controller's commands and the executor's branches are derived from it. The YAML declares the commands every
+      boss has; a boss's configuration adds its own (listed first), changes what differs in one, or leaves one out
+      (`name: null`).
     - `subflows_config`: `Controller`, `Executor` (a branching flow, one branch per command with a flow; its
       `subflows_config.<command>` overrides that flow), `MemoryWriting`, `MemoryReading` (its `output_interface` =
       the memories the controller sees).

@@ -55,8 +55,8 @@ class AutoGPTFlow(ControllerExecutorFlow):
     (with `run_code: true`) belongs to the flow: the caller shuts it down (`close()` on the interpreter), else it
     ends with the process.
 
-    Subflows: `Memory` (VectorStoreFlow), `Controller` (ControllerAtomicFlow), `Executor` (`wiki_search`:
-    WikiSearchAtomicFlow; `ddg_search`: LCToolFlow over DuckDuckGoSearchRun; `run_code`: InterpreterAtomicFlow),
+    Subflows: `Memory` (VectorStoreFlow), `Controller` (ControllerAtomicFlow), `Executor` (one branch per command:
+    a Wikipedia search, a DuckDuckGo search through LangChain, the interpreter with `run_code: true`),
     `HumanFeedback`. A branch's observation is the keys of its `output_interface`. The loop inherits
     ControllerExecutorFlow's `max_rounds`, stuck-loop guard and Ctrl+C handling.
 
@@ -64,8 +64,8 @@ class AutoGPTFlow(ControllerExecutorFlow):
     - `max_rounds` (int), `max_repeats` (int), `max_result_chars` (int): as in ControllerExecutorFlow.
     - `max_memory_chars` (int): what the controller reads of the retrieved memories, at most.
     - `max_query_chars` (int): the size of the memory query (the goal and the last observation).
-    - `commands`: `wiki_search`, `ddg_search`, `run_code` and `finish(answer)`, each with the flow that runs it (see
-      ControllerExecutorFlow); the executor's branches are derived from them.
+    - `commands` (dict): each command with the flow that runs it (see ControllerExecutorFlow; AutoGPTFlow.yaml
+      declares them); the executor's branches are derived from them.
     - `run_code` (bool): whether the controller may run code (default false: the `run_code` command of the YAML is
       dropped when the flow is built).
     - `subflows_config`: `Memory`, `Controller`, `Executor`, `HumanFeedback`.

@@ -9,16 +9,16 @@ from aiflows_jarvis.CoreFlowModule.memory import with_memory_files
 class CodeWriterFlow(ControllerExecutorFlow):
     """Writes one function for the code library with the user, and tests it, until the code is accepted.
 
-    A controller over `write_code` (an InteractiveCodeGenFlow: the code LLM writes or revises the function, the user
-    approves, comments on or edits it), `test` (a TestCodeFlow: compiles, imports, the user's tests, feedback) and
-    `ask_user`. The first command is always `write_code` (no LLM call is spent choosing it). The latest code is kept
-    in the loop's state, so `test` tests it and the caller gets it.
+    A controller-executor loop whose commands (`commands` in CodeWriterFlow.yaml) have the function written or
+    revised (the code LLM writes, the user approves, comments on or edits it), test it with the user, and ask the
+    user. The first command, `write_code`, is made by code (no LLM call is spent choosing it). The latest code is
+    kept in the loop's state, so the tests test it and the caller gets it.
 
     *Configuration Parameters*:
     - `memory_files` (dict, optional): used when the input has none; `code_library` is the library file.
-    - `commands`: `write_code` (flow: an InteractiveCodeGenFlow, its `CodeGenerator` is the code LLM), `test`
-      (TestCodeFlow), `ask_user` (HumanStandardInputFlow) and `finish`; the executor's branches are derived from
-      them, and `subflows_config.Executor.subflows_config.<command>` overrides a command's flow.
+    - `commands` (dict): each command with the flow that runs it (see ControllerExecutorFlow);
+      `subflows_config.Executor.subflows_config.<command>` overrides a command's flow (`write_code`'s
+      `CodeGenerator` is the code LLM).
     - `max_rounds` (int): the most controller rounds.
 
     *Input Interface*:

@@ -1,4 +1,4 @@
-"""CodeWriterFlowModule: writes and tests one library function with the user (write_code, test, ask_user)."""
+"""CodeWriterFlowModule: writes and tests one library function with the user, until the code is accepted."""
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},

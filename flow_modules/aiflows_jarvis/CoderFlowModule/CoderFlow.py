@@ -6,9 +6,9 @@ from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 class CoderFlow(AbstractBossFlow):
     """A boss that reaches a goal with code: it extends the code library with reusable functions and runs code.
 
-    Configured over AbstractBossFlow (no logic of its own). Its controller's commands: `extend_library` (an
-    ExtendLibraryFlow: plan, write, test and save functions), `run_code` (a RunCodeFlow: run Python in a persistent
-    kernel, or shell code, with the user in the loop), `ask_user`, `re_plan`, `update_plan`, `finish`. Its memory:
+    Configured over AbstractBossFlow (no logic of its own): its own commands (`subflows_config.CtrlExMem.commands`
+    in CoderFlow.yaml, with those of every boss from CtrlExMemFlow.yaml) extend the library through an
+    ExtendLibraryFlow and run Python in a persistent kernel, or shell code, with the user in the loop. Its memory:
     `plan`, `logs` and `code_library` (signatures and docstrings). The interpreter's session outlives a task; after a
     resume it is new, and the `resume` entry of Coder's log says so (its variables are gone).
 

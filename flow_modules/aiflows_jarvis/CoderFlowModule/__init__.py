@@ -1,4 +1,4 @@
-"""CoderFlowModule: a boss that reaches a goal with code (extend_library, run_code, ask_user, re_plan, update_plan)."""
+"""CoderFlowModule: a boss that reaches a goal with code: it extends the code library and runs code, with the user."""
 dependencies = [
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
     {"url": "aiflows/ExtendLibraryFlowModule", "revision": "main"},

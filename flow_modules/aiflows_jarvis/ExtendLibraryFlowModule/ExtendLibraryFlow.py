@@ -37,10 +37,10 @@ def steps_done_by_saving(plan: str, saved: List[str]) -> List[str]:
 class ExtendLibraryFlow(AbstractBossFlow):
     """A boss that extends the code library: plans the functions to write, then writes, tests and saves each one.
 
-    Configured over AbstractBossFlow. Its controller's commands: `write_code` (a CodeWriterFlow: write and test one
-    function with the user), `save_code` (a SaveCodeAtomicFlow: save it into a module of the `library` package),
-    `ask_user`, `re_plan`, `update_plan`, `finish`. Its memory: `plan`, `logs` and `code_library` (the library's
-    modules, signatures and docstrings).
+    Configured over AbstractBossFlow: its own commands (`subflows_config.CtrlExMem.commands` in
+    ExtendLibraryFlow.yaml, with those of every boss from CtrlExMemFlow.yaml) write and test one function with the
+    user (a CodeWriterFlow) and save it into a module of the `library` package (a SaveCodeAtomicFlow). Its memory:
+    `plan`, `logs` and `code_library` (the library's modules, signatures and docstrings).
 
     On a resume the library is the truth about what was saved: the plan steps of functions saved since the task
     started (its task record holds digests of the definitions) are marked "[done]", so that a function saved just

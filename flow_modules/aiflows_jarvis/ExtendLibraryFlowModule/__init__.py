@@ -1,5 +1,5 @@
-"""ExtendLibraryFlowModule: a boss that extends the code library (write_code, save_code, ask_user, re_plan,
-update_plan)."""
+"""ExtendLibraryFlowModule: a boss that extends the code library: it writes and tests functions with the user and saves
+them."""
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},

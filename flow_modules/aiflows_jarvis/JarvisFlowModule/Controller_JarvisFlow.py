@@ -9,8 +9,8 @@ class Controller_JarvisFlow(ControllerAtomicFlow):
 
     *Configuration Parameters*:
     - `commands` (dict): the commands it can call (name, description, input arguments), injected into the system
-      prompt: `Coder`, `ask_user`, `re_plan`, `update_plan`, `intermediate_answer`, `final_answer`, `finish`. They
-      are declared once, with their flows, in CtrlExMem_JarvisFlow's `commands`, which gives them to it.
+      prompt. They are declared once, with their flows, in the `commands` of its loop (CtrlExMem_JarvisFlow.yaml,
+      merged over CtrlExMemFlow.yaml), which gives them to it.
     - `system_message_prompt_template` (dict): the head, with the goal and the commands; the same on every call. The
       plan, its file's location and the logs come in messages (ControllerAtomicFlow's `memory_message_prompt_template`
       and `memory_updates`), appended to and rebuilt once per block (`prompt_blocks`).

@@ -8,9 +8,9 @@ class CtrlExMem_JarvisFlow(CtrlExMemFlow):
 
     The controller's chat is appended to and rebuilt once per block of calls; the logs are appended to and read again
     after every command, and a step it sees done is marked with `update_plan`, so the next message tells the
-    controller what changed in its memory. Its
-    `commands` declare each command once with its flow: `Coder`, `ask_user`, `re_plan`, `update_plan`,
-    `intermediate_answer`, `final_answer` (and `finish`, run by the loop); the last `final_answer` is kept as `answer`.
+    controller what changed in its memory. Its `commands` (CtrlExMem_JarvisFlow.yaml) declare Jarvis's own
+    commands with their flows, merged over those of every boss (CtrlExMemFlow.yaml); the last `final_answer` is
+    kept as `answer`.
 
     *Input Interface*: `goal`, `memory_files`, `plan`, `logs`.
 

@@ -8,11 +8,11 @@ class JarvisFlow(AbstractBossFlow):
     running code.
 
     JarvisFlow is a boss (AbstractBossFlow: MemoryReading -> Planner -> CtrlExMem), configured, with no logic of
-    its own. Its planner writes a plan with the user; its controller then calls, one at a time: `Coder` (a CoderFlow,
-    itself a boss that extends the code library through ExtendLibrary and runs code in a stateful interpreter),
-    `ask_user`, `re_plan`, `update_plan`, `intermediate_answer`, `final_answer`, and `finish`. Its memory is `plan`
-    and `logs`, given to its controller in messages: a snapshot, then what changed after each round; the chat is
-    rebuilt once per block of calls.
+    its own. Its planner writes a plan with the user; its controller then calls the commands of its loop
+    (CtrlExMem_JarvisFlow) one at a time, until the user accepts its final answer: a step that takes code goes to
+    Coder (a CoderFlow, itself a boss that extends the code library through ExtendLibrary and runs code in a
+    stateful interpreter). Its memory is `plan` and `logs`, given to its controller in messages: a snapshot, then
+    what changed after each round; the chat is rebuilt once per block of calls.
 
     *Configuration Parameters*:
     - `memory_files` (dict): mem_name -> file path for `plan` and `logs` (plan_jarvis.txt, logs_jarvis.txt); set it

@@ -1,5 +1,5 @@
-"""JarvisFlowModule: Jarvis, the top boss (Coder, ask_user, re_plan, update_plan, intermediate_answer, final_answer),
-and the classes the original documents, each configuration over the generic flows."""
+"""JarvisFlowModule: Jarvis, the top boss (it plans with the user and has Coder do each step that takes code), and the
+classes the original documents, each configuration over the generic flows."""
 dependencies = [
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
     {"url": "aiflows/CoderFlowModule", "revision": "main"},

@@ -9,18 +9,19 @@ from aiflows_jarvis.CoreFlowModule.memory import atomic_write, memory_path
 class PlanWriterFlow(ControllerExecutorFlow):
     """Writes a step-by-step plan with the user, then stores it in the `plan` memory file.
 
-    A controller over `write_plan` (an InteractivePlanGenFlow: an LLM drafts or revises, the user reviews) and
-    `ask_user`. No LLM call is spent on the obvious: the first command is always `write_plan`, and an approved draft
-    is final at once (`finish_on_approval`), so the controller LLM only acts on the user's comments. A draft over the
+    A controller-executor loop whose commands (`commands` in PlanWriterFlow.yaml) have the plan drafted or revised
+    (an LLM drafts, the user reviews) and ask the user. No LLM call is spent on the obvious: the first command,
+    `write_plan`, is made by code, and an approved draft is final at once (`finish_on_approval`), so the controller
+    LLM only acts on the user's comments. A draft over the
     plan budget (InteractivePlanGenFlow's `max_plan_chars`) is never final: a `finish` while the last draft is over
     the limit stops the plan writer without writing the plan file.
 
     *Configuration Parameters*:
     - `finish_on_approval` (bool): finish as soon as the user approves a draft (with `bookkeeping_by_code`, the
       default; without it the controller finishes, as in the seed).
-    - `commands`: `write_plan` (flow: an InteractivePlanGenFlow, its `PlanGenerator` is the plan LLM), `ask_user`
-      (a HumanStandardInputFlow) and `finish`; the executor's branches are derived from them, and
-      `subflows_config.Executor.subflows_config.write_plan` overrides the flow of `write_plan`.
+    - `commands` (dict): each command with the flow that runs it (see ControllerExecutorFlow);
+      `subflows_config.Executor.subflows_config.<command>` overrides a command's flow (`write_plan`'s
+      `PlanGenerator` is the plan LLM).
     - `subflows_config.Controller`: the controller.
     - `max_rounds` (int): the most controller rounds.
 
