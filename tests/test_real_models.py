@@ -306,5 +306,5 @@ def test_code_cut_again_is_not_shown_and_the_feedback_says_why(tmp_path, loopbac
     cut = completion_json("```python\ndef f(x):\n    return [x for x in range(", finish_reason="length")
     loopback.add(cut, dict(cut))
     out = code_writer(tmp_path).call({"goal": "write f", "code": ""})
-    assert out["approved"] is False and "cut off at the length limit" in out["feedback"]
+    assert out["approved"] is False and "cut off at the reply's length limit after 1 rewrite" in out["feedback"]
     assert not user.asked, "cut code is never put up for approval"

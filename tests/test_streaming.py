@@ -150,13 +150,13 @@ def test_the_status_line_shows_the_tokens_and_their_rate():
     assert status.pieces == 31 and status.rate() == ", 15.0 tokens/s"
 
 
-def test_a_plan_that_repeats_itself_is_asked_again_without_repeating_not_to_be_shortened():
-    from aiflows_jarvis.PlanWriterFlowModule.InteractivePlanGenFlow import InteractivePlanGenFlow
+def test_a_plan_that_repeats_itself_is_asked_again_without_repeating_not_to_be_shortened(scripted_llm):
+    from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow
 
     class Generator:
         last_finish_reason = "repetition"
         last_repetition = find_repetition(LOOP)
 
-    told, reason = InteractivePlanGenFlow.plan_problem(type("Flow", (), {"max_plan_chars": 4000})(), "", Generator())
+    told, reason = InteractivePlanGenFlow.instantiate_from_default_config().draft_problem("", Generator())
     assert told.startswith('Your plan repeated "compute the first primes') and "each step once" in told
     assert "repeated itself" in reason and "cut off" not in told

@@ -5,9 +5,8 @@ from typing import Any, Dict
 
 from aiflows.base_flows import CircularFlow
 
-from aiflows_jarvis.CoreFlowModule import LeanSequentialFlow, current_flow_path, get_console
 from aiflows_jarvis.CoreFlowModule.memory import with_memory_files
-from aiflows_jarvis.HumanStandardInputFlowModule.HumanReviewFlow import review_result
+from aiflows_jarvis.HumanStandardInputFlowModule import InteractiveGenFlow
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)\n?```", re.S)
 
@@ -21,20 +20,22 @@ def extract_code(reply: str) -> str:
     return (reply or "").strip()
 
 
-class InteractiveCodeGenFlow(LeanSequentialFlow):
+class InteractiveCodeGenFlow(InteractiveGenFlow):
     """Writes one function for the code library with an LLM; the user approves it, comments on it or edits it.
 
-    A sequence of `MemoryReading` (the library's signatures and docstrings, so the new function can use and does not
-    duplicate what exists), `CodeGenerator` (a ChatAtomicFlow; its chat is kept between calls of one writing session
-    so it can revise its code) and `UserReview` (a HumanReviewFlow over the `code`, edited as a `.py` file).
-
-    A reply cut off by the generator's `max_tokens` is not shown for review: the generator is asked again for a
-    shorter version (`max_code_rewrites` times); if it is still cut, the flow returns `approved: false` with feedback
-    saying why, so the controller can split the work.
+    An InteractiveGenFlow (HumanStandardInputFlowModule: the loop it shares with InteractivePlanGenFlow) over the
+    `code`: `MemoryReading` (the library's signatures and docstrings, so the new function can use and does not
+    duplicate what exists), `CodeGenerator` (a ChatAtomicFlow; its chat is kept between the calls of one writing
+    session so it can revise its code; the code is taken from its reply's fenced block), then `UserReview` (a
+    HumanReviewFlow over the `code`, edited as a `.py` file). A reply cut off by the generator's `max_tokens` or
+    repeating itself is not shown for review: it is asked for again (`max_code_rewrites` times); if it is still not
+    right, the flow returns `approved: false` with feedback saying why, so the controller can split the work.
 
     *Configuration Parameters*:
     - `memory_files` (dict, optional): must hold `code_library` if the input has no `memory_files`.
-    - `max_code_rewrites` (int): how many times code cut off at the length limit is asked for again (default 1).
+    - `max_code_rewrites` (int): how many times code that cannot be shown is asked for again (default 1).
+    - `max_code_chars` (int): the longest function, in characters (default 0: no limit).
+    - `rewrite_prompts`, `not_shown_advice`: what the generator and the controller are told (see InteractiveGenFlow).
     - `subflows_config.CodeGenerator`: the code LLM (prompts, backend).
     - `subflows_config.UserReview`: the review step (`editor`, `open_editor`).
 
@@ -50,37 +51,7 @@ class InteractiveCodeGenFlow(LeanSequentialFlow):
     """
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
-        input_data = with_memory_files(self, input_data)
-        output = super().run(input_data)
-        return {**output, "result": review_result(output, "code", "code", fence="python")}
-
-    def _call_flow_from_state(self, goal, input_interface, flow, output_interface):
-        message, output = super()._call_flow_from_state(goal, input_interface, flow, output_interface)
-        if flow is not self.subflows.get("CodeGenerator"):
-            return message, output
-        early_exit_key = self.flow_config.get("early_exit_key", "EARLY_EXIT")
-        where = current_flow_path() or self.flow_config["name"]
-        most = int(self.flow_config.get("max_code_rewrites", 1) or 0)
-        rewrites = 0
-        while getattr(flow, "last_finish_reason", None) == "length" and rewrites < most:
-            rewrites += 1
-            get_console().line("warning", f"{where}: the code was cut off at the reply's length limit; the code "
-                                          f"generator is asked for a shorter version (rewrite {rewrites} of {most})")
-            instruction = ("Your reply was cut off at the length limit (the most a reply may hold) before the code "
-                           "ended. Write it again, shorter: the one function asked for, a concise docstring, no "
-                           "comments a reader does not need; if it cannot be short, write only its first part as a "
-                           "complete function.")
-            data = {**self.flow_state, "goal": instruction, "code": output.get("code", "")}
-            message, output = self.call_subflow_with(data, goal, input_interface, flow, output_interface)
-        if getattr(flow, "last_finish_reason", None) == "length":
-            get_console().line("warning", f"{where}: the code was cut off at the reply's length limit again; it is "
-                                          "not shown for review")
-            feedback = ("The code was not shown to the user: the code generator's reply was cut off at the length "
-                        "limit (max_tokens) before the code ended. Ask for a smaller function, or split the work into "
-                        "several functions written one at a time.")
-            return message, {"code": output.get("code", ""), "feedback": feedback, "approved": False,
-                             "edited": False, early_exit_key: True}
-        return message, {**output, early_exit_key: False}
+        return super().run(with_memory_files(self, input_data))
 
     @CircularFlow.output_msg_payload_processor
     def code_from_reply(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
