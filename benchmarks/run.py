@@ -335,7 +335,7 @@ def repeat(times: int, measure: Callable[[], Any]) -> List[Any]:
 
 
 def prompt_tokens(messages: List[dict]) -> int:
-    from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
+    from aiflows_jarvis.CoreFlowModule import count_message_tokens
 
     return count_message_tokens(messages)
 

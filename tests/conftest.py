@@ -21,14 +21,9 @@ from fake_editor import editor_command
 from loopback_llm import LoopbackLLMServer
 
 from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
-from aiflows_jarvis.CoreFlowModule import (
-    Console,
-    RunContext,
-    ScriptedInput,
-    set_console,
-    set_input_source,
-)
-from aiflows_jarvis.CoreFlowModule.redaction import forget_secrets
+from aiflows_jarvis.CoreFlowModule import Console, RunContext, ScriptedInput, set_input_source
+from aiflows_jarvis.CoreFlowModule import set_console
+from aiflows_jarvis.CoreFlowModule.run.redaction import forget_secrets
 
 logging.set_verbosity_warning()
 

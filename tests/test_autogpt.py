@@ -10,7 +10,7 @@ from aiflows.backends.api_info import ApiInfo
 from fakes import command, last_user_message, system_message
 
 from aiflows_jarvis.AutoGPTFlowModule import AutoGPTFlow
-from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+from aiflows_jarvis.CoreFlowModule import set_memory_files
 from aiflows_jarvis.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
 
 pytestmark = pytest.mark.skipif(
@@ -84,7 +84,8 @@ def test_q_on_the_command_line_says_the_stop_once_and_exits_with_its_own_code(au
 
     from aiflows_jarvis.app import autogpt as app
     from aiflows_jarvis.app.run import STOPPED_BY_USER
-    from aiflows_jarvis.CoreFlowModule import Console, set_console
+    from aiflows_jarvis.CoreFlowModule import Console
+    from aiflows_jarvis.CoreFlowModule import set_console
 
     loopback_llm.add(command("ddg_search", query="Eiffel Tower"))
     user.add("q")
@@ -147,7 +148,7 @@ def test_the_skeleton_that_quick_load_fills_gives_the_embeddings_their_key_too()
     store's `embedding.api_infos: ???` is in the skeleton, so the memory gets the key as the controller does."""
     from aiflows.utils.general_helpers import quick_load
 
-    from aiflows_jarvis.CoreFlowModule.config_tree import chat_backends_skeleton
+    from aiflows_jarvis.CoreFlowModule.flows.config_tree import chat_backends_skeleton
 
     config = chat_backends_skeleton("aiflows_jarvis.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config")
     assert config["subflows_config"]["Memory"] == {"embedding": {"api_infos": "???"}}

@@ -19,7 +19,8 @@ from test_interpreter import pid_gone
 from waiting import eventually
 
 from aiflows_jarvis.AutoGPTFlowModule import AutoGPTFlow
-from aiflows_jarvis.CoreFlowModule import Console, set_console
+from aiflows_jarvis.CoreFlowModule import Console
+from aiflows_jarvis.CoreFlowModule import set_console
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),

@@ -12,7 +12,7 @@ import pytest
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.ChatFlowModule.transcripts import UnreadableTranscript
 from aiflows_jarvis.CoreFlowModule import TranscriptError
-from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+from aiflows_jarvis.CoreFlowModule import BadInputError
 from aiflows_jarvis.app import launcher
 
 from test_cli import ROOT, run_jarvis  # noqa: E402  (one helper that runs run_jarvis.py in a guarded child)

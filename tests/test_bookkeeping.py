@@ -19,8 +19,8 @@ from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoderFlowModule import CoderFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.memory import read_text, set_memory_files
-from aiflows_jarvis.CoreFlowModule.plans import undone_steps
+from aiflows_jarvis.CoreFlowModule import read_text, set_memory_files
+from aiflows_jarvis.CoreFlowModule import undone_steps
 from aiflows_jarvis.ExtendLibraryFlowModule import ExtendLibraryFlow
 from aiflows_jarvis.app import launcher
 

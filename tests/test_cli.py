@@ -14,8 +14,8 @@ from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from subprocess_guard import check_guarded_run, guarded_environment, network_guarded
 from waiting import eventually, wait_until
 from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule.plans import undone_steps
-from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule import undone_steps
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")

@@ -12,7 +12,7 @@ from fakes import Expect, command, finish, last_user_message
 from aiflows_jarvis.CodeWriterFlowModule import CodeWriterFlow
 from aiflows_jarvis.CoderFlowModule import CoderFlow
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text, set_memory_files
+from aiflows_jarvis.CoreFlowModule import atomic_write, read_text, set_memory_files
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 from aiflows_jarvis.InteractiveCodeGenFlowModule import extract_code
 from aiflows_jarvis.RunCodeFlowModule import RunCodeFlow

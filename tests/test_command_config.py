@@ -12,10 +12,11 @@ from fakes import Sink, command, finish, system_message
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.command_config import derive_commands
-from aiflows_jarvis.CoreFlowModule import Console, ConfigurationError, set_console
-from aiflows_jarvis.CoreFlowModule.config_tree import walk_config
-from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import Console, ConfigurationError
+from aiflows_jarvis.CoreFlowModule import set_console
+from aiflows_jarvis.CoreFlowModule import walk_config
+from aiflows_jarvis.CoreFlowModule import set_memory_files
+from aiflows_jarvis.CoreFlowModule import current_run
 from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 
 WORDS = "flows_for_tests.WordCountFlow.instantiate_from_default_config"

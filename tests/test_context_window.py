@@ -15,8 +15,8 @@ from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
 from aiflows_jarvis.ChatFlowModule import servers, window_probe
 from aiflows_jarvis.ChatFlowModule.servers import ServerSettings, reset_servers, server_settings
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
-from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
+from aiflows_jarvis.CoreFlowModule import format_log_entry
+from aiflows_jarvis.CoreFlowModule import count_message_tokens
 
 COMMANDS = {"finish": {"description": "End.", "input_args": ["summary"]}}
 NOT_KNOWN = "context window of local-model is not known"

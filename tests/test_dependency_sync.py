@@ -1,4 +1,4 @@
-"""The dependency sync of staged modules (CoreFlowModule/dependency_sync.py, copied into each staged module by
+"""The dependency sync of staged modules (scripts/publishing/dependency_sync.py, copied into each staged module by
 scripts/publish.py): no prompt, no deletion, no rewritten .gitignore, two revisions of one dependency taken as they
 are when they hold the same code and a clear error when they do not; in a separate process with stdin closed too."""
 from __future__ import annotations
@@ -12,8 +12,16 @@ import textwrap
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import dependency_sync
-from aiflows_jarvis.CoreFlowModule.dependency_sync import DependencyConflict, content_digest, sync_dependencies
+import importlib.util
+
+_SYNC_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "publishing",
+                          "dependency_sync.py")
+_spec = importlib.util.spec_from_file_location("dependency_sync", _SYNC_FILE)
+dependency_sync = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dependency_sync)
+DependencyConflict, content_digest, sync_dependencies = (dependency_sync.DependencyConflict,
+                                                         dependency_sync.content_digest,
+                                                         dependency_sync.sync_dependencies)
 from test_publish import publish
 
 NS = "bob"

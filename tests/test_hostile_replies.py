@@ -10,7 +10,7 @@ import pytest
 from fakes import Sink
 from loopback_llm import Malformed, completion_json
 from aiflows_jarvis.CoreFlowModule import Console, LLMCallError
-from aiflows_jarvis.CoreFlowModule.terminal import clean_text
+from aiflows_jarvis.CoreFlowModule import clean_text
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
 from aiflows_jarvis.ControllerFlowModule.ControllerAtomicFlow import ECHOED_REPLY_CHARS
 

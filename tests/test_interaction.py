@@ -3,15 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import (
-    AutoApproveInput,
-    InputUnavailableError,
-    ScriptedInput,
-    TerminalInput,
-    is_approval,
-    set_closed_input_hint,
-    set_input_source,
-)
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, ScriptedInput, is_approval, set_input_source
+from aiflows_jarvis.CoreFlowModule.errors import InputUnavailableError
+from aiflows_jarvis.CoreFlowModule import TerminalInput, set_closed_input_hint
 from aiflows_jarvis.HumanStandardInputFlowModule import HumanReviewFlow, HumanStandardInputFlow
 
 
@@ -116,7 +110,7 @@ def test_an_editor_open_when_jarvis_ends_is_asked_to_quit_not_killed(tmp_path):
     import sys
     import threading
 
-    from aiflows_jarvis.CoreFlowModule.editor import edit_file
+    from aiflows_jarvis.HumanStandardInputFlowModule.editor import edit_file
 
     draft = tmp_path / "plan.txt"
     draft.write_text("1. a\n")
@@ -165,7 +159,8 @@ def test_a_goal_of_a_megabyte_is_shown_folded_as_long_arguments_are():
 def test_a_long_query_is_not_echoed_whole(tmp_path):
     import io
 
-    from aiflows_jarvis.CoreFlowModule import Console, set_console
+    from aiflows_jarvis.CoreFlowModule import Console
+    from aiflows_jarvis.CoreFlowModule import set_console
     from aiflows_jarvis.MemoryReadingFlowModule import MemorySearchAtomicFlow
 
     library = tmp_path / "library.py"
@@ -180,7 +175,7 @@ def test_a_long_query_is_not_echoed_whole(tmp_path):
 
 
 def test_a_text_one_line_over_the_fold_is_shown_whole_not_with_a_count_as_long_as_that_line():
-    from aiflows_jarvis.CoreFlowModule.interaction import fold, is_folded
+    from aiflows_jarvis.CoreFlowModule.console.interaction import fold, is_folded
 
     four = "line one\nline two\nline three\nline four"
     assert fold(four, 80, lines=3) == four.split("\n"), "the count would take the line the rest fits in"

@@ -54,7 +54,8 @@ def test_intermediate_and_final_answers_show_the_answer_and_return_the_feedback(
 
 
 def test_configs_jarvis_yaml_names_every_chat_of_jarvis():
-    from aiflows_jarvis.CoreFlowModule.config_tree import chat_backends_skeleton, walk_config
+    from aiflows_jarvis.CoreFlowModule.flows.config_tree import chat_backends_skeleton
+    from aiflows_jarvis.CoreFlowModule import walk_config
 
     def chats(config):
         return sorted(path for path, node, _ in walk_config(config) if "backend" in node)

@@ -7,8 +7,9 @@ import pytest
 from aiflows.messages import InputMessage
 
 from flows_for_tests import WordCountFlow
-from aiflows_jarvis.CoreFlowModule import BoundedHistory, set_trace_file
-from aiflows_jarvis.CoreFlowModule.lean import LeanFlowMixin
+from aiflows_jarvis.CoreFlowModule.flows.lean import BoundedHistory
+from aiflows_jarvis.CoreFlowModule import set_trace_file
+from aiflows_jarvis.CoreFlowModule import LeanFlowMixin
 
 
 def call(flow, data):

@@ -7,9 +7,9 @@ for the timings.
 from __future__ import annotations
 
 from fakes import carried_messages, carried_size, command, finish
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
+from aiflows_jarvis.CoreFlowModule import count_message_tokens
 from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
-from aiflows_jarvis.CoreFlowModule.lean import DEFAULT_HISTORY_SIZE
+from aiflows_jarvis.CoreFlowModule.flows.lean import DEFAULT_HISTORY_SIZE
 
 ROUNDS = 200
 

@@ -19,7 +19,8 @@ from mcp_http_server import MCPHTTPServer
 from subprocess_guard import network_guarded
 from test_mcp_client import left_running, stdio
 from waiting import wait_until
-from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source
+from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_input_source
+from aiflows_jarvis.CoreFlowModule import set_console
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_autogpt = pytest.mark.skipif(

@@ -15,10 +15,11 @@ import pytest
 from fakes import Sink
 from mcp_http_server import MCPHTTPServer
 from aiflows_jarvis.ControllerFlowModule.commands import commands_from_config, read_command, reply_schema
-from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_console, set_input_source
-from aiflows_jarvis.CoreFlowModule.errors import BadInputError
-from aiflows_jarvis.CoreFlowModule.redaction import redact
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_input_source
+from aiflows_jarvis.CoreFlowModule import set_console
+from aiflows_jarvis.CoreFlowModule import BadInputError
+from aiflows_jarvis.CoreFlowModule import redact
+from aiflows_jarvis.CoreFlowModule import current_run
 from aiflows_jarvis.MCPToolFlowModule import MCPServers, MCPToolFlow, load_servers
 from aiflows_jarvis.MCPToolFlowModule.config import read_config_file
 from aiflows_jarvis.MCPToolFlowModule.schemas import declaration

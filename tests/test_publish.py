@@ -109,8 +109,8 @@ from flow_modules.alice.CoderFlowModule import CoderFlow
 from aiflows.backends.api_info import ApiInfo
 from aiflows.utils.general_helpers import quick_load
 from flow_modules.alice.CoreFlowModule import AutoApproveInput, set_input_source
-from flow_modules.alice.CoreFlowModule.config_tree import chat_backends_skeleton
-from flow_modules.alice.CoreFlowModule.memory import set_memory_files
+from flow_modules.alice.CoreFlowModule.flows.config_tree import chat_backends_skeleton
+from flow_modules.alice.CoreFlowModule import set_memory_files
 
 config = chat_backends_skeleton("flow_modules.alice.CoderFlowModule.CoderFlow.instantiate_from_default_config")
 config.pop("_target_")

@@ -15,9 +15,9 @@ from aiflows_jarvis.ChatFlowModule.context import ContextOverflow
 from aiflows_jarvis.ChatFlowModule.servers import reset_servers
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
 from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError
-from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, check_budget, set_run_budget
-from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
+from aiflows_jarvis.CoreFlowModule import BudgetExceeded, RunBudget, check_budget, set_run_budget
+from aiflows_jarvis.CoreFlowModule import format_log_entry
+from aiflows_jarvis.CoreFlowModule import count_message_tokens
 
 COMMANDS = {
     "ask_user": {"description": "Ask the user.", "input_args": ["question"]},

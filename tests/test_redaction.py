@@ -15,14 +15,8 @@ from subprocess_guard import network_guarded
 from test_cli import DEMO, RUN_JARVIS
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule.redaction import (
-    known_secret_names,
-    redact,
-    redact_data,
-    remember_secret,
-    with_credentials,
-    without_credentials,
-)
+from aiflows_jarvis.CoreFlowModule.run.redaction import known_secret_names
+from aiflows_jarvis.CoreFlowModule import redact, redact_data, remember_secret, with_credentials, without_credentials
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, secrets_to_redact
 
 KEY = "sk-proj-Zq8XbW3nK2LmP0tRv7YsA1cD"
@@ -167,8 +161,8 @@ def test_each_file_a_run_writes_redacts_what_reached_it_another_way(tmp_path):
     from aiflows.messages import Message
 
     from aiflows_jarvis.ChatFlowModule.transcripts import TranscriptRecorder
-    from aiflows_jarvis.CoreFlowModule.lean import RunTrace
-    from aiflows_jarvis.CoreFlowModule.memory_log import append_log_entry
+    from aiflows_jarvis.CoreFlowModule.flows.lean import RunTrace
+    from aiflows_jarvis.CoreFlowModule import append_log_entry
     from aiflows_jarvis.app.report_html import esc
 
     remember_secret("OPENAI_API_KEY", KEY)

@@ -18,10 +18,10 @@ from test_cli import DEMO, commands, run_jarvis
 from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded
-from aiflows_jarvis.CoreFlowModule.library_package import library_entries
-from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
-from aiflows_jarvis.CoreFlowModule.plans import undone_steps
+from aiflows_jarvis.CoreFlowModule import BudgetExceeded
+from aiflows_jarvis.CodeLibraryFlowModule import library_entries
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule import undone_steps
 from aiflows_jarvis.ExtendLibraryFlowModule.ExtendLibraryFlow import steps_done_by_saving
 from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
 from aiflows_jarvis.app import launcher

@@ -14,7 +14,8 @@ from aiflows_jarvis.app import autogpt as run_autogpt
 from fakes import Sink
 from subprocess_guard import check_guarded_run, guarded_environment
 
-from aiflows_jarvis.CoreFlowModule import Console, set_console
+from aiflows_jarvis.CoreFlowModule import Console
+from aiflows_jarvis.CoreFlowModule import set_console
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),

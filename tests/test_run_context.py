@@ -16,21 +16,20 @@ from aiflows_jarvis.ChatFlowModule.servers import server_settings
 from aiflows_jarvis.CoreFlowModule import (
     USAGE,
     Console,
-    InputUnavailableError,
     RunContext,
     ScriptedInput,
-    TerminalInput,
     current_run,
     get_console,
     get_input_source,
-    set_closed_input_hint,
     set_input_source,
     set_trace_file,
 )
-from aiflows_jarvis.CoreFlowModule.budget import RunBudget, get_run_budget, set_run_budget
-from aiflows_jarvis.CoreFlowModule.run_context import default_run
-from aiflows_jarvis.CoreFlowModule.tool_calls import run_tool, set_tool_recorder
-from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up, warm_up
+from aiflows_jarvis.CoreFlowModule.errors import InputUnavailableError
+from aiflows_jarvis.CoreFlowModule import TerminalInput, set_closed_input_hint
+from aiflows_jarvis.CoreFlowModule import RunBudget, get_run_budget, set_run_budget
+from aiflows_jarvis.CoreFlowModule.run.context import default_run
+from aiflows_jarvis.CoreFlowModule import run_tool, set_tool_recorder
+from aiflows_jarvis.CoreFlowModule import set_warm_up, warm_up
 from aiflows_jarvis.HumanStandardInputFlowModule import HumanStandardInputFlow
 from aiflows_jarvis.VectorStoreFlowModule import hash_embeddings_factory, set_embeddings_factory
 from aiflows_jarvis.VectorStoreFlowModule.embeddings import build_embeddings
@@ -183,7 +182,7 @@ def test_embeddings_follow_the_context():
 
 def test_the_memory_folder_of_the_run_is_the_default_of_set_memory_files(tmp_path):
     from aiflows_jarvis.CoreFlowModule import ConfigurationError
-    from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+    from aiflows_jarvis.CoreFlowModule import set_memory_files
     from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 
     config = JarvisFlow.get_config()

@@ -10,7 +10,7 @@ from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, openai_http, set_backe
 from aiflows_jarvis.ChatFlowModule.generation import pace_of, send
 from aiflows_jarvis.ChatFlowModule.repetition import find_repetition
 from aiflows_jarvis.CoreFlowModule import USAGE
-from aiflows_jarvis.CoreFlowModule.interaction import Status
+from aiflows_jarvis.CoreFlowModule.console.interaction import Status
 from paced_llm import Drop, PacedLLMServer, Stall
 
 LONG = " ".join(f"word{i}" for i in range(60))  # 60 tokens: 3 s at 20 tokens/s
@@ -93,7 +93,7 @@ def test_a_non_streamed_request_that_times_out_waits_for_the_abandoned_generatio
         first_timeout = 0.2 + 1.5 * 60 / 1000.0
         assert error.value.retry_after >= 2 * first_timeout, "the wait covers at least twice what was waited"
         assert pace.tokens_per_second < 60 / first_timeout
-        from aiflows_jarvis.CoreFlowModule.llm_errors import classify
+        from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
 
         info = classify(error.value)
         assert info.retryable and info.retry_after == error.value.retry_after

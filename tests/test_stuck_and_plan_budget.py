@@ -16,7 +16,7 @@ from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.ControllerExecutorFlow import command_signature
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
 from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow, PlanWriterFlow
 from loopback_llm import completion_json
 

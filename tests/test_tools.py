@@ -9,7 +9,7 @@ import pytest
 
 from aiflows_jarvis.ChatFlowModule import Transcript, TranscriptRecorder
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, TranscriptError
-from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
+from aiflows_jarvis.CoreFlowModule import set_tool_recorder, set_tool_replay
 from aiflows_jarvis.LCToolFlowModule import LCToolFlow
 from aiflows_jarvis.WikiSearchFlowModule import WikiSearchAtomicFlow
 
@@ -170,7 +170,7 @@ def test_a_replayed_tool_call_with_other_arguments_has_left_the_recording(tmp_pa
 
 
 def test_a_tool_waits_only_the_time_the_run_has_left_then_the_budget_stops_the_run():
-    from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+    from aiflows_jarvis.CoreFlowModule import BudgetExceeded, RunBudget, set_run_budget
 
     RELEASE.clear()
     set_run_budget(RunBudget(max_time=0.3))
@@ -180,7 +180,7 @@ def test_a_tool_waits_only_the_time_the_run_has_left_then_the_budget_stops_the_r
 
 
 def test_wiki_search_waits_only_the_time_the_run_has_left(loopback):
-    from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+    from aiflows_jarvis.CoreFlowModule import BudgetExceeded, RunBudget, set_run_budget
 
     loopback.wiki_hangs = True
     set_run_budget(RunBudget(max_time=0.3))

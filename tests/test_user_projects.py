@@ -165,7 +165,7 @@ from aiflows.backends.api_info import ApiInfo
 from aiflows.utils.general_helpers import read_yaml_file
 from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+from aiflows_jarvis.CoreFlowModule import set_memory_files
 from flow_modules.mytools import GOAL  # the project's own flow_modules package
 
 set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"],

@@ -12,7 +12,7 @@ from aiflows.backends.api_info import ApiInfo
 from loopback_llm import HTTPError, Malformed
 
 from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError
-from aiflows_jarvis.CoreFlowModule.errors import LLMCallError
+from aiflows_jarvis.CoreFlowModule import LLMCallError
 from aiflows_jarvis.VectorStoreFlowModule import (
     HashEmbeddings,
     LiteLLMEmbeddings,
@@ -171,7 +171,7 @@ def test_hash_embeddings_are_deterministic_and_near_for_shared_words():
 
 
 def test_the_folder_comes_from_memory_files_when_no_persist_directory(tmp_path):
-    from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+    from aiflows_jarvis.CoreFlowModule import set_memory_files
 
     flow = VectorStoreFlow.instantiate_from_default_config(embedding={"type": "hash"})
     with pytest.raises(ConfigurationError, match="no folder"):

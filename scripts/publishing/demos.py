@@ -83,42 +83,37 @@ from flow_modules.{namespace}.{module} import {cls}  # noqa: E402,F401  (first: 
 import hydra  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
-from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, set_input_source  # noqa: E402
-from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files  # noqa: E402
+from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, RunContext, set_memory_files  # noqa: E402
 
 logging.set_verbosity_warning()
 demo = read_yaml_file(os.path.join(HERE, "demo.yaml"))
 input_data, memory_dir, auto_approve = demo["input_data"], demo.get("memory_dir"), demo.get("auto_approve")
 workdir = None  # the code runs in the working directory
+run = {{}}  # what the run is built with (RunContext's keywords)
 have_llm = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_API_BASE")
 if demo.get("replay") and ("--replay" in sys.argv or not have_llm):
     # the recorded run: every chat answers from the transcript, offline, into a new memory folder (it was recorded
     # from an empty one), plans and code approved as they were
-    from flow_modules.{namespace}.ChatFlowModule import set_backend_factory
-    from flow_modules.{namespace}.ChatFlowModule.transcripts import Transcript, replay_factory
+    from flow_modules.{namespace}.ChatFlowModule import Transcript, replay_factory
 
     transcript = Transcript.load(os.path.join(HERE, demo["replay"]))
-    set_backend_factory(replay_factory(transcript))
+    run["backend_factory"] = replay_factory(transcript)
     input_data = {{**input_data, "goal": transcript.header["goal"]}}
     memory_dir = os.path.join(memory_dir or "memory", time.strftime("replay-%Y%m%d-%H%M%S"))
     auto_approve, workdir = True, memory_dir  # and the code in the memory folder, as it was recorded
     print(f"Replaying the recorded demo (no LLM): {{transcript.path}}; memory files in {{memory_dir}}")
 elif demo.get("uses_llm"):
     from aiflows.backends.api_info import ApiInfo
-    from flow_modules.{namespace}.ChatFlowModule import set_backend_factory, with_api_infos
+    from flow_modules.{namespace}.ChatFlowModule import with_api_infos
 
     if not have_llm:
         sys.exit("Set OPENAI_API_KEY (or OPENAI_API_BASE for an OpenAI-compatible server) to run this demo.")
     key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")
     api_infos = [ApiInfo(backend_used="openai", api_key=key or "sk-no-key", api_base=base)]
     overrides = {{"model_name": os.environ["OPENAI_MODEL"]}} if os.environ.get("OPENAI_MODEL") else {{}}
-    set_backend_factory(with_api_infos(api_infos, **overrides)){embeddings}
-# the aiflows authors' demo.yaml format: `flow:` is instantiated by hydra
-flow = hydra.utils.instantiate(demo["flow"], _recursive_=False, _convert_="partial")
-if memory_dir:
-    set_memory_files(flow, memory_dir, workdir)
+    run["backend_factory"] = with_api_infos(api_infos, **overrides){embeddings}
 if auto_approve or "--yes" in sys.argv:
-    set_input_source(AutoApproveInput())
+    run["input_source"] = AutoApproveInput()
 
 
 def close(node):
@@ -129,18 +124,24 @@ def close(node):
         node.close()
 
 
-try:
-    print(flow.call(input_data))
-finally:  # every flow of the tree that holds something (an interpreter's kernel, a vector store) lets it go
-    close(flow)
+with RunContext(**run):  # built before the flow: its chats get their backends from the run
+    # the aiflows authors' demo.yaml format: `flow:` is instantiated by hydra
+    flow = hydra.utils.instantiate(demo["flow"], _recursive_=False, _convert_="partial")
+    if memory_dir:
+        set_memory_files(flow, memory_dir, workdir)
+    try:
+        print(flow.call(input_data))
+    finally:  # every flow of the tree that holds something (an interpreter's kernel, a vector store) lets it go
+        close(flow)
 '''
 
 # In run.py, for a module with a vector store: its embeddings come from the same server, with the same key.
 _RUN_PY_EMBEDDINGS = '''
 
-    from flow_modules.{namespace}.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
+    from flow_modules.{namespace}.VectorStoreFlowModule import embeddings_with_api_infos
 
-    set_embeddings_factory(embeddings_with_api_infos(api_infos, model_name=os.environ.get("OPENAI_EMBEDDING_MODEL")))'''
+    run["embeddings_factory"] = embeddings_with_api_infos(api_infos,
+                                                          model_name=os.environ.get("OPENAI_EMBEDDING_MODEL"))'''
 
 _CORE_RUN_PY = '''\
 """Run a small flow on CoreFlowModule's lean base: `python run.py` in this folder (no LLM needed)."""
@@ -152,7 +153,7 @@ from aiflows import flow_verse
 HERE = os.path.dirname(os.path.realpath(__file__))
 {find_module}
 from flow_modules.{namespace}.CoreFlowModule import LeanAtomicFlow  # noqa: E402
-from flow_modules.{namespace}.CoreFlowModule.usage import count_tokens  # noqa: E402
+from flow_modules.{namespace}.CoreFlowModule import count_tokens  # noqa: E402
 from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
 
 

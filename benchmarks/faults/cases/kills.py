@@ -11,8 +11,12 @@ from ..support import (
     plan_kept, python_child, read,
 )
 
-from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
-    CUT_ENTRY_MARKER, append_log_entry, atomic_write, split_log_entries, sweep_temporary_files,
+from aiflows_jarvis.CoreFlowModule import (
+    CUT_ENTRY_MARKER,
+    append_log_entry,
+    atomic_write,
+    split_log_entries,
+    sweep_temporary_files,
 )
 
 KILLED_WRITE = """

@@ -159,7 +159,7 @@ def stale_temporary_files(ctx):
       "the cut entry is closed with a marker and the next entry is numbered after it",
       lost="an earlier log entry is gone, or an entry is glued to the cut one or numbered twice")
 def cut_log_entry_then_resume(ctx):
-    from aiflows_jarvis.CoreFlowModule.memory import CUT_ENTRY_MARKER, format_log_entry
+    from aiflows_jarvis.CoreFlowModule import CUT_ENTRY_MARKER, format_log_entry
 
     memory = stopped_run(ctx)
     first = format_log_entry(1, "Coder", {"goal": "compute"}, "Coder finished: 6 * 7 = 42")
@@ -248,7 +248,7 @@ def run_code_overwrites_the_library(ctx):
     ctx.keep(any(b"def mine(x):" in p.read_bytes() for p in copies), "the user's library is lost")
 
 
-def _save(library: str, code: str, **args) -> str:
+def save_with_flow(library: str, code: str, **args) -> str:
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     flow = SaveCodeAtomicFlow.instantiate_from_default_config()
@@ -260,7 +260,7 @@ def _save(library: str, code: str, **args) -> str:
 def library_with_a_byte_order_mark(ctx):
     library = ctx.path("library.py")
     library.write_bytes(b"\xef\xbb\xbfdef f(x):\n    '''Doubles x.'''\n    return 2 * x\n")
-    result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
+    result = save_with_flow(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
     ctx.expect(result.startswith("Saved g"), f"not saved: {result}")
     ctx.keep("def f(x):" in library_source(os.path.dirname(str(library))), "f is gone")
 
@@ -272,7 +272,7 @@ def library_that_does_not_compile(ctx):
     library = ctx.path("library.py")
     broken = b"def f(x):\n    return (x\n"
     library.write_bytes(broken)
-    result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
+    result = save_with_flow(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
     ctx.expect("does not compile" in result and result.startswith("Nothing was saved"), f"result: {result}")
     file_kept(ctx, library, broken, "the library")
 
@@ -287,7 +287,7 @@ def library_search_index_is_a_link(ctx):
     functions = (f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n"
                  for i in range(count))
     (memory / "library.py").write_text("\n\n".join(functions))
-    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+    from aiflows_jarvis.CodeLibraryFlowModule import migrate_library
     migrate_library(str(memory / "library"))  # (indexes the library and keeps the index)
     kept = memory / "library" / "_index" / "search.bin"
     ctx.expect(kept.is_file(), "the migration kept no search index")
@@ -311,14 +311,14 @@ def library_search_index_is_a_link(ctx):
       lost="library/data.py (the module and its function) changed")
 def function_named_like_a_module(ctx):
     library = ctx.path("library.py")
-    ctx.expect(_save(str(library), "def growth(v):\n    return v\n", module="data").startswith("Saved"), "no save")
+    ctx.expect(save_with_flow(str(library), "def growth(v):\n    return v\n", module="data").startswith("Saved"), "no save")
     data = ctx.path("library", "data.py").read_bytes()
-    result = _save(str(library), "def data(points):\n    return points\n", module="charts")
+    result = save_with_flow(str(library), "def data(points):\n    return points\n", module="charts")
     ctx.expect(result.startswith("Nothing was saved") and "library/data.py" in result, f"result: {result}")
     proposed = result.split("(e.g. `", 1)[-1].split("`", 1)[0]
     ctx.expect(proposed.isidentifier() and proposed != "data", f"no other name proposed: {result}")
     if proposed.isidentifier():
-        renamed = _save(str(library), f"def {proposed}(points):\n    return points\n", module="charts")
+        renamed = save_with_flow(str(library), f"def {proposed}(points):\n    return points\n", module="charts")
         ctx.expect(renamed.startswith("Saved"), f"the name proposed is refused too: {renamed}")
     file_kept(ctx, ctx.path("library", "data.py"), data, "library/data.py")
     charts = ctx.path("library", "charts.py")
@@ -331,7 +331,7 @@ def _indexed_library(memory, count: int = 30) -> None:
     functions = (f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n"
                  for i in range(count))
     (memory / "library.py").write_text("\n\n".join(functions))
-    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+    from aiflows_jarvis.CodeLibraryFlowModule import migrate_library
     migrate_library(str(memory / "library"))
 
 

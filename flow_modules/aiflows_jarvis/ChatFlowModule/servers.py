@@ -15,8 +15,8 @@ from typing import Any, Dict, Optional, Tuple
 from aiflows.utils import logging
 
 from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule.models import bare_name, model_info, openai_response_format_support
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import bare_name, model_info, openai_response_format_support
+from aiflows_jarvis.CoreFlowModule import current_run
 
 from .backends import unwrap_backend
 from .window_probe import ServerProbe, probe_context_window

@@ -6,9 +6,9 @@ from typing import Any, Dict, List, Optional
 
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, get_console
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.plans import plan_as_shown
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import plan_as_shown
+from aiflows_jarvis.CoreFlowModule import current_run
 
 from .commands import InvalidReply, commands_from_config, example_reply, read_command, render_commands, reply_schema
 

@@ -15,12 +15,12 @@ from aiflows_jarvis.CoreFlowModule import (
     get_console,
     get_input_source,
 )
-from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb
-from aiflows_jarvis.CoreFlowModule.lean import config_key_path
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.memory_log import last_within
-from aiflows_jarvis.CoreFlowModule.plans import mark_steps_done, plan_steps, undone_steps
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import breadcrumb
+from aiflows_jarvis.CoreFlowModule import config_key_path
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import last_within
+from aiflows_jarvis.CoreFlowModule import mark_steps_done, plan_steps, undone_steps
+from aiflows_jarvis.CoreFlowModule import current_run
 
 from .command_config import STEP_ARGUMENT, TOOLS_BRANCH, derive_commands, with_step_argument
 

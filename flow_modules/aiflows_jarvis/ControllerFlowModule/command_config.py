@@ -14,9 +14,10 @@ from typing import Any, Dict, Iterable
 
 from aiflows.utils.general_helpers import recursive_dictionary_update
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, config_cache
-from aiflows_jarvis.CoreFlowModule.config_tree import flow_class
-from aiflows_jarvis.CoreFlowModule.instantiate import copy_config
+from aiflows_jarvis.CoreFlowModule import ConfigurationError
+from aiflows_jarvis.CoreFlowModule import default_value
+from aiflows_jarvis.CoreFlowModule import flow_class
+from aiflows_jarvis.CoreFlowModule import copy_config
 
 _MISSING = object()
 
@@ -24,7 +25,7 @@ _MISSING = object()
 def _class_commands(controller: Dict[str, Any]) -> Dict[str, Any]:
     """The commands the controller's class declares in its own YAML (``finish``, for ControllerAtomicFlow)."""
     cls = flow_class(controller.get("_target_"))
-    commands = config_cache.default_value(cls, "commands") if cls is not None else None
+    commands = default_value(cls, "commands") if cls is not None else None
     return commands if isinstance(commands, dict) else {}
 
 

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from aiflows_jarvis.CoreFlowModule import KINDS, ConfigurationError, LeanAtomicFlow, StrictJinjaPrompt, get_input_source
+from aiflows_jarvis.CoreFlowModule import (
+    KINDS,
+    ConfigurationError,
+    LeanAtomicFlow,
+    StrictJinjaPrompt,
+    get_input_source,
+)
 
 
 class HumanStandardInputFlow(LeanAtomicFlow):

@@ -14,8 +14,8 @@ from aiflows_jarvis.CoreFlowModule import (
     get_input_source,
     is_approval,
 )
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import current_run
 
 from .config import load_servers
 from .results import bounded, result_text

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanSequentialFlow, current_flow_path, get_console
-from aiflows_jarvis.CoreFlowModule.warm_up import warm_up
+from aiflows_jarvis.CoreFlowModule import warm_up
 from aiflows_jarvis.HumanStandardInputFlowModule.HumanReviewFlow import review_result
 
 
