@@ -219,6 +219,56 @@ def test_the_doors_export_what_they_list():
         assert len(set(module.__all__)) == len(module.__all__)
 
 
+def _calls_of_current_run() -> List[str]:
+    found = []
+    for path in _python_files(os.path.relpath(PACKAGE_DIR, ROOT)):
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        found += [f"{os.path.relpath(path, ROOT)}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "current_run"]
+    return found
+
+
+def test_the_run_is_read_in_few_places():
+    """Flows read their run through ``run_context``, the console and the budget through their accessors: the
+    ambient read stays in a handful of places."""
+    calls = _calls_of_current_run()
+    assert 0 < len(calls) <= 25, f"{len(calls)} calls of current_run():\n" + "\n".join(calls)
+
+
+def test_nothing_in_the_package_changes_a_run_once_it_is_entered():
+    """A run is built with its settings (RunContext(...)); only the deprecated set_* aliases change one."""
+    settings = {"input_source", "console", "closed_input_hint", "backend_factory", "backend_wrappers",
+                "embeddings_factory", "usage", "budget", "trace_file", "step_record", "warm_up", "tool_recorder",
+                "tool_replay", "memory_dir", "tool_provider"}
+    wrong = []
+    for path in _python_files(os.path.relpath(PACKAGE_DIR, ROOT)):
+        if path.endswith(os.path.join("run", "deprecated.py")) or path.endswith(os.path.join("run", "context.py")):
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        deprecated = {id(n) for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
+                      and (ast.get_docstring(fn) or "").startswith("Deprecated") for n in ast.walk(fn)}
+        for node in ast.walk(tree):
+            if id(node) in deprecated:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr in settings and \
+                        "run" in ast.unparse(target.value).lower():
+                    wrong.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {ast.unparse(target)} = ...")
+    assert not wrong, "build the RunContext with it instead:\n" + "\n".join(wrong)
+
+
+def test_the_readme_teaches_no_deprecated_setter():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    import re
+
+    assert not re.findall(r"\bset_(?!memory_files)\w+\(", readme), "the README configures a run with RunContext(...)"
+
+
 if __name__ == "__main__":  # python tests/test_architecture.py: the cycles, for a look
     for component in cycles(import_graph()):
         print(component)

@@ -173,6 +173,34 @@ print(output, "- history kept:", len(flow.history), "of", flow.history.total, "m
 '''
 
 
+_CODE_LIBRARY_RUN_PY = '''\
+"""Keep functions in a code library and read it back as Jarvis's prompts do: `python run.py` in this folder (no LLM
+needed). The library is the package `library/` in the memory folder: `from library import name` imports it."""
+import os
+import sys
+
+from aiflows import flow_verse
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+{find_module}
+from flow_modules.{namespace}.CodeLibraryFlowModule import ensure_library, package_summary, save_code  # noqa: E402
+from flow_modules.{namespace}.CoreFlowModule import file_lock  # noqa: E402
+from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
+
+demo = read_yaml_file(os.path.join(HERE, "demo.yaml"))
+package = ensure_library(os.path.join(demo["memory_dir"], "library"))  # made empty the first time
+for code in demo["functions"]:
+    with file_lock(package):  # one writer at a time
+        why, module, replaced = save_code(package, code, None, replace=True)
+    print(why or f"saved into library/{{module}}.py" + (f" (replacing {{', '.join(replaced)}})" if replaced else ""))
+print(package_summary(package))
+sys.path.insert(0, os.path.dirname(package))
+from library import {call_name}  # noqa: E402
+
+print("{call}:", {call})
+'''
+
+
 # How run.py finds its module: where a sync put it (`<project>/flow_modules/<namespace>/<module>`, from the hub or
 # a local folder), it is imported from that project: FlowVerse refuses to sync a folder inside a `flow_modules/`.
 # Anywhere else (a staged folder) it is synced into `flow_modules/` beside run.py's working directory first.
@@ -192,6 +220,14 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
         demo = {"flow": {"history_size": 8}, "calls": 100, "input_data": {"text": "Flows all the way down."}}
         return {"demo.yaml": yaml.safe_dump(demo, sort_keys=False),
                 "run.py": _CORE_RUN_PY.format(namespace=namespace, find_module=find_module)}
+    if module == "CodeLibraryFlowModule":
+        functions = ['def double(x):\n    """Twice x."""\n    return 2 * x\n',
+                     'def is_prime(n: int) -> bool:\n    """Whether n is a prime number."""\n'
+                     '    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n']
+        demo = {"memory_dir": "memory", "functions": functions}
+        return {"demo.yaml": yaml.safe_dump(demo, sort_keys=False, width=120),
+                "run.py": _CODE_LIBRARY_RUN_PY.format(namespace=namespace, find_module=find_module,
+                                                      call_name="is_prime", call="is_prime(97)")}
     spec = DEMOS.get(module)
     if spec is None:
         raise PublishError(f"{module} has no demo in scripts/publishing/demos.py's DEMOS: add one")

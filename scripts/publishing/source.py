@@ -41,7 +41,8 @@ def folder_files(base: str) -> List[str]:
     modules, memory, .git or staging mark."""
     out = []
     for root, dirs, files in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP)
+        # (a Python package named like a skipped folder is code: CoreFlowModule/memory/)
+        dirs[:] = sorted(d for d in dirs if d not in SKIP or os.path.isfile(os.path.join(root, d, "__init__.py")))
         for name in sorted(files):
             if name.endswith((".pyc", ".pyo")) or name == STAGED_MARK:
                 continue

@@ -22,7 +22,6 @@ from aiflows_jarvis.CoreFlowModule import instantiate
 from aiflows_jarvis.CoreFlowModule import MalformedReply, RetryPolicy, call_with_retries
 from aiflows_jarvis.CoreFlowModule import shorten
 from aiflows_jarvis.CoreFlowModule import redact_data
-from aiflows_jarvis.CoreFlowModule import current_run
 from aiflows_jarvis.CoreFlowModule import count_message_tokens, count_tokens
 
 from .backends import build_backend, reply_content, unwrap_backend
@@ -366,7 +365,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
             prompt_tokens, completion_tokens, reported = info.prompt_tokens, info.completion_tokens, True
         else:
             prompt_tokens, completion_tokens, reported = count_message_tokens(messages), count_tokens(reply), False
-        current_run().usage.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
+        self.run_context.usage.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
                                    model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
         reply = self._without_repetition(reply, where)
         if self.flow_config.get("show_replies"):

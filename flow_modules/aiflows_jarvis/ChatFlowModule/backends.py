@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import time
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, List, Optional
 
@@ -34,29 +33,28 @@ BackendWrapper = Callable[[Any, str], Any]
 
 def set_backend_factory(factory: Optional[BackendFactory]) -> Optional[BackendFactory]:
     """Deprecated: ``RunContext(backend_factory=...)``."""
-    return deprecated_setting("set_backend_factory", "backend_factory", factory)
+    return deprecated_setting("set_backend_factory", "backend_factory", factory)[0]
 
 
 def add_backend_wrapper(wrapper: BackendWrapper) -> None:
     """Deprecated: ``RunContext(backend_wrappers=[...])``."""
-    wrappers = deprecated_setting("add_backend_wrapper", "backend_wrappers", ())
-    current_run().backend_wrappers = tuple(wrappers) + (wrapper,)
+    deprecated_setting("add_backend_wrapper", "backend_wrappers", change=lambda wrappers: tuple(wrappers) + (wrapper,))
 
 
 def remove_backend_wrapper(wrapper: BackendWrapper) -> None:
     """Deprecated: ``RunContext(backend_wrappers=[...])``."""
-    wrappers = deprecated_setting("remove_backend_wrapper", "backend_wrappers", ())
-    current_run().backend_wrappers = tuple(w for w in wrappers if w is not wrapper)
+    deprecated_setting("remove_backend_wrapper", "backend_wrappers",
+                       change=lambda wrappers: tuple(w for w in wrappers if w is not wrapper))
 
 
 @contextmanager
 def backend_factory(factory: Optional[BackendFactory]):
     """Deprecated: ``with RunContext(backend_factory=...)``."""
-    previous = deprecated_setting("backend_factory", "backend_factory", factory)
+    previous, run = deprecated_setting("backend_factory", "backend_factory", factory)
     try:
         yield factory
     finally:
-        current_run().backend_factory = previous
+        run.backend_factory = previous
 
 
 @functools.lru_cache(maxsize=None)

@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import get_console
 from aiflows_jarvis.CoreFlowModule import get_run_budget
+
 from aiflows_jarvis.CoreFlowModule import current_run
 
 from . import openai_http

@@ -1,7 +1,7 @@
 """CodeLibraryFlowModule: the code library Jarvis writes and reuses, as a package of modules in the memory folder.
 
 - ``source``: a library text's names, definitions and summary, from one parse per version of the text;
-- ``package``: the package `library/` (one module per topic and a names index): its entries, structure and summary;
+- ``package``: the package `library/` (one module per topic): its files and the index of what each module defines;
 - ``save``: saving code into one module, with the checks a change needs, and migrating a single-file `library.py`;
 - ``summary``: the library as callers read it (made or migrated first): its entries, structure and summary.
 

@@ -20,7 +20,6 @@ from aiflows_jarvis.CoreFlowModule import config_key_path
 from aiflows_jarvis.CoreFlowModule import shorten
 from aiflows_jarvis.CoreFlowModule import last_within
 from aiflows_jarvis.CoreFlowModule import mark_steps_done, plan_steps, undone_steps
-from aiflows_jarvis.CoreFlowModule import current_run
 
 from .command_config import STEP_ARGUMENT, TOOLS_BRANCH, derive_commands, with_step_argument
 
@@ -224,7 +223,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
     def _offer_tools(self, controller: Any) -> None:
         """Before the controller's first call: the run's tools (its ``tool_provider``) as commands of the controller,
         each with what the loop's ``tools`` adds to it; asked once per provider (listing may start servers)."""
-        tools, provider = self.flow_config.get("tools"), current_run().tool_provider
+        tools, provider = self.flow_config.get("tools"), self.run_context.tool_provider
         if not isinstance(tools, dict) or provider is None or self.__dict__.get("_tools_of") is provider:
             return
         self._tools_of = provider

@@ -3,6 +3,7 @@ update_plan)."""
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
+    {"url": "aiflows/CodeLibraryFlowModule", "revision": "main"},
     {"url": "aiflows/CodeWriterFlowModule", "revision": "main"},
     {"url": "aiflows/HumanStandardInputFlowModule", "revision": "main"},
     {"url": "aiflows/ReplanningFlowModule", "revision": "main"},

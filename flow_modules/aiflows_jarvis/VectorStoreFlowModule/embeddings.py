@@ -201,7 +201,7 @@ def build_embeddings_from_config(config: Dict[str, Any], flow_name: str) -> Embe
 
 def set_embeddings_factory(factory: Optional[EmbeddingsFactory]) -> Optional[EmbeddingsFactory]:
     """Deprecated: ``RunContext(embeddings_factory=...)``."""
-    return deprecated_setting("set_embeddings_factory", "embeddings_factory", factory)
+    return deprecated_setting("set_embeddings_factory", "embeddings_factory", factory)[0]
 
 
 def build_embeddings(config: Dict[str, Any], flow_name: str) -> Embeddings:

@@ -275,10 +275,16 @@ class LeanFlowMixin(Flow):
         # aiflows logs an "UpdateMessage_NamespaceReset" after every call and clears nothing; skip the message.
         return None
 
+    @property
+    def run_context(self) -> Any:
+        """The run this flow is called in (the ``RunContext`` entered, see ``run/current.py``): its usage, tools,
+        budget."""
+        return current_run()
+
     def __call__(self, input_message: InputMessage) -> OutputMessage:
         outer = _CALL_STACK.get()
         if not outer:
-            current_run().trace_checked = False
+            self.run_context.trace_checked = False
         token = _CALL_STACK.set(outer + (self.flow_config.get("name", self.__class__.__name__),))
         try:
             self._log_message(input_message)

@@ -124,7 +124,7 @@ def tool_timeout(timeout: Optional[float], where: str = "") -> Optional[float]:
     """How long a tool may wait: its own ``timeout`` (None or 0: no limit of its own), cut to the time the run's
     ``max_time`` leaves, so that a tool that hangs cannot outlive the run. Raises BudgetExceeded when no time is
     left; ``where`` names the tool in the message."""
-    budget = current_run().budget
+    budget = get_run_budget()
     remaining = budget.remaining_time() if budget is not None else None
     if remaining is None:
         return float(timeout) if timeout else None
@@ -136,7 +136,7 @@ def tool_timeout(timeout: Optional[float], where: str = "") -> Optional[float]:
 def check_time(where: str = "") -> None:
     """Raise BudgetExceeded if the run's ``max_time`` is used up. A tool whose wait failed calls it: a wait the budget
     cut short stops the run, rather than telling the controller that the tool timed out."""
-    budget = current_run().budget
+    budget = get_run_budget()
     if budget is None or budget.max_time is None or (budget.remaining_time() or 0.0) > 0:
         return
     raise _exceeded("max_time", f"{_duration(budget.max_time)} of running time (the limit)",

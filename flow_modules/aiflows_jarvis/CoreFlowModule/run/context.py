@@ -88,9 +88,6 @@ class RunContext:
         _check("memory_dir", memory_dir, lambda v: isinstance(v, str) and v, "a folder path")
         _check("tool_provider", tool_provider, lambda v: callable(getattr(v, "commands", None)),
                "a tool provider (with commands(taken) -> {name: declaration})")
-        from ..console.interaction import Console, TerminalInput  # here: those modules import this one
-        from .usage import UsageMeter
-
         self.input_source: "InputSource" = input_source if input_source is not None else TerminalInput()
         self.console: "Console" = console if console is not None else Console()
         self.closed_input_hint = closed_input_hint

@@ -9,7 +9,7 @@ backend factory.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 from .current import current_run
 

@@ -417,11 +417,15 @@ class CurrentUsage:
 
     __slots__ = ()
 
+    @staticmethod
+    def _usage() -> "UsageMeter":
+        return current_run().usage
+
     def __getattr__(self, name: str):
-        return getattr(current_run().usage, name)
+        return getattr(self._usage(), name)
 
     def __repr__(self) -> str:
-        return f"USAGE (the current run's): {current_run().usage.summary()}"
+        return f"USAGE (the current run's): {self._usage().summary()}"
 
 
 USAGE = CurrentUsage()
