@@ -327,7 +327,7 @@ def block_real_llm(monkeypatch, import_if_needed: bool = True) -> bool:
                 "TIKTOKEN_CACHE_DIR",
                 os.path.join(
                     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    "flow_modules", "aiflows_jarvis", "CoreFlowModule", "tiktoken_cache",
+                    "flow_modules", "aiflows_jarvis", "CoreFlowModule", "startup", "tiktoken_cache",
                 ),
             )
             import litellm  # noqa: F401

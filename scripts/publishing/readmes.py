@@ -154,14 +154,15 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
                   'api = ApiInfo(backend_used="openai", api_key=key or "sk-no-key-needed", api_base=base)']
     if spec.get("overrides"):
         lines.append(rewrite(f"overrides = {_literal(spec['overrides'])}", namespace))
-    lines += ["# the run: every chat's backend, and the answers (approved automatically; leave input_source out to "
-              "review plans and code yourself)",
+    lines += ["# the run: every chat's backend, and who answers (AutoApproveInput approves plans and code; leave it",
+              "# out to review them yourself)",
               "with RunContext(" + ("backend_factory=with_api_infos([api]), " if llm else "")
               + "input_source=AutoApproveInput()):",
               f"    flow = {spec['cls']}.instantiate_from_default_config({'**overrides' if spec.get('overrides') else ''})"]
     if spec.get("memory"):
         lines.append('    set_memory_files(flow, "memory")  # the plan, logs and code library of every boss of the tree')
-    lines.append(f"    print(flow.call({_literal(spec['input'])}))")
+    call = _literal(spec["input"]).replace("\n", "\n    ")  # inside the `with` block
+    lines.append(f"    print(flow.call({call}))")
     return lines
 
 

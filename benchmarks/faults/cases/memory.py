@@ -283,7 +283,7 @@ def library_that_does_not_compile(ctx):
 def library_search_index_is_a_link(ctx):
     memory = ctx.path("memory")
     memory.mkdir()
-    count = 1200  # over the count from which the index is kept (memory_index._CACHE_FROM)
+    count = 1200  # over the count from which the index is kept (search_index._CACHE_FROM)
     functions = (f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n"
                  for i in range(count))
     (memory / "library.py").write_text("\n\n".join(functions))

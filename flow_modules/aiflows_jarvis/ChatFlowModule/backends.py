@@ -60,7 +60,7 @@ def backend_factory(factory: Optional[BackendFactory]):
 @functools.lru_cache(maxsize=None)
 def usage_litellm_backend_class():
     """The class UsageLiteLLMBackend, built on first use: aiflows' llm_lite must be imported after the package's
-    import hooks are in place, so that it does not import litellm (see ``offline``)."""
+    import hooks are in place, so that it does not import litellm (see CoreFlowModule's ``startup/offline.py``)."""
     from aiflows_jarvis.CoreFlowModule import ensure_offline_tokenizer
 
     ensure_offline_tokenizer()

@@ -89,7 +89,7 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
     Redefining a name the library has (in any module) is refused unless `replace_existing: true` (the module as it
     was is then kept in `archive/`). A function or class named like a module of the library (or a module named like
     one of its functions) is refused: `from library import data` could give either. Only the module changed is read
-    and written, under the library's lock and atomically (see `CoreFlowModule.library_save`). A refusal is returned to
+    and written, under the library's lock and atomically (see CodeLibraryFlowModule's `save`). A refusal is returned to
     the controller and shown as a warning.
 
     *Configuration Parameters*:

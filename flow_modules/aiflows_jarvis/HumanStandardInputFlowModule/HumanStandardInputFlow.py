@@ -14,7 +14,7 @@ from aiflows_jarvis.CoreFlowModule import (
 class HumanStandardInputFlow(LeanAtomicFlow):
     """Shows a message rendered from a template and returns the user's answer.
 
-    The answer comes from the current input source (`CoreFlowModule.interaction`): the terminal, auto-approve mode
+    The answer comes from the run's input source (`RunContext(input_source=...)`): the terminal, auto-approve mode
     (`--yes`) or a scripted source in tests. In auto-approve mode an `approval` or `feedback` request is answered
     with "" (approve / looks good) and a `question` with "Use your best judgement.".
 

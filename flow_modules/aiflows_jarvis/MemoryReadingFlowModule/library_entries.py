@@ -1,7 +1,7 @@
 """The code library as the memory index sees it: its functions and classes, each keyed ``module.name``, and a
 fingerprint of what the package holds.
 
-The library package (``library_package``) already keeps what every module defines, in ``library/_index/``: a module
+The library package (CodeLibraryFlowModule's ``package``) already keeps what every module defines, in ``library/_index/``: a module
 is parsed again only when its file changed. This adapter reads that index, through the package's API, so the memory
 index never parses the library; the entries' text is the package's rendering (``render_entry``), the one prompts show.
 A large library's search index is kept in the package's index folder between runs (``search_cache_path``): a cache,

@@ -11,7 +11,7 @@ index's) is rebuilt from the log, written whole to a temporary file and renamed 
 many lines superseded.
 
 The code library has no journal: the library package keeps its own index of what each module defines
-(``library/_index/``, see ``library_package``), which the library's search index is built from, in memory, and caught
+(``library/_index/``, see CodeLibraryFlowModule's ``package``), which the library's search index is built from, in memory, and caught
 up with entry by entry (``library_entries`` is the adapter). Tokenizing thousands of docstrings is most of what a large
 library costs a run, so from ``_CACHE_FROM`` entries the built index is also kept in ``library/_index/search.bin`` (a
 cache with its checksum: one that does not read, or made by other indexing rules, is built again) and the next run
@@ -36,7 +36,7 @@ from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import MemoryFileError
-from aiflows_jarvis.CoreFlowModule import append_text, atomic_write, open_regular, read_text, say_rebuilt
+from aiflows_jarvis.CoreFlowModule import append_text, atomic_write, open_regular, read_text, say_rebuilt, split_log_entries
 from .library_entries import (
     entry_text,
     library_entries,
@@ -433,7 +433,6 @@ def _tail_at(log_path: str, size: int) -> Optional[int]:
 
 
 def _log_records(text: str) -> List[Dict[str, Any]]:
-    from aiflows_jarvis.CoreFlowModule import split_log_entries  # memory_log calls this module when it appends
 
     return [{"put": str(number), "text": entry} for number, entry in split_log_entries(text)]
 

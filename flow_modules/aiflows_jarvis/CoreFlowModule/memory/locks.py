@@ -6,7 +6,7 @@
   folder is refused at start, with the PID of the first.
 
 Both are ``fcntl.flock`` locks on a sidecar file, not on the file itself: memory files are replaced by a rename
-(``file_io.atomic_write``), and a lock on the replaced file's inode would not exclude a process that opened the file
+(``files.atomic_write``), and a lock on the replaced file's inode would not exclude a process that opened the file
 after the rename. The sidecar is never deleted (deleting a lock file lets a process that opened it just before hold
 a lock on a file nobody else sees). flock locks are released by the kernel when their process ends, however it ends
 (``kill -9`` included): a lock is never left held by a dead process. The sidecar also holds who took the lock (PID,

@@ -7,7 +7,7 @@ file tiktoken itself would download, under the same name, written once (to a tem
 
 ``offline.py`` seeds it when the package is imported. The one limit: a process that imports litellm before the
 package, on a machine where the package never ran (or after the temporary folder was emptied), needs the network or
-``TIKTOKEN_CACHE_DIR`` pointing at a folder that holds the file (``CoreFlowModule/tiktoken_cache`` does).
+``TIKTOKEN_CACHE_DIR`` pointing at a folder that holds the file (``CoreFlowModule/startup/tiktoken_cache`` does).
 
 The folder is the one tiktoken reads with this environment (its ``read_file_cached``): ``TIKTOKEN_CACHE_DIR`` if set,
 else ``DATA_GYM_CACHE_DIR`` if set, else ``<temporary folder>/data-gym-cache``; none when the one set is empty
