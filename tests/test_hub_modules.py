@@ -61,7 +61,10 @@ def test_a_boss_runs_from_its_hub_readme_alone(tmp_path, staged_all, module):
     sets the api_infos, the memory files and the input source, and the call finishes. CoderFlowModule's runs with
     no OPENAI_API_KEY (a local server needs none)."""
     snippet = readme_snippet(staged_all, module)
-    assert "set_memory_files(flow" in snippet and "set_input_source(" in snippet and "set_backend_factory(" in snippet
+    assert "set_memory_files(flow" in snippet, snippet
+    # the run's settings, by the deprecated setters or built into a RunContext
+    assert "set_input_source(" in snippet or "input_source=" in snippet, snippet
+    assert "set_backend_factory(" in snippet or "backend_factory=" in snippet, snippet
     project = tmp_path / "project"
     project.mkdir()
     env = {k: v for k, v in publish.project_env().items() if k != "OPENAI_API_KEY"}
