@@ -6,6 +6,7 @@ source, console, backend factory, usage meter, budget, trace... it sets are its 
 """
 from __future__ import annotations
 
+import shutil
 import signal
 
 import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
@@ -18,6 +19,7 @@ from aiflows.utils import logging
 import guards
 from fakes import SCRIPT, Sink, scripted_factory
 from fake_editor import editor_command
+from linked_venv import copy_repository
 from loopback_llm import LoopbackLLMServer
 
 from aiflows_jarvis.ChatFlowModule import with_api_infos
@@ -110,6 +112,33 @@ def loopback_llm(loopback, run_context):
     run_context.backend_factory = with_api_infos([api])
     yield loopback
     assert not loopback.errors, f"the loopback server saw unexpected calls: {loopback.errors}"
+
+
+@pytest.fixture
+def make_interpreter(tmp_path):
+    """``make(**kwargs)``: a CodeInterpreter (in a workspace of its own under tmp_path), closed after the test."""
+    from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
+
+    made = []
+
+    def make(**kwargs):
+        kwargs.setdefault("workspace", str(tmp_path / f"ws{len(made)}"))
+        interpreter = CodeInterpreter(**kwargs)
+        made.append(interpreter)
+        return interpreter
+
+    yield make
+    for interpreter in made:
+        interpreter.close()
+
+
+@pytest.fixture(scope="module")
+def project_copy(tmp_path_factory):
+    """This repository's files (one copy per test module), to build from without writing into the checkout."""
+    folder = tmp_path_factory.mktemp("project")
+    copy_repository(folder)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from fakes import command, finish
 from linked_venv import copy_repository, linked_venv
 from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
-from test_offline import pip, project_copy  # noqa: F401  (project_copy: a fixture)
+from test_offline import pip
 from test_publish import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
