@@ -20,7 +20,6 @@ from waiting import eventually
 
 from aiflows_jarvis.AutoGPTFlowModule import AutoGPTFlow
 from aiflows_jarvis.CoreFlowModule import Console
-from aiflows_jarvis.CoreFlowModule import set_console
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),
@@ -33,9 +32,9 @@ SECOND = "print('still defined:', files)"
 
 
 @pytest.fixture
-def screen():
+def screen(run_context):
     sink = Sink()
-    set_console(Console(stream=sink, color=False))
+    run_context.console = Console(stream=sink, color=False)
     return sink
 
 

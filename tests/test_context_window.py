@@ -11,27 +11,21 @@ from aiflows.backends.api_info import ApiInfo
 
 from fakes import finish
 from loopback_llm import HTTPError, Slow
-from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
+from aiflows_jarvis.ChatFlowModule import with_api_infos
 from aiflows_jarvis.ChatFlowModule import servers, window_probe
-from aiflows_jarvis.ChatFlowModule.servers import ServerSettings, reset_servers, server_settings
+from aiflows_jarvis.ChatFlowModule.servers import ServerSettings, server_settings
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
-from aiflows_jarvis.CoreFlowModule import format_log_entry
+from aiflows_jarvis.CoreFlowModule import current_run, format_log_entry
 from aiflows_jarvis.CoreFlowModule import count_message_tokens
 
 COMMANDS = {"finish": {"description": "End.", "input_args": ["summary"]}}
 NOT_KNOWN = "context window of local-model is not known"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_servers():
-    reset_servers()
-    yield
-    reset_servers()
-
-
 def use_server(server, model="openai/local-model", api_base=None):
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test",
-                                                api_base=api_base or server.url)], model_name=model))
+    """Every chat of the test's run talks to ``server``; what the run learns of it is the test's own."""
+    current_run().backend_factory = with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base or server.url)], model_name=model)
 
 
 def controller(name="Controller", **config):

@@ -132,21 +132,6 @@ def shared(tmp_path_factory, no_kernel_left_behind):
     interpreter.close()
 
 
-@pytest.fixture
-def make_interpreter(tmp_path):
-    made = []
-
-    def make(**kwargs):
-        kwargs.setdefault("workspace", str(tmp_path / f"ws{len(made)}"))
-        interpreter = CodeInterpreter(**kwargs)
-        made.append(interpreter)
-        return interpreter
-
-    yield make
-    for interpreter in made:
-        interpreter.close()
-
-
 # ~~~ Python basics ~~~
 def test_variables_persist_and_the_working_directory_is_the_workspace(shared):
     assert not shared.run("answer = 41").failed

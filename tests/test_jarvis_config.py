@@ -9,7 +9,7 @@ from aiflows.backends.llm_lite import LiteLLMBackend
 
 from loopback_llm import LoopbackLLMServer
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, Transcript
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput
 from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 from aiflows_jarvis.app import launcher
 
@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 
 
-def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_console):
+def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_console, run_context):
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     transcript = Transcript.load(DEMO)
     with LoopbackLLMServer(replies=transcript.replies()) as server:
@@ -31,7 +31,7 @@ def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_consol
                 assert isinstance(chat.backend, LiteLLMBackend), path
                 (info,) = chat.backend.api_infos.values()
                 assert info.api_base == server.url, path
-            set_input_source(AutoApproveInput())
+            run_context.input_source = AutoApproveInput()
             out = flow.call({"goal": transcript.header["goal"]})
         finally:
             launcher.close_interpreters(flow)

@@ -25,7 +25,6 @@ from aiflows_jarvis.InterpreterFlowModule import shell as shell_module
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, survivors_note
 from aiflows_jarvis.InterpreterFlowModule.processes import Cgroup, start_time
 from aiflows_jarvis.InterpreterFlowModule.sandbox import SandboxUnavailable, bwrap_command
-from test_interpreter import make_interpreter  # noqa: F401  (a fixture: interpreters closed after each test)
 from waiting import HANG_GUARD, eventually
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -24,7 +24,7 @@ from test_cli import kernels_in, run_jarvis, run_until
 from waiting import HANG_GUARD, eventually
 
 from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, MemoryFileError, set_input_source
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, MemoryFileError, current_run
 from aiflows_jarvis.CoreFlowModule import MemoryInUseError
 from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME, RunLock, file_lock
 from aiflows_jarvis.CoreFlowModule.memory.locks import lock_path_of
@@ -60,7 +60,7 @@ def dead_pid() -> int:
 SAVER = """
     import os, sys
     import aiflows_jarvis  # noqa: F401
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     library, prefix = sys.argv[1], sys.argv[2]
@@ -251,7 +251,7 @@ LIBRARY = "def growth(a, b):\n    '''Growth from a to b.'''\n    return b / a - 
 
 
 def run_code(tmp_path, code: str, language: str = "python") -> dict:
-    set_input_source(AutoApproveInput())
+    current_run().input_source = AutoApproveInput()
     flow = RunCodeFlow.instantiate_from_default_config()
     try:
         return flow.run({"code": code, "language": language,

@@ -15,8 +15,7 @@ import pytest
 from fakes import Sink
 from mcp_http_server import MCPHTTPServer
 from aiflows_jarvis.ControllerFlowModule.commands import commands_from_config, read_command, reply_schema
-from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput, set_input_source
-from aiflows_jarvis.CoreFlowModule import set_console
+from aiflows_jarvis.CoreFlowModule import Console, ScriptedInput
 from aiflows_jarvis.CoreFlowModule import BadInputError
 from aiflows_jarvis.CoreFlowModule import redact
 from aiflows_jarvis.CoreFlowModule import current_run
@@ -51,9 +50,9 @@ def left_running(marker) -> list:
 
 
 @pytest.fixture
-def screen():
+def screen(run_context):
     sink = Sink()
-    set_console(Console(stream=sink, color=False))
+    run_context.console = Console(stream=sink, color=False)
     return sink
 
 
@@ -276,9 +275,9 @@ def test_a_tool_error_an_image_and_a_huge_result_come_back_as_text_and_files(tmp
     assert not left_running(tmp_path)
 
 
-def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_otherwise(tmp_path, screen):
+def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_otherwise(tmp_path, screen, run_context):
     user = ScriptedInput(["", "no, not that one"])
-    set_input_source(user)
+    run_context.input_source = user
     flow = tool_flow(tmp_path, autoApprove=["add"])
     try:
         assert flow.call({"tool": "t__echo", "arguments": {"text": "hi"}}) == {"result": "hi", "failed": False}

@@ -393,15 +393,15 @@ def coder_policy(target: str, calls: list):
 
 
 @pytest.mark.parametrize("size", [1, 2000])
-def test_a_goal_reuses_a_function_buried_among_2000_others(tmp_path, scripted_llm, size):
+def test_a_goal_reuses_a_function_buried_among_2000_others(tmp_path, scripted_llm, size, run_context):
     from aiflows_jarvis.CoderFlowModule import CoderFlow
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput
 
     functions = make_library(2000)
     task, target = make_tasks(functions, 1, seed=19)[0]
     chosen = [f for f in functions if f.name == target] if size == 1 else functions
     (tmp_path / "library.py").write_text(library_source(chosen))
-    set_input_source(AutoApproveInput())
+    run_context.input_source = AutoApproveInput()
     flow = CoderFlow.instantiate_from_default_config()
     set_memory_files(flow, str(tmp_path))
     calls: list = []
@@ -418,8 +418,8 @@ def test_a_goal_reuses_a_function_buried_among_2000_others(tmp_path, scripted_ll
 
 
 # ~~~ The provider's embeddings, when configured ~~~
-def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the_words_order(tmp_path):
-    from aiflows_jarvis.VectorStoreFlowModule import Embeddings, hash_embeddings_factory, set_embeddings_factory
+def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the_words_order(tmp_path, run_context):
+    from aiflows_jarvis.VectorStoreFlowModule import Embeddings, hash_embeddings_factory
 
     library, functions = a_library(tmp_path, 500)
     task, needed = make_tasks(functions, 1, seed=3)[0]
@@ -438,18 +438,15 @@ def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the
         def embed(self, texts, where=""):
             raise ConnectionError("the provider is down")
 
-    previous = set_embeddings_factory(counting_factory)
-    try:
-        flow = reader(retrieval={"embedding": "provider"})
-        shown = flow.run({"memory_files": files, "goal": task})["code_library"]
-        assert f"def {needed}(" in shown and asked, "the provider's embeddings were asked and the entry shown"
-        flow.run({"memory_files": files, "goal": task, "result": "Ran it: 42"})
-        assert len(asked) == 2 and asked[1] < asked[0] / 4, "vectors are kept: the new query and new candidates only"
-        set_embeddings_factory(lambda config, flow_name: Failing())
-        shown = reader(retrieval={"embedding": "provider"}).run({"memory_files": files, "goal": task})["code_library"]
-        assert f"def {needed}(" in shown, "a failing provider leaves the lexical ranking"
-    finally:
-        set_embeddings_factory(previous)
+    run_context.embeddings_factory = counting_factory
+    flow = reader(retrieval={"embedding": "provider"})
+    shown = flow.run({"memory_files": files, "goal": task})["code_library"]
+    assert f"def {needed}(" in shown and asked, "the provider's embeddings were asked and the entry shown"
+    flow.run({"memory_files": files, "goal": task, "result": "Ran it: 42"})
+    assert len(asked) == 2 and asked[1] < asked[0] / 4, "vectors are kept: the new query and new candidates only"
+    run_context.embeddings_factory = lambda config, flow_name: Failing()
+    shown = reader(retrieval={"embedding": "provider"}).run({"memory_files": files, "goal": task})["code_library"]
+    assert f"def {needed}(" in shown, "a failing provider leaves the lexical ranking"
     with pytest.raises(Exception, match="retrieval.embedding must be"):
         reader(retrieval={"embedding": "nearest"}).run({"memory_files": files, "goal": task})
 
@@ -475,17 +472,18 @@ def test_jarvis_gives_the_memory_readers_the_servers_embeddings_and_a_replay_loc
     assert isinstance(replayed, HashEmbeddings)
 
 
-def test_a_search_of_the_library_answers_from_the_index_and_shows_in_the_logs_and_the_report(tmp_path, scripted_llm):
+def test_a_search_of_the_library_answers_from_the_index_and_shows_in_the_logs_and_the_report(tmp_path, scripted_llm,
+                                                                                              run_context):
     """The controller asks search_library; the answer names the function (from the index), goes into Coder's log
     like any result, and the run's report shows the command and its answer."""
     from aiflows_jarvis.app import run_report
     from aiflows_jarvis.CoderFlowModule import CoderFlow
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, current_flow_path, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, current_flow_path
 
     functions = make_library(300)
     task, target = make_tasks(functions, 1, seed=7)[0]
     (tmp_path / "library.py").write_text(library_source(functions))
-    set_input_source(AutoApproveInput())
+    run_context.input_source = AutoApproveInput()
     flow = CoderFlow.instantiate_from_default_config()
     set_memory_files(flow, str(tmp_path))
     searched = []

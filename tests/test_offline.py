@@ -5,7 +5,6 @@ import filecmp
 import glob
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from aiflows_jarvis.CoreFlowModule.startup import tokenizer_seed
 from aiflows_jarvis.CoreFlowModule.startup.tokenizer_seed import TOKENIZER_DIR, TOKENIZER_FILE
 from aiflows_jarvis.CoreFlowModule.startup.offline import bundled_tokenizer_ok
 from aiflows_jarvis.CoreFlowModule.startup.tokenizer_seed import OPT_OUT, TOKENIZER_SHA256, TOKENIZER_SIZE
-from linked_venv import copy_repository, linked_venv
+from linked_venv import linked_venv
 from subprocess_guard import check_guarded_run, guarded_environment, network_guarded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -202,15 +201,6 @@ def pip(python, *args):
         done = subprocess.run([python, "-m", "pip", *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
-
-
-@pytest.fixture(scope="module")
-def project_copy(tmp_path_factory):
-    """This repository's files, to build from without writing into the checkout."""
-    folder = tmp_path_factory.mktemp("project")
-    copy_repository(folder)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 LITELLM_FIRST_INSTALLED = '''

@@ -22,7 +22,7 @@ from aiflows.backends.api_info import ApiInfo
 from fakes import command, scripted_factory
 from loopback_llm import completion_json
 from subprocess_guard import network_guarded
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, StrictJinjaPrompt
 from aiflows_jarvis.CoreFlowModule.flows import config_cache, prompts
 from aiflows_jarvis.CoreFlowModule.run import usage
@@ -85,8 +85,8 @@ def yaml_reads(monkeypatch):
     return counts
 
 
-def test_each_yaml_file_is_parsed_once_per_process_across_two_builds_of_jarvis(yaml_reads, tmp_path):
-    set_backend_factory(scripted_factory)
+def test_each_yaml_file_is_parsed_once_per_process_across_two_builds_of_jarvis(yaml_reads, tmp_path, run_context):
+    run_context.backend_factory = scripted_factory
     api_infos = [ApiInfo(backend_used="openai", api_key="sk-test")]
     for run in ("first", "second"):
         config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
@@ -221,11 +221,11 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
         "import aiflows_jarvis.CoreFlowModule\n"
         "from aiflows.backends.api_info import ApiInfo\n"
         "from aiflows.backends.llm_lite import LiteLLMBackend\n"
-        "from aiflows_jarvis.ChatFlowModule import set_backend_factory\n"
+        "from aiflows_jarvis.CoreFlowModule import RunContext\n"
         "from aiflows_jarvis.app import launcher\n"
-        "set_backend_factory(lambda config, name: object())\n"
-        "config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
-        "flow = launcher.instantiate(config, [{'backend_used': 'openai', 'api_key': 'k'}], tempfile.mkdtemp())\n"
+        "with RunContext(backend_factory=lambda config, name: object()):\n"
+        "    config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
+        "    flow = launcher.instantiate(config, [{'backend_used': 'openai', 'api_key': 'k'}], tempfile.mkdtemp())\n"
         "state = {'executed': sorted(m for m in ('litellm', 'huggingface_hub', 'hydra.utils', 'rich', 'omegaconf')\n"
         "                            if m in sys.modules)}\n"
         "from aiflows import flow_verse\n"
@@ -357,10 +357,9 @@ def test_a_log_changed_otherwise_than_by_appending_is_read_again(tail_reads, tmp
 
 
 def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_review(
-        scripted_llm, user, quiet_console, monkeypatch, tmp_path):
+        scripted_llm, user, quiet_console, monkeypatch, tmp_path, run_context):
     """run_jarvis.py sets the warm-up (the tree's interpreters' prestart); the plan writer calls it when a draft is put
     up for review, once, before the user is asked; no kernel starts before the plan was written."""
-    from aiflows_jarvis.CoreFlowModule import set_warm_up
     from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
     from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow
 
@@ -375,7 +374,7 @@ def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_rev
     started.clear()
 
     planner = InteractivePlanGenFlow.instantiate_from_default_config()
-    set_warm_up(lambda: launcher.prestart_interpreters(jarvis))
+    run_context.warm_up = lambda: launcher.prestart_interpreters(jarvis)
     try:
         scripted_llm.add("1. Do it.", "1. Do it.\n2. Check it.")
         user.add("add a check", "")  # a comment on the first draft, the second approved
@@ -383,7 +382,6 @@ def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_rev
         planner.call({"goal": "do it", "plan": "1. Do it.", "feedback": "add a check"})
         assert started == [(str(tmp_path), 0)], "started once, at the first draft, before the user was asked"
     finally:
-        set_warm_up(None)
         launcher.close_interpreters(jarvis)
 
 

@@ -197,16 +197,16 @@ def test_what_the_console_shows_is_redacted_however_it_is_cut_into_lines():
     assert shown.count("[redacted:OPENAI_API_KEY]") == 5, out.getvalue()
 
 
-def test_a_server_error_holding_the_key_is_shown_redacted(quiet_console):
+def test_a_server_error_holding_the_key_is_shown_redacted(quiet_console, run_context):
     from aiflows.backends.api_info import ApiInfo
 
-    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, with_api_infos
     from aiflows_jarvis.CoreFlowModule import LLMCallError
     from loopback_llm import HTTPError
 
     with LoopbackLLMServer([HTTPError(500, f"bad request with key {KEY}"),
                             HTTPError(401, f"Incorrect API key provided: {KEY}")]) as server:
-        set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=KEY, api_base=server.url)]))
+        run_context.backend_factory = with_api_infos([ApiInfo(backend_used="openai", api_key=KEY, api_base=server.url)])
         chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker", retry={"initial_delay": 0.01})
         with pytest.raises(LLMCallError) as caught:
             chat.call({"query": "hi"})

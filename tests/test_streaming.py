@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from aiflows.backends.api_info import ApiInfo
 
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, openai_http, set_backend_factory, with_api_infos
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, openai_http, with_api_infos
 from aiflows_jarvis.ChatFlowModule.generation import pace_of, send
 from aiflows_jarvis.ChatFlowModule.repetition import find_repetition
-from aiflows_jarvis.CoreFlowModule import USAGE
+from aiflows_jarvis.CoreFlowModule import USAGE, current_run
 from aiflows_jarvis.CoreFlowModule.console.interaction import Status
 from paced_llm import Drop, PacedLLMServer, Stall
 
@@ -25,7 +25,9 @@ def _fresh_connections():
 
 
 def chat_on(server, timeout=0.5, **overrides):
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)]))
+    """A chat of the test's run on ``server``."""
+    api = ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)
+    current_run().backend_factory = with_api_infos([api])
     config = {"name": "Asker", "retry": {"max_attempts": 3, "initial_delay": 0.01, "max_delay": 0.05,
                                          "call_deadline": 1.0},
               "backend": {"request_timeout": timeout}}

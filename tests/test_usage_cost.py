@@ -176,7 +176,7 @@ DEEP = "Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library/CtrlEx
 
 
 @pytest.mark.parametrize("width", [80, 100])
-def test_the_table_fits_the_terminal_on_screen(width):
+def test_the_table_fits_the_terminal_on_screen(width, run_context):
     from fakes import Sink
 
     from aiflows_jarvis.app import ending
@@ -185,7 +185,7 @@ def test_the_table_fits_the_terminal_on_screen(width):
     record_a_run()
     USAGE.record(DEEP, 300, 60, 0.3)
     sink = Sink()
-    ending.show_usage(Console(stream=sink, color=False, width=width))
+    ending.show_usage(Console(stream=sink, color=False, width=width), run_context.usage)
     lines = sink.text.splitlines()
     assert max(len(line) for line in lines) <= width, "no line folds: " + "\n".join(lines)
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["chat", "calls"])

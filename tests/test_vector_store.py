@@ -11,7 +11,7 @@ from aiflows.backends.api_info import ApiInfo
 
 from loopback_llm import HTTPError, Malformed
 
-from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError
+from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, current_run
 from aiflows_jarvis.CoreFlowModule import LLMCallError
 from aiflows_jarvis.VectorStoreFlowModule import (
     HashEmbeddings,
@@ -19,7 +19,6 @@ from aiflows_jarvis.VectorStoreFlowModule import (
     VectorStoreError,
     VectorStoreFlow,
     embeddings_with_api_infos,
-    set_embeddings_factory,
 )
 
 HAVE_CHROMA = importlib.util.find_spec("chromadb") is not None
@@ -33,16 +32,10 @@ FACTS = ["The Eiffel Tower is in Paris and was finished in 1889.",
          "Mount Everest is the highest mountain on Earth."]
 
 
-@pytest.fixture(autouse=True)
-def _no_embeddings_factory():
-    yield
-    set_embeddings_factory(None)
-
-
 def loopback_embeddings(server, **config):
-    """Every VectorStoreFlow embeds through litellm against the loopback server."""
-    set_embeddings_factory(embeddings_with_api_infos(
-        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)], **config))
+    """Every VectorStoreFlow of the test's run embeds through litellm against the loopback server."""
+    current_run().embeddings_factory = embeddings_with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)], **config)
 
 
 def store(tmp_path, kind, **overrides):

@@ -250,6 +250,7 @@ __all__ = [
     "one_step_plan",
     "open_regular",
     "openai_response_format_support",
+    "OutputClosed",
     "plan_as_shown",
     "plan_steps",
     "progress",
