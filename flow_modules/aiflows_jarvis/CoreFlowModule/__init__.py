@@ -254,7 +254,6 @@ __all__ = [
     "plan_as_shown",
     "plan_steps",
     "progress",
-    "OutputClosed",
     "QUESTION",
     "read_log_tail",
     "read_text",
