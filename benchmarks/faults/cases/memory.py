@@ -8,10 +8,10 @@ import shutil
 import subprocess
 import time
 
-from ..harness import case
+from ..harness import ROOT, case
 from ..support import (
     ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, defined, file_kept, handled_exit, jarvis,
-    library_names, library_source, memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
+    library_names, library_source, memory_whole, previous_run, previous_run_untouched, python_child, read, short_run, stopped_run,
 )
 
 
@@ -288,9 +288,11 @@ def library_search_index_is_a_link(ctx):
                  for i in range(count))
     (memory / "library.py").write_text("\n\n".join(functions))
     from aiflows_jarvis.CodeLibraryFlowModule import migrate_library
-    migrate_library(str(memory / "library"))  # (indexes the library and keeps the index)
+    from aiflows_jarvis.MemoryReadingFlowModule.search_index import library_index
+    migrate_library(str(memory / "library"))
+    library_index(str(memory / "library"))  # (the reader indexes the library and keeps the index)
     kept = memory / "library" / "_index" / "search.bin"
-    ctx.expect(kept.is_file(), "the migration kept no search index")
+    ctx.expect(kept.is_file(), "reading the library kept no search index")
     secret = _outside(ctx, "notes.bin", "the user's own notes\n")
     kept.unlink()
     os.symlink(str(secret), str(kept))
@@ -388,8 +390,9 @@ def names_index_is_a_fifo(ctx):
 
 
 @case("memory_folder", "log_index_is_a_fifo", timeout=120, handled="exit 0 within the case's time: a FIFO in place "
-      "of the log's search index (memory/.index/logs_jarvis.txt.idx) is not opened blocking; the index is built "
-      "again in its place, said ('FIFO', 'built again') (the run hung with nothing said)",
+      "of the log's search index (memory/.index/logs_jarvis.txt.idx) is never opened by the run's writers; the "
+      "reader that searches the log does not open it blocking: it says so ('FIFO', 'built again') and builds the "
+      "index again in its place (the run hung with nothing said)",
       lost="the memory folder's plans or logs are missing")
 def log_index_is_a_fifo(ctx):
     memory = ctx.path("memory")
@@ -399,10 +402,21 @@ def log_index_is_a_fifo(ctx):
     with LoopbackLLMServer(replies=short_run()) as server:
         done = jarvis(ctx, GOAL, server=server, timeout=100)
     handled_exit(ctx, done, [0])
-    lines = [line for line in done.text.splitlines() if "logs_jarvis.txt.idx" in line]
-    ctx.expect(lines and "FIFO" in lines[0] and "built again" in lines[0], f"not said: {lines}")
+    search = python_child(ctx, SEARCH_LOG, str(memory / "logs_jarvis.txt"), ROOT)
+    out, _ = search.communicate(timeout=60)
+    lines = [line for line in out.splitlines() if "logs_jarvis.txt.idx" in line]
+    ctx.expect(search.returncode == 0 and lines and "FIFO" in lines[0] and "built again" in lines[0],
+               f"not said (exit {search.returncode}): {out[-500:]!r}")
     ctx.expect(journal.is_file(), "the log's index was not written again in the FIFO's place")
     memory_whole(ctx, memory, goal=GOAL, run_file=True, plan=PLAN)
+
+
+SEARCH_LOG = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from aiflows_jarvis.MemoryReadingFlowModule.search_index import log_index
+print(len(log_index(sys.argv[1])), "entries indexed")
+"""
 
 
 @case("memory_folder", "module_that_does_not_compile", handled="exit 0: a library module broken by hand "
