@@ -66,16 +66,16 @@ sys.path.insert(0, {tests!r})
 import aiflows_jarvis
 from loopback_llm import LoopbackLLMServer
 from aiflows.backends.api_info import ApiInfo
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
-from aiflows_jarvis.CoreFlowModule import Console, set_console
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, with_api_infos
+from aiflows_jarvis.CoreFlowModule import Console, RunContext
 import io
 
-set_console(Console(stream=io.StringIO(), color=False))
 output = "".join(str(i).rjust(99, "x") + "\n" for i in range({size} // 100))
 template = {{"_target_": "aiflows.prompt_template.JinjaPrompt", "template": "Output:\n{{{{result}}}}\nQ: {{{{query}}}}",
             "input_variables": ["query", "result"]}}
-with LoopbackLLMServer(replies=["ok"] * ({calls} + 1)) as server:
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)]))
+with LoopbackLLMServer(replies=["ok"] * ({calls} + 1)) as server, RunContext(
+        console=Console(stream=io.StringIO(), color=False),
+        backend_factory=with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)])):
     chat = ChatAtomicFlow.instantiate_from_default_config(
         name="Reader", context_window={window}, backend={{"max_tokens": 1000}}, previous_messages={{"first_k": 1}},
         init_human_message_prompt_template=template, human_message_prompt_template=template,

@@ -618,9 +618,9 @@ def measure(model: GoodModel, outcome: Outcome) -> None:
     """Calls, tokens, and per controller chat the share of each prompt equal to the start of the chat's previous
     prompt (as OpenAI's prompt caching reuses it), and of the previous prompt followed by its reply (as a llama.cpp or
     vLLM server's cache holds it: the reply was generated there)."""
-    from aiflows_jarvis.CoreFlowModule.usage import _cl100k
+    from aiflows_jarvis.CoreFlowModule import cl100k_tokenizer
 
-    encode = _cl100k().encode
+    encode = cl100k_tokenizer().encode
     previous: Dict[str, Tuple[List[int], List[int]]] = {}
     reused: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0])
     per_role: Dict[str, int] = defaultdict(int)

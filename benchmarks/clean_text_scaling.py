@@ -17,7 +17,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from aiflows_jarvis.CoreFlowModule.terminal import clean_text  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import clean_text  # noqa: E402
 
 ESC = "\x1b"
 SHAPES = [f"{ESC}[1;2", f"{ESC}]0;title", f"{ESC}Ppayload", f"{ESC}[?25 "]

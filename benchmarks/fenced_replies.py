@@ -26,7 +26,7 @@ import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from loopback_llm import LoopbackLLMServer  # noqa: E402
 
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import count_message_tokens  # noqa: E402
 
 DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 CORRECTION = "Your reply could not be used"

@@ -67,7 +67,7 @@ def run_once(size_mb: float, layout: str, root: str, kept_index: bool = True) ->
         migration = None
         if layout == "package":  # in a process of its own: this one stays small (its size would be the run's peak)
             started = time.monotonic()
-            subprocess.run([sys.executable, "-c", "import sys; from aiflows_jarvis.CoreFlowModule.library_save import "
+            subprocess.run([sys.executable, "-c", "import sys; from aiflows_jarvis.CodeLibraryFlowModule.save import "
                             "migrate_library; migrate_library(sys.argv[1])", os.path.join(memory, "library")],
                            check=True)
             migration = time.monotonic() - started

@@ -30,7 +30,7 @@ root, folder = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(root, "flow_modules"))  # (before the installed checkout)
 import aiflows_jarvis  # noqa: F401
 from aiflows_jarvis.CoreFlowModule import Console, RunContext
-from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+from aiflows_jarvis.CodeLibraryFlowModule.save import migrate_library
 with RunContext(console=Console(stream=io.StringIO(), color=False)):
     started = time.perf_counter()
     migrate_library(os.path.join(folder, "library"))

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _CHILD = r'''
 import json, os, resource, statistics, sys, time
 import aiflows_jarvis  # noqa: F401
-from aiflows_jarvis.CoreFlowModule.library_save import TOPICS
+from aiflows_jarvis.CodeLibraryFlowModule.save import TOPICS
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 from aiflows_jarvis.CoreFlowModule import AutoApproveInput, Console, RunContext
 import io

@@ -28,21 +28,20 @@ from aiflows.base_flows import Flow  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 
 from aiflows_jarvis.CoreFlowModule import Console, RunContext, ScriptedInput  # noqa: E402
-from aiflows_jarvis.CoreFlowModule.lean import LeanFlowMixin  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import LeanFlowMixin  # noqa: E402
 
 
 def reporting_factory(backend_config, flow_name):
     """A scripted backend whose replies come with the API's ``usage`` (a rough count: the figures do not matter)."""
     from fakes import ScriptedBackend
 
-    from aiflows_jarvis.ChatFlowModule.backends import ResponseInfo, record_response_info
+    from aiflows_jarvis.ChatFlowModule.responses import Replies, ResponseInfo
 
     class ReportingBackend(ScriptedBackend):
         def __call__(self, messages, **kwargs):
             replies = super().__call__(messages, **kwargs)
             prompt = sum(len(str(m.get("content") or "")) for m in messages) // 4
-            record_response_info(ResponseInfo(prompt, len(replies[0]["content"]) // 4, "stop", "gpt-4"))
-            return replies
+            return Replies(replies, ResponseInfo(prompt, len(replies[0]["content"]) // 4, "stop", "gpt-4"))
 
     return ReportingBackend(**{k: v for k, v in backend_config.items() if k != "_target_"})
 
@@ -97,7 +96,7 @@ def run(rounds: int, stock: bool, usage: bool = True) -> dict:
         finally:
             SCRIPT.__class__.__call__ = original
     durations = [b - a for a, b in zip(stamps, stamps[1:])]
-    from aiflows_jarvis.CoreFlowModule.usage import tokenizer_loaded
+    from aiflows_jarvis.CoreFlowModule import tokenizer_loaded
 
     tiktoken_registry = sys.modules.get("tiktoken.registry")
     loaded = tokenizer_loaded() or bool(tiktoken_registry and getattr(tiktoken_registry, "ENCODINGS", None))

@@ -51,7 +51,7 @@ def _controller_template():
 
 
 def _log_text(count: int, names) -> str:
-    from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
+    from aiflows_jarvis.CoreFlowModule import format_log_entry
 
     parts = []
     for number in range(1, count + 1):
@@ -67,8 +67,8 @@ def one(size: int, mode: str, log_entries: int, task_count: int) -> dict:
     import jinja2
 
     import aiflows_jarvis  # noqa: F401 (offline tokenizer first)
-    from aiflows_jarvis.CoreFlowModule.memory import append_log_entry
-    from aiflows_jarvis.CoreFlowModule.usage import count_tokens
+    from aiflows_jarvis.CoreFlowModule import append_log_entry
+    from aiflows_jarvis.CoreFlowModule import count_tokens
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
     from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
     from synthetic_library import library_source, make_library, make_tasks

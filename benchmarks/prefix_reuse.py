@@ -139,9 +139,9 @@ def prefix_share(calls: List[Tuple[str, List[dict]]], controllers_only: bool = T
     """Over every call of a chat but its first: the tokens equal to the start of that chat's previous prompt,
     divided by the prompt's tokens (summed over calls). A call whose messages hold no assistant message starts a
     new chat. Also per flow, and the number of calls measured."""
-    from aiflows_jarvis.CoreFlowModule.usage import _cl100k
+    from aiflows_jarvis.CoreFlowModule import cl100k_tokenizer
 
-    encode = _cl100k().encode
+    encode = cl100k_tokenizer().encode
     previous: Dict[str, List[int]] = {}
     reused, total, counted = 0, 0, 0
     per_flow: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0])

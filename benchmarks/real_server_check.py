@@ -21,6 +21,7 @@ then the response_format level the server was found to accept and where the cont
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -33,11 +34,12 @@ sys.path.insert(0, HERE)
 
 import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 
-from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos  # noqa: E402
+from aiflows_jarvis.ChatFlowModule import with_api_infos  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import RunContext  # noqa: E402
 from aiflows_jarvis.ChatFlowModule.servers import server_settings  # noqa: E402
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError  # noqa: E402
-from aiflows_jarvis.CoreFlowModule.usage import count_tokens  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import count_tokens  # noqa: E402
 from aiflows_jarvis.app import launcher  # noqa: E402
 from server_tap import ServerTap  # noqa: E402
 
@@ -141,11 +143,10 @@ def main(argv=None) -> int:
     parser.add_argument("--context-window", type=int)
     args = parser.parse_args(argv)
 
-    with ServerTap(args.api_base) as tap, tempfile.TemporaryDirectory() as memory_dir:
+    with ServerTap(args.api_base) as tap, tempfile.TemporaryDirectory() as memory_dir, contextlib.ExitStack() as run:
         api_infos = launcher.api_infos_from_environment(tap.url)
-        set_backend_factory(with_api_infos(api_infos, only_missing=True,
-                                           model_name={"openai": launcher.litellm_model_name(args.model, "openai",
-                                                                                             tap.url)}))
+        model = {"openai": launcher.litellm_model_name(args.model, "openai", tap.url)}
+        run.enter_context(RunContext(backend_factory=with_api_infos(api_infos, only_missing=True, model_name=model)))
         flow = launcher.instantiate(launcher.load_config(os.path.join(os.path.dirname(HERE), "configs", "jarvis.yaml")),
                                     api_infos, memory_dir)
         launcher.set_memory_files(flow, memory_dir)

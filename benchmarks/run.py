@@ -64,7 +64,7 @@ for _path in (ROOT, os.path.join(ROOT, "tests"), HERE, PEERS):
 from rounds import peak_rss_mb, plain_messages, prompt_calls, report  # noqa: E402
 
 RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
-TIKTOKEN_CACHE = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "CoreFlowModule", "tiktoken_cache")
+TIKTOKEN_CACHE = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "CoreFlowModule", "startup", "tiktoken_cache")
 GOAL = "Compute the first 20 prime numbers and save them to primes.txt, one per line."
 ROUNDS = 200
 QUICK_AIFLOWS_ROUNDS = 60
@@ -335,7 +335,7 @@ def repeat(times: int, measure: Callable[[], Any]) -> List[Any]:
 
 
 def prompt_tokens(messages: List[dict]) -> int:
-    from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
+    from aiflows_jarvis.CoreFlowModule import count_message_tokens
 
     return count_message_tokens(messages)
 

@@ -36,12 +36,10 @@ OBSERVATIONS = {
 
 
 def main() -> int:
-    from aiflows_jarvis.ChatFlowModule import TranscriptRecorder, add_backend_wrapper, set_backend_factory
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-    from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
-    from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_replay
+    from aiflows_jarvis.ChatFlowModule import TranscriptRecorder
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, RunContext, set_memory_files
     from aiflows_jarvis.app import launcher
-    from aiflows_jarvis.VectorStoreFlowModule import hash_embeddings_factory, set_embeddings_factory
+    from aiflows_jarvis.VectorStoreFlowModule import hash_embeddings_factory
 
     out = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
     replies = [json.dumps(r) for r in REPLIES]
@@ -54,18 +52,15 @@ def main() -> int:
             return [{"role": "assistant", "content": replies.pop(0)}]
 
     recorder = TranscriptRecorder(out, goal=GOAL, replies_by="hand")
-    set_backend_factory(lambda config, name: Scripted())
-    add_backend_wrapper(recorder.wrap)
 
     def tool(where, tool_input):
         observation = OBSERVATIONS[next(iter(tool_input))]
         recorder.record_tool(where, tool_input, observation)
         return observation
 
-    set_tool_replay(tool)
-    set_embeddings_factory(hash_embeddings_factory)
-    set_input_source(AutoApproveInput())
-    with tempfile.TemporaryDirectory() as memory_dir:
+    with tempfile.TemporaryDirectory() as memory_dir, \
+            RunContext(backend_factory=lambda config, name: Scripted(), backend_wrappers=[recorder.wrap],
+                       tool_replay=tool, embeddings_factory=hash_embeddings_factory, input_source=AutoApproveInput()):
         config = launcher.load_config(os.path.join(ROOT, "configs", "autogpt.yaml"))
         flow = launcher.instantiate(config, [{"backend_used": "openai", "api_key": "replay"}], memory_dir)
         set_memory_files(flow, memory_dir)

@@ -305,31 +305,23 @@ def main() -> None:
 
     from aiflows.utils import logging
 
-    from aiflows_jarvis.ChatFlowModule import (
-        TranscriptRecorder,
-        add_backend_wrapper,
-        remove_backend_wrapper,
-        set_backend_factory,
-    )
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.ChatFlowModule import TranscriptRecorder
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, RunContext
     from aiflows_jarvis.app import launcher
 
     logging.set_verbosity_error()
     llm = HandWrittenLLM(replies)
-    set_backend_factory(llm.factory)
-    set_input_source(AutoApproveInput())
     recorder = TranscriptRecorder(out, goal=GOAL, replies_by="hand")
-    add_backend_wrapper(recorder.wrap)
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     config["bookkeeping_by_code"] = not args.seed
-    with tempfile.TemporaryDirectory() as memory_dir:
+    with tempfile.TemporaryDirectory() as memory_dir, \
+            RunContext(backend_factory=llm.factory, backend_wrappers=[recorder.wrap], input_source=AutoApproveInput()):
         flow = launcher.instantiate(config, [{"backend_used": "openai", "api_key": "hand-written"}], memory_dir)
         launcher.prepare_memory(flow, memory_dir, resume=False)
         try:
             output = flow.call({"goal": GOAL})
         finally:
             launcher.close_interpreters(flow)
-            remove_backend_wrapper(recorder.wrap)
             recorder.close()
         chart = os.path.join(memory_dir, "sales_chart.svg")
         with open(os.path.join(memory_dir, "logs_extlib.txt"), encoding="utf-8") as f:

@@ -8,7 +8,7 @@ optionally push them.
 For each module (and the modules it depends on), DIR/NAME/<Module>/ receives:
   * the module's code and YAML files, with `aiflows_jarvis.` rewritten to `flow_modules.NAME.`;
   * an `__init__.py` that declares its `dependencies` (`NAME/<Dep>` at REV; --push pins each at a commit) and syncs
-    them with its own copy of CoreFlowModule/dependency_sync.py, which never prompts, deletes or replaces;
+    them with its own copy of scripts/publishing/dependency_sync.py, which never prompts, deletes or replaces;
   * `pip_requirements.txt`, `README.md` (generated from the docstrings and default configurations), and
     `demo.yaml` + `run.py`, which run the module on its own (`cd DIR/NAME/<Module> && python run.py`).
 

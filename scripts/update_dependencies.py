@@ -2,8 +2,9 @@
 
     python scripts/update_dependencies.py [--check]
 
-A module depends on every other module its `.py` and `.yaml` files name as `aiflows_jarvis.<Name>Module` (imports,
-`_target_`s): what publish.py rewrites to the hub namespace, and so what FlowVerse must sync with it. The list puts
+A module depends on every other module its `.py` and `.yaml` files (those of its sub-packages too, e.g.
+CoreFlowModule/flows/) name as `aiflows_jarvis.<Name>Module` (imports, `_target_`s): what publish.py rewrites to the
+hub namespace, and so what FlowVerse must sync with it. The list puts
 CoreFlowModule first (the runtime the others are built on), then the rest in alphabetical order; a module without
 the assignment gets one after its docstring. --check exits with 1 and names the modules whose list is out of date,
 without writing.

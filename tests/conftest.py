@@ -6,6 +6,7 @@ source, console, backend factory, usage meter, budget, trace... it sets are its 
 """
 from __future__ import annotations
 
+import shutil
 import signal
 
 import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
@@ -18,17 +19,12 @@ from aiflows.utils import logging
 import guards
 from fakes import SCRIPT, Sink, scripted_factory
 from fake_editor import editor_command
+from linked_venv import copy_repository
 from loopback_llm import LoopbackLLMServer
 
-from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
-from aiflows_jarvis.CoreFlowModule import (
-    Console,
-    RunContext,
-    ScriptedInput,
-    set_console,
-    set_input_source,
-)
-from aiflows_jarvis.CoreFlowModule.redaction import forget_secrets
+from aiflows_jarvis.ChatFlowModule import with_api_infos
+from aiflows_jarvis.CoreFlowModule import Console, RunContext, ScriptedInput
+from aiflows_jarvis.CoreFlowModule.run.redaction import forget_secrets
 
 logging.set_verbosity_warning()
 
@@ -71,8 +67,9 @@ def _no_real_editor(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def run_context():
-    """The test's own RunContext, entered for the whole test: what the test (or a fixture) sets through
-    ``set_input_source``, ``set_backend_factory``... lives in it and leaves with it (its trace file is closed)."""
+    """The test's own RunContext, entered for the whole test: what the test (or a fixture) sets on it
+    (``run_context.input_source = ...``, ``.backend_factory``...) lives in it and leaves with it (its trace file is
+    closed). A test about a run builds its own ``RunContext(...)`` with the settings and enters it inside this one."""
     with RunContext() as context:
         yield context
     SCRIPT.replies.clear()
@@ -81,12 +78,12 @@ def run_context():
 
 
 @pytest.fixture
-def scripted_llm():
+def scripted_llm(run_context):
     """Every chat flow answers from the scripted queue ``SCRIPT`` (add replies with ``.add``).
 
     At the end of the test, replies left unused fail the test: the run asked fewer questions than scripted.
     """
-    set_backend_factory(scripted_factory)
+    run_context.backend_factory = scripted_factory
     yield SCRIPT
     left = list(SCRIPT.replies)
     SCRIPT.replies.clear()
@@ -94,10 +91,10 @@ def scripted_llm():
 
 
 @pytest.fixture
-def user():
+def user(run_context):
     """The user, scripted: ``user.add("answer", ...)``; questions asked are in ``user.asked``."""
     source = ScriptedInput()
-    set_input_source(source)
+    run_context.input_source = source
     return source
 
 
@@ -109,26 +106,17 @@ def loopback():
 
 
 @pytest.fixture
-def loopback_llm(loopback):
+def loopback_llm(loopback, run_context):
     """Every chat flow uses the real LiteLLMBackend -> litellm -> HTTP path against the loopback server."""
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)]))
+    api = ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)
+    run_context.backend_factory = with_api_infos([api])
     yield loopback
     assert not loopback.errors, f"the loopback server saw unexpected calls: {loopback.errors}"
 
 
 @pytest.fixture
-def fake_editor(monkeypatch, tmp_path):
-    """The editor command is the fake editor; set FAKE_EDITOR_* to say what it does. Its invocations are logged."""
-    log = tmp_path / "editor.log"
-    monkeypatch.setenv("FAKE_EDITOR_LOG", str(log))
-    monkeypatch.setenv("VISUAL", editor_command())
-    return log
-
-
-@pytest.fixture
 def make_interpreter(tmp_path):
-    """``make(**kwargs)``: a CodeInterpreter (its workspace in tmp_path unless given); each is closed after the
-    test."""
+    """``make(**kwargs)``: a CodeInterpreter (in a workspace of its own under tmp_path), closed after the test."""
     from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 
     made = []
@@ -146,11 +134,7 @@ def make_interpreter(tmp_path):
 
 @pytest.fixture(scope="module")
 def project_copy(tmp_path_factory):
-    """This repository's files, to build from without writing into the checkout."""
-    import shutil
-
-    from linked_venv import copy_repository
-
+    """This repository's files (one copy per test module), to build from without writing into the checkout."""
     folder = tmp_path_factory.mktemp("project")
     copy_repository(folder)
     yield folder
@@ -158,9 +142,18 @@ def project_copy(tmp_path_factory):
 
 
 @pytest.fixture
-def quiet_console():
+def fake_editor(monkeypatch, tmp_path):
+    """The editor command is the fake editor; set FAKE_EDITOR_* to say what it does. Its invocations are logged."""
+    log = tmp_path / "editor.log"
+    monkeypatch.setenv("FAKE_EDITOR_LOG", str(log))
+    monkeypatch.setenv("VISUAL", editor_command())
+    return log
+
+
+@pytest.fixture
+def quiet_console(run_context):
     """Flows print to a console writing into a list (``.lines``) instead of stdout."""
 
     sink = Sink()
-    set_console(Console(stream=sink, color=False))
+    run_context.console = Console(stream=sink, color=False)
     return sink

@@ -127,8 +127,9 @@ def library_text(code_library: str) -> str:
     module order: what a test of the single-file library read whole."""
     import os
 
-    from aiflows_jarvis.CoreFlowModule.library_package import module_names, module_path, package_dir
-    from aiflows_jarvis.CoreFlowModule.memory import read_text
+    from aiflows_jarvis.CodeLibraryFlowModule.package import module_names, module_path
+    from aiflows_jarvis.CodeLibraryFlowModule import package_dir
+    from aiflows_jarvis.CoreFlowModule import read_text
 
     package = package_dir(code_library)
     return "".join(read_text(module_path(package, module)) for module in module_names(package)) \

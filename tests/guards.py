@@ -321,13 +321,13 @@ def block_real_llm(monkeypatch, import_if_needed: bool = True) -> bool:
         if not import_if_needed:
             return False
         try:
-            from aiflows_jarvis.CoreFlowModule.offline import import_litellm
+            from aiflows_jarvis.CoreFlowModule import import_litellm
         except ImportError:  # package not importable: at least make the tokenizer offline
             os.environ.setdefault(
                 "TIKTOKEN_CACHE_DIR",
                 os.path.join(
                     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    "flow_modules", "aiflows_jarvis", "CoreFlowModule", "tiktoken_cache",
+                    "flow_modules", "aiflows_jarvis", "CoreFlowModule", "startup", "tiktoken_cache",
                 ),
             )
             import litellm  # noqa: F401

@@ -19,14 +19,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 
 from aiflows.backends.api_info import ApiInfo
 
 from subprocess_guard import guarded_environment, network_guarded
 from waiting import HANG_GUARD, eventually, wait_until
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, Transcript, set_backend_factory, with_api_infos
-from aiflows_jarvis.CoreFlowModule.memory import format_log_entry, read_text, split_log_entries
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, Transcript, with_api_infos
+from aiflows_jarvis.CoreFlowModule import current_run, format_log_entry, read_text, split_log_entries, start_thread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_JARVIS = os.path.join(ROOT, "run_jarvis.py")
@@ -176,10 +175,11 @@ def goal_input(**extra):
 
 
 def use_server(server, model="openai/local-model", api_base=None):
-    """Every chat talks to ``server`` (or ``api_base``) as ``model``: an OpenAI-compatible server, as run_jarvis.py
-    --api-base does."""
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test",
-                                                api_base=api_base or server.url)], model_name=model))
+    """Every chat of the test's run talks to ``server`` (or ``api_base``) as ``model``: an OpenAI-compatible server,
+    as run_jarvis.py --api-base does. What the run learns of the server is the test's own (each test has a
+    RunContext of its own)."""
+    current_run().backend_factory = with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base or server.url)], model_name=model)
 
 
 def run_code(folder, code: str, language: str = "python") -> dict:
@@ -268,8 +268,7 @@ def not_blocked(call, *fifos):
         except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
             box["error"] = error
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+    thread = start_thread(run, "not_blocked")  # (in a copy of the test's context: its run and console)
     if not eventually(lambda: not thread.is_alive()):
         while thread.is_alive():  # the other end, opened and closed (each time it opens one again): it returns
             for fifo in fifos:
@@ -302,7 +301,7 @@ def files_holding(folder, *secrets):
 SAVER = """
     import os, sys
     import aiflows_jarvis  # noqa: F401
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     library, prefix = sys.argv[1], sys.argv[2]
@@ -326,8 +325,9 @@ def pip(python, *args):
 
 
 def load_script(name: str):
-    """``scripts/<name>.py`` loaded as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", f"{name}.py"))
+    """``scripts/<name>.py`` loaded as a module (scripts/ is not a package); ``name`` may be a path below scripts/
+    (``publishing/dependency_sync``)."""
+    spec = importlib.util.spec_from_file_location(os.path.basename(name), os.path.join(ROOT, "scripts", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

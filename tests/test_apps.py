@@ -213,7 +213,7 @@ def test_a_ctrl_c_in_the_last_steps_of_a_run_still_releases_the_memory_folders_l
     """A signal while the run ends (the flow finished, its kernel closed) stops the run with 130, and the lock record
     goes with it: the next run is not told of a run that "did not end cleanly"."""
     from aiflows_jarvis.app import jarvis, launcher
-    from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME
+    from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME
 
     def closed_then_interrupted(flow, real=launcher.close_interpreters):
         real(flow)  # the kernel is shut down, then Ctrl+C comes

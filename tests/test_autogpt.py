@@ -10,8 +10,8 @@ from aiflows.backends.api_info import ApiInfo
 from fakes import command, last_user_message, system_message
 
 from aiflows_jarvis.AutoGPTFlowModule import AutoGPTFlow
-from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
-from aiflows_jarvis.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
+from aiflows_jarvis.CoreFlowModule import set_memory_files
+from aiflows_jarvis.VectorStoreFlowModule import embeddings_with_api_infos
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),
@@ -22,15 +22,15 @@ EIFFEL = "The Eiffel Tower is a wrought-iron lattice tower in Paris, finished in
 
 
 @pytest.fixture
-def autogpt(loopback_llm, tmp_path, monkeypatch):
+def autogpt(loopback_llm, tmp_path, monkeypatch, run_context):
     """An AutoGPTFlow whose memory is in tmp_path, embedding through the loopback server, searching its wiki."""
     from langchain_community.utilities.duckduckgo_search import DuckDuckGoSearchAPIWrapper
 
     monkeypatch.setattr(DuckDuckGoSearchAPIWrapper, "_ddgs_text", lambda self, query, max_results=None: [
         {"title": "Eiffel Tower", "body": f"Height: 330 m (result for {query})", "href": "https://example.org"}])
     loopback_llm.wiki_pages["Eiffel Tower"] = EIFFEL
-    set_embeddings_factory(embeddings_with_api_infos(
-        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)]))
+    run_context.embeddings_factory = embeddings_with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)])
 
     def build(**overrides):
         flow = AutoGPTFlow.instantiate_from_default_config(**overrides)
@@ -38,8 +38,7 @@ def autogpt(loopback_llm, tmp_path, monkeypatch):
         set_memory_files(flow, str(tmp_path / "memory"), workdir=str(tmp_path))
         return flow
 
-    yield build
-    set_embeddings_factory(None)
+    return build
 
 
 def controller_calls(server):
@@ -79,17 +78,17 @@ def test_stop_ends_the_run_early(autogpt, loopback_llm, user):
 
 
 def test_q_on_the_command_line_says_the_stop_once_and_exits_with_its_own_code(autogpt, loopback_llm, user,
-                                                                               tmp_path):
+                                                                               tmp_path, run_context):
     from fakes import Sink
 
     from aiflows_jarvis.app import autogpt as app
     from aiflows_jarvis.app.run import STOPPED_BY_USER
-    from aiflows_jarvis.CoreFlowModule import Console, set_console
+    from aiflows_jarvis.CoreFlowModule import Console
 
     loopback_llm.add(command("ddg_search", query="Eiffel Tower"))
     user.add("q")
     sink = Sink()
-    set_console(Console(stream=sink, color=False))
+    run_context.console = Console(stream=sink, color=False)
     code = app.main(["--api-base", loopback_llm.url, "--memory-dir", str(tmp_path / "m"), GOAL])
     assert code == STOPPED_BY_USER == 4, sink.text[-2000:]
     assert sink.text.count("the user said 'q'") == 1, "the stop is said once: " + sink.text[-1500:]
@@ -147,7 +146,7 @@ def test_the_skeleton_that_quick_load_fills_gives_the_embeddings_their_key_too()
     store's `embedding.api_infos: ???` is in the skeleton, so the memory gets the key as the controller does."""
     from aiflows.utils.general_helpers import quick_load
 
-    from aiflows_jarvis.CoreFlowModule.config_tree import chat_backends_skeleton
+    from aiflows_jarvis.CoreFlowModule.flows.config_tree import chat_backends_skeleton
 
     config = chat_backends_skeleton("aiflows_jarvis.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config")
     assert config["subflows_config"]["Memory"] == {"embedding": {"api_infos": "???"}}

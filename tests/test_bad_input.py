@@ -12,7 +12,7 @@ import pytest
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.ChatFlowModule.transcripts import UnreadableTranscript
 from aiflows_jarvis.CoreFlowModule import TranscriptError
-from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+from aiflows_jarvis.CoreFlowModule import BadInputError
 from aiflows_jarvis.app import launcher
 
 from helpers import NO_SERVER, ROOT, assert_refused_at_start, run_jarvis

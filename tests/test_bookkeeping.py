@@ -18,9 +18,9 @@ from loopback_llm import LoopbackLLMServer
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoderFlowModule import CoderFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.memory import read_text, set_memory_files
-from aiflows_jarvis.CoreFlowModule.plans import undone_steps
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput
+from aiflows_jarvis.CoreFlowModule import read_text, set_memory_files
+from aiflows_jarvis.CoreFlowModule import undone_steps
 from aiflows_jarvis.ExtendLibraryFlowModule import ExtendLibraryFlow
 from aiflows_jarvis.app import launcher
 
@@ -207,9 +207,9 @@ def test_an_answer_the_user_finds_lacking_goes_back_to_the_controller(jarvis, sc
     assert "The user replied: say it in words" in last_user_message(scripted_llm.calls[2]["messages"])
 
 
-def test_a_step_done_by_coder_is_marked_by_code_and_jarvis_sees_the_library(jarvis, scripted_llm, user):
+def test_a_step_done_by_coder_is_marked_by_code_and_jarvis_sees_the_library(jarvis, scripted_llm, run_context):
     flow, memory = jarvis
-    set_input_source(AutoApproveInput())
+    run_context.input_source = AutoApproveInput()
     scripted_llm.add("1. Ask Coder to print six times seven.\n2. Answer.",
                      command("Coder", goal="Print six times seven.", completes_step=1),
                      command("run_code", language="python", code="print(6 * 7)", completes_step=1),

@@ -11,7 +11,7 @@ import pytest
 from fakes import command, finish
 from helpers import make_boss
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
-from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
 
 PLAN = "1. Ask the user for a sentence.\n2. Count its words.\n3. Finish."
 EDITED_LINE = "\n4. Tell the user the count."

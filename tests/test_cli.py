@@ -15,8 +15,8 @@ from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from subprocess_guard import check_guarded_run, guarded_environment, network_guarded
 from waiting import eventually
 from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule.plans import undone_steps
-from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule import undone_steps
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
 
 MEMORY_FILES = ["plan_jarvis.txt", "logs_jarvis.txt", "plan_coder.txt", "logs_coder.txt", "plan_extlib.txt",
                 "logs_extlib.txt", "library"]

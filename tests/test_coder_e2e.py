@@ -12,7 +12,7 @@ import pytest
 
 from fakes import command, finish, library_text
 from aiflows_jarvis.CoderFlowModule import CoderFlow
-from aiflows_jarvis.CoreFlowModule.memory import read_text, set_memory_files, split_log_entries
+from aiflows_jarvis.CoreFlowModule import read_text, set_memory_files, split_log_entries
 
 GENERATED = '''Here it is:
 ```python

@@ -12,8 +12,8 @@ from fakes import Expect, command, finish, last_user_message
 from helpers import run_code
 from aiflows_jarvis.CodeWriterFlowModule import CodeWriterFlow
 from aiflows_jarvis.CoderFlowModule import CoderFlow
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text, set_memory_files
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput
+from aiflows_jarvis.CoreFlowModule import atomic_write, read_text, set_memory_files
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 from aiflows_jarvis.InteractiveCodeGenFlowModule import extract_code
 from aiflows_jarvis.RunCodeFlowModule import RunCodeFlow
@@ -104,10 +104,10 @@ def test_proposed_tests_are_shown_run_and_joined_by_the_users(library, user):
     assert not failing["passed"] and "AssertionError" in failing["result"], "a wrong proposal fails like any test"
 
 
-def test_in_auto_approve_mode_the_proposed_tests_run(library):
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+def test_in_auto_approve_mode_the_proposed_tests_run(library, run_context):
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput
 
-    set_input_source(AutoApproveInput())
+    run_context.input_source = AutoApproveInput()
     out = TestCodeFlow.instantiate_from_default_config().run(
         {"code": G, "tests": "assert g(3) == 9", "memory_files": library})
     assert out["passed"] and "the proposed tests passed" in out["result"]
@@ -134,8 +134,8 @@ def test_run_code_does_not_run_code_the_user_declines(tmp_path, user):
     flow.subflows["Interpreter"].close()
 
 
-def test_run_code_runs_shell_code_in_auto_approve_mode(tmp_path):
-    set_input_source(AutoApproveInput())
+def test_run_code_runs_shell_code_in_auto_approve_mode(tmp_path, run_context):
+    run_context.input_source = AutoApproveInput()
     out = run_code(tmp_path, "echo hello from bash", "bash")
     assert "hello from bash" in out["result"] and out["feedback"] == ""
     assert os.listdir(tmp_path / "code_runs")[0].endswith(".sh")

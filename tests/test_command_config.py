@@ -12,10 +12,9 @@ from fakes import Sink, command, finish, system_message
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.command_config import derive_commands
-from aiflows_jarvis.CoreFlowModule import Console, ConfigurationError, set_console
-from aiflows_jarvis.CoreFlowModule.config_tree import walk_config
-from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import Console, ConfigurationError
+from aiflows_jarvis.CoreFlowModule import walk_config
+from aiflows_jarvis.CoreFlowModule import set_memory_files
 from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 
 WORDS = "flows_for_tests.WordCountFlow.instantiate_from_default_config"
@@ -234,11 +233,12 @@ class Provider:
                 "count_words": {"description": "A tool named like a command of the loop.", "input_args": []}}
 
 
-def test_a_loop_offers_the_runs_tools_at_its_controllers_first_call_and_runs_them_in_one_branch(scripted_llm):
+def test_a_loop_offers_the_runs_tools_at_its_controllers_first_call_and_runs_them_in_one_branch(scripted_llm,
+                                                                                                 run_context):
     screen = Sink()
-    set_console(Console(stream=screen, color=False))
+    run_context.console = Console(stream=screen, color=False)
     provider = Provider()
-    current_run().tool_provider = provider
+    run_context.tool_provider = provider
     loop = ControllerExecutorFlow.instantiate_from_default_config(
         commands={"count_words": {"description": "Count words.", "input_args": ["text"], "flow": {"_target_": WORDS}}},
         tools={"result_keys": ["result"], "flow": {"_target_": ECHO_TOOLS}})

@@ -14,18 +14,11 @@ from fakes import finish
 from helpers import long_logs, use_server
 from loopback_llm import HTTPError, Slow
 from aiflows_jarvis.ChatFlowModule import servers, window_probe
-from aiflows_jarvis.ChatFlowModule.servers import ServerSettings, reset_servers, server_settings
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
+from aiflows_jarvis.ChatFlowModule.servers import ServerSettings, server_settings
+from aiflows_jarvis.CoreFlowModule import count_message_tokens
 
 COMMANDS = {"finish": {"description": "End.", "input_args": ["summary"]}}
 NOT_KNOWN = "context window of local-model is not known"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_servers():
-    reset_servers()
-    yield
-    reset_servers()
 
 
 # a controller that finishes only, with 300 tokens for its reply; its input has 40 log entries

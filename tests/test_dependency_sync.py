@@ -1,4 +1,4 @@
-"""The dependency sync of staged modules (CoreFlowModule/dependency_sync.py, copied into each staged module by
+"""The dependency sync of staged modules (scripts/publishing/dependency_sync.py, copied into each staged module by
 scripts/publish.py): no prompt, no deletion, no rewritten .gitignore, two revisions of one dependency taken as they
 are when they hold the same code and a clear error when they do not; in a separate process with stdin closed too."""
 from __future__ import annotations
@@ -12,9 +12,12 @@ import textwrap
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import dependency_sync
-from aiflows_jarvis.CoreFlowModule.dependency_sync import DependencyConflict, content_digest, sync_dependencies
-from helpers import publish
+from helpers import load_script, publish
+
+dependency_sync = load_script("publishing/dependency_sync")  # what a staged module syncs its dependencies with
+DependencyConflict, content_digest, sync_dependencies = (dependency_sync.DependencyConflict,
+                                                         dependency_sync.content_digest,
+                                                         dependency_sync.sync_dependencies)
 
 NS = "bob"
 
@@ -29,7 +32,7 @@ def no_prompt_and_sys_path_kept(monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))
 
 
-def stage(out, modules=("CoreFlowModule", "UpdatePlanFlowModule", "MemoryReadingFlowModule")):
+def stage(out, modules=("CoreFlowModule", "CodeLibraryFlowModule", "UpdatePlanFlowModule", "MemoryReadingFlowModule")):
     """A --local staging of ``modules`` in OUT/bob (no check: what publish.py writes), as real paths."""
     staged = os.path.join(os.path.realpath(out), NS)
     for module in modules:
@@ -77,7 +80,7 @@ def test_two_stagings_of_the_same_code_share_the_dependency_without_a_prompt(tmp
 
 def test_two_revisions_with_other_code_are_a_clear_error_and_nothing_changes(tmp_path):
     first, second = stage(tmp_path / "a"), stage(tmp_path / "b")
-    with open(os.path.join(second, "CoreFlowModule", "prompts.py"), "a") as f:
+    with open(os.path.join(second, "CoreFlowModule", "text.py"), "a") as f:
         f.write("\n# another version\n")
     project = tmp_path / "project"
     project.mkdir()
@@ -98,14 +101,14 @@ def test_a_users_own_copy_is_never_deleted(tmp_path):
     project = tmp_path / "project"
     mine = project / "flow_modules" / NS / "CoreFlowModule"
     shutil.copytree(os.path.join(staged, "CoreFlowModule"), mine)
-    (mine / "prompts.py").write_text((mine / "prompts.py").read_text() + "\n# my edit\n")
+    (mine / "text.py").write_text((mine / "text.py").read_text() + "\n# my edit\n")
     with pytest.raises(DependencyConflict) as error:  # FlowVerse removes the folder without a question
         sync_dependencies([core(staged)], caller="test", base_dir=str(project))
     assert "a folder of your own" in str(error.value) and "mv flow_modules/bob/CoreFlowModule" in \
         str(error.value).replace(os.sep, "/")
-    assert "# my edit" in (mine / "prompts.py").read_text() and not mine.is_symlink()
+    assert "# my edit" in (mine / "text.py").read_text() and not mine.is_symlink()
     # the same code as the staging's: taken as it is, still not FlowVerse's (flow.mod does not list it)
-    (mine / "prompts.py").write_text(open(os.path.join(staged, "CoreFlowModule", "prompts.py")).read())
+    (mine / "text.py").write_text(open(os.path.join(staged, "CoreFlowModule", "text.py")).read())
     sync_dependencies([core(staged)], caller="test", base_dir=str(project))
     assert not mine.is_symlink() and f"{NS}/CoreFlowModule" not in (project / "flow_modules" / "flow.mod").read_text()
 
@@ -156,7 +159,7 @@ def test_modules_of_two_stagings_in_one_project_with_stdin_closed(tmp_path, same
     closed (FlowVerse's prompt raised EOFError there): the same code runs, other code is a clear ImportError."""
     first, second = stage(tmp_path / "a"), stage(tmp_path / "b")
     if not same_code:
-        with open(os.path.join(second, "CoreFlowModule", "prompts.py"), "a") as f:
+        with open(os.path.join(second, "CoreFlowModule", "text.py"), "a") as f:
             f.write("\n# another version\n")
         publish.add_digests(second, ["UpdatePlanFlowModule"], NS, "main", local=True)
     project = tmp_path / "project"

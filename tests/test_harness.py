@@ -17,7 +17,7 @@ import pytest
 
 # The bundled tokenizer must be set up before litellm is imported (litellm downloads it at import otherwise).
 import aiflows_jarvis  # noqa: F401
-from aiflows_jarvis.CoreFlowModule.offline import import_litellm
+from aiflows_jarvis.CoreFlowModule import import_litellm
 
 litellm = import_litellm()
 litellm.telemetry = False
@@ -381,7 +381,7 @@ def test_editor_in_process_edit(text_file):
 
 
 def test_editor_with_project_edit_file(text_file):
-    from aiflows_jarvis.CoreFlowModule.editor import edit_file
+    from aiflows_jarvis.HumanStandardInputFlowModule.editor import edit_file
 
     with pytest.MonkeyPatch.context() as mp:
         for name in fake_editor.ENV_VARS:
@@ -547,7 +547,7 @@ def test_apply_all(monkeypatch, server):
 def test_the_autouse_guards_are_on_in_every_test(_guards, quiet_console):
     """No guard is applied here by hand: conftest's autouse fixture must already have done it."""
     import aiflows.flow_verse
-    from aiflows_jarvis.CoreFlowModule import TerminalInput
+    from aiflows_jarvis.CoreFlowModule.console.interaction import TerminalInput
 
     with pytest.raises(guards.NetworkBlockedError):
         socket.create_connection(("203.0.113.1", 80), timeout=5)

@@ -11,7 +11,7 @@ from fakes import Sink
 from helpers import make_chat
 from loopback_llm import Malformed, completion_json
 from aiflows_jarvis.CoreFlowModule import Console, LLMCallError
-from aiflows_jarvis.CoreFlowModule.terminal import clean_text
+from aiflows_jarvis.CoreFlowModule import clean_text
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
 from aiflows_jarvis.ControllerFlowModule.ControllerAtomicFlow import ECHOED_REPLY_CHARS
 

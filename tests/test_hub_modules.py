@@ -61,7 +61,10 @@ def test_a_boss_runs_from_its_hub_readme_alone(tmp_path, staged_all, module):
     sets the api_infos, the memory files and the input source, and the call finishes. CoderFlowModule's runs with
     no OPENAI_API_KEY (a local server needs none)."""
     snippet = readme_snippet(staged_all, module)
-    assert "set_memory_files(flow" in snippet and "set_input_source(" in snippet and "set_backend_factory(" in snippet
+    assert "set_memory_files(flow" in snippet, snippet
+    assert "with RunContext(backend_factory=" in snippet and "input_source=AutoApproveInput()" in snippet, \
+        "the run is built with its settings: " + snippet
+    assert "set_input_source(" not in snippet and "set_backend_factory(" not in snippet, "no deprecated setter"
     project = tmp_path / "project"
     project.mkdir()
     env = {k: v for k, v in publish.project_env().items() if k != "OPENAI_API_KEY"}
@@ -103,7 +106,7 @@ def test_staged_demos_use_the_authors_flow_format_and_no_file_names_the_command_
 
     for module in publish.module_names():
         folder = os.path.join(staged_all, module)
-        if module != "CoreFlowModule":
+        if module not in ("CoreFlowModule", "CodeLibraryFlowModule"):  # those two have no flow: a code demo each
             with open(os.path.join(folder, "demo.yaml"), encoding="utf-8") as f:
                 demo = yaml.safe_load(f)
             cls = publish.DEMOS[module]["cls"]

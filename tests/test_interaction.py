@@ -3,15 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import (
-    AutoApproveInput,
-    InputUnavailableError,
-    ScriptedInput,
-    TerminalInput,
-    is_approval,
-    set_closed_input_hint,
-    set_input_source,
-)
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, ScriptedInput, is_approval
+from aiflows_jarvis.CoreFlowModule.errors import InputUnavailableError
+from aiflows_jarvis.CoreFlowModule import RunContext, TerminalInput
 from aiflows_jarvis.HumanStandardInputFlowModule import HumanReviewFlow, HumanStandardInputFlow
 
 
@@ -38,15 +32,13 @@ def test_a_closed_terminal_says_what_to_do():
     def closed(prompt):
         raise EOFError
 
-    with pytest.raises(InputUnavailableError, match=r"call set_input_source\(AutoApproveInput\(\)\)") as error:
+    with pytest.raises(InputUnavailableError, match=r"`with RunContext\(input_source=AutoApproveInput\(\)\):`") \
+            as error:
         TerminalInput(read_line=closed).ask("Question?")
     assert "--yes" not in str(error.value) and "Jarvis" not in str(error.value)
-    previous = set_closed_input_hint("pass --yes")
-    try:
+    with RunContext(closed_input_hint="pass --yes"):
         with pytest.raises(InputUnavailableError, match="^pass --yes$"):
             TerminalInput(read_line=closed).ask("Question?")
-    finally:
-        set_closed_input_hint(previous)
 
 
 def test_auto_approve_approves_and_answers_questions_with_best_judgement(quiet_console):
@@ -97,8 +89,8 @@ def test_a_failing_editor_keeps_the_draft_and_asks_again(user, fake_editor, monk
     assert "exited with code 3" in quiet_console.text
 
 
-def test_auto_approve_never_opens_the_editor(fake_editor, monkeypatch, quiet_console):
-    set_input_source(AutoApproveInput())
+def test_auto_approve_never_opens_the_editor(fake_editor, monkeypatch, quiet_console, run_context):
+    run_context.input_source = AutoApproveInput()
     out = review(open_editor="auto").run({"plan": "1. a"})
     assert out["approved"] and not fake_editor.exists(), "no editor in auto-approve mode"
 
@@ -116,7 +108,7 @@ def test_an_editor_open_when_jarvis_ends_is_asked_to_quit_not_killed(tmp_path):
     import sys
     import threading
 
-    from aiflows_jarvis.CoreFlowModule.editor import edit_file
+    from aiflows_jarvis.HumanStandardInputFlowModule.editor import edit_file
 
     draft = tmp_path / "plan.txt"
     draft.write_text("1. a\n")
@@ -162,16 +154,16 @@ def test_a_goal_of_a_megabyte_is_shown_folded_as_long_arguments_are():
     assert short.getvalue() == "Jarvis's goal:\n    Plot y = x^2\n"
 
 
-def test_a_long_query_is_not_echoed_whole(tmp_path):
+def test_a_long_query_is_not_echoed_whole(tmp_path, run_context):
     import io
 
-    from aiflows_jarvis.CoreFlowModule import Console, set_console
+    from aiflows_jarvis.CoreFlowModule import Console
     from aiflows_jarvis.MemoryReadingFlowModule import MemorySearchAtomicFlow
 
     library = tmp_path / "library.py"
     library.write_text("def lorem():\n    \"\"\"Lorem ipsum.\"\"\"\n    return 1\n")
     out = io.StringIO()
-    set_console(Console(stream=out, color=False))
+    run_context.console = Console(stream=out, color=False)
     search = MemorySearchAtomicFlow.instantiate_from_default_config(name="search_library", memory="code_library")
     query = "lorem ipsum " * 3_500  # 40 KB
     result = search.run({"query": query, "memory_files": {"code_library": str(library)}})["result"]
@@ -180,7 +172,7 @@ def test_a_long_query_is_not_echoed_whole(tmp_path):
 
 
 def test_a_text_one_line_over_the_fold_is_shown_whole_not_with_a_count_as_long_as_that_line():
-    from aiflows_jarvis.CoreFlowModule.interaction import fold, is_folded
+    from aiflows_jarvis.CoreFlowModule.console.interaction import fold, is_folded
 
     four = "line one\nline two\nline three\nline four"
     assert fold(four, 80, lines=3) == four.split("\n"), "the count would take the line the rest fits in"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
 
 LOOP_LINE = "Compute the first primes and write them to the file."
 
@@ -107,10 +106,11 @@ def test_a_draft_still_cut_off_after_its_rewrites_is_not_shown_and_the_feedback_
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-def test_a_draft_put_up_for_review_starts_the_runs_warm_up(writer, tmp_path, scripted_llm, user, quiet_console):
+def test_a_draft_put_up_for_review_starts_the_runs_warm_up(writer, tmp_path, scripted_llm, user, quiet_console,
+                                                          run_context):
     flow = writer.build(tmp_path)
     questions_before_the_warm_up = []
-    set_warm_up(lambda: questions_before_the_warm_up.append(len(user.asked)))
+    run_context.warm_up = lambda: questions_before_the_warm_up.append(len(user.asked))
     scripted_llm.add(writer.reply(writer.good))
     user.add("")
 

@@ -10,14 +10,14 @@ from aiflows.backends.llm_lite import LiteLLMBackend
 from helpers import DEMO
 from loopback_llm import LoopbackLLMServer
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, Transcript
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput
 from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 from aiflows_jarvis.app import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_console):
+def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_console, run_context):
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     transcript = Transcript.load(DEMO)
     with LoopbackLLMServer(replies=transcript.replies()) as server:
@@ -31,7 +31,7 @@ def test_the_original_tree_shape_runs_to_the_final_answer(tmp_path, quiet_consol
                 assert isinstance(chat.backend, LiteLLMBackend), path
                 (info,) = chat.backend.api_infos.values()
                 assert info.api_base == server.url, path
-            set_input_source(AutoApproveInput())
+            run_context.input_source = AutoApproveInput()
             out = flow.call({"goal": transcript.header["goal"]})
         finally:
             launcher.close_interpreters(flow)
@@ -54,7 +54,8 @@ def test_intermediate_and_final_answers_show_the_answer_and_return_the_feedback(
 
 
 def test_configs_jarvis_yaml_names_every_chat_of_jarvis():
-    from aiflows_jarvis.CoreFlowModule.config_tree import chat_backends_skeleton, walk_config
+    from aiflows_jarvis.CoreFlowModule.flows.config_tree import chat_backends_skeleton
+    from aiflows_jarvis.CoreFlowModule import walk_config
 
     def chats(config):
         return sorted(path for path, node, _ in walk_config(config) if "backend" in node)

@@ -7,8 +7,9 @@ import pytest
 from aiflows.messages import InputMessage
 
 from flows_for_tests import WordCountFlow
-from aiflows_jarvis.CoreFlowModule import BoundedHistory, set_trace_file
-from aiflows_jarvis.CoreFlowModule.lean import LeanFlowMixin
+from aiflows_jarvis.CoreFlowModule.flows.lean import BoundedHistory
+from aiflows_jarvis.CoreFlowModule import RunContext
+from aiflows_jarvis.CoreFlowModule import LeanFlowMixin
 
 
 def call(flow, data):
@@ -33,11 +34,10 @@ def test_no_disk_cache_is_opened_by_a_lean_flow(tmp_path, monkeypatch):
 
 def test_the_run_trace_holds_every_message_once(tmp_path):
     trace = tmp_path / "trace.jsonl"
-    set_trace_file(str(trace))
     flow = WordCountFlow.instantiate_from_default_config(history_size=2)
-    for _ in range(4):
-        call(flow, {"text": "one two"})
-    set_trace_file(None)
+    with RunContext(trace_file=str(trace)):
+        for _ in range(4):
+            call(flow, {"text": "one two"})
     records = [json.loads(line) for line in trace.read_text().splitlines()]
     assert [r["type"] for r in records] == ["InputMessage"] * 4, "inputs are logged; outputs go to the caller"
     assert records[0]["flow"] == "count_words" and records[0]["data"] == {"text": "one two"}

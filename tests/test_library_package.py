@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import library_package, library_save
-from aiflows_jarvis.CoreFlowModule.library_package import (library_entries, library_structure, load_index,
-                                                           package_summary)
+from aiflows_jarvis.CodeLibraryFlowModule import package
+from aiflows_jarvis.CodeLibraryFlowModule import save as save_module
+from aiflows_jarvis.CodeLibraryFlowModule import library_entries, library_structure, load_index, package_summary
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
 
@@ -157,15 +157,15 @@ def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatc
         save(tmp_path, body, module=f"topic_{topic}")
     assert len(load_index(str(package))["names"]) == 2000
     touched = {"read": [], "written": [], "parsed": []}
-    for module in (library_package, library_save):
+    for module in (package, save_module):
         real_read, real_write = module.read_text, module.atomic_write
         monkeypatch.setattr(module, "read_text", lambda p, r=real_read: touched["read"].append(p) or r(p))
         monkeypatch.setattr(module, "atomic_write",
                             lambda p, t, w=real_write: touched["written"].append(p) or w(p, t))
-    real_entries = library_package.entries_of_source
+    real_entries = package.entries_of_source
     counting = lambda s, r=real_entries: touched["parsed"].append(len(s)) or r(s)  # noqa: E731
-    monkeypatch.setattr(library_package, "entries_of_source", counting)
-    monkeypatch.setattr(library_save, "entries_of_source", counting)
+    monkeypatch.setattr(package, "entries_of_source", counting)
+    monkeypatch.setattr(save_module, "entries_of_source", counting)
     result = save(tmp_path, "def added(x):\n    '''One more.'''\n    return f_3_1(x)\n", module="topic_7")
     assert result.startswith("Saved added") and "2001 name(s)" in result
     python = lambda paths: sorted({os.path.relpath(p, package) for p in paths if p.endswith(".py")})  # noqa: E731
@@ -183,7 +183,7 @@ _KILLED_SAVE = textwrap.dedent("""\
     from aiflows_jarvis.CoreFlowModule import library_save
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
     if sys.argv[2] == "between":  # killed after the module is written, before its index
-        library_save.write_index = lambda *a, **k: os.kill(os.getpid(), 9)
+        save_module.write_index = lambda *a, **k: os.kill(os.getpid(), 9)
     flow = SaveCodeAtomicFlow.instantiate_from_default_config()
     files = {"code_library": os.path.join(sys.argv[1], "library.py")}
     for n in range(10_000):
@@ -234,7 +234,7 @@ def test_entries_and_structure_are_read_from_the_index_and_kept_while_nothing_ch
     assert entries[1]["methods"] == [["def draw(self, path):", "Draws it."]]
     assert [s["module"] for s in library_structure(where)] == ["text", "charts"]
     parsed = []
-    monkeypatch.setattr(library_package, "entries_of_source", lambda s: parsed.append(s) or (_ for _ in ()).throw(
+    monkeypatch.setattr(package, "entries_of_source", lambda s: parsed.append(s) or (_ for _ in ()).throw(
         AssertionError("parsed")))
     assert library_entries(where) == entries and library_entries(str(tmp_path / "library")) == entries
     assert parsed == []
@@ -304,10 +304,10 @@ def test_a_module_index_changed_during_a_run_is_not_taken_as_it_is(tmp_path, qui
     index = tmp_path / "library" / "_index" / "text.json"
     same_size = index.read_bytes().replace(b'"slugify"', b'"sluggo!"')  # valid, not the module's
     index.write_bytes(same_size)
-    assert [e["name"] for e in library_package.module_entries(str(tmp_path / "library"), "text")] == \
+    assert [e["name"] for e in package.module_entries(str(tmp_path / "library"), "text")] == \
         ["slugify", "shout"]
     index.write_bytes(b'{"entries": []}')
-    assert [e["name"] for e in library_package.module_entries(str(tmp_path / "library"), "text")] == \
+    assert [e["name"] for e in package.module_entries(str(tmp_path / "library"), "text")] == \
         ["slugify", "shout"]
     assert quiet_console.text.count("text.json") == 2 and "does not match" in quiet_console.text, \
         quiet_console.text
@@ -327,10 +327,10 @@ def test_the_module_is_shown_to_the_user_who_can_change_it(tmp_path, user):
 
 
 def test_the_default_module_follows_the_topic_and_a_full_module_continues_in_the_next(tmp_path, monkeypatch):
-    assert library_save.topic_of("svg_bar_chart") == "charts"
-    assert library_save.topic_of("growth_rates", "Growth in percent.") == "data"
-    assert library_save.topic_of("frobnicate") == "general"
-    monkeypatch.setattr(library_save, "MAX_MODULE_ENTRIES", 2)
+    assert save_module.topic_of("svg_bar_chart") == "charts"
+    assert save_module.topic_of("growth_rates", "Growth in percent.") == "data"
+    assert save_module.topic_of("frobnicate") == "general"
+    monkeypatch.setattr(save_module, "MAX_MODULE_ENTRIES", 2)
     for n in range(3):
         save(tmp_path, f"def chart_{n}(v):\n    return v\n")
     assert [s["module"] for s in library_structure(str(tmp_path / "library.py"))] == ["charts", "charts_2"]
@@ -348,10 +348,10 @@ _KILLED_MIGRATION = """
 import os, sys
 from aiflows_jarvis.CoreFlowModule import library_save
 if sys.argv[2] == "before_rename":
-    library_save.os.rename = lambda *a: os.kill(os.getpid(), 9)
+    save_module.os.rename = lambda *a: os.kill(os.getpid(), 9)
 else:  # the package is in place, library.py is neither archived nor removed yet
-    library_save.archive_copy = lambda *a: os.kill(os.getpid(), 9)
-library_save.migrate_library(os.path.join(sys.argv[1], "library"))
+    save_module.archive_copy = lambda *a: os.kill(os.getpid(), 9)
+save_module.migrate_library(os.path.join(sys.argv[1], "library"))
 """
 
 
@@ -457,7 +457,7 @@ def _constants(count: int) -> str:
 def test_indexing_a_module_of_many_constants_is_linear_in_its_size():
     """ast.get_source_segment splits the whole source at each call: one per constant made a module of 25,000
     constants cost minutes to index (a 5 MB library.py took 96 s to migrate)."""
-    small, large = (_profile_events(lambda n=n: library_package.entries_of_source(_constants(n)))
+    small, large = (_profile_events(lambda n=n: package.entries_of_source(_constants(n)))
                     for n in (300, 600))
     assert large < 2.5 * small, f"{small} calls for 300 constants, {large} for 600: not linear"
 
@@ -483,14 +483,14 @@ def _lines_run_in(function, call) -> int:
 def test_planning_a_migration_is_linear_in_the_librarys_size():
     """Each statement that is not a definition was matched against every module until nothing changed: with a
     constant per function, statements x modules grew as the square of the library."""
-    small, large = (_lines_run_in(library_save.plan_migration, lambda n=n: library_save.plan_migration(
+    small, large = (_lines_run_in(save_module.plan_migration, lambda n=n: save_module.plan_migration(
         _constants(n), {})) for n in (1000, 2000))
     assert large < 2.5 * small, f"{small} lines run for 1,000 functions, {large} for 2,000: not linear"
 
 
 def test_a_migration_says_what_it_moves_where_the_original_goes_and_how_far_it_is(tmp_path, quiet_console,
                                                                                    monkeypatch):
-    from aiflows_jarvis.CoreFlowModule import interaction
+    from aiflows_jarvis.CoreFlowModule.console import interaction
 
     monkeypatch.setattr(interaction, "PROGRESS_EVERY", 0)  # (a line at every step: this library moves quickly)
     (tmp_path / "library.py").write_text(_constants(2000))  # about 220 KB: several blocks

@@ -1,4 +1,4 @@
-"""Locks (CoreFlowModule/locks.py) and versions of what the user approved (issue 11, items 2 and 3).
+"""Locks (CoreFlowModule/memory/locks.py) and versions of what the user approved (issue 11, items 2 and 3).
 
 * Two processes saving functions into one library at once lose none (save_code's read-modify-write is locked).
 * A second Jarvis run on a memory folder in use is refused (exit 2, the PID of the first), before anything is moved;
@@ -24,11 +24,12 @@ from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from waiting import HANG_GUARD, eventually
 
 from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, MemoryFileError, set_input_source
-from aiflows_jarvis.CoreFlowModule.errors import MemoryInUseError
-from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME, RunLock, file_lock, lock_path_of
-from aiflows_jarvis.CoreFlowModule.library_package import library_entries, package_dir
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, MemoryFileError
+from aiflows_jarvis.CoreFlowModule import MemoryInUseError
+from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME, RunLock, file_lock
+from aiflows_jarvis.CoreFlowModule.memory.locks import lock_path_of
+from aiflows_jarvis.CodeLibraryFlowModule import library_entries, package_dir
+from aiflows_jarvis.CoreFlowModule import atomic_write, read_text
 from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
 
 
@@ -68,7 +69,7 @@ def test_two_processes_saving_into_one_library_lose_no_function(tmp_path):
 
 HOLDER = """
     import sys
-    from aiflows_jarvis.CoreFlowModule.locks import file_lock
+    from aiflows_jarvis.CoreFlowModule.memory.locks import file_lock
     with file_lock(sys.argv[1]):
         print("locked", flush=True)
         sys.stdin.readline()  # held until the test kills it
@@ -123,7 +124,7 @@ def test_a_second_run_on_a_memory_folder_in_use_is_refused_before_anything_is_mo
 
 LOCKER = """
     import sys
-    from aiflows_jarvis.CoreFlowModule.locks import RunLock
+    from aiflows_jarvis.CoreFlowModule.memory.locks import RunLock
     RunLock(sys.argv[1]).acquire()
     print("locked", flush=True)
     sys.stdin.readline()  # held until the test kills it
@@ -223,9 +224,9 @@ LIBRARY = "def growth(a, b):\n    '''Growth from a to b.'''\n    return b / a - 
 
 
 @pytest.fixture
-def approving():
+def approving(run_context):
     """The user approves the code run_code shows."""
-    set_input_source(AutoApproveInput())
+    run_context.input_source = AutoApproveInput()
 
 
 def test_a_library_overwritten_by_run_code_is_archived_and_reported(tmp_path, approving):
@@ -264,7 +265,7 @@ def test_a_run_that_leaves_the_library_alone_says_nothing_about_it(tmp_path, app
 
 
 def test_a_fifo_among_the_library_modules_does_not_block_run_code(tmp_path, approving):
-    from aiflows_jarvis.CoreFlowModule.library_package import ensure_library
+    from aiflows_jarvis.CodeLibraryFlowModule import ensure_library
 
     atomic_write(str(tmp_path / "library.py"), LIBRARY)
     ensure_library(str(tmp_path / "library.py"))  # (library.py moved into the package)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fakes import carried_messages, carried_size, command, finish
 from helpers import word_count_loop
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
-from aiflows_jarvis.CoreFlowModule.lean import DEFAULT_HISTORY_SIZE
+from aiflows_jarvis.CoreFlowModule import count_message_tokens
+from aiflows_jarvis.CoreFlowModule.flows.lean import DEFAULT_HISTORY_SIZE
 
 ROUNDS = 200
 

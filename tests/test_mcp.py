@@ -19,7 +19,7 @@ from loopback_llm import LoopbackLLMServer
 from mcp_http_server import MCPHTTPServer
 from subprocess_guard import network_guarded
 from waiting import wait_until
-from aiflows_jarvis.CoreFlowModule import ScriptedInput, set_input_source
+from aiflows_jarvis.CoreFlowModule import ScriptedInput
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_autogpt = pytest.mark.skipif(
@@ -104,12 +104,13 @@ def test_autogpt_uses_a_streamable_http_server_with_a_token_from_the_environment
 
 
 @needs_autogpt
-def test_without_yes_the_user_approves_each_call_and_a_refusal_is_the_observation(tmp_path, quiet_console, loopback):
+def test_without_yes_the_user_approves_each_call_and_a_refusal_is_the_observation(tmp_path, quiet_console, loopback,
+                                                                                 run_context):
     from aiflows_jarvis.app import autogpt
 
     calls = tmp_path / "calls.jsonl"
     user = ScriptedInput(["not this one", ""])  # the tool's approval, then AutoGPT's feedback
-    set_input_source(user)
+    run_context.input_source = user
     loopback.add(command("t__add", a=1, b=2), command("finish", answer="not computed"))
     argv = ["--api-base", loopback.url, "--memory-dir", str(tmp_path / "m"), "--store", "faiss",
             "--mcp-config", mcp_config(tmp_path, t=stdio(tmp_path, "--calls", str(calls))), "What is 1 + 2?"]

@@ -14,10 +14,10 @@ import pytest
 from helpers import left_running, stdio
 from mcp_http_server import MCPHTTPServer
 from aiflows_jarvis.ControllerFlowModule.commands import commands_from_config, read_command, reply_schema
-from aiflows_jarvis.CoreFlowModule import ScriptedInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.errors import BadInputError
-from aiflows_jarvis.CoreFlowModule.redaction import redact
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import ScriptedInput
+from aiflows_jarvis.CoreFlowModule import BadInputError
+from aiflows_jarvis.CoreFlowModule import redact
+from aiflows_jarvis.CoreFlowModule import current_run
 from aiflows_jarvis.MCPToolFlowModule import MCPServers, MCPToolFlow, load_servers
 from aiflows_jarvis.MCPToolFlowModule.config import read_config_file
 from aiflows_jarvis.MCPToolFlowModule.schemas import declaration
@@ -242,9 +242,10 @@ def test_a_tool_error_an_image_and_a_huge_result_come_back_as_text_and_files(tmp
     assert not left_running(tmp_path)
 
 
-def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_otherwise(tmp_path, quiet_console):
+def test_a_call_waits_for_the_users_approval_unless_the_configuration_says_otherwise(tmp_path, quiet_console,
+                                                                                     run_context):
     user = ScriptedInput(["", "no, not that one"])
-    set_input_source(user)
+    run_context.input_source = user
     flow = tool_flow(tmp_path, autoApprove=["add"])
     try:
         assert flow.call({"tool": "t__echo", "arguments": {"text": "hi"}}) == {"result": "hi", "failed": False}

@@ -6,15 +6,15 @@ import os
 import pytest
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule.memory import (
+from aiflows_jarvis.CoreFlowModule import (
     append_log_entry,
     atomic_write,
-    library_summary,
     read_log_tail,
     read_text,
     shorten,
     split_log_entries,
 )
+from aiflows_jarvis.CodeLibraryFlowModule import library_summary
 from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
 from aiflows_jarvis.MemoryWritingFlowModule import MemoryWritingAtomicFlow
 from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow

@@ -15,10 +15,10 @@ import pytest
 
 from fakes import command, finish
 from waiting import wait_until
-from aiflows_jarvis.CoreFlowModule import memory_index
-from aiflows_jarvis.CoreFlowModule.memory import append_log_entry, atomic_write, read_text, set_memory_files
-from aiflows_jarvis.CoreFlowModule.memory_index import index_path_of, library_index, log_index
-from aiflows_jarvis.CoreFlowModule.usage import count_tokens
+from aiflows_jarvis.MemoryReadingFlowModule import search_index
+from aiflows_jarvis.CoreFlowModule import append_log_entry, atomic_write, read_text, set_memory_files
+from aiflows_jarvis.MemoryReadingFlowModule.search_index import index_path_of, library_index, log_index
+from aiflows_jarvis.CoreFlowModule import count_tokens
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow, MemorySearchAtomicFlow
 
@@ -30,9 +30,9 @@ from synthetic_library import library_source, make_library, make_tasks  # noqa: 
 @pytest.fixture(autouse=True)
 def fresh_indexes():
     """Each test reads its indexes from disk, as a new process would."""
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     yield
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
 
 
 def a_library(tmp_path, count):
@@ -79,7 +79,7 @@ def test_a_library_within_its_budget_reads_whole_and_builds_no_index(tmp_path):
     out = reader().run({"memory_files": {"code_library": library, "logs": str(tmp_path / "l.txt")}, "goal": "x"})
     assert out["code_library"].startswith("The library is the package") and out["code_library"].count("\ndef ") == 5
     assert "(the library" not in out["code_library"]
-    assert not memory_index._indexes, "no index is built for a library that fits"
+    assert not search_index._indexes, "no index is built for a library that fits"
 
 
 def test_recall_over_paraphrased_tasks_at_2000_functions(tmp_path):
@@ -120,7 +120,7 @@ def test_a_long_log_keeps_its_last_entries_and_brings_back_an_early_relevant_one
     assert "45 are left out" in out and "search_logs" in out, "how many are left out, and how to see them"
     short = str(tmp_path / "short.txt")
     append_log_entry(short, "ask_user", {"question": "q"}, "a")
-    from aiflows_jarvis.CoreFlowModule.memory import read_log_tail
+    from aiflows_jarvis.CoreFlowModule import read_log_tail
 
     assert flow.run({"memory_files": {"logs": short, "code_library": str(tmp_path / "library.py")}, "goal": "q"}
                     )["logs"] == read_log_tail(short, 20, 6000), "a short log reads as before"
@@ -147,8 +147,8 @@ def test_the_library_index_takes_a_save_entry_by_entry_and_a_module_edited_by_ha
     assert len(index) == 50 and all("." in key for key in index.texts), "keys are module.name"
     assert not os.path.exists(tmp_path / ".index"), "no journal: the package's own index is the source"
     indexed = []
-    real_features = memory_index.features
-    monkeypatch.setattr(memory_index, "features", lambda text: indexed.append(text) or real_features(text))
+    real_features = search_index.features
+    monkeypatch.setattr(search_index, "features", lambda text: indexed.append(text) or real_features(text))
     save = SaveCodeAtomicFlow.instantiate_from_default_config()
     save.run({"code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
               "memory_files": {"code_library": library}})
@@ -159,7 +159,7 @@ def test_the_library_index_takes_a_save_entry_by_entry_and_a_module_edited_by_ha
     with open(tmp_path / "library" / "dates.py", "a") as f:  # edited by hand: the package indexes it again
         f.write("\n\ndef lunar_calendar(year):\n    '''The moon phases of a year.'''\n    return year\n")
     assert library_index(library).search("moon phases", 1)[0][0] == "dates.lunar_calendar"
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     assert list(library_index(library).texts) == list(index.texts), "a new process finds the same entries, in order"
 
 
@@ -167,24 +167,24 @@ def test_the_library_index_takes_a_save_entry_by_entry_and_a_module_edited_by_ha
 def counting_features(monkeypatch):
     """The texts the index tokenizes from now on (what a run pays for)."""
     indexed = []
-    real_features = memory_index.features
-    monkeypatch.setattr(memory_index, "features", lambda text: indexed.append(text) or real_features(text))
+    real_features = search_index.features
+    monkeypatch.setattr(search_index, "features", lambda text: indexed.append(text) or real_features(text))
     return indexed
 
 
 def test_a_large_library_keeps_its_index_for_the_next_run_which_puts_only_what_changed(tmp_path, monkeypatch):
-    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
-    monkeypatch.setattr(memory_index, "_RECACHE_EVERY", 5)
+    monkeypatch.setattr(search_index, "_CACHE_FROM", 40)
+    monkeypatch.setattr(search_index, "_RECACHE_EVERY", 5)
     library, functions = a_library(tmp_path, 60)
     cache = tmp_path / "library" / "_index" / "search.bin"
-    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+    from aiflows_jarvis.CodeLibraryFlowModule import migrate_library
     migrate_library(str(tmp_path / "library"))
     assert cache.is_file(), "the migration of a library of 60 entries (over _CACHE_FROM) indexed it and kept it"
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     built = library_index(library)
     query = functions[17].docstring.split("\n")[0]
     expected = built.search(query, 5)
-    memory_index.forget_cached_indexes()  # a new run
+    search_index.forget_cached_indexes()  # a new run
     indexed = counting_features(monkeypatch)
     index = library_index(library)
     assert index.search(query, 5) == expected and list(index.texts) == list(built.texts)
@@ -192,7 +192,7 @@ def test_a_large_library_keeps_its_index_for_the_next_run_which_puts_only_what_c
     save = SaveCodeAtomicFlow.instantiate_from_default_config()
     save.run({"code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
               "memory_files": {"code_library": library}})
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     indexed.clear()
     assert library_index(library).search("tide height", 1)[0][0] == "dates.tide_height"
     assert indexed == ['def tide_height(hour):\n    """Height of the tide at an hour."""', "tide height"], \
@@ -201,7 +201,7 @@ def test_a_large_library_keeps_its_index_for_the_next_run_which_puts_only_what_c
         save.run({"code": f"def ebb_{place}(hour):\n    '''The ebb at {place}.'''\n    return hour\n",
                   "memory_files": {"code_library": library}})
         library_index(library)
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     indexed.clear()
     assert library_index(library).search("ebb kyoto", 1)[0][0].endswith(".ebb_kyoto")
     # tide_height and four ebbs made _RECACHE_EVERY changes: the cache was written again then, and a new run puts the
@@ -211,7 +211,7 @@ def test_a_large_library_keeps_its_index_for_the_next_run_which_puts_only_what_c
 
 @pytest.mark.parametrize("damage", ["cut", "flipped", "other_rules", "link", "folder"])
 def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch, damage):
-    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    monkeypatch.setattr(search_index, "_CACHE_FROM", 40)
     library, functions = a_library(tmp_path, 50)
     cache = tmp_path / "library" / "_index" / "search.bin"
     expected = library_index(library).search("temperature", 5)
@@ -222,14 +222,14 @@ def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch
     elif damage == "flipped":
         cache.write_bytes(data[:-10] + bytes([data[-10] ^ 1]) + data[-9:])
     elif damage == "other_rules":  # a cache an older Jarvis made with other stems
-        monkeypatch.setattr(memory_index, "_CACHE_RULES", "0 0 00000000")
+        monkeypatch.setattr(search_index, "_CACHE_RULES", "0 0 00000000")
         cache.write_bytes(data)
     elif damage == "link":
         (tmp_path / "elsewhere.bin").write_bytes(data)
         cache.symlink_to(tmp_path / "elsewhere.bin")
     else:
         cache.mkdir()
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     indexed = counting_features(monkeypatch)
     index = library_index(library)
     assert len(indexed) == 50, "built again from the package's entries"
@@ -238,7 +238,7 @@ def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch
         assert not cache.is_symlink() and (tmp_path / "elsewhere.bin").read_bytes() == data, \
             "the link is replaced by the rebuilt cache; what it pointed to is never written"
     if damage in ("cut", "flipped", "other_rules", "link"):
-        memory_index.forget_cached_indexes()
+        search_index.forget_cached_indexes()
         indexed.clear()
         library_index(library)
         assert indexed == [], "the rebuilt index was kept in place of the bad one"
@@ -246,7 +246,7 @@ def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch
 
 def test_a_name_defined_twice_in_a_module_is_indexed_by_its_last_definition_whatever_the_cache_held(tmp_path,
                                                                                                     monkeypatch):
-    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    monkeypatch.setattr(search_index, "_CACHE_FROM", 40)
     library, _ = a_library(tmp_path, 50)
     library_index(library)
     with open(tmp_path / "library" / "dates.py", "a") as f:  # edited by hand: one name, two definitions
@@ -261,34 +261,34 @@ def test_a_name_defined_twice_in_a_module_is_indexed_by_its_last_definition_what
             with open(tmp_path / "library" / "text.py", "a") as f:
                 f.write("\n\ndef lunar_calendar(year):\n    return year\n")
         if when == "after another change":
-            memory_index.forget_cached_indexes()
+            search_index.forget_cached_indexes()
 
 
 def test_a_cache_of_the_wrong_shape_with_a_right_checksum_is_built_again(tmp_path, monkeypatch):
     import marshal
     import zlib
 
-    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    monkeypatch.setattr(search_index, "_CACHE_FROM", 40)
     library, _ = a_library(tmp_path, 50)
     index = library_index(library)
     cache = tmp_path / "library" / "_index" / "search.bin"
     postings = dict(index._postings, zebra={"nowhere.held": 1})  # a posting of an entry the index does not hold
     payload = marshal.dumps((index.source, index.texts, index._lengths, index._terms, postings, index._total))
-    cache.write_bytes(memory_index._CACHE_MAGIC + f"{memory_index._CACHE_RULES} {zlib.crc32(payload):08x} "
+    cache.write_bytes(search_index._CACHE_MAGIC + f"{search_index._CACHE_RULES} {zlib.crc32(payload):08x} "
                       f"{len(payload)}\n".encode("ascii") + payload)
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     indexed = counting_features(monkeypatch)
     assert library_index(library).search("zebra", 3) == [] and len(indexed) == 51, "built again"
 
 
 def test_a_fifo_in_place_of_the_cache_does_not_block_the_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(memory_index, "_CACHE_FROM", 40)
+    monkeypatch.setattr(search_index, "_CACHE_FROM", 40)
     library, _ = a_library(tmp_path, 50)
     expected = library_index(library).search("temperature", 5)
     cache = tmp_path / "library" / "_index" / "search.bin"
     cache.unlink()
     os.mkfifo(cache)
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     assert library_index(library).search("temperature", 5) == expected  # (a blocking open would hang here)
     assert cache.is_file(), "the rebuilt index is kept in the FIFO's place"
 
@@ -306,7 +306,7 @@ def test_a_log_rewritten_shorter_is_reindexed(tmp_path):
     assert [key for key, _ in log_index(logs).search("zebra", 3)] == ["4"]
     atomic_write(logs, "")  # a new run archived the log
     append_log_entry(logs, "run_code", {"code": "y"}, "giraffe")
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     index = log_index(logs)
     assert index.search("zebra", 3) == [] and [key for key, _ in index.search("giraffe", 3)] == ["1"]
 
@@ -322,7 +322,7 @@ def test_a_torn_journal_is_detected_and_rebuilt(tmp_path, damage):
     data = open(path, "rb").read()
     with open(path, "wb") as f:
         f.write(data[:len(data) // 2] if damage == "cut" else data.replace(b"Computes", b"Cumputes", 1))
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     index = log_index(logs)
     assert len(index) == 40 and list(index.texts) == [str(n) for n in range(1, 41)]
     assert open(path, "rb").read() == data, "rebuilt as it was"
@@ -334,16 +334,16 @@ KILLED_CHILD = textwrap.dedent("""
     import os, sys, time
     import aiflows_jarvis
     from aiflows_jarvis.CoreFlowModule import memory_index
-    from aiflows_jarvis.CoreFlowModule.memory import append_log_entry
+    from aiflows_jarvis.CoreFlowModule import append_log_entry
     memory_file, ready = sys.argv[1:3]
-    real_append = memory_index.append_text
+    real_append = search_index.append_text
     def torn_append(path, text):
         if path.endswith(".idx"):
             real_append(path, text[:len(text) // 2])
             open(ready, "w").close()
             time.sleep(600)
         real_append(path, text)
-    memory_index.append_text = torn_append
+    search_index.append_text = torn_append
     append_log_entry(memory_file, "run_code", {"code": "tide()"}, "the tide is high")
 """)
 
@@ -363,7 +363,7 @@ def test_kill_9_during_an_index_update_leaves_an_index_that_is_rebuilt(tmp_path)
     assert child.returncode == -signal.SIGKILL
     journal = open(index_path_of(memory_file), "rb").read()
     assert not journal.endswith(b"\n"), "the kill left the journal torn"
-    memory_index.forget_cached_indexes()
+    search_index.forget_cached_indexes()
     index = log_index(memory_file)
     assert index.search("tide high", 1)[0][0] == "11", "the memory written before the kill is in the rebuilt index"
     assert open(index_path_of(memory_file), "rb").read().endswith(b"\n")
@@ -393,15 +393,15 @@ def coder_policy(target: str, calls: list):
 
 
 @pytest.mark.parametrize("size", [1, 2000])
-def test_a_goal_reuses_a_function_buried_among_2000_others(tmp_path, scripted_llm, size):
+def test_a_goal_reuses_a_function_buried_among_2000_others(tmp_path, scripted_llm, size, run_context):
     from aiflows_jarvis.CoderFlowModule import CoderFlow
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput
 
     functions = make_library(2000)
     task, target = make_tasks(functions, 1, seed=19)[0]
     chosen = [f for f in functions if f.name == target] if size == 1 else functions
     (tmp_path / "library.py").write_text(library_source(chosen))
-    set_input_source(AutoApproveInput())
+    run_context.input_source = AutoApproveInput()
     flow = CoderFlow.instantiate_from_default_config()
     set_memory_files(flow, str(tmp_path))
     calls: list = []
@@ -418,8 +418,8 @@ def test_a_goal_reuses_a_function_buried_among_2000_others(tmp_path, scripted_ll
 
 
 # ~~~ The provider's embeddings, when configured ~~~
-def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the_words_order(tmp_path):
-    from aiflows_jarvis.VectorStoreFlowModule import Embeddings, hash_embeddings_factory, set_embeddings_factory
+def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the_words_order(tmp_path, run_context):
+    from aiflows_jarvis.VectorStoreFlowModule import Embeddings, hash_embeddings_factory
 
     library, functions = a_library(tmp_path, 500)
     task, needed = make_tasks(functions, 1, seed=3)[0]
@@ -438,18 +438,15 @@ def test_the_provider_embeddings_rerank_when_configured_and_a_failure_leaves_the
         def embed(self, texts, where=""):
             raise ConnectionError("the provider is down")
 
-    previous = set_embeddings_factory(counting_factory)
-    try:
-        flow = reader(retrieval={"embedding": "provider"})
-        shown = flow.run({"memory_files": files, "goal": task})["code_library"]
-        assert f"def {needed}(" in shown and asked, "the provider's embeddings were asked and the entry shown"
-        flow.run({"memory_files": files, "goal": task, "result": "Ran it: 42"})
-        assert len(asked) == 2 and asked[1] < asked[0] / 4, "vectors are kept: the new query and new candidates only"
-        set_embeddings_factory(lambda config, flow_name: Failing())
-        shown = reader(retrieval={"embedding": "provider"}).run({"memory_files": files, "goal": task})["code_library"]
-        assert f"def {needed}(" in shown, "a failing provider leaves the lexical ranking"
-    finally:
-        set_embeddings_factory(previous)
+    run_context.embeddings_factory = counting_factory
+    flow = reader(retrieval={"embedding": "provider"})
+    shown = flow.run({"memory_files": files, "goal": task})["code_library"]
+    assert f"def {needed}(" in shown and asked, "the provider's embeddings were asked and the entry shown"
+    flow.run({"memory_files": files, "goal": task, "result": "Ran it: 42"})
+    assert len(asked) == 2 and asked[1] < asked[0] / 4, "vectors are kept: the new query and new candidates only"
+    run_context.embeddings_factory = lambda config, flow_name: Failing()
+    shown = reader(retrieval={"embedding": "provider"}).run({"memory_files": files, "goal": task})["code_library"]
+    assert f"def {needed}(" in shown, "a failing provider leaves the lexical ranking"
     with pytest.raises(Exception, match="retrieval.embedding must be"):
         reader(retrieval={"embedding": "nearest"}).run({"memory_files": files, "goal": task})
 
@@ -461,7 +458,7 @@ def test_jarvis_gives_the_memory_readers_the_servers_embeddings_and_a_replay_loc
 
     from aiflows.backends.api_info import ApiInfo
     from aiflows_jarvis.app.jarvis import JARVIS
-    from aiflows_jarvis.CoreFlowModule.run_context import current_run
+    from aiflows_jarvis.CoreFlowModule import current_run
     from aiflows_jarvis.VectorStoreFlowModule.embeddings import HashEmbeddings
 
     live = SimpleNamespace(transcript=None,
@@ -475,17 +472,18 @@ def test_jarvis_gives_the_memory_readers_the_servers_embeddings_and_a_replay_loc
     assert isinstance(replayed, HashEmbeddings)
 
 
-def test_a_search_of_the_library_answers_from_the_index_and_shows_in_the_logs_and_the_report(tmp_path, scripted_llm):
+def test_a_search_of_the_library_answers_from_the_index_and_shows_in_the_logs_and_the_report(tmp_path, scripted_llm,
+                                                                                              run_context):
     """The controller asks search_library; the answer names the function (from the index), goes into Coder's log
     like any result, and the run's report shows the command and its answer."""
     from aiflows_jarvis.app import run_report
     from aiflows_jarvis.CoderFlowModule import CoderFlow
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, current_flow_path, set_input_source
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, current_flow_path
 
     functions = make_library(300)
     task, target = make_tasks(functions, 1, seed=7)[0]
     (tmp_path / "library.py").write_text(library_source(functions))
-    set_input_source(AutoApproveInput())
+    run_context.input_source = AutoApproveInput()
     flow = CoderFlow.instantiate_from_default_config()
     set_memory_files(flow, str(tmp_path))
     searched = []

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from aiflows_jarvis.CoreFlowModule import MemoryFileError
-from aiflows_jarvis.CoreFlowModule.memory import (
+from aiflows_jarvis.CoreFlowModule import (
     CUT_ENTRY_MARKER,
     append_log_entry,
     append_text,
@@ -95,8 +95,8 @@ def test_a_memory_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, k
 
 
 def test_a_fifo_in_place_of_an_index_is_built_again_in_its_place(tmp_path, quiet_console):
-    from aiflows_jarvis.CoreFlowModule.library_package import library_entries
-    from aiflows_jarvis.CoreFlowModule.memory_index import forget_cached_indexes, log_index
+    from aiflows_jarvis.CodeLibraryFlowModule import library_entries
+    from aiflows_jarvis.MemoryReadingFlowModule.search_index import forget_cached_indexes, log_index
 
     flow = SaveCodeAtomicFlow.instantiate_from_default_config()
     flow.run({"code": "def shout(t):\n    return t.upper()\n", "memory_files": {"code_library": str(tmp_path)}})
@@ -330,7 +330,7 @@ def test_a_run_file_that_cannot_be_written_leaves_the_previous_run_whole(tmp_pat
     so the previous run is still there, whole, for the --resume the error suggests."""
     monkeypatch.syspath_prepend(ROOT)
     from aiflows_jarvis.app import jarvis as cli
-    from aiflows_jarvis.CoreFlowModule import memory as memory_module
+    import aiflows_jarvis.CoreFlowModule as memory_module  # run.py imports atomic_write from it when it runs
 
     memory = tmp_path / "memory"
     _previous_run(memory)

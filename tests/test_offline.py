@@ -13,9 +13,10 @@ import zipfile
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import tokenizer_seed
-from aiflows_jarvis.CoreFlowModule.offline import TOKENIZER_DIR, TOKENIZER_FILE, bundled_tokenizer_ok
-from aiflows_jarvis.CoreFlowModule.tokenizer_seed import OPT_OUT, TOKENIZER_SHA256, TOKENIZER_SIZE
+from aiflows_jarvis.CoreFlowModule.startup import tokenizer_seed
+from aiflows_jarvis.CoreFlowModule.startup.tokenizer_seed import TOKENIZER_DIR, TOKENIZER_FILE
+from aiflows_jarvis.CoreFlowModule.startup.offline import bundled_tokenizer_ok
+from aiflows_jarvis.CoreFlowModule.startup.tokenizer_seed import OPT_OUT, TOKENIZER_SHA256, TOKENIZER_SIZE
 from helpers import pip
 from linked_venv import linked_venv
 from subprocess_guard import check_guarded_run, guarded_environment
@@ -123,7 +124,7 @@ def test_litellm_imported_before_the_package_finds_the_tokenizer_once_the_packag
     assert not tokenizer_downloads(attempts)
 
 
-# --- The seed: CoreFlowModule/tokenizer_seed.py ---
+# --- The seed: CoreFlowModule/startup/tokenizer_seed.py ---
 
 TOKENIZER_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 

@@ -15,7 +15,7 @@ import pytest
 
 from aiflows_jarvis.ChatFlowModule import openai_http
 from aiflows_jarvis.ChatFlowModule.openai_http import plan_request
-from aiflows_jarvis.CoreFlowModule.llm_errors import classify
+from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
 from loopback_llm import Cut, HTTPError, LoopbackLLMServer, Malformed, Slow, chunk_json, completion_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -275,7 +275,7 @@ def test_ctrl_c_while_a_reply_is_read_leaves_no_half_read_connection(keep_alive_
 
 
 def test_a_stream_with_no_chunk_is_no_reply_and_a_server_that_does_not_stream_is_understood(keep_alive_server):
-    from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply
+    from aiflows_jarvis.CoreFlowModule import MalformedReply
 
     _, url = keep_alive_server(stream_mode="only_done")
     with pytest.raises(MalformedReply):
@@ -400,17 +400,17 @@ def test_http_redirected_to_https_on_the_same_host_says_use_https():
     assert "The server wants https: use --api-base https://127.0.0.1/v1" in reason, reason
 
 
-def test_a_refused_connection_is_not_retried_and_names_the_url(loopback_llm):
+def test_a_refused_connection_is_not_retried_and_names_the_url(loopback_llm, run_context):
     from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
     from aiflows_jarvis.CoreFlowModule import LLMCallError
-    from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
+    from aiflows_jarvis.ChatFlowModule import with_api_infos
     from aiflows.backends.api_info import ApiInfo
 
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     dead = f"http://127.0.0.1:{port}/v1"
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=dead)]))
+    run_context.backend_factory = with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=dead)])
     chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker",
                                                           retry={"max_attempts": 6, "initial_delay": 5})
     with pytest.raises(LLMCallError) as error:
@@ -435,15 +435,16 @@ def test_a_user_and_password_in_the_api_base_are_sent_as_basic_authentication_in
 
 
 @pytest.mark.parametrize("transport", ["auto", "litellm"])
-def test_a_401_to_credentials_in_the_api_base_blames_them_not_the_api_key(transport, quiet_console):
+def test_a_401_to_credentials_in_the_api_base_blames_them_not_the_api_key(transport, quiet_console, run_context):
     from aiflows.backends.api_info import ApiInfo
 
-    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, with_api_infos
     from aiflows_jarvis.CoreFlowModule import LLMCallError
 
     with LoopbackLLMServer([HTTPError(401, "Unauthorized")]) as server:
         api_base = server.url.replace("http://", "http://alice:pw-Hj4kL9mN2bV8@")
-        set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base)]))
+        api = ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base)
+        run_context.backend_factory = with_api_infos([api])
         chat = ChatAtomicFlow.instantiate_from_default_config(
             name="Asker", backend={"transport": transport, "model_name": {"openai": "openai/local-model"}})
         with pytest.raises(LLMCallError) as caught:

@@ -22,8 +22,10 @@ from aiflows.backends.api_info import ApiInfo
 from fakes import command, scripted_factory
 from loopback_llm import completion_json
 from subprocess_guard import network_guarded
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, StrictJinjaPrompt, config_cache, prompts, usage
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, StrictJinjaPrompt
+from aiflows_jarvis.CoreFlowModule.flows import config_cache, prompts
+from aiflows_jarvis.CoreFlowModule.run import usage
 from aiflows_jarvis.app import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,8 +85,8 @@ def yaml_reads(monkeypatch):
     return counts
 
 
-def test_each_yaml_file_is_parsed_once_per_process_across_two_builds_of_jarvis(yaml_reads, tmp_path):
-    set_backend_factory(scripted_factory)
+def test_each_yaml_file_is_parsed_once_per_process_across_two_builds_of_jarvis(yaml_reads, tmp_path, run_context):
+    run_context.backend_factory = scripted_factory
     api_infos = [ApiInfo(backend_used="openai", api_key="sk-test")]
     for run in ("first", "second"):
         config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
@@ -111,10 +113,10 @@ def test_a_yaml_file_that_changes_is_read_again(tmp_path):
 def fresh_tokenizer_state(monkeypatch):
     """No cl100k encoding loaded yet in this process, as far as tiktoken and the usage meter know."""
     monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
-    usage._cl100k.cache_clear()
+    usage.cl100k_tokenizer.cache_clear()
     monkeypatch.setattr(usage, "_counts", collections.OrderedDict())  # no text counted yet either
     yield
-    usage._cl100k.cache_clear()
+    usage.cl100k_tokenizer.cache_clear()
 
 
 def test_the_tokenizer_is_not_loaded_when_the_api_reports_usage(fresh_tokenizer_state, loopback_llm):
@@ -163,7 +165,7 @@ def counting_encoder(fresh_tokenizer_state, monkeypatch):
         return encoder
 
     loaded.cache_clear = lambda: None
-    monkeypatch.setattr(usage, "_cl100k", loaded)
+    monkeypatch.setattr(usage, "cl100k_tokenizer", loaded)
     return encoder
 
 
@@ -219,11 +221,11 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
         "import aiflows_jarvis.CoreFlowModule\n"
         "from aiflows.backends.api_info import ApiInfo\n"
         "from aiflows.backends.llm_lite import LiteLLMBackend\n"
-        "from aiflows_jarvis.ChatFlowModule import set_backend_factory\n"
+        "from aiflows_jarvis.CoreFlowModule import RunContext\n"
         "from aiflows_jarvis.app import launcher\n"
-        "set_backend_factory(lambda config, name: object())\n"
-        "config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
-        "flow = launcher.instantiate(config, [{'backend_used': 'openai', 'api_key': 'k'}], tempfile.mkdtemp())\n"
+        "with RunContext(backend_factory=lambda config, name: object()):\n"
+        "    config = launcher.load_config(os.path.join('configs', 'jarvis.yaml'))\n"
+        "    flow = launcher.instantiate(config, [{'backend_used': 'openai', 'api_key': 'k'}], tempfile.mkdtemp())\n"
         "state = {'executed': sorted(m for m in ('litellm', 'huggingface_hub', 'hydra.utils', 'rich', 'omegaconf')\n"
         "                            if m in sys.modules)}\n"
         "from aiflows import flow_verse\n"
@@ -232,7 +234,7 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
         "import hydra\n"
         "from aiflows.utils import rich_utils\n"
         "state['after_use'] = [hydra.utils.instantiate.__name__, rich_utils.rich.tree.Tree.__name__]\n"
-        "from aiflows_jarvis.CoreFlowModule.offline import import_litellm\n"
+        "from aiflows_jarvis.CoreFlowModule.startup.offline import import_litellm\n"
         "litellm = import_litellm()\n"
         "state['litellm'] = [litellm.telemetry, litellm.suppress_debug_info,\n"
         "                    len(litellm.utils.encoding.encode('hello world'))]\n"
@@ -259,7 +261,8 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
     import hydra
     from hydra.errors import InstantiationException
 
-    from aiflows_jarvis.CoreFlowModule.instantiate import instantiate, is_plain
+    from aiflows_jarvis.CoreFlowModule import instantiate
+    from aiflows_jarvis.CoreFlowModule.flows.instantiate import is_plain
 
     calls = []
     real = hydra.utils.instantiate
@@ -282,37 +285,37 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
 
 @pytest.fixture
 def tail_reads(monkeypatch):
-    """How many times a log was read from its end (``memory_log._read_tail_of``), and the log views cleared first."""
-    from aiflows_jarvis.CoreFlowModule import memory_log
+    """How many times a log was read from its end (``logs._read_tail_of``), and the log views cleared first."""
+    from aiflows_jarvis.CoreFlowModule.memory import logs
 
-    memory_log._log_views.clear()
+    logs._log_views.clear()
     calls = []
-    real = memory_log._read_tail_of
+    real = logs._read_tail_of
 
     def counting(*args, **kwargs):
         calls.append(args[1:])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(memory_log, "_read_tail_of", counting)
+    monkeypatch.setattr(logs, "_read_tail_of", counting)
     yield calls
-    memory_log._log_views.clear()
+    logs._log_views.clear()
 
 
 def _fresh_tail(path, entries, chars):
     """``read_log_tail`` as a first reader of the file gets it (no view kept)."""
-    from aiflows_jarvis.CoreFlowModule import memory, memory_log
+    from aiflows_jarvis.CoreFlowModule.memory import logs
 
-    kept = dict(memory_log._log_views)
-    memory_log._log_views.clear()
+    kept = dict(logs._log_views)
+    logs._log_views.clear()
     try:
-        return memory.read_log_tail(path, entries, chars)
+        return logs.read_log_tail(path, entries, chars)
     finally:
-        memory_log._log_views.clear()
-        memory_log._log_views.update(kept)
+        logs._log_views.clear()
+        logs._log_views.update(kept)
 
 
 def test_a_log_is_read_from_its_end_once_then_only_what_was_appended(tail_reads, tmp_path):
-    from aiflows_jarvis.CoreFlowModule.memory import append_log_entry, read_log_tail
+    from aiflows_jarvis.CoreFlowModule import append_log_entry, read_log_tail
 
     log = str(tmp_path / "logs.txt")
     tails = []
@@ -325,8 +328,13 @@ def test_a_log_is_read_from_its_end_once_then_only_what_was_appended(tail_reads,
 
 
 def test_a_log_changed_otherwise_than_by_appending_is_read_again(tail_reads, tmp_path):
-    from aiflows_jarvis.CoreFlowModule.memory import (
-        append_log_entry, atomic_write, last_log_number, read_log_tail, read_text)
+    from aiflows_jarvis.CoreFlowModule import (
+        append_log_entry,
+        atomic_write,
+        last_log_number,
+        read_log_tail,
+        read_text,
+    )
 
     log = str(tmp_path / "logs.txt")
     for i in range(5):
@@ -349,10 +357,9 @@ def test_a_log_changed_otherwise_than_by_appending_is_read_again(tail_reads, tmp
 
 
 def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_review(
-        scripted_llm, user, quiet_console, monkeypatch, tmp_path):
+        scripted_llm, user, quiet_console, monkeypatch, tmp_path, run_context):
     """run_jarvis.py sets the warm-up (the tree's interpreters' prestart); the plan writer calls it when a draft is put
     up for review, once, before the user is asked; no kernel starts before the plan was written."""
-    from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
     from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
     from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow
 
@@ -367,7 +374,7 @@ def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_rev
     started.clear()
 
     planner = InteractivePlanGenFlow.instantiate_from_default_config()
-    set_warm_up(lambda: launcher.prestart_interpreters(jarvis))
+    run_context.warm_up = lambda: launcher.prestart_interpreters(jarvis)
     try:
         scripted_llm.add("1. Do it.", "1. Do it.\n2. Check it.")
         user.add("add a check", "")  # a comment on the first draft, the second approved
@@ -375,14 +382,13 @@ def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_rev
         planner.call({"goal": "do it", "plan": "1. Do it.", "feedback": "add a check"})
         assert started == [(str(tmp_path), 0)], "started once, at the first draft, before the user was asked"
     finally:
-        set_warm_up(None)
         launcher.close_interpreters(jarvis)
 
 
 def test_copy_config_copies_as_deepcopy_does_for_configurations_and_messages():
     from dataclasses import dataclass
 
-    from aiflows_jarvis.CoreFlowModule.instantiate import copy_config
+    from aiflows_jarvis.CoreFlowModule import copy_config
 
     @dataclass
     class Info:
@@ -452,7 +458,7 @@ def test_a_round_deep_copies_nothing_the_state_and_the_replies_are_copied_as_pla
 def test_the_lean_key_interface_gives_what_aiflows_gives_and_leaves_the_state_alone():
     from aiflows.interfaces import KeyInterface
 
-    from aiflows_jarvis.CoreFlowModule.lean import LeanKeyInterface
+    from aiflows_jarvis.CoreFlowModule.flows.lean import LeanKeyInterface
 
     options = dict(keys_to_rename={"a": "renamed"}, keys_to_set={"set": [1]},
                    keys_to_select=["renamed", "b", "set", "nested"], keys_to_delete=["set"])
@@ -472,7 +478,7 @@ def test_messages_get_aiflows_identifiers_and_time_stamps_made_quicker():
     from aiflows.messages import InputMessage
     from aiflows.utils.general_helpers import get_current_datetime_ns
 
-    from aiflows_jarvis.CoreFlowModule.message_stamps import datetime_ns, unique_id
+    from aiflows_jarvis.CoreFlowModule.flows.message_stamps import datetime_ns, unique_id
 
     ids = {unique_id() for _ in range(2000)}
     assert len(ids) == 2000
@@ -497,7 +503,7 @@ def test_configurations_are_read_as_omegaconf_reads_them_without_importing_it():
     import yaml
     from omegaconf._utils import get_yaml_loader
 
-    from aiflows_jarvis.CoreFlowModule.yaml_loader import load_yaml_text
+    from aiflows_jarvis.CoreFlowModule.flows.yaml_loader import load_yaml_text
 
     files = glob.glob(os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "**", "*.yaml"), recursive=True) + \
         glob.glob(os.path.join(ROOT, "configs", "*.yaml"))
@@ -516,7 +522,8 @@ def test_configurations_are_read_as_omegaconf_reads_them_without_importing_it():
 def test_an_interface_that_sets_values_hands_out_copies_of_them():
     from aiflows.interfaces import KeyInterface
 
-    from aiflows_jarvis.CoreFlowModule.lean import LeanKeyInterface, LeanFlowMixin
+    from aiflows_jarvis.CoreFlowModule.flows.lean import LeanKeyInterface
+    from aiflows_jarvis.CoreFlowModule import LeanFlowMixin
 
     interface = LeanKeyInterface.of(KeyInterface(keys_to_set={"items": []}, keys_to_select=["items"]))
     assert not interface.copies_all
@@ -532,7 +539,7 @@ def test_an_interface_that_sets_values_hands_out_copies_of_them():
 def test_message_ids_do_not_follow_the_users_random_seed():
     import random
 
-    from aiflows_jarvis.CoreFlowModule.message_stamps import unique_id
+    from aiflows_jarvis.CoreFlowModule.flows.message_stamps import unique_id
 
     random.seed(7)
     first = unique_id()
@@ -541,7 +548,7 @@ def test_message_ids_do_not_follow_the_users_random_seed():
 
 
 def test_message_ids_of_a_forked_child_are_not_its_parents():
-    from aiflows_jarvis.CoreFlowModule.message_stamps import unique_id
+    from aiflows_jarvis.CoreFlowModule.flows.message_stamps import unique_id
 
     read, write = os.pipe()
     with warnings.catch_warnings():  # (Python 3.12+ warns of a fork in a process with threads: this child only writes)
@@ -566,7 +573,7 @@ def test_a_line_that_fits_is_folded_as_textwrap_folds_it_without_calling_it():
     import random
     import textwrap
 
-    from aiflows_jarvis.CoreFlowModule import interaction
+    from aiflows_jarvis.CoreFlowModule.console import interaction
 
     rng = random.Random(5)
     alphabet = ["a", "b", " ", "  ", "\t", "\xa0", "\u2003", "é", "-", "\x1f", "word", "x" * 15]

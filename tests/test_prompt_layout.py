@@ -6,7 +6,7 @@ import json
 
 from fakes import command
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
-from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
+from aiflows_jarvis.CoreFlowModule import format_log_entry
 
 COMMANDS = {"ask_user": {"description": "ask", "input_args": ["question"]},
             "run_code": {"description": "run", "input_args": ["code"]},
@@ -159,7 +159,7 @@ def test_a_function_saved_into_the_library_package_comes_alone_under_its_modules
 
     import yaml
 
-    from aiflows_jarvis.CoreFlowModule.library_package import package_summary
+    from aiflows_jarvis.CodeLibraryFlowModule import package_summary
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -99,18 +99,18 @@ def test_coder_from_the_staged_modules_runs_in_another_project(tmp_path, staged)
 from flow_modules.alice.CoderFlowModule import CoderFlow
 from aiflows.backends.api_info import ApiInfo
 from aiflows.utils.general_helpers import quick_load
-from flow_modules.alice.CoreFlowModule import AutoApproveInput, set_input_source
-from flow_modules.alice.CoreFlowModule.config_tree import chat_backends_skeleton
-from flow_modules.alice.CoreFlowModule.memory import set_memory_files
+from flow_modules.alice.CoreFlowModule import AutoApproveInput, RunContext
+from flow_modules.alice.CoreFlowModule.flows.config_tree import chat_backends_skeleton
+from flow_modules.alice.CoreFlowModule import set_memory_files
 
 config = chat_backends_skeleton("flow_modules.alice.CoderFlowModule.CoderFlow.instantiate_from_default_config")
 config.pop("_target_")
 quick_load(config, [ApiInfo(backend_used="openai", api_key="sk-test", api_base=os.environ["LOOPBACK_URL"])])
 coder = CoderFlow.instantiate_from_default_config(**config)
 set_memory_files(coder, "memory")
-set_input_source(AutoApproveInput())
 try:
-    output = coder.call({"goal": "List the primes below 20."})
+    with RunContext(input_source=AutoApproveInput()):
+        output = coder.call({"goal": "List the primes below 20."})
 finally:
     coder.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"].close()
 print(json.dumps({"output": output, "module": CoderFlow.__module__, "provenance": _provenance(CoderFlow)}))

@@ -11,21 +11,13 @@ from aiflows.backends.api_info import ApiInfo
 from fakes import command, finish
 from helpers import controller, goal_input, long_logs, use_server
 from loopback_llm import HTTPError, Slow, completion_json
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, with_api_infos
 from aiflows_jarvis.ChatFlowModule.context import ContextOverflow
-from aiflows_jarvis.ChatFlowModule.servers import reset_servers
 from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError
-from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, check_budget, set_run_budget
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens
+from aiflows_jarvis.CoreFlowModule import BudgetExceeded, RunBudget, check_budget, current_run
+from aiflows_jarvis.CoreFlowModule import count_message_tokens
 
 
-@pytest.fixture(autouse=True)
-def _fresh_servers():
-    reset_servers()
-    set_run_budget(None)
-    yield
-    reset_servers()
-    set_run_budget(None)
 
 
 # ~~~ The format of the reply, in the HTTP body ~~~
@@ -64,8 +56,7 @@ def test_a_plain_chat_sends_no_response_format(loopback, quiet_console):
                                              ("openai/gpt-4-1106-preview", "json_object")])
 def test_auto_asks_openai_models_for_what_they_are_known_to_accept(loopback, quiet_console, model, expected):
     # api.openai.com cannot be reached from a test: the loopback server stands in for it under that name.
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)],
-                                       model_name=model))
+    use_server(loopback, model=model)
     from aiflows_jarvis.ChatFlowModule import servers
 
     flow = controller()
@@ -219,7 +210,7 @@ def test_the_fitted_user_message_is_what_the_chat_keeps(loopback, quiet_console)
 def test_the_budget_stops_before_the_call_that_would_exceed_it(loopback, quiet_console):
     use_server(loopback)
     loopback.add(command("ask_user", question="a"), command("ask_user", question="b"))
-    set_run_budget(RunBudget(max_calls=2))
+    current_run().budget = RunBudget(max_calls=2)
     flow = controller()
     flow.call(goal_input())
     flow.call(goal_input(result="x"))
@@ -236,7 +227,7 @@ def test_each_limit_of_the_budget(limit, flag):
     USAGE.record("Jarvis/Controller", 5000, 100, 1.0, model="gpt-4", reported=True)
     budget = RunBudget(**limit)
     time.sleep(0.01)
-    set_run_budget(budget)
+    current_run().budget = budget
     with pytest.raises(BudgetExceeded) as error:
         check_budget("Jarvis/Controller")
     assert flag in str(error.value)
@@ -254,7 +245,7 @@ def test_a_budget_from_the_configuration_and_the_command_line():
 def test_the_time_budget_bounds_a_call_to_a_server_that_hangs(loopback, quiet_console):
     use_server(loopback)
     loopback.add(Slow(None, finish()))
-    set_run_budget(RunBudget(max_time=2))
+    current_run().budget = RunBudget(max_time=2)
     flow = controller(backend={"request_timeout": 60}, retry={"max_attempts": 1})
     with pytest.raises(BudgetExceeded) as error:  # a call left to run would never have been answered
         flow.call(goal_input())

@@ -15,14 +15,8 @@ from subprocess_guard import network_guarded
 from helpers import DEMO, RUN_JARVIS, files_holding
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule.redaction import (
-    known_secret_names,
-    redact,
-    redact_data,
-    remember_secret,
-    with_credentials,
-    without_credentials,
-)
+from aiflows_jarvis.CoreFlowModule.run.redaction import known_secret_names
+from aiflows_jarvis.CoreFlowModule import redact, redact_data, remember_secret, with_credentials, without_credentials
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, secrets_to_redact
 
 KEY = "sk-proj-Zq8XbW3nK2LmP0tRv7YsA1cD"
@@ -155,8 +149,8 @@ def test_each_file_a_run_writes_redacts_what_reached_it_another_way(tmp_path):
     from aiflows.messages import Message
 
     from aiflows_jarvis.ChatFlowModule.transcripts import TranscriptRecorder
-    from aiflows_jarvis.CoreFlowModule.lean import RunTrace
-    from aiflows_jarvis.CoreFlowModule.memory_log import append_log_entry
+    from aiflows_jarvis.CoreFlowModule.flows.lean import RunTrace
+    from aiflows_jarvis.CoreFlowModule import append_log_entry
     from aiflows_jarvis.app.report_html import esc
 
     remember_secret("OPENAI_API_KEY", KEY)
@@ -191,16 +185,16 @@ def test_what_the_console_shows_is_redacted_however_it_is_cut_into_lines():
     assert shown.count("[redacted:OPENAI_API_KEY]") == 5, out.getvalue()
 
 
-def test_a_server_error_holding_the_key_is_shown_redacted(quiet_console):
+def test_a_server_error_holding_the_key_is_shown_redacted(quiet_console, run_context):
     from aiflows.backends.api_info import ApiInfo
 
-    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, set_backend_factory, with_api_infos
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, with_api_infos
     from aiflows_jarvis.CoreFlowModule import LLMCallError
     from loopback_llm import HTTPError
 
     with LoopbackLLMServer([HTTPError(500, f"bad request with key {KEY}"),
                             HTTPError(401, f"Incorrect API key provided: {KEY}")]) as server:
-        set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=KEY, api_base=server.url)]))
+        run_context.backend_factory = with_api_infos([ApiInfo(backend_used="openai", api_key=KEY, api_base=server.url)])
         chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker", retry={"initial_delay": 0.01})
         with pytest.raises(LLMCallError) as caught:
             chat.call({"query": "hi"})

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 
 from fakes import finish, last_user_message, scripted_factory
-from aiflows_jarvis.ChatFlowModule import set_backend_factory
+from aiflows_jarvis.CoreFlowModule import RunContext
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow, InvalidReply
 from aiflows_jarvis.ControllerFlowModule.commands import (
     Command,
@@ -42,11 +42,8 @@ def controllers() -> Dict[str, ControllerAtomicFlow]:
     from aiflows_jarvis.JarvisFlowModule import JarvisFlow
     from aiflows_jarvis.app import launcher
 
-    set_backend_factory(scripted_factory)
-    try:
+    with RunContext(backend_factory=scripted_factory):  # the chats take their backend when they are built
         jarvis = JarvisFlow.instantiate_from_default_config()
-    finally:
-        set_backend_factory(None)
     found = {path: node for path, node in launcher.walk(jarvis) if isinstance(node, ControllerAtomicFlow)}
     assert len(found) == 10, list(found)
     for family, suffix in FAMILIES.items():

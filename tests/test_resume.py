@@ -17,11 +17,11 @@ from helpers import DEMO, commands, run_jarvis
 from loopback_llm import LoopbackLLMServer
 from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
 from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded
-from aiflows_jarvis.CoreFlowModule.library_package import library_entries
-from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
-from aiflows_jarvis.CoreFlowModule.plans import undone_steps
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput
+from aiflows_jarvis.CoreFlowModule import BudgetExceeded
+from aiflows_jarvis.CodeLibraryFlowModule import library_entries
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule import undone_steps
 from aiflows_jarvis.ExtendLibraryFlowModule.ExtendLibraryFlow import steps_done_by_saving
 from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
 from aiflows_jarvis.app import launcher
@@ -202,7 +202,7 @@ CODER_GOAL = "Count the words of 'a b c' with code."
 
 
 @pytest.fixture
-def jarvis(tmp_path, scripted_llm, quiet_console):
+def jarvis(tmp_path, scripted_llm, quiet_console, run_context):
     """``start(resume, seed=False)``: Jarvis (every chat scripted) on the memory folder, as run_jarvis.py prepares it,
     --yes; ``seed``: with `bookkeeping_by_code: false`."""
     memory = tmp_path / "memory"
@@ -212,7 +212,7 @@ def jarvis(tmp_path, scripted_llm, quiet_console):
         config = dict(launcher.DEFAULT_FLOW_CONFIG, bookkeeping_by_code=not seed)
         flow = launcher.instantiate(config, [{"backend_used": "openai", "api_key": "x"}], str(memory))
         launcher.prepare_memory(flow, str(memory), resume=resume)
-        set_input_source(AutoApproveInput())
+        run_context.input_source = AutoApproveInput()
         flows.append(flow)
         return flow
 

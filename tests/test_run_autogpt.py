@@ -80,15 +80,15 @@ def test_the_readme_command_runs_the_demo_offline_from_a_fresh_clone(tmp_path):
 
 
 def test_a_store_of_another_kind_is_refused_at_the_start_and_migrate_copies_its_memories(tmp_path, quiet_console,
-                                                                                          loopback_llm):
+                                                                                          loopback_llm, run_context):
     from aiflows.backends.api_info import ApiInfo
 
     from fakes import command
-    from aiflows_jarvis.VectorStoreFlowModule import VectorStoreFlow, embeddings_with_api_infos, set_embeddings_factory
+    from aiflows_jarvis.VectorStoreFlowModule import VectorStoreFlow, embeddings_with_api_infos
 
     memory, fact = tmp_path / "m", "The Eiffel Tower was finished in 1889."
-    set_embeddings_factory(embeddings_with_api_infos(
-        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)]))
+    run_context.embeddings_factory = embeddings_with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)])
     chroma = VectorStoreFlow.instantiate_from_default_config(type="chroma",
                                                              persist_directory=str(memory / "vector_store"))
     chroma.call({"operation": "write", "content": fact})  # what an earlier run with the default store remembered

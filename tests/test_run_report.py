@@ -29,7 +29,7 @@ from helpers import DEMO, DEMO_CALLS, run_jarvis, transcript_answering  # noqa: 
 
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import Console  # noqa: E402
-from aiflows_jarvis.CoreFlowModule.memory import format_log_entry  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import format_log_entry  # noqa: E402
 from aiflows_jarvis.app import run_report  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -345,7 +345,7 @@ def test_a_boss_the_run_never_used_has_no_plan_and_no_files_in_the_report(tmp_pa
 
 
 def test_each_legend_of_the_usage_table_only_when_it_applies():
-    from aiflows_jarvis.CoreFlowModule.usage import UsageMeter
+    from aiflows_jarvis.CoreFlowModule.run.usage import UsageMeter
 
     reported = UsageMeter()
     reported.record("Jarvis/CtrlExMem/Controller", 1_000, 100, 0.2, model="gpt-4", reported=True)

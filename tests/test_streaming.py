@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from aiflows.backends.api_info import ApiInfo
 
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, openai_http, set_backend_factory, with_api_infos
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, openai_http, with_api_infos
 from aiflows_jarvis.ChatFlowModule.generation import pace_of, send
 from aiflows_jarvis.ChatFlowModule.repetition import find_repetition
-from aiflows_jarvis.CoreFlowModule import USAGE
-from aiflows_jarvis.CoreFlowModule.interaction import Status
+from aiflows_jarvis.CoreFlowModule import USAGE, current_run
+from aiflows_jarvis.CoreFlowModule.console.interaction import Status
 from paced_llm import Drop, PacedLLMServer, Stall
 
 LONG = " ".join(f"word{i}" for i in range(60))  # 60 tokens: 3 s at 20 tokens/s
@@ -25,7 +25,9 @@ def _fresh_connections():
 
 
 def chat_on(server, timeout=0.5, **overrides):
-    set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)]))
+    """A chat of the test's run on ``server``."""
+    api = ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)
+    current_run().backend_factory = with_api_infos([api])
     config = {"name": "Asker", "retry": {"max_attempts": 3, "initial_delay": 0.01, "max_delay": 0.05,
                                          "call_deadline": 1.0},
               "backend": {"request_timeout": timeout}}
@@ -93,7 +95,7 @@ def test_a_non_streamed_request_that_times_out_waits_for_the_abandoned_generatio
         first_timeout = 0.2 + 1.5 * 60 / 1000.0
         assert error.value.retry_after >= 2 * first_timeout, "the wait covers at least twice what was waited"
         assert pace.tokens_per_second < 60 / first_timeout
-        from aiflows_jarvis.CoreFlowModule.llm_errors import classify
+        from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
 
         info = classify(error.value)
         assert info.retryable and info.retry_after == error.value.retry_after

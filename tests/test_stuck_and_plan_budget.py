@@ -15,8 +15,8 @@ from fakes import command, finish, last_user_message, system_message
 from helpers import make_boss
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.ControllerExecutorFlow import command_signature
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
 from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow, PlanWriterFlow
 from loopback_llm import completion_json
 
@@ -98,9 +98,9 @@ def test_enter_at_the_question_stops_the_loop_with_a_stuck_status(scripted_llm, 
     assert f"ControllerExecutorFlow: {STUCK_STATUS}" in quiet_console.text, "a warning line on the console"
 
 
-def test_under_yes_a_stuck_loop_stops_without_asking(scripted_llm, quiet_console):
+def test_under_yes_a_stuck_loop_stops_without_asking(scripted_llm, quiet_console, run_context):
     auto = AutoApproveInput()
-    set_input_source(auto)
+    run_context.input_source = auto
     flow = make_loop()
     same = command("count_words", text="a b")
     scripted_llm.add(same, same, same)
@@ -156,8 +156,8 @@ def test_the_signature_ignores_key_order_and_its_size_does_not_grow(scripted_llm
         "what the check keeps between rounds is one digest and one number"
 
 
-def test_a_loop_above_sees_the_stuck_status_of_the_loop_below(scripted_llm, quiet_console):
-    set_input_source(AutoApproveInput())
+def test_a_loop_above_sees_the_stuck_status_of_the_loop_below(scripted_llm, quiet_console, run_context):
+    run_context.input_source = AutoApproveInput()
     inner = loop_config(name="counter", input_interface=["goal", "plan", "logs", "memory_files"])
     inner["_target_"] = "aiflows_jarvis.ControllerFlowModule.ControllerExecutorFlow.instantiate_from_default_config"
     outer = ControllerExecutorFlow.instantiate_from_default_config(subflows_config={
@@ -189,8 +189,8 @@ def test_a_boss_logs_the_command_that_was_not_executed_and_goes_on(tmp_path, scr
     assert "was NOT executed" in entries[2][1] and "The text has 3 words." in entries[3][1]
 
 
-def test_under_yes_a_stuck_boss_stops_with_the_status(tmp_path, scripted_llm, quiet_console):
-    set_input_source(AutoApproveInput())
+def test_under_yes_a_stuck_boss_stops_with_the_status(tmp_path, scripted_llm, quiet_console, run_context):
+    run_context.input_source = AutoApproveInput()
     boss, files = make_boss(tmp_path)
     same = command("count_words", text="a b")
     scripted_llm.add("1. Count.", same, same, same)
@@ -270,9 +270,10 @@ def test_after_the_rewrites_a_plan_still_too_long_is_not_shown_for_approval(scri
     assert again["approved"] and again["plan"] == SHORT_PLAN and again["over_limit"] is False
 
 
-def test_under_yes_an_oversize_plan_is_never_approved_and_the_plan_writer_acts(tmp_path, scripted_llm, quiet_console):
+def test_under_yes_an_oversize_plan_is_never_approved_and_the_plan_writer_acts(tmp_path, scripted_llm, quiet_console,
+                                                                              run_context):
     auto = AutoApproveInput()
-    set_input_source(auto)
+    run_context.input_source = auto
     flow = PlanWriterFlow.instantiate_from_default_config(
         subflows_config={"Executor": {"subflows_config": {"write_plan": {"max_plan_chars": 100,
                                                                         "max_plan_rewrites": 1}}}})
@@ -290,8 +291,9 @@ def test_under_yes_an_oversize_plan_is_never_approved_and_the_plan_writer_acts(t
     assert read_text(memory_files["plan"]).strip() == SHORT_PLAN
 
 
-def test_a_plan_writer_that_finishes_on_an_oversize_draft_writes_no_plan(tmp_path, scripted_llm, quiet_console):
-    set_input_source(AutoApproveInput())
+def test_a_plan_writer_that_finishes_on_an_oversize_draft_writes_no_plan(tmp_path, scripted_llm, quiet_console,
+                                                                        run_context):
+    run_context.input_source = AutoApproveInput()
     flow = PlanWriterFlow.instantiate_from_default_config(
         subflows_config={"Executor": {"subflows_config": {"write_plan": {"max_plan_chars": 100,
                                                                         "max_plan_rewrites": 0}}}})

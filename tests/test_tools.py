@@ -9,7 +9,6 @@ import pytest
 
 from aiflows_jarvis.ChatFlowModule import Transcript, TranscriptRecorder
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, TranscriptError
-from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
 from aiflows_jarvis.LCToolFlowModule import LCToolFlow
 from aiflows_jarvis.WikiSearchFlowModule import WikiSearchAtomicFlow
 
@@ -45,10 +44,8 @@ class StuckTool(BaseTool):
 
 
 @pytest.fixture(autouse=True)
-def _no_tool_seams():
+def _release_stuck_tools():
     yield
-    set_tool_recorder(None)
-    set_tool_replay(None)
     RELEASE.set()
 
 
@@ -136,20 +133,20 @@ def test_wiki_search_endpoint_and_language_come_from_the_yaml():
     assert flow.endpoint() == "https://fr.wikipedia.org/w/api.php"
 
 
-def test_tool_calls_are_recorded_and_replayed_without_the_tool(loopback, tmp_path):
+def test_tool_calls_are_recorded_and_replayed_without_the_tool(loopback, tmp_path, run_context):
     loopback.wiki_pages["Eiffel Tower"] = "A tower in Paris."
     path = tmp_path / "run.jsonl"
     recorder = TranscriptRecorder(str(path), goal="g")
-    set_tool_recorder(recorder.record_tool)
+    run_context.tool_recorder = recorder.record_tool
     flow = wiki(loopback)
     recorded = flow.call({"search_term": "Eiffel"})
     echo = tool_flow("test_tools.EchoTool").call({"query": "hi"})
     recorder.close()
-    set_tool_recorder(None)
+    run_context.tool_recorder = None
 
     transcript = Transcript.load(str(path))
     assert [r["flow"] for r in transcript.tool_records] == ["wiki_search", "tool"] and transcript.records == []
-    set_tool_replay(transcript.next_tool)
+    run_context.tool_replay = transcript.next_tool
     requests_before = len(loopback.wiki_requests)
     assert flow.call({"search_term": "Eiffel"}) == recorded
     assert tool_flow("test_tools.BrokenTool").call({"query": "hi"}) == echo, "replayed: the tool is not called"
@@ -159,31 +156,31 @@ def test_tool_calls_are_recorded_and_replayed_without_the_tool(loopback, tmp_pat
         flow.call({"search_term": "Eiffel"})
 
 
-def test_a_replayed_tool_call_with_other_arguments_has_left_the_recording(tmp_path):
+def test_a_replayed_tool_call_with_other_arguments_has_left_the_recording(tmp_path, run_context):
     path = tmp_path / "run.jsonl"
     recorder = TranscriptRecorder(str(path), goal="g")
     recorder.record_tool("tool", {"query": "a"}, "A")
     recorder.close()
-    set_tool_replay(Transcript.load(str(path)).next_tool)
+    run_context.tool_replay = Transcript.load(str(path)).next_tool
     with pytest.raises(TranscriptError, match="left the recording"):
         tool_flow("test_tools.EchoTool").call({"query": "b"})
 
 
-def test_a_tool_waits_only_the_time_the_run_has_left_then_the_budget_stops_the_run():
-    from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+def test_a_tool_waits_only_the_time_the_run_has_left_then_the_budget_stops_the_run(run_context):
+    from aiflows_jarvis.CoreFlowModule import BudgetExceeded, RunBudget
 
     RELEASE.clear()
-    set_run_budget(RunBudget(max_time=0.3))
+    run_context.budget = RunBudget(max_time=0.3)
     with pytest.raises(BudgetExceeded, match="reached its budget during tool: 0 s of running time"):
         tool_flow("test_tools.StuckTool", timeout=30).call({"query": "x"})
     RELEASE.set()
 
 
-def test_wiki_search_waits_only_the_time_the_run_has_left(loopback):
-    from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, RunBudget, set_run_budget
+def test_wiki_search_waits_only_the_time_the_run_has_left(loopback, run_context):
+    from aiflows_jarvis.CoreFlowModule import BudgetExceeded, RunBudget
 
     loopback.wiki_hangs = True
-    set_run_budget(RunBudget(max_time=0.3))
+    run_context.budget = RunBudget(max_time=0.3)
     with pytest.raises(BudgetExceeded, match="reached its budget during wiki_search"):
         wiki(loopback).call({"search_term": "Eiffel"})  # its own timeout is 15 s
     assert loopback.wiki_held == 1, "the wiki still holds the request: the run's budget ended the wait"

@@ -3,21 +3,17 @@ and the end of a run says calls, tokens, cost, repairs and corrections per chat 
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 from aiflows.backends.api_info import ApiInfo
 
 from loopback_llm import Malformed, chunk_json, completion_json
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
-from aiflows_jarvis.ChatFlowModule.backends import (
-    ResponseInfo,
-    instantiate_backend,
-    record_response_info,
-    take_response_info,
-)
+from aiflows_jarvis.ChatFlowModule.backends import instantiate_backend
+from aiflows_jarvis.ChatFlowModule.responses import Replies, ResponseInfo, response_info
 from aiflows_jarvis.CoreFlowModule import USAGE
-from aiflows_jarvis.CoreFlowModule.usage import MAX_CALLS, _short_paths, cost_of, price_of
+from aiflows_jarvis.CoreFlowModule.run.usage import MAX_CALLS, cost_of, price_of
+from aiflows_jarvis.CoreFlowModule import short_paths
 
 GPT4_PROMPT, GPT4_COMPLETION = 3e-05, 6e-05  # litellm 1.0.0's price list: dollars per token
 MESSAGES = [{"role": "user", "content": "Capital of France?"}]
@@ -49,20 +45,18 @@ def test_usage_finish_reason_and_model_are_kept_for_a_completion(loopback):
     reply = completion_json("Paris, and the answer was cut", model="gpt-4-0613", prompt_tokens=1234,
                             finish_reason="length")
     loopback.add(reply)
-    take_response_info()
     messages = backend_for(loopback)(messages=MESSAGES)
     assert messages[0]["content"] == "Paris, and the answer was cut", "the messages come back as before"
-    info = take_response_info()
+    assert isinstance(messages, list)
+    info = response_info(messages)
     assert info == ResponseInfo(1234, reply["usage"]["completion_tokens"], "length", "gpt-4-0613")
-    assert take_response_info() is None, "taking it clears it"
 
 
 def test_a_server_that_reports_no_usage_leaves_the_counts_unknown(loopback):
     reply = completion_json("Paris.")
     del reply["usage"]
     loopback.add(reply)
-    backend_for(loopback)(messages=MESSAGES)
-    info = take_response_info()
+    info = response_info(backend_for(loopback)(messages=MESSAGES))
     assert (info.prompt_tokens, info.completion_tokens, info.finish_reason) == (None, None, "stop")
     assert not info.has_usage, "the caller then estimates with cl100k"
 
@@ -72,22 +66,19 @@ def test_a_streamed_reply_keeps_the_servers_finish_reason(loopback):
                      chunk_json({"content": "is"}), chunk_json({}, finish_reason="length")))
     messages = backend_for(loopback, stream=True)(messages=MESSAGES)
     assert messages == [{"content": "Paris"}]
-    info = take_response_info()
+    info = response_info(messages)
     assert info.finish_reason == "length", "litellm's own closing 'stop' chunk does not hide the server's 'length'"
     assert (info.prompt_tokens, info.completion_tokens, info.model) == (None, None, "gpt-4")
     loopback.add("a whole reply")
-    backend_for(loopback, stream=True)(messages=MESSAGES)
-    assert take_response_info().finish_reason == "stop"
+    assert response_info(backend_for(loopback, stream=True)(messages=MESSAGES)).finish_reason == "stop"
 
 
-def test_the_response_info_is_per_thread():
-    record_response_info(ResponseInfo(1, 2, "stop", "gpt-4"))
-    seen = []
-    thread = threading.Thread(target=lambda: seen.append(take_response_info()))
-    thread.start()
-    thread.join()
-    assert seen == [None], "another chat's thread does not take this one's usage"
-    assert take_response_info() == ResponseInfo(1, 2, "stop", "gpt-4")
+def test_the_response_info_travels_with_its_reply_only():
+    info = ResponseInfo(1, 2, "stop", "gpt-4")
+    replies = Replies([{"role": "assistant", "content": "Paris."}], info)
+    assert replies == [{"role": "assistant", "content": "Paris."}] and response_info(replies) is info
+    assert response_info([{"role": "assistant", "content": "Paris."}]) is None, "a plain list carries none"
+    assert response_info(list(replies)) is None, "a copy of the messages is not the completion's account"
 
 
 def test_a_chat_counts_the_tokens_the_api_reported_and_their_cost(loopback_llm):
@@ -169,7 +160,7 @@ def test_the_report_is_a_table_per_chat_and_a_total():
     assert lines[2].split() == ["Jarvis/PlanWriter/PlanGenerator", "1", "1.0K", "200", "$0.04", "1", "0"]
     row = lines[3].split()
     assert row[0] == "Jarvis/Coder/write_code/CodeGenerator", "a branch named like its flow is named once"
-    assert _short_paths(["Jarvis/" + "very_long_branch_name/" * 4 + "write_code/CodeGenerator"])[0].startswith(
+    assert short_paths(["Jarvis/" + "very_long_branch_name/" * 4 + "write_code/CodeGenerator"])[0].startswith(
         "..."), "a path still too long keeps its end"
     assert row[1:] == ["1", "~300", "~60", "-", "0", "0"], "estimated tokens are marked, an unknown price is '-'"
     assert set(lines[4]) == {"-"}
@@ -185,7 +176,7 @@ DEEP = "Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library/CtrlEx
 
 
 @pytest.mark.parametrize("width", [80, 100])
-def test_the_table_fits_the_terminal_on_screen(width):
+def test_the_table_fits_the_terminal_on_screen(width, run_context):
     from fakes import Sink
 
     from aiflows_jarvis.app import ending
@@ -194,7 +185,7 @@ def test_the_table_fits_the_terminal_on_screen(width):
     record_a_run()
     USAGE.record(DEEP, 300, 60, 0.3)
     sink = Sink()
-    ending.show_usage(Console(stream=sink, color=False, width=width))
+    ending.show_usage(Console(stream=sink, color=False, width=width), run_context.usage)
     lines = sink.text.splitlines()
     assert max(len(line) for line in lines) <= width, "no line folds: " + "\n".join(lines)
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["chat", "calls"])

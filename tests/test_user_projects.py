@@ -162,18 +162,17 @@ import aiflows_jarvis  # first: the tokenizer litellm needs is found offline
 import hydra
 from aiflows.backends.api_info import ApiInfo
 from aiflows.utils.general_helpers import read_yaml_file
-from aiflows_jarvis.ChatFlowModule import set_backend_factory, with_api_infos
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source
-from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+from aiflows_jarvis.ChatFlowModule import with_api_infos
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, RunContext
+from aiflows_jarvis.CoreFlowModule import set_memory_files
 from flow_modules.mytools import GOAL  # the project's own flow_modules package
 
-set_backend_factory(with_api_infos([ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"],
-                                            api_base=os.environ["OPENAI_API_BASE"])]))
-config = read_yaml_file("coder.yaml")
-coder = hydra.utils.instantiate(config["flow"], _recursive_=False, _convert_="partial")
-set_memory_files(coder, "memory")
-set_input_source(AutoApproveInput())
-output = coder.call({"goal": GOAL})
+api = ApiInfo(backend_used="openai", api_key=os.environ["OPENAI_API_KEY"], api_base=os.environ["OPENAI_API_BASE"])
+with RunContext(backend_factory=with_api_infos([api]), input_source=AutoApproveInput()):
+    config = read_yaml_file("coder.yaml")
+    coder = hydra.utils.instantiate(config["flow"], _recursive_=False, _convert_="partial")
+    set_memory_files(coder, "memory")
+    output = coder.call({"goal": GOAL})
 print(json.dumps({"status": output["status"], "name": coder.name, "ours": aiflows_jarvis.__file__,
                   "mine": sys.modules["flow_modules.mytools"].__file__}))
 '''

@@ -11,15 +11,14 @@ from aiflows.backends.api_info import ApiInfo
 
 from loopback_llm import HTTPError, Malformed
 
-from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError
-from aiflows_jarvis.CoreFlowModule.errors import LLMCallError
+from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, current_run
+from aiflows_jarvis.CoreFlowModule import LLMCallError
 from aiflows_jarvis.VectorStoreFlowModule import (
     HashEmbeddings,
     LiteLLMEmbeddings,
     VectorStoreError,
     VectorStoreFlow,
     embeddings_with_api_infos,
-    set_embeddings_factory,
 )
 
 HAVE_CHROMA = importlib.util.find_spec("chromadb") is not None
@@ -33,16 +32,10 @@ FACTS = ["The Eiffel Tower is in Paris and was finished in 1889.",
          "Mount Everest is the highest mountain on Earth."]
 
 
-@pytest.fixture(autouse=True)
-def _no_embeddings_factory():
-    yield
-    set_embeddings_factory(None)
-
-
 def loopback_embeddings(server, **config):
-    """Every VectorStoreFlow embeds through litellm against the loopback server."""
-    set_embeddings_factory(embeddings_with_api_infos(
-        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)], **config))
+    """Every VectorStoreFlow of the test's run embeds through litellm against the loopback server."""
+    current_run().embeddings_factory = embeddings_with_api_infos(
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)], **config)
 
 
 def store(tmp_path, kind, **overrides):
@@ -171,7 +164,7 @@ def test_hash_embeddings_are_deterministic_and_near_for_shared_words():
 
 
 def test_the_folder_comes_from_memory_files_when_no_persist_directory(tmp_path):
-    from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+    from aiflows_jarvis.CoreFlowModule import set_memory_files
 
     flow = VectorStoreFlow.instantiate_from_default_config(embedding={"type": "hash"})
     with pytest.raises(ConfigurationError, match="no folder"):

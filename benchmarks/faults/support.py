@@ -24,7 +24,7 @@ from helpers import CONTROLS, DEMO, KEYS, RUN_JARVIS  # noqa: E402
 
 import aiflows_jarvis  # noqa: E402,F401  (the offline tokenizer before anything imports litellm)
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
-from aiflows_jarvis.CoreFlowModule.memory import split_log_entries  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import split_log_entries  # noqa: E402
 
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
 CONFIG = os.path.join(ROOT, "configs", "jarvis.yaml")
@@ -437,7 +437,7 @@ def stopped_run(ctx: Ctx, goal: str = GOAL, plan: Optional[str] = PLAN + "\n", r
 
 def previous_run(memory, goal: str = "an earlier goal", plan: str = "1. An earlier step.\n") -> Dict[str, bytes]:
     """A memory folder as a finished earlier run left it; returns the files and their bytes."""
-    from aiflows_jarvis.CoreFlowModule.memory import format_log_entry
+    from aiflows_jarvis.CoreFlowModule import format_log_entry
 
     os.makedirs(str(memory), exist_ok=True)
     files = {

@@ -10,6 +10,6 @@ if __name__ != "aiflows_jarvis":  # e.g. flow_modules.aiflows_jarvis, from a che
         f"aiflows_jarvis was imported as {__name__!r}. Import it as aiflows_jarvis: its sources sit in flow_modules/, "
         "but a second name for them would make a second copy of every class and setting.")
 
-from .CoreFlowModule.offline import ensure_offline_tokenizer as _ensure_offline_tokenizer
+from aiflows_jarvis.CoreFlowModule import ensure_offline_tokenizer as _ensure_offline_tokenizer
 
 _ensure_offline_tokenizer()

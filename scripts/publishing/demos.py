@@ -79,42 +79,37 @@ from flow_modules.{namespace}.{module} import {cls}  # noqa: E402,F401  (first: 
 import hydra  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
-from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, set_input_source  # noqa: E402
-from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files  # noqa: E402
+from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, RunContext, set_memory_files  # noqa: E402
 
 logging.set_verbosity_warning()
 demo = read_yaml_file(os.path.join(HERE, "demo.yaml"))
 input_data, memory_dir, auto_approve = demo["input_data"], demo.get("memory_dir"), demo.get("auto_approve")
 workdir = None  # the code runs in the working directory
+run = {{}}  # what the run is built with (RunContext's keywords)
 have_llm = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_API_BASE")
 if demo.get("replay") and ("--replay" in sys.argv or not have_llm):
     # the recorded run: every chat answers from the transcript, offline, into a new memory folder (it was recorded
     # from an empty one), plans and code approved as they were
-    from flow_modules.{namespace}.ChatFlowModule import set_backend_factory
-    from flow_modules.{namespace}.ChatFlowModule.transcripts import Transcript, replay_factory
+    from flow_modules.{namespace}.ChatFlowModule import Transcript, replay_factory
 
     transcript = Transcript.load(os.path.join(HERE, demo["replay"]))
-    set_backend_factory(replay_factory(transcript))
+    run["backend_factory"] = replay_factory(transcript)
     input_data = {{**input_data, "goal": transcript.header["goal"]}}
     memory_dir = os.path.join(memory_dir or "memory", time.strftime("replay-%Y%m%d-%H%M%S"))
     auto_approve, workdir = True, memory_dir  # and the code in the memory folder, as it was recorded
     print(f"Replaying the recorded demo (no LLM): {{transcript.path}}; memory files in {{memory_dir}}")
 elif demo.get("uses_llm"):
     from aiflows.backends.api_info import ApiInfo
-    from flow_modules.{namespace}.ChatFlowModule import set_backend_factory, with_api_infos
+    from flow_modules.{namespace}.ChatFlowModule import with_api_infos
 
     if not have_llm:
         sys.exit("Set OPENAI_API_KEY (or OPENAI_API_BASE for an OpenAI-compatible server) to run this demo.")
     key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")
     api_infos = [ApiInfo(backend_used="openai", api_key=key or "sk-no-key", api_base=base)]
     overrides = {{"model_name": os.environ["OPENAI_MODEL"]}} if os.environ.get("OPENAI_MODEL") else {{}}
-    set_backend_factory(with_api_infos(api_infos, **overrides)){embeddings}
-# the aiflows authors' demo.yaml format: `flow:` is instantiated by hydra
-flow = hydra.utils.instantiate(demo["flow"], _recursive_=False, _convert_="partial")
-if memory_dir:
-    set_memory_files(flow, memory_dir, workdir)
+    run["backend_factory"] = with_api_infos(api_infos, **overrides){embeddings}
 if auto_approve or "--yes" in sys.argv:
-    set_input_source(AutoApproveInput())
+    run["input_source"] = AutoApproveInput()
 
 
 def close(node):
@@ -125,18 +120,24 @@ def close(node):
         node.close()
 
 
-try:
-    print(flow.call(input_data))
-finally:  # every flow of the tree that holds something (an interpreter's kernel, a vector store) lets it go
-    close(flow)
+with RunContext(**run):  # built before the flow: its chats get their backends from the run
+    # the aiflows authors' demo.yaml format: `flow:` is instantiated by hydra
+    flow = hydra.utils.instantiate(demo["flow"], _recursive_=False, _convert_="partial")
+    if memory_dir:
+        set_memory_files(flow, memory_dir, workdir)
+    try:
+        print(flow.call(input_data))
+    finally:  # every flow of the tree that holds something (an interpreter's kernel, a vector store) lets it go
+        close(flow)
 '''
 
 # In run.py, for a module with a vector store: its embeddings come from the same server, with the same key.
 _RUN_PY_EMBEDDINGS = '''
 
-    from flow_modules.{namespace}.VectorStoreFlowModule import embeddings_with_api_infos, set_embeddings_factory
+    from flow_modules.{namespace}.VectorStoreFlowModule import embeddings_with_api_infos
 
-    set_embeddings_factory(embeddings_with_api_infos(api_infos, model_name=os.environ.get("OPENAI_EMBEDDING_MODEL")))'''
+    run["embeddings_factory"] = embeddings_with_api_infos(api_infos,
+                                                          model_name=os.environ.get("OPENAI_EMBEDDING_MODEL"))'''
 
 _CORE_RUN_PY = '''\
 """Run a small flow on CoreFlowModule's lean base: `python run.py` in this folder (no LLM needed)."""
@@ -148,7 +149,7 @@ from aiflows import flow_verse
 HERE = os.path.dirname(os.path.realpath(__file__))
 {find_module}
 from flow_modules.{namespace}.CoreFlowModule import LeanAtomicFlow  # noqa: E402
-from flow_modules.{namespace}.CoreFlowModule.usage import count_tokens  # noqa: E402
+from flow_modules.{namespace}.CoreFlowModule import count_tokens  # noqa: E402
 from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
 
 
@@ -165,6 +166,34 @@ flow = CountFlow.instantiate_from_config({{"name": "CountFlow", "description": "
 for _ in range(demo["calls"]):
     output = flow.call(demo["input_data"])
 print(output, "- history kept:", len(flow.history), "of", flow.history.total, "messages")
+'''
+
+
+_CODE_LIBRARY_RUN_PY = '''\
+"""Keep functions in a code library and read it back as Jarvis's prompts do: `python run.py` in this folder (no LLM
+needed). The library is the package `library/` in the memory folder: `from library import name` imports it."""
+import os
+import sys
+
+from aiflows import flow_verse
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+{find_module}
+from flow_modules.{namespace}.CodeLibraryFlowModule import ensure_library, package_summary, save_code  # noqa: E402
+from flow_modules.{namespace}.CoreFlowModule import file_lock  # noqa: E402
+from aiflows.utils.general_helpers import read_yaml_file  # noqa: E402
+
+demo = read_yaml_file(os.path.join(HERE, "demo.yaml"))
+package = ensure_library(os.path.join(demo["memory_dir"], "library"))  # made empty the first time
+for code in demo["functions"]:
+    with file_lock(package):  # one writer at a time
+        why, module, replaced = save_code(package, code, None, replace=True)
+    print(why or f"saved into library/{{module}}.py" + (f" (replacing {{', '.join(replaced)}})" if replaced else ""))
+print(package_summary(package))
+sys.path.insert(0, os.path.dirname(package))
+from library import {call_name}  # noqa: E402
+
+print("{call}:", {call})
 '''
 
 
@@ -187,6 +216,14 @@ def demo_files(module: str, namespace: str) -> Dict[str, str]:
         demo = {"flow": {"history_size": 8}, "calls": 100, "input_data": {"text": "Flows all the way down."}}
         return {"demo.yaml": yaml.safe_dump(demo, sort_keys=False),
                 "run.py": _CORE_RUN_PY.format(namespace=namespace, find_module=find_module)}
+    if module == "CodeLibraryFlowModule":
+        functions = ['def double(x):\n    """Twice x."""\n    return 2 * x\n',
+                     'def is_prime(n: int) -> bool:\n    """Whether n is a prime number."""\n'
+                     '    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n']
+        demo = {"memory_dir": "memory", "functions": functions}
+        return {"demo.yaml": yaml.safe_dump(demo, sort_keys=False, width=120),
+                "run.py": _CODE_LIBRARY_RUN_PY.format(namespace=namespace, find_module=find_module,
+                                                      call_name="is_prime", call="is_prime(97)")}
     spec = DEMOS.get(module)
     if spec is None:
         raise PublishError(f"{module} has no demo in scripts/publishing/demos.py's DEMOS: add one")

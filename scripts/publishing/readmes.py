@@ -130,8 +130,8 @@ KEEP_GITIGNORE = [
 
 def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
     """The lines of a README's "How to use" snippet: sync the module, then (for a module with a demo) everything a
-    call needs, in the order that works: the api_infos of every chat (set_backend_factory), the memory files of every
-    boss (set_memory_files), the input source, and a call with the demo's input."""
+    call needs, in the order that works: the run (``RunContext``: the api_infos of every chat, the input source), then
+    in it the flow, the memory files of every boss (set_memory_files), and a call with the demo's input."""
     spec = DEMOS.get(module)
     classes = flow_classes(module)
     lines = ["import os", "", "from aiflows import flow_verse", "", *sync, *KEEP_GITIGNORE,
@@ -141,11 +141,9 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
     llm = "ChatFlowModule" in dependency_closure([module])
     if llm:
         lines += ["from aiflows.backends.api_info import ApiInfo",
-                  f"from flow_modules.{namespace}.ChatFlowModule import set_backend_factory, with_api_infos"]
-    lines.append(f"from flow_modules.{namespace}.CoreFlowModule import AutoApproveInput, set_input_source")
-    if spec.get("memory"):
-        lines.append(f"from flow_modules.{namespace}.CoreFlowModule.memory import set_memory_files")
-    lines.append("")
+                  f"from flow_modules.{namespace}.ChatFlowModule import with_api_infos"]
+    core = ["AutoApproveInput", "RunContext"] + (["set_memory_files"] if spec.get("memory") else [])
+    lines += [f"from flow_modules.{namespace}.CoreFlowModule import {', '.join(core)}", ""]
     if llm:
         lines += ["# every chat of the flow: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (then "
                   "no key is needed)",
@@ -153,17 +151,18 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
                   "if not (key or base):",
                   '    raise SystemExit("Set OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server '
                   '(vLLM, Ollama, ...)")',
-                  'api = ApiInfo(backend_used="openai", api_key=key or "sk-no-key-needed", api_base=base)',
-                  "set_backend_factory(with_api_infos([api]))  # before instantiating"]
+                  'api = ApiInfo(backend_used="openai", api_key=key or "sk-no-key-needed", api_base=base)']
     if spec.get("overrides"):
-        lines += [rewrite(f"overrides = {_literal(spec['overrides'])}", namespace),
-                  f"flow = {spec['cls']}.instantiate_from_default_config(**overrides)"]
-    else:
-        lines.append(f"flow = {spec['cls']}.instantiate_from_default_config()")
+        lines.append(rewrite(f"overrides = {_literal(spec['overrides'])}", namespace))
+    lines += ["# the run: every chat's backend, and who answers (AutoApproveInput approves plans and code; leave it",
+              "# out to review them yourself)",
+              "with RunContext(" + ("backend_factory=with_api_infos([api]), " if llm else "")
+              + "input_source=AutoApproveInput()):",
+              f"    flow = {spec['cls']}.instantiate_from_default_config({'**overrides' if spec.get('overrides') else ''})"]
     if spec.get("memory"):
-        lines.append('set_memory_files(flow, "memory")  # the plan, logs and code library of every boss of the tree')
-    lines += ["set_input_source(AutoApproveInput())  # approves plans and code; leave it out to review them yourself",
-              f"print(flow.call({_literal(spec['input'])}))"]
+        lines.append('    set_memory_files(flow, "memory")  # the plan, logs and code library of every boss of the tree')
+    call = _literal(spec["input"]).replace("\n", "\n    ")  # inside the `with` block
+    lines.append(f"    print(flow.call({call}))")
     return lines
 
 
@@ -198,14 +197,14 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
         # its top: the skeleton puts one at every chat of the tree.
         embeddings = "VectorStoreFlowModule" in dependency_closure([module])
         parts += [
-            "Instead of `set_backend_factory`, aiflows' `quick_load` can fill the chats' `backend.api_infos: ???`"
+            "Instead of `RunContext(backend_factory=...)`, aiflows' `quick_load` can fill the chats' `backend.api_infos: ???`"
             + (" (and the vector store's embeddings' `embedding.api_infos: ???`)" if embeddings else "")
             + ". A flow's default configuration has them only at each chat, deep in its tree, so build a "
             "configuration with one at every chat first (`chat_backends_skeleton`), fill it, and instantiate from it:",
             "",
             "```python",
             "from aiflows.utils.general_helpers import quick_load",
-            f"from flow_modules.{namespace}.CoreFlowModule.config_tree import chat_backends_skeleton",
+            f"from flow_modules.{namespace}.CoreFlowModule import chat_backends_skeleton",
             "",
             f'cfg = chat_backends_skeleton("flow_modules.{namespace}.{module}.{main_class}'
             '.instantiate_from_default_config")',
@@ -214,8 +213,8 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
             f"flow = {main_class}.instantiate_from_default_config(**cfg)",
             "```",
             "",
-            *([f"Or give every vector store built from then on its embeddings at once: `flow_modules.{namespace}"
-               ".VectorStoreFlowModule.set_embeddings_factory(embeddings_with_api_infos([api]))`.", ""]
+            *([f"Or give every vector store of the run its embeddings at once: `RunContext(embeddings_factory="
+               f"embeddings_with_api_infos([api]))` (`flow_modules.{namespace}.VectorStoreFlowModule`).", ""]
               if embeddings else []),
         ]
     parts += [

@@ -13,7 +13,7 @@ MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows_jarvis")
 SOURCE_PACKAGE = "aiflows_jarvis"  # this repository's package: staged code imports flow_modules.NAME instead
 SOURCE_NAMESPACE = "aiflows"  # the namespace of the source modules' `dependencies` urls
 # Every staged module with dependencies gets a copy of this file, which its __init__.py syncs them with
-SYNC_SOURCE = os.path.join(MODULES_DIR, "CoreFlowModule", "dependency_sync.py")
+SYNC_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dependency_sync.py")
 SYNC_FILE = "_dependency_sync.py"
 SKIP = {"__pycache__", "flow_modules", "memory", ".flow_cache", ".git"}
 # Written into every module folder publish.py stages: --out replaces only folders that have it (and no .git). It is
@@ -41,7 +41,8 @@ def folder_files(base: str) -> List[str]:
     modules, memory, .git or staging mark."""
     out = []
     for root, dirs, files in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP)
+        # (a Python package named like a skipped folder is code: CoreFlowModule/memory/)
+        dirs[:] = sorted(d for d in dirs if d not in SKIP or os.path.isfile(os.path.join(root, d, "__init__.py")))
         for name in sorted(files):
             if name.endswith((".pyc", ".pyo")) or name == STAGED_MARK:
                 continue

@@ -23,7 +23,7 @@ def docstring_literal(text: str) -> str:
 
 
 def _sync_module():
-    """CoreFlowModule/dependency_sync.py, loaded on its own (it needs only the standard library and aiflows)."""
+    """scripts/publishing/dependency_sync.py, loaded on its own (it needs only the standard library and aiflows)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_jarvis_dependency_sync", SYNC_SOURCE)
@@ -43,7 +43,7 @@ def staged_init(module: str, namespace: str, revision: str, local: bool,
                 pins: Optional[Dict[str, str]] = None, digests: Optional[Dict[str, str]] = None) -> str:
     """The module's `__init__.py` with its dependencies synced before its classes are imported: at ``revision``, or
     for a dependency in ``pins`` at its pinned revision (the commit a push made). The sync is the module's own copy
-    of CoreFlowModule/dependency_sync.py, not FlowVerse's: it never prompts, deletes or replaces (see
+    of scripts/publishing/dependency_sync.py, not FlowVerse's: it never prompts, deletes or replaces (see
     docs/using-the-flows.md); a dependency already synced with the code of ``digests`` (two stagings of the same
     code) is taken as it is."""
     with open(os.path.join(MODULES_DIR, module, "__init__.py"), encoding="utf-8") as f:

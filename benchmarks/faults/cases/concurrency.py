@@ -15,7 +15,7 @@ from ..support import (
 
 from helpers import SAVER, dead_pid  # noqa: E402  (the two savers of the locking test)
 
-from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME  # noqa: E402
 
 
 @case("concurrency", "second_run_on_a_busy_folder", handled="the second run is refused at once with exit "
@@ -107,7 +107,7 @@ def run_lock_file_of_garbage(ctx):
 
 KILLED_HOLDER = """
 import os, sys
-from aiflows_jarvis.CoreFlowModule.locks import file_lock
+from aiflows_jarvis.CoreFlowModule import file_lock
 with file_lock(sys.argv[1]):
     os.kill(os.getpid(), 9)
 """
@@ -116,13 +116,13 @@ with file_lock(sys.argv[1]):
 @case("concurrency", "library_lock_holder_killed", handled="after a process holding library.py's lock is killed "
       "(kill -9), the next save_code is not blocked ('Saved g')", lost="the library's function is gone")
 def library_lock_holder_killed(ctx):
-    from .memory import _save
+    from .memory import save_with_flow
 
     library = ctx.path("library.py")
     library.write_text("def f(x):\n    '''Doubles x.'''\n    return 2 * x\n")
     holder = python_child(ctx, KILLED_HOLDER, str(library)[:-3])  # the lock of the library package
     holder.communicate(timeout=60)
     ctx.expect(holder.returncode == -9, f"the holder ended with {holder.returncode}, not by kill -9")
-    result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
+    result = save_with_flow(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
     ctx.expect(result.startswith("Saved g"), f"not saved: {result}")
     ctx.keep({"f", "g"} <= set(library_names(os.path.dirname(str(library))) or []), "a function is missing")

@@ -18,9 +18,7 @@ from ..support import (
 )
 
 from aiflows_jarvis.CoreFlowModule import MemoryFileError  # noqa: E402
-from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
-    CUT_ENTRY_MARKER, append_log_entry, atomic_write, split_log_entries,
-)
+from aiflows_jarvis.CoreFlowModule import CUT_ENTRY_MARKER, append_log_entry, atomic_write, split_log_entries
 
 SIMULATION = '''
 import errno as _errno, os as _os

@@ -11,16 +11,20 @@ from ..support import (
     plan_kept, python_child, read,
 )
 
-from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
-    CUT_ENTRY_MARKER, append_log_entry, atomic_write, split_log_entries, sweep_temporary_files,
+from aiflows_jarvis.CoreFlowModule import (
+    CUT_ENTRY_MARKER,
+    append_log_entry,
+    atomic_write,
+    split_log_entries,
+    sweep_temporary_files,
 )
 
 KILLED_WRITE = """
 import os, sys
 sys.path.insert(0, sys.argv[3])
-from aiflows_jarvis.CoreFlowModule import memory
+from aiflows_jarvis.CoreFlowModule import atomic_write
 os.fsync = lambda fd: os.kill(os.getpid(), 9)
-memory.atomic_write(sys.argv[1], sys.argv[2])
+atomic_write(sys.argv[1], sys.argv[2])
 """
 
 
@@ -44,13 +48,13 @@ def during_an_atomic_write(ctx):
 KILLED_APPEND = """
 import os, sys
 sys.path.insert(0, sys.argv[2])
-from aiflows_jarvis.CoreFlowModule import memory
+from aiflows_jarvis.CoreFlowModule import append_log_entry
 real_write = os.write
 def half_then_kill(fd, data):
     real_write(fd, data[: len(data) // 2])
     os.kill(os.getpid(), 9)
 os.write = half_then_kill
-memory.append_log_entry(sys.argv[1], "save_code", {"code": "def f(): pass"}, "Saved f in the code library")
+append_log_entry(sys.argv[1], "save_code", {"code": "def f(): pass"}, "Saved f in the code library")
 """
 
 

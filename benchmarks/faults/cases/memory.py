@@ -8,10 +8,10 @@ import shutil
 import subprocess
 import time
 
-from ..harness import case
+from ..harness import ROOT, case
 from ..support import (
     ANSWER, CODER_GOAL, GOAL, PLAN, LoopbackLLMServer, coder_run, command, defined, file_kept, handled_exit, jarvis,
-    library_names, library_source, memory_whole, previous_run, previous_run_untouched, read, short_run, stopped_run,
+    library_names, library_source, memory_whole, previous_run, previous_run_untouched, python_child, read, short_run, stopped_run,
 )
 
 
@@ -159,7 +159,7 @@ def stale_temporary_files(ctx):
       "the cut entry is closed with a marker and the next entry is numbered after it",
       lost="an earlier log entry is gone, or an entry is glued to the cut one or numbered twice")
 def cut_log_entry_then_resume(ctx):
-    from aiflows_jarvis.CoreFlowModule.memory import CUT_ENTRY_MARKER, format_log_entry
+    from aiflows_jarvis.CoreFlowModule import CUT_ENTRY_MARKER, format_log_entry
 
     memory = stopped_run(ctx)
     first = format_log_entry(1, "Coder", {"goal": "compute"}, "Coder finished: 6 * 7 = 42")
@@ -248,7 +248,7 @@ def run_code_overwrites_the_library(ctx):
     ctx.keep(any(b"def mine(x):" in p.read_bytes() for p in copies), "the user's library is lost")
 
 
-def _save(library: str, code: str, **args) -> str:
+def save_with_flow(library: str, code: str, **args) -> str:
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     flow = SaveCodeAtomicFlow.instantiate_from_default_config()
@@ -260,7 +260,7 @@ def _save(library: str, code: str, **args) -> str:
 def library_with_a_byte_order_mark(ctx):
     library = ctx.path("library.py")
     library.write_bytes(b"\xef\xbb\xbfdef f(x):\n    '''Doubles x.'''\n    return 2 * x\n")
-    result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
+    result = save_with_flow(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
     ctx.expect(result.startswith("Saved g"), f"not saved: {result}")
     ctx.keep("def f(x):" in library_source(os.path.dirname(str(library))), "f is gone")
 
@@ -272,7 +272,7 @@ def library_that_does_not_compile(ctx):
     library = ctx.path("library.py")
     broken = b"def f(x):\n    return (x\n"
     library.write_bytes(broken)
-    result = _save(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
+    result = save_with_flow(str(library), "def g(x):\n    '''Triples x.'''\n    return 3 * x\n")
     ctx.expect("does not compile" in result and result.startswith("Nothing was saved"), f"result: {result}")
     file_kept(ctx, library, broken, "the library")
 
@@ -283,14 +283,16 @@ def library_that_does_not_compile(ctx):
 def library_search_index_is_a_link(ctx):
     memory = ctx.path("memory")
     memory.mkdir()
-    count = 1200  # over the count from which the index is kept (memory_index._CACHE_FROM)
+    count = 1200  # over the count from which the index is kept (search_index._CACHE_FROM)
     functions = (f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n"
                  for i in range(count))
     (memory / "library.py").write_text("\n\n".join(functions))
-    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
-    migrate_library(str(memory / "library"))  # (indexes the library and keeps the index)
+    from aiflows_jarvis.CodeLibraryFlowModule import migrate_library
+    from aiflows_jarvis.MemoryReadingFlowModule.search_index import library_index
+    migrate_library(str(memory / "library"))
+    library_index(str(memory / "library"))  # (the reader indexes the library and keeps the index)
     kept = memory / "library" / "_index" / "search.bin"
-    ctx.expect(kept.is_file(), "the migration kept no search index")
+    ctx.expect(kept.is_file(), "reading the library kept no search index")
     secret = _outside(ctx, "notes.bin", "the user's own notes\n")
     kept.unlink()
     os.symlink(str(secret), str(kept))
@@ -311,14 +313,14 @@ def library_search_index_is_a_link(ctx):
       lost="library/data.py (the module and its function) changed")
 def function_named_like_a_module(ctx):
     library = ctx.path("library.py")
-    ctx.expect(_save(str(library), "def growth(v):\n    return v\n", module="data").startswith("Saved"), "no save")
+    ctx.expect(save_with_flow(str(library), "def growth(v):\n    return v\n", module="data").startswith("Saved"), "no save")
     data = ctx.path("library", "data.py").read_bytes()
-    result = _save(str(library), "def data(points):\n    return points\n", module="charts")
+    result = save_with_flow(str(library), "def data(points):\n    return points\n", module="charts")
     ctx.expect(result.startswith("Nothing was saved") and "library/data.py" in result, f"result: {result}")
     proposed = result.split("(e.g. `", 1)[-1].split("`", 1)[0]
     ctx.expect(proposed.isidentifier() and proposed != "data", f"no other name proposed: {result}")
     if proposed.isidentifier():
-        renamed = _save(str(library), f"def {proposed}(points):\n    return points\n", module="charts")
+        renamed = save_with_flow(str(library), f"def {proposed}(points):\n    return points\n", module="charts")
         ctx.expect(renamed.startswith("Saved"), f"the name proposed is refused too: {renamed}")
     file_kept(ctx, ctx.path("library", "data.py"), data, "library/data.py")
     charts = ctx.path("library", "charts.py")
@@ -331,7 +333,7 @@ def _indexed_library(memory, count: int = 30) -> None:
     functions = (f"def tide_{i}(hour):\n    '''The tide at harbour number {i}.'''\n    return hour + {i}\n"
                  for i in range(count))
     (memory / "library.py").write_text("\n\n".join(functions))
-    from aiflows_jarvis.CoreFlowModule.library_save import migrate_library
+    from aiflows_jarvis.CodeLibraryFlowModule import migrate_library
     migrate_library(str(memory / "library"))
 
 
@@ -388,8 +390,9 @@ def names_index_is_a_fifo(ctx):
 
 
 @case("memory_folder", "log_index_is_a_fifo", timeout=120, handled="exit 0 within the case's time: a FIFO in place "
-      "of the log's search index (memory/.index/logs_jarvis.txt.idx) is not opened blocking; the index is built "
-      "again in its place, said ('FIFO', 'built again') (the run hung with nothing said)",
+      "of the log's search index (memory/.index/logs_jarvis.txt.idx) is never opened by the run's writers; the "
+      "reader that searches the log does not open it blocking: it says so ('FIFO', 'built again') and builds the "
+      "index again in its place (the run hung with nothing said)",
       lost="the memory folder's plans or logs are missing")
 def log_index_is_a_fifo(ctx):
     memory = ctx.path("memory")
@@ -399,10 +402,21 @@ def log_index_is_a_fifo(ctx):
     with LoopbackLLMServer(replies=short_run()) as server:
         done = jarvis(ctx, GOAL, server=server, timeout=100)
     handled_exit(ctx, done, [0])
-    lines = [line for line in done.text.splitlines() if "logs_jarvis.txt.idx" in line]
-    ctx.expect(lines and "FIFO" in lines[0] and "built again" in lines[0], f"not said: {lines}")
+    search = python_child(ctx, SEARCH_LOG, str(memory / "logs_jarvis.txt"), ROOT)
+    out, _ = search.communicate(timeout=60)
+    lines = [line for line in out.splitlines() if "logs_jarvis.txt.idx" in line]
+    ctx.expect(search.returncode == 0 and lines and "FIFO" in lines[0] and "built again" in lines[0],
+               f"not said (exit {search.returncode}): {out[-500:]!r}")
     ctx.expect(journal.is_file(), "the log's index was not written again in the FIFO's place")
     memory_whole(ctx, memory, goal=GOAL, run_file=True, plan=PLAN)
+
+
+SEARCH_LOG = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from aiflows_jarvis.MemoryReadingFlowModule.search_index import log_index
+print(len(log_index(sys.argv[1])), "entries indexed")
+"""
 
 
 @case("memory_folder", "module_that_does_not_compile", handled="exit 0: a library module broken by hand "

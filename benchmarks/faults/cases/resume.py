@@ -12,7 +12,7 @@ from ..support import (
     plan_kept, read, short_run, stopped_run,
 )
 
-from aiflows_jarvis.CoreFlowModule.memory import split_log_entries  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import split_log_entries  # noqa: E402
 
 
 def _stopped_demo(ctx, served: int, number=signal.SIGTERM):

@@ -12,9 +12,7 @@ from ..support import (
     memory_whole, plan_kept, read, short_run, stopped_run,
 )
 
-from aiflows_jarvis.CoreFlowModule.memory import (  # noqa: E402
-    append_log_entry, format_log_entry, last_log_number, read_log_tail,
-)
+from aiflows_jarvis.CoreFlowModule import append_log_entry, format_log_entry, last_log_number, read_log_tail
 
 
 _BODY = "    " + "total = total + value * 2  # a line of a long function\n    " * 20

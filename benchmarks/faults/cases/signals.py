@@ -11,7 +11,7 @@ from ..support import (
     previous_run, previous_run_kept, read, short_run,
 )
 
-from aiflows_jarvis.CoreFlowModule.locks import RUN_LOCK_NAME  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME  # noqa: E402
 
 # What each signal must end in: the exit code and what is said. SIGHUP (the terminal closed) is handled like SIGTERM:
 # 129 (128 + 1) or 143 as for SIGTERM.

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator
 from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.CoreFlowModule import LeanSequentialFlow, MemoryFileError, current_flow_path, get_console
-from aiflows_jarvis.CoreFlowModule.memory import (
+from aiflows_jarvis.CoreFlowModule import (
     append_log_entry,
     atomic_write,
     last_log_number,
@@ -16,8 +16,8 @@ from aiflows_jarvis.CoreFlowModule.memory import (
     memory_path,
     read_text,
 )
-from aiflows_jarvis.CoreFlowModule.plans import one_step_plan, without_marks
-from aiflows_jarvis.CoreFlowModule.redaction import redact
+from aiflows_jarvis.CoreFlowModule import one_step_plan, without_marks
+from aiflows_jarvis.CoreFlowModule import redact
 
 # How a boss gets its plan (`one_step_plan`): its planner writes it (`off`); or code writes the goal as a plan of one
 # step, which the user approves or has the planner rewrite (`review`), or which is taken as it is (`silent`).

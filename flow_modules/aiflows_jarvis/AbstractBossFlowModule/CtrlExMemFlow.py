@@ -8,7 +8,7 @@ class CtrlExMemFlow(ControllerExecutorFlow):
 
     The memory is re-read after every command, so the controller's next message tells it what changed (a plan changed
     by `update_plan` or `re_plan`, functions a sub-boss saved, log entries), while its chat, rebuilt once per block
-    of calls, stays short. What a round costs does not grow with the round number (see CoreFlowModule/lean.py
+    of calls, stays short. What a round costs does not grow with the round number (see CoreFlowModule/flows/lean.py
     and MemoryReading's `max_log_entries`).
 
     *Configuration Parameters*:

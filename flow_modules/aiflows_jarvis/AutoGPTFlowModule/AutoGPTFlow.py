@@ -8,8 +8,8 @@ from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule.interaction import STOPPED_BY_USER
-from aiflows_jarvis.CoreFlowModule.memory import shorten
+from aiflows_jarvis.CoreFlowModule import STOPPED_BY_USER
+from aiflows_jarvis.CoreFlowModule import shorten
 
 
 # Commands a switch of the same name turns on (`run_code: true`); off, the command and its branch are dropped.

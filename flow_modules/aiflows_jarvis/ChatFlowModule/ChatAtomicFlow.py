@@ -15,17 +15,17 @@ from aiflows_jarvis.CoreFlowModule import (
     current_flow_path,
     get_console,
 )
-from aiflows_jarvis.CoreFlowModule.budget import check_budget, get_run_budget
-from aiflows_jarvis.CoreFlowModule.errors import LLMCallError
-from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb
-from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
-from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.redaction import redact_data
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_tokens
+from aiflows_jarvis.CoreFlowModule import check_budget, get_run_budget
+from aiflows_jarvis.CoreFlowModule import LLMCallError
+from aiflows_jarvis.CoreFlowModule import breadcrumb
+from aiflows_jarvis.CoreFlowModule import instantiate
+from aiflows_jarvis.CoreFlowModule import MalformedReply, RetryPolicy, call_with_retries
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import redact_data
+from aiflows_jarvis.CoreFlowModule import count_message_tokens, count_tokens
 
-from .backends import build_backend, listening_to_streams, reply_content, take_response_info, unwrap_backend
+from .backends import build_backend, reply_content, unwrap_backend
+from .responses import listening_to_streams, response_info
 from .context import fit_to_context
 from .repetition import Repetition, find_repetition
 from .layout import PromptBlocks
@@ -323,16 +323,18 @@ class ChatAtomicFlow(LeanAtomicFlow):
         if remaining is not None:
             deadline = max(1.0, min(deadline, remaining)) if deadline else max(1.0, remaining)
         started = time.monotonic()
+        infos: list = [None]  # what the last attempt's completion said besides its text
 
         def once() -> str:
             call_params = dict(params)
             if request_timeout and deadline:  # an attempt never outlives the call's deadline
                 left = deadline - (time.monotonic() - started)
                 call_params["request_timeout"] = min(float(request_timeout), max(1.0, left))
-            take_response_info()
             # a secret the process knows never goes out, whatever put it into the chat (CoreFlowModule.redaction), but
             # those the LLM is to use (a password in the goal)
-            content = reply_content(self.backend(messages=redact_data(messages, outgoing=True), **call_params))
+            replies = self.backend(messages=redact_data(messages, outgoing=True), **call_params)
+            infos[:] = [response_info(replies)]
+            content = reply_content(replies)
             if content is None:
                 raise MalformedReply("the backend returned no message content")
             return content
@@ -357,13 +359,13 @@ class ChatAtomicFlow(LeanAtomicFlow):
                 raise LLMCallError(f"{error} (structured_output is {level}: set it to auto to let Jarvis find "
                                    "what the server accepts, or to off)", flow=where, cause=error.cause) from error
             raise
-        info = take_response_info()
+        info = infos[0]
         self.last_finish_reason = info.finish_reason if info is not None else None
         if info is not None and info.prompt_tokens is not None and info.completion_tokens is not None:
             prompt_tokens, completion_tokens, reported = info.prompt_tokens, info.completion_tokens, True
         else:
             prompt_tokens, completion_tokens, reported = count_message_tokens(messages), count_tokens(reply), False
-        current_run().usage.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
+        self.run_context.usage.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
                                    model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
         reply = self._without_repetition(reply, where)
         if self.flow_config.get("show_replies"):

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LLMCallError, get_console
-from aiflows_jarvis.CoreFlowModule.memory import shorten, split_log_entries
-from aiflows_jarvis.CoreFlowModule.usage import count_message_tokens, count_tokens, message_tokens_at_most
+from aiflows_jarvis.CoreFlowModule import shorten, split_log_entries
+from aiflows_jarvis.CoreFlowModule import count_message_tokens, count_tokens, message_tokens_at_most
 
 DEFAULT_SHRINKABLE = ("logs", "code_library", "result", "last_result", "feedback", "plan")
 
@@ -187,6 +187,6 @@ def _render(flow: Any, data: Dict[str, Any], system: str, extra: List[dict]) -> 
 
 def overflow_advice(server: Any) -> str:
     """What to do about a prompt too long for the model, for this kind of server."""
-    from aiflows_jarvis.CoreFlowModule.llm_errors import context_window_advice
+    from aiflows_jarvis.CoreFlowModule import context_window_advice
 
     return context_window_advice(server.provider())

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule.budget import get_run_budget
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import get_run_budget
+
+from aiflows_jarvis.CoreFlowModule import current_run
 
 from . import openai_http
-from .backends import ResponseInfo, StreamWatcher, response_info_of
+from .responses import ResponseInfo, StreamWatcher, response_info_of
 from .repetition import RepetitionGuard
 
 GUESSED_TOKENS_PER_SECOND = 5.0  # a server's speed before one of its replies was measured (a CPU with a small model)

@@ -29,8 +29,8 @@ import os
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule.memory import split_log_entries
-from aiflows_jarvis.CoreFlowModule.plans import marks_changed, progress
+from aiflows_jarvis.CoreFlowModule import split_log_entries
+from aiflows_jarvis.CoreFlowModule import marks_changed, progress
 
 LOG_KEY = "logs"
 PLAN_KEY = "plan"

@@ -15,8 +15,8 @@ from typing import Any, Dict, Optional, Tuple
 from aiflows.utils import logging
 
 from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule.models import bare_name, model_info, openai_response_format_support
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import bare_name, model_info, openai_response_format_support
+from aiflows_jarvis.CoreFlowModule import current_run
 
 from .backends import unwrap_backend
 from .window_probe import ServerProbe, probe_context_window
@@ -110,7 +110,7 @@ class ServerSettings:
             self.assumed_context_window = tokens
             said = any(isinstance(other, ServerSettings) and other is not self and other._noted
                        and other.assumed_context_window and bare_name(other.model) == name
-                       for other in current_run().servers.values())
+                       for other in known_servers().values())
         # replies from a recording or a script have no model whose window to set; another server said it already
         if self.model == UNKNOWN_MODEL or said:
             return
@@ -123,19 +123,25 @@ class ServerSettings:
 _LOCK = threading.Lock()
 
 
+def known_servers() -> Dict[Any, Any]:
+    """What the current run learned of its servers (``RunContext.servers``): settings, probes, paces, by key."""
+    return current_run().servers
+
+
 def reset_servers() -> None:
     """Forget what the current run learned (a new run in the same process without a RunContext of its own)."""
     with _LOCK:
-        current_run().servers.clear()
+        known_servers().clear()
 
 
 def server_probe(api_base: str) -> ServerProbe:
     """What the server at ``api_base`` said about its context window in this run (one per server)."""
     key = ("window probe", api_base.rstrip("/"))
     with _LOCK:
-        probe = current_run().servers.get(key)
+        servers = known_servers()
+        probe = servers.get(key)
         if probe is None:
-            probe = current_run().servers[key] = ServerProbe(api_base.rstrip("/"))
+            probe = servers[key] = ServerProbe(api_base.rstrip("/"))
     return probe
 
 
@@ -172,7 +178,7 @@ def server_settings(backend: Any) -> ServerSettings:
     """The shared settings of the server and model ``backend`` talks to."""
     model, api_base, backend_used = backend_identity(backend)
     key = (backend_used, api_base or "", model)
-    servers: Dict[Tuple[str, str, str], ServerSettings] = current_run().servers
+    servers: Dict[Tuple[str, str, str], ServerSettings] = known_servers()
     with _LOCK:
         settings = servers.get(key)
         if settings is None:

@@ -23,14 +23,15 @@ from collections import defaultdict, deque
 from typing import Any, Deque, Dict, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import TranscriptError, current_flow_path
-from aiflows_jarvis.CoreFlowModule.errors import BadInputError
-from aiflows_jarvis.CoreFlowModule.redaction import redact
+from aiflows_jarvis.CoreFlowModule import BadInputError
+from aiflows_jarvis.CoreFlowModule import redact
 
 from .backends import reply_content
 
 FORMAT_VERSION = 1
-WHAT_A_TRANSCRIPT_IS = ("A transcript is the JSON-lines file a recording run (`--record FILE`, or set_backend_factory("
-                        "record_factory(...))) writes: a header line, then one line per LLM exchange.")
+WHAT_A_TRANSCRIPT_IS = ("A transcript is the JSON-lines file a recording run (`--record FILE`, or a script's "
+                        "RunContext(backend_wrappers=[TranscriptRecorder(...).wrap])) writes: a header line, then one "
+                        "line per LLM exchange.")
 
 
 class UnreadableTranscript(TranscriptError, BadInputError):

@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
-from aiflows_jarvis.CoreFlowModule.models import bare_name
+from aiflows_jarvis.CoreFlowModule import bare_name
 
 from .openai_http import authorization, split_credentials
 

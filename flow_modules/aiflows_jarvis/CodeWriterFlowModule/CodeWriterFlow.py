@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
-from aiflows_jarvis.CoreFlowModule.memory import with_memory_files
+from aiflows_jarvis.CoreFlowModule import with_memory_files
 
 
 class CodeWriterFlow(ControllerExecutorFlow):

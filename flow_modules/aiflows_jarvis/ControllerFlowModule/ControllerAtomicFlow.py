@@ -6,9 +6,8 @@ from typing import Any, Dict, List, Optional
 
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, get_console
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.plans import plan_as_shown
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import plan_as_shown
 
 from .commands import InvalidReply, commands_from_config, example_reply, read_command, render_commands, reply_schema
 
@@ -131,7 +130,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
                 command, args, repairs = read_command(reply, self.commands)
             except InvalidReply as error:
                 problem = self._cut_off_problem() if self.last_finish_reason == "length" else str(error)
-                current_run().usage.record_correction(self._where())
+                self.run_context.usage.record_correction(self._where())
                 get_console().line("warning", f"{self._where()}: invalid reply ({problem})"
                                               + (" - asking again" if attempt < max_corrections else ""))
                 correction = self.correction_prompt.format(
@@ -142,7 +141,7 @@ class ControllerAtomicFlow(ChatAtomicFlow):
                           {"role": "user", "content": correction}]
                 continue
             for kind in repairs:
-                current_run().usage.record_repair(self._where(), kind)
+                self.run_context.usage.record_repair(self._where(), kind)
             # A repaired reply is kept as the protocol wants it: the model sees its last move in the right form.
             self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}) if repairs
                              else reply)

@@ -15,12 +15,11 @@ from aiflows_jarvis.CoreFlowModule import (
     get_console,
     get_input_source,
 )
-from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb
-from aiflows_jarvis.CoreFlowModule.lean import config_key_path
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.memory_log import last_within
-from aiflows_jarvis.CoreFlowModule.plans import mark_steps_done, plan_steps, undone_steps
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import breadcrumb
+from aiflows_jarvis.CoreFlowModule import config_key_path
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import last_within
+from aiflows_jarvis.CoreFlowModule import mark_steps_done, plan_steps, undone_steps
 
 from .command_config import STEP_ARGUMENT, TOOLS_BRANCH, declared_by_classes, derive_commands, with_step_argument
 
@@ -225,7 +224,7 @@ class ControllerExecutorFlow(LeanCircularFlow):
     def _offer_tools(self, controller: Any) -> None:
         """Before the controller's first call: the run's tools (its ``tool_provider``) as commands of the controller,
         each with what the loop's ``tools`` adds to it; asked once per provider (listing may start servers)."""
-        tools, provider = self.flow_config.get("tools"), current_run().tool_provider
+        tools, provider = self.flow_config.get("tools"), self.run_context.tool_provider
         if not isinstance(tools, dict) or provider is None or self.__dict__.get("_tools_of") is provider:
             return
         self._tools_of = provider

@@ -19,9 +19,10 @@ from typing import Any, Dict, Iterable, List, Sequence
 
 from aiflows.utils.general_helpers import recursive_dictionary_update
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, config_cache
-from aiflows_jarvis.CoreFlowModule.config_tree import flow_class
-from aiflows_jarvis.CoreFlowModule.instantiate import copy_config
+from aiflows_jarvis.CoreFlowModule import ConfigurationError
+from aiflows_jarvis.CoreFlowModule import default_value
+from aiflows_jarvis.CoreFlowModule import flow_class
+from aiflows_jarvis.CoreFlowModule import copy_config
 
 _MISSING = object()
 
@@ -29,7 +30,7 @@ _MISSING = object()
 def _class_commands(controller: Dict[str, Any]) -> Dict[str, Any]:
     """The commands the controller's class declares in its own YAML (``finish``, for ControllerAtomicFlow)."""
     cls = flow_class(controller.get("_target_"))
-    commands = config_cache.default_value(cls, "commands") if cls is not None else None
+    commands = default_value(cls, "commands") if cls is not None else None
     return commands if isinstance(commands, dict) else {}
 
 
@@ -69,7 +70,7 @@ def declared_by_classes(cls: type, base: type) -> List[List[str]]:
     to ``base`` along the first bases, as aiflows merges them: ``derive_commands``'s ``declared_by``."""
     levels = []
     while isinstance(cls, type) and issubclass(cls, base):
-        commands = config_cache.default_value(cls, "commands")
+        commands = default_value(cls, "commands")
         levels.append([name for name, spec in commands.items() if spec is not None] if isinstance(commands, dict)
                       else [])
         cls = cls.__base__

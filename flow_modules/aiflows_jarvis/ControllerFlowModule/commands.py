@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.terminal import without_lone_surrogates
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import without_lone_surrogates
 
 # JSON-Schema type names an argument can be declared with (`arg_types` in the YAML); undeclared ones are strings.
 ARG_TYPES = ("string", "integer", "number", "boolean", "array", "object")

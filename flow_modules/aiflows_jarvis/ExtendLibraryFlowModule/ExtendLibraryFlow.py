@@ -6,9 +6,9 @@ from typing import Any, Dict, List
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.CoreFlowModule import get_console
 from aiflows_jarvis.CoreFlowModule import MemoryFileError
-from aiflows_jarvis.CoreFlowModule.library_package import ensure_library
-from aiflows_jarvis.CoreFlowModule.library_save import library_digests
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
+from aiflows_jarvis.CodeLibraryFlowModule import ensure_library
+from aiflows_jarvis.CodeLibraryFlowModule import library_digests
+from aiflows_jarvis.CoreFlowModule import atomic_write, read_text
 from aiflows_jarvis.UpdatePlanFlowModule.UpdatePlanAtomicFlow import (
     describe_update,
     mark_steps_done,

@@ -5,13 +5,20 @@ import hashlib
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import (APPROVAL, LeanAtomicFlow, MemoryFileError, get_console, get_input_source,
-                                           is_approval)
-from aiflows_jarvis.CoreFlowModule.library_package import ensure_library, entries_of_source, load_index
-from aiflows_jarvis.CoreFlowModule.library_save import check_module_name, default_module, save_code
-from aiflows_jarvis.CoreFlowModule.interaction import shown_path
-from aiflows_jarvis.CoreFlowModule.locks import file_lock
-from aiflows_jarvis.CoreFlowModule.memory import defined_names, definition_spans, memory_path
+from aiflows_jarvis.CoreFlowModule import (
+    APPROVAL,
+    LeanAtomicFlow,
+    MemoryFileError,
+    get_console,
+    get_input_source,
+    is_approval,
+)
+from aiflows_jarvis.CodeLibraryFlowModule import ensure_library, entries_of_source, load_index
+from aiflows_jarvis.CodeLibraryFlowModule import check_module_name, default_module, save_code
+from aiflows_jarvis.CoreFlowModule import shown_path
+from aiflows_jarvis.CoreFlowModule import file_lock
+from aiflows_jarvis.CodeLibraryFlowModule import defined_names, definition_spans
+from aiflows_jarvis.CoreFlowModule import memory_path
 
 
 def definition_digests(source: str) -> Dict[str, str]:
@@ -82,7 +89,7 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
     Redefining a name the library has (in any module) is refused unless `replace_existing: true` (the module as it
     was is then kept in `archive/`). A function or class named like a module of the library (or a module named like
     one of its functions) is refused: `from library import data` could give either. Only the module changed is read
-    and written, under the library's lock and atomically (see `CoreFlowModule.library_save`). A refusal is returned to
+    and written, under the library's lock and atomically (see CodeLibraryFlowModule's `save`). A refusal is returned to
     the controller and shown as a warning.
 
     *Configuration Parameters*:

@@ -3,6 +3,7 @@ them."""
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
+    {"url": "aiflows/CodeLibraryFlowModule", "revision": "main"},
     {"url": "aiflows/CodeWriterFlowModule", "revision": "main"},
     {"url": "aiflows/UpdatePlanFlowModule", "revision": "main"},
 ]

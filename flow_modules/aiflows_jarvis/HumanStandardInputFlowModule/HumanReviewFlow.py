@@ -13,9 +13,9 @@ from aiflows_jarvis.CoreFlowModule import (
     get_input_source,
     is_approval,
 )
-from aiflows_jarvis.CoreFlowModule.editor import edit_file, editor_available, resolve_editor
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write
-from aiflows_jarvis.CoreFlowModule.terminal import invisible_characters_note
+from .editor import edit_file, editor_available, resolve_editor
+from aiflows_jarvis.CoreFlowModule import atomic_write
+from aiflows_jarvis.CoreFlowModule import invisible_characters_note
 
 _EDIT_WORDS = {"e", "edit", ":e"}
 

@@ -2,13 +2,19 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from aiflows_jarvis.CoreFlowModule import KINDS, ConfigurationError, LeanAtomicFlow, StrictJinjaPrompt, get_input_source
+from aiflows_jarvis.CoreFlowModule import (
+    KINDS,
+    ConfigurationError,
+    LeanAtomicFlow,
+    StrictJinjaPrompt,
+    get_input_source,
+)
 
 
 class HumanStandardInputFlow(LeanAtomicFlow):
     """Shows a message rendered from a template and returns the user's answer.
 
-    The answer comes from the current input source (`CoreFlowModule.interaction`): the terminal, auto-approve mode
+    The answer comes from the run's input source (`RunContext(input_source=...)`): the terminal, auto-approve mode
     (`--yes`) or a scripted source in tests. In auto-approve mode an `approval` or `feedback` request is answered
     with "" (approve / looks good) and a `question` with "Use your best judgement.".
 

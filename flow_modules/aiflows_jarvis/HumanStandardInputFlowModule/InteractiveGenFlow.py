@@ -10,8 +10,8 @@ from aiflows_jarvis.CoreFlowModule import (
     StrictJinjaPrompt,
     current_flow_path,
     get_console,
+    warm_up,
 )
-from aiflows_jarvis.CoreFlowModule.warm_up import warm_up
 
 from .HumanReviewFlow import review_result
 

@@ -5,7 +5,7 @@ from typing import Any, Dict
 
 from aiflows.base_flows import CircularFlow
 
-from aiflows_jarvis.CoreFlowModule.memory import with_memory_files
+from aiflows_jarvis.CoreFlowModule import with_memory_files
 from aiflows_jarvis.HumanStandardInputFlowModule import InteractiveGenFlow
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)\n?```", re.S)

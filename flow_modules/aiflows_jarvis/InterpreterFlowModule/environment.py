@@ -20,10 +20,10 @@ _SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "WEBHOO
 # LLM providers (litellm's names): their endpoints, API versions and organizations say which account a run uses.
 # (Azure: only Azure OpenAI's; AZURE_STORAGE_ENDPOINT and the like are other services' and not secrets.)
 # (Not HF_: HF_ENDPOINT names a Hub mirror, which downloads from the shell need; HF_TOKEN goes as a token.)
-_LLM_PROVIDERS = ("OPENAI", "AZURE_OPENAI", "ANTHROPIC", "COHERE", "MISTRAL", "GROQ", "GEMINI", "VERTEXAI", "HUGGINGFACE",
+LLM_PROVIDERS = ("OPENAI", "AZURE_OPENAI", "ANTHROPIC", "COHERE", "MISTRAL", "GROQ", "GEMINI", "VERTEXAI", "HUGGINGFACE",
                   "TOGETHER", "TOGETHERAI", "REPLICATE", "OPENROUTER", "DEEPSEEK", "PERPLEXITY", "PERPLEXITYAI",
                   "FIREWORKS", "FIREWORKS_AI", "XAI", "OLLAMA", "LITELLM", "VOYAGE", "AI21", "NVIDIA_NIM", "CLOUDFLARE")
-_LLM_SETTINGS = ("API_BASE", "BASE_URL", "API_URL", "API_VERSION", "ENDPOINT", "ORGANIZATION", "ORG_ID", "PROJECT_ID")
+LLM_SETTINGS = ("API_BASE", "BASE_URL", "API_URL", "API_VERSION", "ENDPOINT", "ORGANIZATION", "ORG_ID", "PROJECT_ID")
 
 #: Variables never passed to the kernel or the shell (shell-style patterns, matched on the upper-cased name):
 #: secrets by name, and the LLM providers' endpoints (``OPENAI_API_BASE``, ``AZURE_OPENAI_API_VERSION``, ...).
@@ -32,7 +32,7 @@ DEFAULT_ENV_SCRUB: Tuple[str, ...] = (
     + tuple(f"*{word}*" for word in _SECRET_WORDS)
     + ("*_PWD", "*_PWD_*", "AUTH", "AUTH_*", "*_AUTH")  # NPM_CONFIG__AUTH, BASIC_AUTH; not SSH_AUTH_SOCK
     + ("*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE")  # litellm's names for Azure OpenAI
-    + tuple(f"{provider}_*{setting}" for provider in _LLM_PROVIDERS for setting in _LLM_SETTINGS)
+    + tuple(f"{provider}_*{setting}" for provider in LLM_PROVIDERS for setting in LLM_SETTINGS)
 )
 
 # Values that are credentials whatever the variable's name:
@@ -63,7 +63,7 @@ _SYSTEM_BIN_DIRS = {"/usr/bin", "/bin", "/usr/local/bin"}
 
 
 @functools.lru_cache(maxsize=8)
-def _scrub_matcher(patterns: Tuple[str, ...]) -> "re.Pattern[str]":
+def scrub_matcher(patterns: Tuple[str, ...]) -> "re.Pattern[str]":
     """One regular expression for all the patterns, rather than a few hundred fnmatch calls per variable."""
     return re.compile("|".join(fnmatch.translate(p.upper()) for p in patterns) or r"(?!)")
 
@@ -81,7 +81,7 @@ def scrubbed_secrets(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
 
     :param patterns: shell-style name patterns (``DEFAULT_ENV_SCRUB``, or the configuration's ``env_scrub``).
     :param base: the environment to look at."""
-    matcher = _scrub_matcher(tuple(patterns))
+    matcher = scrub_matcher(tuple(patterns))
     env = os.environ if base is None else base
     return {name: value for name, value in env.items() if matcher.match(name.upper()) or is_secret_value(value)}
 

@@ -24,9 +24,9 @@ import time
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule.redaction import redact, remember_secrets
+from aiflows_jarvis.CoreFlowModule import redact, remember_secrets, start_thread
 
-from .environment import (_LLM_PROVIDERS, _LLM_SETTINGS, DEFAULT_ENV_SCRUB, _scrub_matcher, is_secret_value,
+from .environment import (LLM_PROVIDERS, LLM_SETTINGS, DEFAULT_ENV_SCRUB, scrub_matcher, is_secret_value,
                           scrubbed_secrets)
 from .executor import (PYTHON_LANGUAGES, SHELL_LANGUAGES, SUPPORTED_LANGUAGES, EngineContext, Executor,
                        positive_or_none)
@@ -96,8 +96,8 @@ def secrets_to_redact(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
 
     :param patterns: shell-style name patterns (``DEFAULT_ENV_SCRUB``, or the configuration's ``env_scrub``).
     :param base: the environment to look at (default ``os.environ``)."""
-    endpoints = _scrub_matcher(("*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE") + tuple(
-        f"{provider}_*{setting}" for provider in _LLM_PROVIDERS for setting in _LLM_SETTINGS))
+    endpoints = scrub_matcher(("*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE") + tuple(
+        f"{provider}_*{setting}" for provider in LLM_PROVIDERS for setting in LLM_SETTINGS))
     return {name: value for name, value in scrubbed_secrets(patterns, base).items()
             if not endpoints.match(name.upper()) or is_secret_value(value)}
 
@@ -224,10 +224,9 @@ class CodeInterpreter:
         with self._prestart_lock:  # not the run lock: a run going on must not hold this call up
             if self._prestart is not None and self._prestart.is_alive():
                 return self._prestart
-            thread = threading.Thread(target=self._start_in_background, name="jarvis-kernel-prestart", daemon=True)
-            self._prestart = thread
-            thread.start()
-            return thread
+            # in a copy of the run's context: what starting the kernel says goes to the run's console
+            self._prestart = start_thread(self._start_in_background, name="jarvis-kernel-prestart")
+            return self._prestart
 
     def _start_in_background(self) -> None:
         with self._lock:

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule.terminal import clean_text
+from aiflows_jarvis.CoreFlowModule import clean_text
 
 from .environment import hide_secrets_from_proc
 from .executor import PYTHON_LANGUAGES, EngineContext, Executor, library_loader_code

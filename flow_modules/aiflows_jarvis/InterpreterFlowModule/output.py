@@ -6,7 +6,7 @@ import dataclasses
 import re
 from typing import Any, Dict, List
 
-from aiflows_jarvis.CoreFlowModule.terminal import clean_text
+from aiflows_jarvis.CoreFlowModule import clean_text
 
 #: What the kernel writes in its output where it left characters out (``\0jarvis-skip:<count>\0``): a run's output
 #: past its bound is not sent at all, only counted, so that huge output costs no memory here. NUL characters are

@@ -16,7 +16,7 @@ import shutil
 import sys
 from typing import Iterable, List, Optional
 
-from aiflows_jarvis.CoreFlowModule.errors import ConfigurationError
+from aiflows_jarvis.CoreFlowModule import ConfigurationError
 
 SANDBOXES = ("bwrap",)
 

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, current_flow_path
-from aiflows_jarvis.CoreFlowModule.budget import check_time, tool_timeout
-from aiflows_jarvis.CoreFlowModule.instantiate import instantiate
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.tool_calls import run_tool
+from aiflows_jarvis.CoreFlowModule import check_time, start_thread, tool_timeout
+from aiflows_jarvis.CoreFlowModule import instantiate
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import run_tool
 
 
 def call_with_timeout(call, timeout: Optional[float], what: str) -> Any:
@@ -24,8 +23,7 @@ def call_with_timeout(call, timeout: Optional[float], what: str) -> Any:
         except BaseException as error:  # noqa: BLE001 - handed to the caller
             outcome["error"] = error
 
-    thread = threading.Thread(target=target, name=f"tool-{what}", daemon=True)
-    thread.start()
+    thread = start_thread(target, name=f"tool-{what}")  # it sees the run (its budget, console, recorder)
     thread.join(float(timeout))
     if thread.is_alive():
         raise TimeoutError(f"no answer within {timeout:g} s")

@@ -14,8 +14,7 @@ from aiflows_jarvis.CoreFlowModule import (
     get_input_source,
     is_approval,
 )
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
+from aiflows_jarvis.CoreFlowModule import shorten
 
 from .config import load_servers
 from .results import bounded, result_text
@@ -65,7 +64,7 @@ class MCPToolFlow(LeanAtomicFlow):
                                                     base=None if isinstance(config, str) else module))
                 self._own.commands()
             return self._own
-        provider = current_run().tool_provider
+        provider = self.run_context.tool_provider
         if provider is None:
             raise ConfigurationError(f"{self.flow_config['name']}: no MCP servers: give `mcp_config` (a file listing "
                                      "them, or {mcpServers: {...}}), or run with --mcp-config FILE.")
@@ -99,7 +98,7 @@ class MCPToolFlow(LeanAtomicFlow):
         else:
             text, failed = f"Error: {outcome.get('error') or 'the call failed'}", True
         text, _ = bounded(text, int(self.flow_config.get("max_result_chars") or 0), workdir, command)
-        current_run().usage.record_tool_call(tool.server, seconds, failed)
+        self.run_context.usage.record_tool_call(tool.server, seconds, failed)
         lines = int(self.flow_config.get("show_result_lines") or 0)
         if lines > 0:
             get_console().show("error" if failed else "result", "Result:", text, folded=lines)

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+from aiflows_jarvis.CoreFlowModule import BadInputError
 
 DEFAULT_TIMEOUT = 60.0
 # What a configuration file may call its servers: Claude Desktop, Cursor, Claude Code (`mcpServers`), VS Code
@@ -290,7 +290,7 @@ def replayed_servers(recorded: Any) -> List[ServerConfig]:
 
 def described(servers: List[ServerConfig]) -> Tuple[str, ...]:
     """``fs (npx)``, ``web (https://host/mcp)``: the servers as one line names them."""
-    from aiflows_jarvis.CoreFlowModule.redaction import without_credentials
+    from aiflows_jarvis.CoreFlowModule import without_credentials
 
     return tuple(f"{s.name} ({os.path.basename(s.command or '') if s.command else without_credentials(s.url or '')[0]})"
                  for s in servers)

@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+from aiflows_jarvis.CoreFlowModule import one_line
 
 SCALARS = ("string", "integer", "number", "boolean")
 TYPES = SCALARS + ("array", "object")
@@ -37,11 +38,6 @@ class Tool:
 def command_name(server: str, tool: str) -> str:
     """``server__tool``, with what a command name cannot hold (blanks, dots, slashes) made ``_``."""
     return f"{_NAME_CHARS.sub('_', server)}{SEPARATOR}{_NAME_CHARS.sub('_', tool)}"
-
-
-def _cut(text: str, limit: int) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "\u2026"
 
 
 def _resolve(schema: Any, root: Dict[str, Any], depth: int = 0) -> Dict[str, Any]:
@@ -179,11 +175,11 @@ def declaration(server: str, tool: Dict[str, Any]) -> Dict[str, Any]:
         if extra:
             arg_schemas[name] = extra
         text = _resolve(sub, schema).get("description") or _resolve(sub, schema).get("title") or ""
-        note = "; ".join([t for t in [_cut(text, MAX_NOTE)] if t] + notes)
+        note = "; ".join([t for t in [one_line(text, MAX_NOTE)] if t] + notes)
         if note:
-            arg_notes[name] = _cut(note, MAX_NOTE + 120)
+            arg_notes[name] = one_line(note, MAX_NOTE + 120)
     description = tool.get("description") or tool.get("title") or (tool.get("annotations") or {}).get("title") or ""
-    description = _cut(description, MAX_DESCRIPTION) or f"The tool {tool.get('name')} of the MCP server {server}."
+    description = one_line(description, MAX_DESCRIPTION) or f"The tool {tool.get('name')} of the MCP server {server}."
     if not description.endswith((".", "!", "?", "\u2026")):
         description += "."
     return {

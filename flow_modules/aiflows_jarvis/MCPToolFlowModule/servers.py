@@ -21,11 +21,11 @@ import weakref
 from typing import Any, Dict, Iterable, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule.budget import check_time, tool_timeout
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.redaction import remember_secret
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
-from aiflows_jarvis.CoreFlowModule.tool_calls import run_tool
+from aiflows_jarvis.CoreFlowModule import check_time, tool_timeout
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import remember_secret
+from aiflows_jarvis.CoreFlowModule import current_run
+from aiflows_jarvis.CoreFlowModule import run_tool
 
 from .client import HTTPTransport, MCPClient, MCPError, RemoteError, RequestTimeout, StdioTransport
 from .config import ServerConfig

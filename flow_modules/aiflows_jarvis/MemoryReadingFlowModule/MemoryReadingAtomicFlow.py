@@ -4,14 +4,14 @@ import os
 from typing import Any, Dict, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError
-from aiflows_jarvis.CoreFlowModule.library_package import (
+from aiflows_jarvis.CodeLibraryFlowModule import (
     legacy_file,
     library_structure,
     package_dir,
     package_summary,
     summary_head,
 )
-from aiflows_jarvis.CoreFlowModule.memory import memory_path, read_log_tail, read_text
+from aiflows_jarvis.CoreFlowModule import memory_path, read_log_tail, read_text
 
 from .retrieval import Reranker, make_query, relevant_library, relevant_logs
 
@@ -42,7 +42,7 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
     - `max_library_chars` (int or null): the size of the library summary; beyond it docstrings are shortened,
       then dropped (or, with `retrieval`, the relevant entries are shown).
     - `retrieval` (dict): `enabled` (bool); `embedding`: `local` (the index's lexical ranking, offline) or
-      `provider` (re-ranked by the run's embeddings, the VectorStore module's `set_embeddings_factory`, with
+      `provider` (re-ranked by the run's embeddings, `RunContext(embeddings_factory=...)`, with
       `embedding_config` as VectorStoreFlow's `embedding`);
       `recent_library_entries` (the last saved functions always shown), `relevant_log_entries` (earlier log entries
       shown among the `max_log_entries`), `candidates` (how many the index proposes).

@@ -3,8 +3,8 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError, get_console
-from aiflows_jarvis.CoreFlowModule.memory import memory_path
-from aiflows_jarvis.CoreFlowModule.memory_index import library_index, log_index
+from aiflows_jarvis.CoreFlowModule import memory_path
+from .search_index import library_index, log_index
 
 from .retrieval import search_text
 

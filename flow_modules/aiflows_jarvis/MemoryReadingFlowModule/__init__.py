@@ -2,6 +2,7 @@
 beyond their budgets, the entries relevant to the task; and searches them for the controller."""
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
+    {"url": "aiflows/CodeLibraryFlowModule", "revision": "main"},
 ]
 
 from .MemoryReadingAtomicFlow import MemoryReadingAtomicFlow  # noqa: E402

@@ -1,6 +1,6 @@
 """What of a large library or a long log goes into a prompt: the entries relevant to the task and the last result.
 
-The memory index (CoreFlowModule/memory_index.py) ranks the entries; this module picks what fits the budget, says how
+The memory index (MemoryReadingFlowModule/search_index.py) ranks the entries; this module picks what fits the budget, says how
 many entries were left out and how to see them, and keeps the pick stable from one round to the next: the entries
 picked last round that are still among the best come first, and the entries are shown in the memory's order, so an
 unchanged task and result give the same text (a prompt prefix the provider can cache).
@@ -12,10 +12,10 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, current_run, get_console
-from aiflows_jarvis.CoreFlowModule.library_entries import key_pair, recent_keys
-from aiflows_jarvis.CoreFlowModule.library_package import package_summary, summary_head
-from aiflows_jarvis.CoreFlowModule.memory_index import MemoryIndex, library_index, log_index
-from aiflows_jarvis.CoreFlowModule.memory_log import last_within, read_log_tail, shorten, split_log_entries
+from .library_entries import key_pair, recent_keys
+from aiflows_jarvis.CodeLibraryFlowModule import package_summary, summary_head
+from .search_index import MemoryIndex, library_index, log_index
+from aiflows_jarvis.CoreFlowModule import last_within, read_log_tail, shorten, split_log_entries
 
 # What of the last result goes into the query (a long output would drown the task's words).
 _RESULT_QUERY_CHARS = 1500
@@ -28,9 +28,9 @@ def make_query(goal: Any, result: Any) -> str:
 
 class Reranker:
     """Re-ranks the index's candidates with the provider's embeddings, when configured: half the lexical score (scaled
-    to the best), half the cosine. The embeddings come from the run's embeddings factory (the VectorStore module's
-    ``set_embeddings_factory``, which the application sets from its provider), so reading the memory does not
-    import the vector stores. A vector is computed once per text and kept for the process; a failing provider leaves
+    to the best), half the cosine. The embeddings come from the run's embeddings factory
+    (``RunContext(embeddings_factory=...)``, which the application sets from its provider), so reading the memory
+    does not import the vector stores. A vector is computed once per text and kept for the process; a failing provider leaves
     the lexical order, with a warning."""
 
     def __init__(self, embedding_config: Dict[str, Any], flow_name: str):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write, memory_path
+from aiflows_jarvis.CoreFlowModule import atomic_write, memory_path
 
 
 class PlanWriterFlow(ControllerExecutorFlow):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from aiflows_jarvis.CoreFlowModule.memory import read_text
+from aiflows_jarvis.CoreFlowModule import read_text
 from aiflows_jarvis.PlanWriterFlowModule import PlanWriterFlow
 from aiflows_jarvis.UpdatePlanFlowModule.UpdatePlanAtomicFlow import keep_replaced_plan
 

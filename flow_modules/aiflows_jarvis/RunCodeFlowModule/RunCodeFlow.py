@@ -7,9 +7,9 @@ from typing import Any, Dict, Optional
 from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.CoreFlowModule import JarvisError, LeanSequentialFlow, get_console
-from aiflows_jarvis.CoreFlowModule.file_io import open_regular
-from aiflows_jarvis.CoreFlowModule.library_package import legacy_file, package_dir
-from aiflows_jarvis.CoreFlowModule.memory import archive_copy, with_memory_files
+from aiflows_jarvis.CoreFlowModule import open_regular
+from aiflows_jarvis.CodeLibraryFlowModule import legacy_file, package_dir
+from aiflows_jarvis.CoreFlowModule import archive_copy, with_memory_files
 
 _SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell": ".sh", "sh": ".sh"}
 

@@ -8,9 +8,10 @@ import tempfile
 from typing import Any, Dict, List, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, MemoryFileError, get_console
-from aiflows_jarvis.CoreFlowModule.library_package import ensure_library, load_index
-from aiflows_jarvis.CoreFlowModule.library_save import bound_names_of, used_names
-from aiflows_jarvis.CoreFlowModule.memory import memory_path, split_future_imports
+from aiflows_jarvis.CodeLibraryFlowModule import ensure_library, load_index
+from aiflows_jarvis.CodeLibraryFlowModule import bound_names_of, used_names
+from aiflows_jarvis.CoreFlowModule import memory_path
+from aiflows_jarvis.CodeLibraryFlowModule import split_future_imports
 from aiflows_jarvis.InterpreterFlowModule.executor import library_loader_code
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, MemoryFileError, current_flow_path, get_console
-from aiflows_jarvis.CoreFlowModule.memory import archive_copy, atomic_write, memory_path, read_text
-from aiflows_jarvis.CoreFlowModule.plans import (  # noqa: F401  (describe_update, mark_steps_done: re-exported)
+from aiflows_jarvis.CoreFlowModule import archive_copy, atomic_write, memory_path, read_text
+from aiflows_jarvis.CoreFlowModule import (
     changed_beyond_marks,
     describe_marks,
     describe_update,

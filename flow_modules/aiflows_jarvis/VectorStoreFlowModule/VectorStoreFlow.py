@@ -4,7 +4,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, current_flow_path, get_console
-from aiflows_jarvis.CoreFlowModule.memory import shorten
+from aiflows_jarvis.CoreFlowModule import shorten
 
 from .embeddings import Embeddings, build_embeddings
 from .store_folder import StoreKindMismatch, check_folder, migrate, name, recorded_kind, record_kind

@@ -6,8 +6,8 @@ the usage. Hazard: litellm 1.0.0 sends an embedding to an OpenAI-compatible serv
 ``open_ai_embedding_models`` list, so the model asked for is added to that list before the call.
 
 ``HashEmbeddings`` needs no model and no network (hashed words and character trigrams: texts that share words are
-near; it is no semantic model), for the offline demo and for tests. ``set_embeddings_factory`` replaces how every
-VectorStoreFlow of a run gets its embeddings, as ``set_backend_factory`` does for chats.
+near; it is no semantic model), for the offline demo and for tests. ``RunContext(embeddings_factory=...)`` replaces how
+every VectorStoreFlow of a run gets its embeddings, as ``RunContext(backend_factory=...)`` does for chats.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule.budget import check_budget
-from aiflows_jarvis.CoreFlowModule.llm_errors import MalformedReply, RetryPolicy, call_with_retries
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
-from aiflows_jarvis.CoreFlowModule.usage import USAGE, count_tokens
+from aiflows_jarvis.CoreFlowModule import check_budget
+from aiflows_jarvis.CoreFlowModule import MalformedReply, RetryPolicy, call_with_retries
+from aiflows_jarvis.CoreFlowModule import current_run, deprecated_setting
+from aiflows_jarvis.CoreFlowModule import USAGE, count_tokens
 
 Vector = List[float]
 EmbeddingsFactory = Callable[[Dict[str, Any], str], "Embeddings"]
@@ -121,7 +121,7 @@ class LiteLLMEmbeddings(Embeddings):
         return params
 
     def embed(self, texts: List[str], where: str = "") -> List[Vector]:
-        from aiflows_jarvis.CoreFlowModule.offline import import_litellm
+        from aiflows_jarvis.CoreFlowModule import import_litellm
 
         litellm = import_litellm()
         params = self._call_params()
@@ -200,11 +200,8 @@ def build_embeddings_from_config(config: Dict[str, Any], flow_name: str) -> Embe
 
 
 def set_embeddings_factory(factory: Optional[EmbeddingsFactory]) -> Optional[EmbeddingsFactory]:
-    """Make every VectorStoreFlow of the current run get its embeddings from ``factory(embedding_config,
-    flow_name)``; None: from its own config. Returns the previous factory."""
-    run = current_run()
-    previous, run.embeddings_factory = run.embeddings_factory, factory
-    return previous
+    """Deprecated: ``RunContext(embeddings_factory=...)``."""
+    return deprecated_setting("set_embeddings_factory", "embeddings_factory", factory)[0]
 
 
 def build_embeddings(config: Dict[str, Any], flow_name: str) -> Embeddings:

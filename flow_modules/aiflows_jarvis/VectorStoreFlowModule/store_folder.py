@@ -15,8 +15,8 @@ import os
 import shutil
 from typing import List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule.errors import BadInputError
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write
+from aiflows_jarvis.CoreFlowModule import BadInputError
+from aiflows_jarvis.CoreFlowModule import atomic_write
 
 from .stores import FaissStore, VectorStoreError, open_store
 

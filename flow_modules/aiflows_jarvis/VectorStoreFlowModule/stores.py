@@ -17,7 +17,7 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import JarvisError
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write
+from aiflows_jarvis.CoreFlowModule import atomic_write
 
 INSTALL_HINT = 'pip install -e ".[autogpt]" (or: pip install chromadb faiss-cpu)'
 

@@ -6,9 +6,9 @@ import urllib.request
 from typing import Any, Dict, List
 
 from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, current_flow_path
-from aiflows_jarvis.CoreFlowModule.budget import check_time, tool_timeout
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.tool_calls import run_tool
+from aiflows_jarvis.CoreFlowModule import check_time, tool_timeout
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import run_tool
 
 USER_AGENT = "aiflows-jarvis-AutoGPT/0.1 (https://github.com/epfl-dlab/aiflows)"
 

@@ -77,7 +77,7 @@ def _requires(session: Any) -> None:
     the command that installs it. Only whether the modules are there is looked at (nothing is imported)."""
     from importlib.util import find_spec
 
-    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+    from aiflows_jarvis.CoreFlowModule import BadInputError
 
     args = session.args
     store = args.store
@@ -107,16 +107,13 @@ def _requires(session: Any) -> None:
 
 def _sources(session: Any) -> None:
     """Embeddings: from the recording's run (local, deterministic vectors) or the server (tool results: run.py)."""
-    from aiflows_jarvis.VectorStoreFlowModule import (
-        embeddings_with_api_infos,
-        hash_embeddings_factory,
-        set_embeddings_factory,
-    )
+    from aiflows_jarvis.VectorStoreFlowModule import embeddings_with_api_infos, hash_embeddings_factory
 
-    if session.transcript is not None:
-        set_embeddings_factory(hash_embeddings_factory)  # deterministic and offline: see the README
+    if session.transcript is not None:  # deterministic and offline: see the README
+        session.run_settings["embeddings_factory"] = hash_embeddings_factory
     else:
-        set_embeddings_factory(embeddings_with_api_infos(session.api_infos, model_name=session.args.embedding_model))
+        session.run_settings["embeddings_factory"] = embeddings_with_api_infos(
+            session.api_infos, model_name=session.args.embedding_model)
 
 
 def _configure(session: Any, config: Dict[str, Any]) -> Dict[str, Any]:
@@ -134,8 +131,8 @@ def _recorder_header(session: Any) -> Dict[str, Any]:
 def _check_store(session: Any) -> None:
     """The store kind (--store) against the one the memory folder holds, before anything in it is written: a
     mismatch is refused, or with --migrate the memories are copied across (a replay's store is its own)."""
-    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
-    from aiflows_jarvis.CoreFlowModule.memory import set_memory_files
+    from aiflows_jarvis.CoreFlowModule import BadInputError
+    from aiflows_jarvis.CoreFlowModule import set_memory_files
     from aiflows_jarvis.VectorStoreFlowModule import StoreKindMismatch
     from aiflows_jarvis.VectorStoreFlowModule.store_folder import name
 

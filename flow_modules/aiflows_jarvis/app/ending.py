@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional
 
-from aiflows_jarvis.CoreFlowModule.interaction import shown_path
-from aiflows_jarvis.CoreFlowModule.library_package import library_location, package_dir
+from aiflows_jarvis.CoreFlowModule import shown_path
+from aiflows_jarvis.CodeLibraryFlowModule import library_location, package_dir
 
 from . import launcher
 
@@ -17,7 +17,7 @@ shown = shown_path  # a path as the user reads it best: relative inside the curr
 def show_answer(session: Any, output: dict) -> None:
     """The final answer (unless the run showed it already), the memory folder's lines, the files the run made or
     changed in the working folder, what the run cost."""
-    from aiflows_jarvis.CoreFlowModule.errors import describe
+    from aiflows_jarvis.CoreFlowModule import describe
 
     console, app = session.console, session.app
     try:
@@ -41,14 +41,14 @@ def show_answer(session: Any, output: dict) -> None:
             console.show("info", f"Files made or changed in {where}:", "\n".join(shown(p) for p in made))
     except Exception as error:  # noqa: BLE001 - the report must not fail a finished run
         console.line("warning", f"(The end-of-run report is incomplete: {describe(error)})")
-    show_usage(console)
+    show_usage(console, session.run.usage)
 
 
 def memory_lines(memory: Any) -> List[str]:
     """``Jarvis: memory/plan_jarvis.txt, memory/logs_jarvis.txt`` per boss, named as the steps on screen name it
     (``ExtendLibrary``), with only the files that exist (a boss that never ran, or whose files were archived, has
     none), then the code library."""
-    from aiflows_jarvis.CoreFlowModule.interaction import breadcrumb_parts
+    from aiflows_jarvis.CoreFlowModule import breadcrumb_parts
 
     lines, library = [], set()
     for boss, files in (memory or {}).items():
@@ -75,14 +75,14 @@ def made_files(session: Any) -> List[str]:
     return launcher.new_files(workdir, session.started, suffixes=None, skip=skip)
 
 
-def show_usage(console: Any, unless_unused: bool = False) -> None:
-    """The run's LLM usage and cost, per chat (``unless_unused``: nothing when no LLM was called); a failure is one
-    line, never the run's outcome."""
-    from aiflows_jarvis.CoreFlowModule import current_run
-    from aiflows_jarvis.CoreFlowModule.errors import describe
+def show_usage(console: Any, usage: Any, unless_unused: bool = False) -> None:
+    """The run's LLM usage and cost (``usage``, its ``UsageMeter``), per chat (``unless_unused``: nothing when no LLM
+    was called); a failure is one line, never the run's outcome."""
+    from aiflows_jarvis.CoreFlowModule import describe
 
+    if usage is None:  # the run stopped before it was built: no LLM was called
+        return
     try:
-        usage = current_run().usage
         if not unless_unused or usage.total().calls:
             width = console.width  # the body is indented by 4: the table fits what is left, or is stacked
             console.show("info", usage.summary(brief=True), usage.report(width - 4 if width else None))
@@ -93,12 +93,10 @@ def show_usage(console: Any, unless_unused: bool = False) -> None:
 def write_run_report(session: Any, output: Optional[dict]) -> None:
     """The run report (HTML): the app's report (``report.html``) in the memory folder, or ``--report FILE``; where it
     is, in one line."""
-    from aiflows_jarvis.CoreFlowModule.errors import describe
+    from aiflows_jarvis.CoreFlowModule import describe
 
     console, args = session.console, session.args
     try:
-        from aiflows_jarvis.CoreFlowModule import current_run
-
         from . import run_report
 
         memory_dir, workdir = session.memory_dir, session.workdir
@@ -112,7 +110,7 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
             keep_previous_report(target)
         path = run_report.write_report(
             target, memory_dir, session.memory or {},
-            outcome=output, status=session.ended, why=session.why, mode=mode, usage=current_run().usage,
+            outcome=output, status=session.ended, why=session.why, mode=mode, usage=session.run.usage,
             trace=session.trace, steps=os.path.join(memory_dir, session.app.steps_file),
             folders=folders, figures=[p for p in made if p.lower().endswith(launcher.FIGURE_SUFFIXES)], made=made,
             app=session.app.name, run_file=session.app.run_file, model=model_used(session))
@@ -127,7 +125,7 @@ def keep_previous_report(path: str) -> Optional[str]:
     """Copy the report at ``path`` (an earlier part of the run being resumed) to the memory folder's ``archive/``
     before it is replaced; returns the copy's path, None when there is none (or it is a link, which is not
     followed)."""
-    from aiflows_jarvis.CoreFlowModule.memory import archive_copy, read_text
+    from aiflows_jarvis.CoreFlowModule import archive_copy, read_text
 
     if not os.path.isfile(path) or os.path.islink(path):
         return None
@@ -147,11 +145,9 @@ def replay_source(transcript: Any) -> str:
 def model_used(session: Any) -> str:
     """The model the run's replies came from, as far as the run knows it: --model, the recording's (a replay), else
     the models the LLM servers named; "" when none is known."""
-    from aiflows_jarvis.CoreFlowModule import current_run
-
     if getattr(session.args, "model", None):
         return str(session.args.model)
     if getattr(session, "transcript", None) is not None:
         return ""  # the mode says where a replay's replies come from
-    models = sorted({str(getattr(s, "model", "")) for s in current_run().servers.values()} - {"", "unknown"})
+    models = sorted({str(getattr(s, "model", "")) for s in session.run.servers.values()} - {"", "unknown"})
     return ", ".join(models)

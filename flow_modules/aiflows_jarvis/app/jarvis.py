@@ -7,8 +7,6 @@ import argparse
 import os
 from typing import Any, Dict, List, Optional
 
-from aiflows_jarvis.CoreFlowModule.run_context import current_run
-
 from . import ending, launcher
 from .options import parse_args as _parse_args
 from .run import exit_codes_help
@@ -55,7 +53,7 @@ def _sources(session: Any) -> None:
             return hash_embeddings_factory(config, flow_name)
         return embeddings_with_api_infos(session.api_infos)(config, flow_name)
 
-    current_run().embeddings_factory = factory
+    session.run_settings["embeddings_factory"] = factory
 
 
 def _prepare(session: Any) -> None:

@@ -12,9 +12,9 @@ import time
 from typing import Any, Dict, Iterator, List, Optional
 
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError  # noqa: F401  (tests import it here)
-from aiflows_jarvis.CoreFlowModule.errors import BadInputError
-from aiflows_jarvis.CoreFlowModule.library_package import package_dir
-from aiflows_jarvis.CoreFlowModule.memory import set_memory_files, shorten, sweep_temporary_files
+from aiflows_jarvis.CoreFlowModule import BadInputError
+from aiflows_jarvis.CodeLibraryFlowModule import package_dir
+from aiflows_jarvis.CoreFlowModule import set_memory_files, shorten, sweep_temporary_files
 
 # When no configuration file is at hand (an install without the repository's configuration folder): Jarvis's
 # own defaults.
@@ -104,7 +104,7 @@ def api_base_with_password(api_base: str, had_password: bool = False, run_file: 
     """
     from urllib.parse import urlsplit
 
-    from aiflows_jarvis.CoreFlowModule.redaction import url_password, with_credentials
+    from aiflows_jarvis.CoreFlowModule import url_password, with_credentials
 
     if url_password(api_base):
         return api_base
@@ -131,7 +131,7 @@ GOAL_SECRET = "password in the goal"
 def goal_without_passwords(goal: str) -> tuple:
     """``goal`` with the secret of each URL's user part taken out (``http://bob:pw@host`` -> ``http://bob@host``), as
     the run file keeps it, and those URLs as left there (where ``goal_with_passwords`` puts the secrets back)."""
-    from aiflows_jarvis.CoreFlowModule.redaction import urls_with_secrets, without_credentials
+    from aiflows_jarvis.CoreFlowModule import urls_with_secrets, without_credentials
 
     urls = []
     for url in urls_with_secrets(goal):
@@ -150,7 +150,7 @@ def goal_with_passwords(goal: str, urls: Any, run_file: str = "the run file",
     :param goal: the goal, as the run file keeps it or as given again.
     :param urls: the run file's ``goal_passwords``: the URLs without their passwords.
     """
-    from aiflows_jarvis.CoreFlowModule.redaction import with_credentials
+    from aiflows_jarvis.CoreFlowModule import with_credentials
 
     missing = [url for url in (urls if isinstance(urls, list) else []) if isinstance(url, str) and url in goal]
     if not missing:
@@ -172,7 +172,7 @@ def remember_goal_passwords(goal: str) -> List[str]:
     """Keep the passwords of the URLs in ``goal`` out of what the run writes and shows (the URL shown with
     ``[redacted: password in the goal]`` in their place), though the LLM is sent them: it needs them. Returns those
     URLs without their passwords, for the warning."""
-    from aiflows_jarvis.CoreFlowModule.redaction import (
+    from aiflows_jarvis.CoreFlowModule import (
         remember_secret,
         url_shown_without_secret,
         urls_with_secrets,
@@ -188,7 +188,7 @@ def remember_goal_passwords(goal: str) -> List[str]:
 def remember_run_secrets(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None) -> None:
     """Have the secrets this process knows redacted from what the run writes and sends (``[redacted: NAME]``): the
     variables the interpreter keeps from the code (API keys included) and the password of ``api_base``."""
-    from aiflows_jarvis.CoreFlowModule.redaction import remember_secret, remember_secrets, url_password
+    from aiflows_jarvis.CoreFlowModule import remember_secret, remember_secrets, url_password
     from aiflows_jarvis.InterpreterFlowModule.interpreter import secrets_to_redact
 
     if api_base and url_password(api_base):
@@ -211,10 +211,10 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
     if api_base:  # an OpenAI-compatible server: its names (e.g. meta-llama/Llama-3-8B) go through as they are
         return f"openai/{model}"
     if "/" not in model:  # litellm's model map, read without importing litellm
-        from aiflows_jarvis.CoreFlowModule.offline import litellm_model_cost
+        from aiflows_jarvis.CoreFlowModule import litellm_model_cost
 
         return model if model in litellm_model_cost() else f"openai/{model}"
-    from aiflows_jarvis.CoreFlowModule.offline import import_litellm
+    from aiflows_jarvis.CoreFlowModule import import_litellm
 
     litellm = import_litellm()
     provider = model.split("/", 1)[0]
@@ -229,7 +229,7 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
 
 def load_config(path: str) -> Dict[str, Any]:
     """A top-level configuration: ``{flow: {_target_: ..., ...}}`` (as the repository's jarvis.yaml)."""
-    from aiflows_jarvis.CoreFlowModule.config_cache import read_yaml
+    from aiflows_jarvis.CoreFlowModule import read_yaml
 
     if not os.path.isfile(path):
         raise BadInputError(f"No configuration file at {path}.")
@@ -251,7 +251,7 @@ def instantiate(config: Dict[str, Any], api_infos: List[Any], memory_dir: str, s
     check_flow_targets(config, source)
     from aiflows.utils.general_helpers import quick_load
 
-    from aiflows_jarvis.CoreFlowModule.instantiate import instantiate as build
+    from aiflows_jarvis.CoreFlowModule import instantiate as build
 
     config = copy.deepcopy(config)
     quick_load(config, api_infos)
@@ -274,7 +274,7 @@ def set_bookkeeping(config: Dict[str, Any], source: str = "The configuration") -
         raise BadInputError(f"{source}: `bookkeeping_by_code` must be true or false, not {value!r}")
     if value:
         return
-    from aiflows_jarvis.CoreFlowModule.config_tree import root_of, walk_config
+    from aiflows_jarvis.CoreFlowModule import root_of, walk_config
 
     for _, node, effective in list(walk_config(root_of(config), create=True)):
         if "bookkeeping_by_code" in effective or "one_step_plan" in effective:
@@ -285,7 +285,7 @@ def check_flow_targets(config: Dict[str, Any], source: str = "The configuration"
     """BadInputError naming the key, the flow and the target when a ``_target_`` in a configuration's flows
     (``flow`` and its ``subflows_config``, at any depth) does not build a flow: hydra would call a function or a
     class that is not a flow, and the run would end in a traceback far from the mistake."""
-    from aiflows_jarvis.CoreFlowModule.config_tree import flow_target_problem, root_of, walk_config
+    from aiflows_jarvis.CoreFlowModule import flow_target_problem, root_of, walk_config
 
     for path, node, _ in walk_config(root_of(config)):
         target = node.get("_target_")

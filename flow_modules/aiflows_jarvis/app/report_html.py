@@ -15,11 +15,11 @@ import re
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule.memory import shorten
-from aiflows_jarvis.CoreFlowModule.redaction import redact
-from aiflows_jarvis.CoreFlowModule.terminal import clean_text
+from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import redact
+from aiflows_jarvis.CoreFlowModule import clean_text
 
-from .report_memory import (_CUT, _MARKERS, _USER_SAID, MAX_TEXT, Boss, Entry, Node, _optional_text, boss_name,
+from .report_memory import (CUT_PATTERN, MARKERS, USER_SAID, MAX_TEXT, Boss, Entry, Node, optional_text, boss_name,
                             files_noted)
 
 # ~~~ HTML ~~~
@@ -28,7 +28,7 @@ def esc(text: Any) -> str:
     return html.escape(clean_text(redact(str(text))), quote=True)
 
 
-_SCRIPT = """
+REPORT_SCRIPT = """
 document.addEventListener('click', function (event) {
   var button = event.target.closest('button[data-open]');
   if (!button) return;
@@ -36,7 +36,7 @@ document.addEventListener('click', function (event) {
   document.querySelectorAll('#run details').forEach(function (d) { d.open = open; });
 });
 """
-_STYLE = """
+REPORT_STYLE = """
 :root { --fg: #1d232a; --muted: #5f6b76; --line: #d8dee4; --bg: #ffffff; --soft: #f5f7f9; --accent: #2f6fb3;
         --ok: #1f7a3a; --warn: #9a5b00; --bad: #b3261e; }
 * { box-sizing: border-box; }
@@ -93,20 +93,20 @@ footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 """
 
 
-def _csp() -> str:
-    digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
+def content_policy() -> str:
+    digest = base64.b64encode(hashlib.sha256(REPORT_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     return f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'"
 
 
-def _pre(text: Any, limit: int = MAX_TEXT) -> str:
+def pre_block(text: Any, limit: int = MAX_TEXT) -> str:
     """Text as a block; a text the log (or ``limit``) shortened shows its start and end cut at words, with what was
     left out said after it, not inside it."""
     text = shorten(str(text), limit)
-    parts = _CUT.split(text)
+    parts = CUT_PATTERN.split(text)
     if len(parts) != 2:
         return f"<pre>{esc(text)}</pre>"
     head, tail = parts
-    left = int(re.search(r"\d+", _CUT.search(text).group(0)).group(0))  # the count the marker says
+    left = int(re.search(r"\d+", CUT_PATTERN.search(text).group(0)).group(0))  # the count the marker says
     cut_head = re.sub(r"\S+$", "", head) if head and not head[-1].isspace() else head
     cut_tail = re.sub(r"^\S+", "", tail) if tail and not tail[0].isspace() else tail
     left += len(head) - len(cut_head) + len(tail) - len(cut_tail)
@@ -114,7 +114,7 @@ def _pre(text: Any, limit: int = MAX_TEXT) -> str:
             "left out at \u2026 (the run's steps file in the memory folder, *_steps.jsonl, keeps it whole)</p>")
 
 
-def _when(seconds: Optional[float]) -> str:
+def when_text(seconds: Optional[float]) -> str:
     return time.strftime("%H:%M:%S", time.localtime(seconds)) if seconds is not None else ""
 
 
@@ -140,12 +140,12 @@ def _preview(entry: Entry) -> str:
     else:
         values = [v for _, v in _parsed_arguments(entry.arguments) or []] or \
             [entry.arguments if entry.arguments != "(none)" else ""]
-    return _short(max(values, key=len, default=""))
+    return short_line(max(values, key=len, default=""))
 
 
-def _short(text: str, width: int = 90) -> str:
+def short_line(text: str, width: int = 90) -> str:
     """One line of at most ``width`` characters."""
-    text = " ".join(_CUT.sub(" ... ", str(text)).split())
+    text = " ".join(CUT_PATTERN.sub(" ... ", str(text)).split())
     return text if len(text) <= width else text[:width - 1] + "\u2026"
 
 
@@ -158,9 +158,9 @@ def _arguments_html(entry: Entry, scripts: _Scripts) -> str:
     else:
         items = _parsed_arguments(entry.arguments)
         if items is None:
-            return "" if entry.arguments in ("", "(none)") else f"<h4>Arguments</h4>{_pre(entry.arguments)}"
+            return "" if entry.arguments in ("", "(none)") else f"<h4>Arguments</h4>{pre_block(entry.arguments)}"
         items = [(k, scripts.whole(v) if k == "code" else v) for k, v in items]
-    rows = "".join(f"<dt>{esc(k)}</dt><dd>{_pre(v)}</dd>" for k, v in items)
+    rows = "".join(f"<dt>{esc(k)}</dt><dd>{pre_block(v)}</dd>" for k, v in items)
     return f"<h4>Arguments</h4><dl class=\"args\">{rows}</dl>" if rows else ""
 
 
@@ -204,7 +204,7 @@ class _Scripts:
         self._texts: Optional[List[str]] = None
 
     def whole(self, code: str) -> str:
-        parts = _CUT.split(code)
+        parts = CUT_PATTERN.split(code)
         if len(parts) != 2:
             return code
         head, tail = parts[0], parts[1].rstrip("\n")
@@ -220,7 +220,7 @@ class _Scripts:
                     names = sorted(os.listdir(runs))
                 except OSError:
                     continue
-                self._texts += [_optional_text(os.path.join(runs, name)) for name in names]
+                self._texts += [optional_text(os.path.join(runs, name)) for name in names]
         return self._texts
 
 
@@ -240,7 +240,7 @@ def _result_html(entry: Entry) -> str:
     the log alone, its text (a boss's result carries its last step's, whose first key is ``result`` too: once)."""
     output = entry.output
     if not (isinstance(output, dict) and output):
-        return f"<h4>Result</h4>{_pre(_NESTED_RESULT.sub('result: ', entry.result))}" if entry.result else ""
+        return f"<h4>Result</h4>{pre_block(_NESTED_RESULT.sub('result: ', entry.result))}" if entry.result else ""
     given = {" ".join(str(v).split()) for v in (entry.full_arguments or {}).values()} \
         if isinstance(entry.full_arguments, dict) else set()
     boss = "status" in output and "summary" in output
@@ -255,9 +255,9 @@ def _result_html(entry: Entry) -> str:
         shown[key] = text
     parts = [f"<p class=\"text\">{esc(summary)}</p>"] if summary else []
     if set(shown) == {"result"}:
-        parts.append((f"<h4>What it returned</h4>" if summary else "") + _pre(shown["result"]))
+        parts.append((f"<h4>What it returned</h4>" if summary else "") + pre_block(shown["result"]))
     elif shown:
-        rows = "".join(f"<dt>{esc(k)}</dt><dd>{_pre(v)}</dd>" for k, v in shown.items())
+        rows = "".join(f"<dt>{esc(k)}</dt><dd>{pre_block(v)}</dd>" for k, v in shown.items())
         parts.append(f"<dl class=\"args\">{rows}</dl>")
     return f"<h4>Result</h4>{''.join(parts)}" if parts else ""
 
@@ -267,7 +267,7 @@ def _unnested(key: str, value: Any) -> str:
     return text[len("result: "):] if key == "result" and text.startswith("result: ") else text
 
 
-def _texts(entry: Entry) -> List[str]:
+def entry_texts(entry: Entry) -> List[str]:
     """The texts of a step's result: the log's, and each value of the whole output when the trace had it."""
     output = entry.output
     return [entry.result] + ([str(v) for v in output.values()] if isinstance(output, dict) else [])
@@ -279,14 +279,14 @@ def user_said(entry: Entry) -> List[str]:
     if isinstance(entry.output, dict):
         said += [str(entry.output[k]).strip() for k in ("feedback", "human_input")
                  if str(entry.output.get(k) or "").strip()]
-    for match in _USER_SAID.finditer(entry.result):
+    for match in USER_SAID.finditer(entry.result):
         value = next(g for g in match.groups() if g).strip()
         if value and value not in said:
             said.append(value)
     return said
 
 
-class _Renderer:
+class Renderer:
     def __init__(self, bosses: List[Boss], folders: List[str], figure_ids: Dict[str, Tuple[str, str]]):
         self.names = {b.path: b.name for b in bosses}
         self.folders = folders
@@ -300,18 +300,18 @@ class _Renderer:
         who = esc(self.names.get(node.boss, boss_name(node.boss)))
         if node.unfinished:
             end = max((n.entry.when for n in node.children if n.entry and n.entry.when), default=None)
-            goal = f"<h4>Goal</h4>{_pre(node.goal)}" if node.goal else ""
+            goal = f"<h4>Goal</h4>{pre_block(node.goal)}" if node.goal else ""
             steps = self.nodes(node.children) or "<p>(no step was logged)</p>"
-            last = f"last step at {_when(end)}" if end is not None else ""
+            last = f"last step at {when_text(end)}" if end is not None else ""
             return (f"<details class=\"boss\" open><summary><span class=\"who\">{who}</span> <b class=\"cmd\">"
-                    f"task under way when the run stopped</b> <span class=\"preview\">{esc(_short(node.goal))}</span>"
+                    f"task under way when the run stopped</b> <span class=\"preview\">{esc(short_line(node.goal))}</span>"
                     f" <span class=\"badge warn\">unfinished</span> <span class=\"took\">{last}</span>"
                     f"</summary><div>{goal}{steps}</div></details>")
         entry = node.entry
-        if entry.command in _MARKERS:
+        if entry.command in MARKERS:
             what = "a new task starts" if entry.command == "new_task" else "the run was resumed here"
             more = _MARKER_SAYS.sub("", entry.result).strip()  # what the log adds to the marker's own words
-            return (f"<div class=\"marker\">{_when(entry.when)} {who}: {what}.{' ' if more else ''}"
+            return (f"<div class=\"marker\">{when_text(entry.when)} {who}: {what}.{' ' if more else ''}"
                     f"{esc(shorten(more, 400))}</div>")
         # (the start may hold a fraction of a second, the log's times do not)
         took = duration_text(max(0.0, entry.when - node.start)) if None not in (entry.when, node.start) else ""
@@ -323,7 +323,7 @@ class _Renderer:
             " <span class=\"badge user\">the user said something</span>" if said else "",
             _outcome_badge(entry, bool(node.children)),
         ])
-        figures = [self.figure_ids[p] for p in files_noted(_texts(entry), self.folders) if p in self.figure_ids]
+        figures = [self.figure_ids[p] for p in files_noted(entry_texts(entry), self.folders) if p in self.figure_ids]
         body = [_arguments_html(entry, self.scripts)]
         if node.children:
             body.append(f"<h4>Steps of {esc(self.names.get(node.children[0].boss, ''))}</h4>"
@@ -336,7 +336,7 @@ class _Renderer:
         # A sub-boss's steps are open, so that the tree of bosses shows whole; each step opens on a click.
         opening = "<details class=\"boss\" open>" if node.children else "<details class=\"step\">"
         began = node.start if node.start is not None else entry.when
-        return (f"{opening}<summary><span class=\"time\">{_when(began)}</span> "
+        return (f"{opening}<summary><span class=\"time\">{when_text(began)}</span> "
                 f"<span class=\"who\">{who}</span> <b class=\"cmd\">{esc(entry.command)}</b> "
                 f"<span class=\"preview\">{esc(_preview(entry))}</span> <span class=\"took\">{esc(took)}</span>"
                 f"{badges}</summary><div>{''.join(body)}</div></details>")

@@ -17,27 +17,27 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import read_task_record
-from aiflows_jarvis.CoreFlowModule.errors import JarvisError, MemoryFileError
-from aiflows_jarvis.CoreFlowModule.library_package import definition_sources
-from aiflows_jarvis.CoreFlowModule.memory import read_text, split_log_entries, summarize_arguments
+from aiflows_jarvis.CoreFlowModule import JarvisError, MemoryFileError
+from aiflows_jarvis.CodeLibraryFlowModule import definition_sources
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries, summarize_arguments
 
 REPORT_NAME = "report.html"
 RUN_FILE = "jarvis_run.json"
 MAX_TEXT = 20_000  # characters of one argument or result shown (head and tail kept)
 MAX_FIGURE_BYTES = 8 << 20
 MAX_FIGURES = 60
-_CUT = re.compile(r"\n?\[\.\.\. \d+ characters cut \.\.\.\]\n?")
+CUT_PATTERN = re.compile(r"\n?\[\.\.\. \d+ characters cut \.\.\.\]\n?")
 _HEADER = re.compile(r"--- \[(\d+)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*?) ---$")
-_MARKERS = ("new_task", "resume")
+MARKERS = ("new_task", "resume")
 _FIGURE_NOTE = re.compile(r"^\s*\[figure saved: (.+)\]\s*$", re.M)
 _FILES_NOTE = re.compile(r"^\s*\[files created or modified: (.+?)(?: \(and \d+ more\))?"
                          r"(?: \(the workspace .*\))?\]\s*$", re.M)
 _SAVED = re.compile(r"^(?:Saved|Replaced) (.+?) in the code library(?:,| \()")
-_USER_SAID = re.compile(r"^\s*(?:feedback: (?!\(none\)\s*$)(.+)|.*?The user replied: (.+)|.*?Their feedback: "
+USER_SAID = re.compile(r"^\s*(?:feedback: (?!\(none\)\s*$)(.+)|.*?The user replied: (.+)|.*?Their feedback: "
                         r"(?!\(none\)\s*$)(.+)|The user interrupted .* and said: (.+))$", re.M)
-_STEP = re.compile(r"^\s*\d+[.)]\s")
-_DONE = re.compile(r"\[\s*done\s*\]|\(\s*done\s*\)", re.I)
-_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
+STEP_LINE = re.compile(r"^\s*\d+[.)]\s")
+DONE_MARK = re.compile(r"\[\s*done\s*\]|\(\s*done\s*\)", re.I)
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
                 ".webp": "image/webp", ".svg": "image/svg+xml"}
 
 
@@ -139,7 +139,7 @@ def _tasks(entries: List[Entry]) -> List[Tuple[Optional[str], List[Entry]]]:
     tasks: List[Tuple[Optional[str], List[Entry]]] = []
     for entry in entries:
         if entry.command == "new_task" or not tasks:
-            goal = entry.arguments if entry.command in _MARKERS else None
+            goal = entry.arguments if entry.command in MARKERS else None
             tasks.append((goal, []))
         tasks[-1][1].append(entry)
     return tasks
@@ -150,7 +150,7 @@ def _same_goal(first: Optional[str], second: str) -> bool:
     shortened the same way (the first 80 characters, spacing aside, decide: a goal shortened from a text with other
     spacing is cut at another place)."""
     def norm(text: str) -> str:
-        return " ".join(_CUT.sub(" ", text).replace("\\n", " ").split())[:80]
+        return " ".join(CUT_PATTERN.sub(" ", text).replace("\\n", " ").split())[:80]
     return first is None or norm(first) == norm(second)
 
 
@@ -287,7 +287,7 @@ def _enrich(entries: List[Entry], steps: List[dict]) -> None:
     for entry in entries:
         candidates = where.get((entry.command, entry.arguments), [])
         i = bisect.bisect_left(candidates, at)
-        if entry.command not in _MARKERS and i < len(candidates):
+        if entry.command not in MARKERS and i < len(candidates):
             step = steps[candidates[i]]
             entry.full_arguments, entry.output, at = step["args"], step["output"], candidates[i] + 1
             entry.by_code = bool(step.get("by_code"))
@@ -317,7 +317,7 @@ def plan_revisions(plan_path: str, since: Optional[float]) -> List[Tuple[float, 
         if not stat.S_ISREG(info.st_mode) or (since is not None and info.st_mtime < since - 1):
             continue
         key = (match.group(1), int(match.group(2)))
-        found.append((key, info.st_mtime, _optional_text(path)))
+        found.append((key, info.st_mtime, optional_text(path)))
     return [(when, text) for _, when, text in sorted(found)]
 
 
@@ -366,7 +366,7 @@ def files_noted(results: Iterable[str], folders: Iterable[str]) -> List[str]:
 def image_data_uri(path: str) -> Optional[str]:
     """``data:`` URI of an image file, or None: not an image by its name and first bytes, a symbolic link, too large
     (``MAX_FIGURE_BYTES``) or unreadable."""
-    kind = _IMAGE_TYPES.get(os.path.splitext(path)[1].lower())
+    kind = IMAGE_TYPES.get(os.path.splitext(path)[1].lower())
     if kind is None:
         return None
     try:
@@ -395,7 +395,7 @@ def _looks_like(kind: str, data: bytes) -> bool:
 
 
 
-def _optional_text(path: str) -> str:
+def optional_text(path: str) -> str:
     """A file's text, or '' when it cannot be read as text (a link, not UTF-8, gone): the report shows less."""
     try:
         return read_text(path)

@@ -15,8 +15,8 @@ RESUMED = ("model", "api_base", "context_window", "structured_output", "config",
 def previous_run(run_file: str, memory_dir: str, report_name: str = "report.html") -> Dict[str, Any]:
     """The goal and settings of the run to resume, from the memory folder; BadInputError when there is none
     (``report_name``: the app's report, named when the run had finished)."""
-    from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryFileError
-    from aiflows_jarvis.CoreFlowModule.memory import read_text
+    from aiflows_jarvis.CoreFlowModule import BadInputError, MemoryFileError
+    from aiflows_jarvis.CoreFlowModule import read_text
 
     if not os.path.lexists(run_file):
         raise BadInputError(f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
@@ -39,7 +39,7 @@ def previous_run(run_file: str, memory_dir: str, report_name: str = "report.html
 def record_end(run_file: str, ended: str) -> None:
     """Note in the run file how the run ended (``finished``, ``stopped by Ctrl+C``, ...): --resume refuses a
     finished run. A run file that cannot be read or written is left as it is (the run is over)."""
-    from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
+    from aiflows_jarvis.CoreFlowModule import atomic_write, read_text
 
     try:
         record = json.loads(read_text(run_file) or "null")
@@ -53,7 +53,7 @@ def record_end(run_file: str, ended: str) -> None:
 def apply_previous(app: App, args: Any, previous: Dict[str, Any], memory_dir: str) -> None:
     """Give ``args`` what the resumed run had and this one does not say: its goal (another goal is refused), the
     shared settings, the app's own (``app.resumed``) and --yes (unless --yes or --no-yes is given)."""
-    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
+    from aiflows_jarvis.CoreFlowModule import BadInputError
 
     from .launcher import goal_without_passwords
 
@@ -85,7 +85,7 @@ def run_record(app: App, args: Any, goal: str, started: float, workdir: str,
     record.update({name: getattr(args, name) for name in RESUMED + app.resumed})
     # the URL of --api-base without its password (``launcher.api_base_with_password`` takes it back on --resume)
     if args.api_base:
-        from aiflows_jarvis.CoreFlowModule.redaction import without_credentials
+        from aiflows_jarvis.CoreFlowModule import without_credentials
 
         record["api_base"], password = without_credentials(args.api_base)
         record["api_base_password"] = password is not None

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from . import ending, launcher, resume, tools
@@ -108,8 +108,8 @@ def main(app: App, argv: Optional[List[str]] = None) -> int:
         # The Console's OutputClosed, looked up only once imported (importing it here would import aiflows before
         # --help, and outside the deferred Ctrl+C). The Console pointed stdout at the null device: nothing is left
         # to fail at exit.
-        interaction = sys.modules.get("aiflows_jarvis.CoreFlowModule.interaction")
-        if interaction is None or not isinstance(stop, interaction.OutputClosed):
+        core = sys.modules.get("aiflows_jarvis.CoreFlowModule")
+        if core is None or not isinstance(stop, core.OutputClosed):
             raise
         note("Stopped: the output was closed.")
         return stop.code
@@ -141,6 +141,11 @@ class Session:
     tools: Any = None  # the run's MCP servers (app/tools.py), stopped when the run ends
     ended: str = "stopped before the end"  # how a run that gave no answer ended, for its report
     why: str = ""  # what stopped it, as the screen said it (for its report)
+    # What the run's context is built with (RunContext's keywords), gathered by the steps before the flow is built
+    # (backends, tools, recorder, budget, ...) and by the app's hooks; then ``run``, built once, entered once.
+    run_settings: Dict[str, Any] = field(default_factory=dict)
+    run: Any = None
+    enter: Any = None  # enters the run's context for the rest of the run (an ExitStack's enter_context)
 
     @property
     def command(self) -> str:
@@ -160,12 +165,10 @@ class Session:
     def resumable(self) -> bool:
         """Whether --resume would go on from something this run made: a plan (an app with plans: Jarvis), else an
         LLM call that got its reply (AutoGPT remembers what it did)."""
-        from aiflows_jarvis.CoreFlowModule import current_run
-
         plans = [files["plan"] for files in (self.memory or {}).values() if "plan" in files]
         if plans:
             return any(os.path.isfile(plan) and os.path.getsize(plan) > 0 for plan in plans)
-        return self.memory is not None and current_run().usage.total().calls > 0
+        return self.memory is not None and self.run is not None and self.run.usage.total().calls > 0
 
 
 def _run(app: App, argv: Optional[List[str]]) -> int:
@@ -174,20 +177,22 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
         import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
         from aiflows.utils import logging
 
-        from aiflows_jarvis.CoreFlowModule import Console, RunContext, current_run
+        from aiflows_jarvis.CoreFlowModule import Console, current_run
 
     if args.verbose:
         logging.set_verbosity_info()
     else:
         logging.set_verbosity_error()
-    caller = current_run()  # a program calling main() may have set where answers come from and where to print
+    caller = current_run()  # a program calling main() in a RunContext of its own says where answers come from and
     console = Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream) \
-        if args.plain or args.stream else caller.console
-    # Everything the run sets (input source, backends, budget, trace, warm-up, tools) lives in this context and goes
-    # with it, however the run ends.
-    with RunContext(input_source=caller.input_source, console=console,
-                    closed_input_hint=app.words.closed_input) as run:
-        session = Session(app, args, run.console, os.path.abspath(args.memory_dir), time.time())
+        if args.plain or args.stream else caller.console  # where to print
+    session = Session(app, args, console, os.path.abspath(args.memory_dir), time.time())
+    session.run_settings.update(input_source=caller.input_source, console=console,
+                                closed_input_hint=app.words.closed_input)
+    # The run's context is entered once it is built (``_prepare``, before the flow is), and left here however the run
+    # ends: everything it holds (input source, backends, budget, trace, warm-up, tools) goes with it.
+    with contextlib.ExitStack() as stack:
+        session.enter = stack.enter_context
         try:
             return _run_in(app, args, session)
         finally:  # a signal in the run's last steps (its report, closing the kernel) must not leave its lock record
@@ -196,10 +201,9 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
 
 
 def _run_in(app: App, args: Any, session: Session) -> int:
-    from aiflows_jarvis.CoreFlowModule import Console, JarvisError, TranscriptError, set_step_record, set_trace_file
-    from aiflows_jarvis.CoreFlowModule.budget import BudgetExceeded, set_run_budget
-    from aiflows_jarvis.CoreFlowModule.errors import BadInputError, MemoryInUseError, describe, root_cause
-    from aiflows_jarvis.CoreFlowModule.warm_up import set_warm_up
+    from aiflows_jarvis.CoreFlowModule import Console, JarvisError, TranscriptError
+    from aiflows_jarvis.CoreFlowModule import BudgetExceeded
+    from aiflows_jarvis.CoreFlowModule import BadInputError, MemoryInUseError, describe, root_cause
 
     console = session.console
     output = None
@@ -209,11 +213,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
             code = _start(session)
             if code is not None:
                 return code
-        budget = session.budget
-        budget.started = time.monotonic()
-        set_run_budget(budget)
-        # the Python kernel starts while the user reads the first plan (not when the first run_code needs it)
-        set_warm_up(lambda: launcher.prestart_interpreters(session.flow))
+        session.budget.started = time.monotonic()
         result = session.flow.call({"goal": session.goal})
         transcript = session.transcript
         if transcript is not None and transcript.unused():
@@ -269,11 +269,11 @@ def _run_in(app: App, args: Any, session: Session) -> int:
             left = survivors_note(launcher.close_interpreters(session.flow))
             if left:
                 console.line("warning", left)
-        set_trace_file(None)  # closed (flushed) before the report reads them
-        set_step_record(None)
+        if session.run is not None:
+            session.run.close_records()  # the trace and the step record, flushed before the report reads them
         console.set_depth(0)
         if output is None:  # what a run that did not end cost (an ended one: in the report below)
-            ending.show_usage(console, unless_unused=True)
+            ending.show_usage(console, session.run.usage if session.run is not None else None, unless_unused=True)
             if session.memory is not None:  # the run got as far as its memory folder (its lock is held till after)
                 resume.record_end(os.path.join(session.memory_dir, session.app.run_file), session.ended)
                 ending.write_run_report(session, None)
@@ -292,7 +292,7 @@ def _run_in(app: App, args: Any, session: Session) -> int:
 
 def exit_code(status: str) -> int:
     """The exit code of a run that ended with ``status`` (its top flow's)."""
-    from aiflows_jarvis.CoreFlowModule.interaction import STOPPED_BY_USER as USER_STOP
+    from aiflows_jarvis.CoreFlowModule import STOPPED_BY_USER as USER_STOP
 
     return FINISHED if status == "finished" else STOPPED_BY_USER if status.startswith(USER_STOP) else FAILED
 
@@ -323,14 +323,15 @@ def _lock(session: Session, trace: Optional[str], trace_option: str) -> None:
     """One run at a time in a memory folder: locked (``session.run_lock``) once the checks that need nothing of the
     folder have passed, before anything in it is written or moved, so that a refused start leaves no folder and no
     lock file behind; the trace file is opened then too."""
-    from aiflows_jarvis.CoreFlowModule import set_trace_file
-    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
-    from aiflows_jarvis.CoreFlowModule.locks import RunLock
+    from aiflows_jarvis.CoreFlowModule import BadInputError
+    from aiflows_jarvis.CoreFlowModule import RunLock
 
     if trace:
         try:
-            set_trace_file(trace)
-            session.trace = trace
+            os.makedirs(os.path.dirname(os.path.abspath(trace)), exist_ok=True)
+            with open(trace, "a", encoding="utf-8"):  # the run appends to it from its first message
+                pass
+            session.trace = session.run_settings["trace_file"] = trace
         except OSError as error:
             raise BadInputError(f"{trace_option} {trace} cannot be written: {error.strerror or error}.") from None
     session.run_lock = RunLock(session.memory_dir).acquire()
@@ -342,21 +343,11 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
     """From --resume to the flow, built, with its memory prepared: each step fills ``session`` for the next and for
     the app's hooks. What reads the memory folder only (the run to resume) and what needs nothing of it (the LLM,
     the goal) comes before its lock (``_lock``); what writes in it, after."""
-    from aiflows_jarvis.ChatFlowModule import (
-        Transcript,
-        TranscriptRecorder,
-        add_backend_wrapper,
-        replay_factory,
-        set_backend_factory,
-        with_api_infos,
-    )
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, set_input_source, set_step_record
-    from aiflows_jarvis.CoreFlowModule import memory as memory_module
-    from aiflows_jarvis.CoreFlowModule.budget import RunBudget
-    from aiflows_jarvis.CoreFlowModule.errors import BadInputError
-    from aiflows_jarvis.CoreFlowModule.tool_calls import set_tool_recorder, set_tool_replay
+    from aiflows_jarvis.ChatFlowModule import Transcript, TranscriptRecorder, replay_factory, with_api_infos
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, BadInputError, RunBudget, RunContext, atomic_write
 
     app, args, console, memory_dir = session.app, session.args, session.console, session.memory_dir
+    settings = session.run_settings
     # ~~~ A resumed run continues with the goal and settings of the run it resumes, unless given again ~~~
     previous = None
     if args.resume:
@@ -379,8 +370,8 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
     # ~~~ Where the LLM replies come from ~~~
     if args.demo or args.replay:
         session.transcript = Transcript.load(app.demo if args.demo else args.replay)
-        set_backend_factory(replay_factory(session.transcript))
-        set_tool_replay(session.transcript.next_tool)  # tool results too: a replay starts no tool and no server
+        settings["backend_factory"] = replay_factory(session.transcript)
+        settings["tool_replay"] = session.transcript.next_tool  # tool results too: a replay starts no tool, no server
         session.api_infos = [{"backend_used": "openai", "api_key": "replay"}]
     else:
         help_text = launcher.no_credentials_help(app.name, session.command, app.words.server_note)
@@ -390,7 +381,7 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
             backend_used = session.api_infos[0].backend_used
             overrides["model_name"] = {backend_used: launcher.litellm_model_name(args.model, backend_used,
                                                                                   args.api_base)}
-        set_backend_factory(with_api_infos(session.api_infos, only_missing=True, **overrides))
+        settings["backend_factory"] = with_api_infos(session.api_infos, only_missing=True, **overrides)
     if app.hooks.sources:
         app.hooks.sources(session)
 
@@ -424,17 +415,25 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
     if app.hooks.configure:
         config = app.hooks.configure(session, config)
     session.config = config
-    session.tools = tools.start_tools(session)
+    session.tools = settings["tool_provider"] = tools.start_tools(session)
     if args.record:
         header = app.hooks.recorder_header(session) if app.hooks.recorder_header else {}
         if session.tools is not None:  # what a replay offers: the servers' names and settings, never their commands
             header["mcp_servers"] = session.tools.settings()
         session.recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured", **header)
-        add_backend_wrapper(session.recorder.wrap)
-        set_tool_recorder(session.recorder.record_tool)
+        settings.update(backend_wrappers=[session.recorder.wrap], tool_recorder=session.recorder.record_tool)
     session.budget = RunBudget.from_config(config.get("budget"), max_calls=args.max_calls,
                                            max_tokens=args.max_tokens, max_cost=args.max_cost,
                                            max_time=args.max_time)
+    if args.yes or args.demo:
+        settings["input_source"] = AutoApproveInput()
+    # ~~~ The run's context: built once, with everything the run holds, and entered for the rest of the run ~~~
+    session.run = RunContext(
+        **settings, budget=session.budget, memory_dir=memory_dir,
+        step_record=os.path.join(memory_dir, app.steps_file),  # opened at the first step: a resumed run goes on with it
+        # the Python kernel starts while the user reads the first plan (not when the first run_code needs it)
+        warm_up=lambda: launcher.prestart_interpreters(session.flow))
+    session.enter(session.run)
     session.flow = flow = launcher.instantiate(config, session.api_infos, memory_dir, source=config_path)
     launcher.set_chat_settings(flow, context_window=args.context_window,
                                structured_output=args.structured_output, stream=args.stream or None)
@@ -442,13 +441,12 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
         app.hooks.check(session)
     # The run file before the previous plans are archived, replaced atomically: when it cannot be written (a full
     # disk), the previous run is left whole, its run file included, for --resume.
-    memory_module.atomic_write(run_file, resume.run_record(app, args, goal, session.started, session.workdir,
+    atomic_write(run_file, resume.run_record(app, args, goal, session.started, session.workdir,
                                                            previous))
     # A demo starts from an empty library, as it was recorded; other runs keep what was learned.
     # The previous run's report goes with its plans and logs (``--report FILE`` is the user's to keep).
     session.memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo,
                                              workdir=session.workdir, with_files=(app.report_name, app.steps_file))
-    set_step_record(os.path.join(memory_dir, app.steps_file))  # a resumed run goes on with its record
     if session.memory.archive:
         console.line("info", f"The previous {session.memory.archived()} kept in "
                              f"{ending.shown(session.memory.archive)}.")
@@ -460,5 +458,3 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
             console.line("info", line)
     if app.hooks.prepare:
         app.hooks.prepare(session)
-    if args.yes or args.demo:
-        set_input_source(AutoApproveInput())

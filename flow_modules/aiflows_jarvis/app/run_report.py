@@ -16,29 +16,29 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule.errors import JarvisError
-from aiflows_jarvis.CoreFlowModule.library_package import library_location, library_structure, package_dir
-from aiflows_jarvis.CoreFlowModule.memory import atomic_write, read_text
-from aiflows_jarvis.CoreFlowModule.redaction import without_credentials
+from aiflows_jarvis.CoreFlowModule import JarvisError
+from aiflows_jarvis.CodeLibraryFlowModule import library_location, library_structure, package_dir
+from aiflows_jarvis.CoreFlowModule import atomic_write, read_text
+from aiflows_jarvis.CoreFlowModule import without_credentials
 
 from .report_html import (  # noqa: F401
-    _SCRIPT,
-    _STYLE,
-    _csp,
-    _pre,
-    _Renderer,
-    _short,
-    _texts,
-    _when,
+    REPORT_SCRIPT,
+    REPORT_STYLE,
+    content_policy,
+    pre_block,
+    Renderer,
+    short_line,
+    entry_texts,
+    when_text,
     duration_text,
     esc,
     user_said,
 )
 from .report_memory import (  # noqa: F401  (the report's reading, importable from here)
-    _DONE,
-    _IMAGE_TYPES,
-    _MARKERS,
-    _STEP,
+    DONE_MARK,
+    IMAGE_TYPES,
+    MARKERS,
+    STEP_LINE,
     MAX_FIGURE_BYTES,
     MAX_FIGURES,
     REPORT_NAME,
@@ -63,21 +63,21 @@ from .report_memory import (  # noqa: F401  (the report's reading, importable fr
 def _plan_html(text: str) -> str:
     lines = []
     for line in text.rstrip("\n").split("\n"):
-        done = bool(_DONE.search(line))
-        shown = esc(_DONE.sub("", line).rstrip()) + (" <span class=\"mark\">\u2713 done</span>" if done else "")
+        done = bool(DONE_MARK.search(line))
+        shown = esc(DONE_MARK.sub("", line).rstrip()) + (" <span class=\"mark\">\u2713 done</span>" if done else "")
         lines.append(f"<div class=\"{'done' if done else ''}\">{shown or '&nbsp;'}</div>")
     return f"<div class=\"plan\">{''.join(lines)}</div>"
 
 
 def _without_marks(plan: str) -> str:
-    return " ".join(_DONE.sub(" ", plan).split())
+    return " ".join(DONE_MARK.sub(" ", plan).split())
 
 
 def _plan_progress(text: str, finished: bool = False) -> str:
     """``3 of 5 steps done``; for a boss that finished its task, ``finished`` (its last step, the answer, is done by
     finishing, and the plan does not mark it), with the count when more steps are left unmarked."""
-    steps = [line for line in text.split("\n") if _STEP.match(line)]
-    done = min(len(steps), sum(1 for line in text.split("\n") if _DONE.search(line)))
+    steps = [line for line in text.split("\n") if STEP_LINE.match(line)]
+    done = min(len(steps), sum(1 for line in text.split("\n") if DONE_MARK.search(line)))
     if finished:
         return "finished" if done >= len(steps) - 1 else f"finished, {done} of {len(steps)} steps marked done"
     return f"{done} of {len(steps)} steps done" if steps else ""
@@ -101,7 +101,7 @@ def _usage_html(usage: Any) -> str:
 
 
 def _llm_usage_html(usage: Any) -> str:
-    from aiflows_jarvis.CoreFlowModule.usage import _short_paths, legend
+    from aiflows_jarvis.CoreFlowModule import short_paths, legend
 
     header, flows, figures, total = usage.columns()
     summary = f"<p>{esc(usage.summary(brief=True))}</p>"
@@ -112,7 +112,7 @@ def _llm_usage_html(usage: Any) -> str:
     # each cell names its column: at phone width the rows are stacked (see the style) and the header is hidden
     body = "".join("<tr" + (" class=\"total\"" if name == "total" else "") + ">" +
                    "".join(f"<td data-label=\"{h}\">{esc(c)}</td>" for c, h in zip((name,) + row, heads)) + "</tr>"
-                   for name, row in zip(_short_paths(flows) + ["total"], figures))
+                   for name, row in zip(short_paths(flows) + ["total"], figures))
     head = "<tr>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"
     note = legend(total)
     return f"{summary}<table>{head}{body}</table>" + (f"<p class=\"meta\">{esc(note)}.</p>" if note else "")
@@ -190,7 +190,7 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
     there; ``memory_dir`` is always looked in); ``app``: the command's name (the title); ``run_file``: the name of
     its run file in ``memory_dir``; ``model``: the model the replies came from, when the run file does not name it;
     ``made``: the other files the run made (listed under Files); ``steps``: the run's step record
-    (``set_step_record``), read for arguments and results whole when there is no ``trace``. A run without bosses
+    (``RunContext(step_record=...)``), read for arguments and results whole when there is no ``trace``. A run without bosses
     (no plan and log in ``layout``) has no plans or library sections, and its steps come from the step record or
     the trace (its top flow, named ``app``, is the controller-executor loop).
     """
@@ -212,9 +212,9 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
               (f"<div class=\"why text\">{esc(why)}</div>" if why else ""))
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_csp()}\">",
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{content_policy()}\">",
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-        f"<title>{esc(app)} run report: {esc(_short(goal, 80))}</title><style>{_STYLE}</style></head><body>",
+        f"<title>{esc(app)} run report: {esc(short_line(goal, 80))}</title><style>{REPORT_STYLE}</style></head><body>",
         f"<header><h1>{esc(app)} run report</h1><p class=\"meta\">{_meta_html(r)}</p></header>",
         "<nav>" + "".join(f"<a href=\"#{key}\">{name}</a>" for key, name in sections) + "</nav>",
         f"<section id=\"goal\"><h2>Goal</h2><div class=\"goal text\">{esc(goal) or '(no goal recorded)'}</div>"
@@ -225,7 +225,7 @@ def build_report(memory_dir: str, layout: Mapping[str, Mapping[str, str]], *,
         f"<section id=\"usage\"><h2>LLM usage</h2>{_usage_html(usage)}</section>",
         files,
         f"<footer>Written by {esc(app)} at {esc(time.strftime('%Y-%m-%d %H:%M:%S'))}. This page loads nothing "
-        f"from the network: figures are inside it.</footer><script>{_SCRIPT}</script></body></html>\n",
+        f"from the network: figures are inside it.</footer><script>{REPORT_SCRIPT}</script></body></html>\n",
     ])
 
 
@@ -243,8 +243,8 @@ def _gather(memory_dir: str, layout, outcome: Dict[str, Any], status: Optional[s
     entries = list(_walk(tree))
     # Figures: those the caller found, and those code runs said they saved
     paths = list(dict.fromkeys([os.path.abspath(p) for p in figures] +
-                               files_noted([t for e in entries for t in _texts(e)], folders)))
-    images = [p for p in paths if p.lower().endswith(tuple(_IMAGE_TYPES))]
+                               files_noted([t for e in entries for t in entry_texts(e)], folders)))
+    images = [p for p in paths if p.lower().endswith(tuple(IMAGE_TYPES))]
     library = next((files.get("code_library") for _, files in sorted(layout.items())
                     if isinstance(files, Mapping) and files.get("code_library")), None)
     return _Run(
@@ -278,11 +278,11 @@ def _meta_html(r: _Run) -> str:
 
 
 def _run_html(r: _Run, app: str) -> str:
-    steps = sum(1 for e in r.entries if e.command not in _MARKERS)
+    steps = sum(1 for e in r.entries if e.command not in MARKERS)
     about = (f"{steps} steps of {esc(r.bosses[0].name)} and the bosses under it, each with the time it started and "
              "how long it took." if r.bosses else f"{steps} commands of {esc(app)}, each with its arguments and "
              "result.")
-    tree = _Renderer(r.bosses, r.folders, r.figure_ids).nodes(r.tree) if r.tree else "<p>(no step was logged)</p>"
+    tree = Renderer(r.bosses, r.folders, r.figure_ids).nodes(r.tree) if r.tree else "<p>(no step was logged)</p>"
     return (f"<section id=\"run\"><h2>The run, step by step</h2><p class=\"meta\">{about}</p>"
             "<button type=\"button\" data-open=\"yes\">Expand all</button>"
             f"<button type=\"button\" data-open=\"no\">Collapse all</button><div class=\"tree\">{tree}</div></section>")
@@ -311,7 +311,7 @@ def _plans_html(r: _Run) -> str:
             continue
         inner = _plan_html(plan) if plan.strip() else "<p>(no plan: it was removed)</p>"
         for i, (when, text) in enumerate(revisions):
-            inner += (f"<details><summary>Earlier version {i + 1}, replaced at {_when(when)}</summary>"
+            inner += (f"<details><summary>Earlier version {i + 1}, replaced at {when_text(when)}</summary>"
                       f"{_plan_html(text)}</details>")
         tasks = r.approved.get(boss.path) or []
         if len(tasks) > 1 or (tasks and _without_marks(tasks[-1]) != _without_marks(plan)):
@@ -326,7 +326,7 @@ def _plans_html(r: _Run) -> str:
 def _library_html(r: _Run) -> str:
     functions = added_functions(r.entries, r.library)
     shown = "".join(f"<h3 class=\"mono\">{esc(name)}</h3>" +
-                    (_pre(source) if source is not None else "<p>(no longer in the library)</p>")
+                    (pre_block(source) if source is not None else "<p>(no longer in the library)</p>")
                     for name, source in functions)
     modules = ""
     package = package_dir(r.library) if r.library else None

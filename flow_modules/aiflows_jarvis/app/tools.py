@@ -8,13 +8,12 @@ from typing import Any, Optional
 
 
 def start_tools(session: Any) -> Optional[Any]:
-    """The run's ``MCPServers`` (nothing is started yet: a controller's first call lists their tools), made the run's
-    tool provider; None when no MCP server is named. A configuration that cannot be used is a BadInputError, raised
+    """The run's ``MCPServers`` (nothing is started yet: a controller's first call lists their tools), for the run's
+    ``tool_provider``; None when no MCP server is named. A configuration that cannot be used is a BadInputError, raised
     before anything in the memory folder is moved.
 
     :param session: the run (``run.Session``): its options, configuration, recording and memory folder.
     """
-    from aiflows_jarvis.CoreFlowModule.run_context import current_run
     from aiflows_jarvis.MCPToolFlowModule.config import described, load_servers, replayed_servers
     from aiflows_jarvis.MCPToolFlowModule.servers import LOG_FOLDER, MCPServers
 
@@ -34,7 +33,6 @@ def start_tools(session: Any) -> Optional[Any]:
     else:
         return None
     provider = MCPServers(servers, log_dir=os.path.join(session.memory_dir, LOG_FOLDER), source=source)
-    current_run().tool_provider = provider
     if servers:
         shown = ", ".join(described(servers)) if session.transcript is None else ", ".join(s.name for s in servers)
         session.console.line("info", f"MCP servers ({source}): {shown}; their tools are listed when a controller "

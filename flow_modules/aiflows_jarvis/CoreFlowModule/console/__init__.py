@@ -1,0 +1,4 @@
+"""What the user sees and answers: the console, the input sources, the terminal.
+
+Import these from the package (``from aiflows_jarvis.CoreFlowModule import ...``).
+"""
