@@ -8,12 +8,11 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import MemoryFileError
+from aiflows_jarvis.CoreFlowModule import MemoryFileError, start_thread
 from aiflows_jarvis.CoreFlowModule import (
     CUT_ENTRY_MARKER,
     append_log_entry,
@@ -92,8 +91,7 @@ def not_blocked(call, *fifos):
         except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
             box["error"] = error
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+    thread = start_thread(run, "not_blocked")  # (in a copy of the test's context: its run and console)
     if not eventually(lambda: not thread.is_alive()):
         while thread.is_alive():  # the other end, opened and closed (each time it opens one again): it returns
             for fifo in fifos:
@@ -138,8 +136,8 @@ def test_a_fifo_in_place_of_an_index_is_built_again_in_its_place(tmp_path, quiet
     log = tmp_path / "logs.txt"
     append_log_entry(str(log), "run_code", {"code": "x"}, "zebra")
     journal = tmp_path / ".index" / "logs.txt.idx"
-    journal.unlink()
-    os.mkfifo(journal)
+    journal.parent.mkdir(exist_ok=True)
+    os.mkfifo(journal)  # (the writer never opens it: the reader below does)
     forget_cached_indexes()
     assert not_blocked(lambda: append_log_entry(str(log), "run_code", {}, "giraffe"), journal) == 2
     assert [key for key, _ in not_blocked(lambda: log_index(str(log)), journal).search("zebra", 3)] == ["1"]
@@ -253,9 +251,9 @@ def test_a_killed_atomic_write_leaves_the_file_whole(tmp_path):
     path = tmp_path / "plan.txt"
     atomic_write(str(path), "1. the approved plan\n")
     script = ("import os, sys; sys.path.insert(0, %r)\n"
-              "from aiflows_jarvis.CoreFlowModule import memory\n"
+              "from aiflows_jarvis.CoreFlowModule import atomic_write\n"
               "os.fsync = lambda fd: os.kill(os.getpid(), 9)\n"
-              "memory.atomic_write(%r, 'half')\n") % (ROOT, str(path))
+              "atomic_write(%r, 'half')\n") % (ROOT, str(path))
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
     assert killed.returncode == -9
     assert path.read_text() == "1. the approved plan\n"
