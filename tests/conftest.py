@@ -40,10 +40,56 @@ SLOW_FILES = {"test_interpreter.py", "test_kernel_security.py", "test_cli.py", "
               "test_streaming.py", "test_benchmark_run.py"}
 
 
+def pytest_addoption(parser):
+    parser.addoption("--shard", metavar="I/N", default=None,
+                     help="run the I-th of N parts of the suite (1-based), whole test files in each, the parts about "
+                          "equal in test count: CI's other Pythons share the fast half this way")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_configure(config):
+    if config.getoption("--shard"):
+        config.pluginmanager.register(_Shard(config.getoption("--shard")), "shard")
+
+
+class _Shard:
+    """Keeps one part of what the other options selected (after `-m`: the parts of the fast half are even)."""
+
+    def __init__(self, shard: str):
+        try:
+            self.index, self.count = (int(n) for n in shard.split("/"))
+            assert 1 <= self.index <= self.count
+        except (ValueError, AssertionError):
+            raise pytest.UsageError(f"--shard {shard}: give I/N with 1 <= I <= N, e.g. --shard 2/3") from None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        kept, dropped = shard_items(items, self.index, self.count)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+
+def shard_items(items, index: int, count: int):
+    """``(the items of part index of count, the others)``: files dealt whole, the largest first, each to the part
+    that holds fewest tests so far (the same answer on every machine for the same files)."""
+    files = {}
+    for item in items:
+        files.setdefault(str(item.path), []).append(item)
+    totals = [0] * count
+    part_of = {}
+    for path in sorted(files, key=lambda p: (-len(files[p]), p)):
+        part = min(range(count), key=lambda n: (totals[n], n))
+        part_of[path] = part
+        totals[part] += len(files[path])
+    kept = [item for item in items if part_of[str(item.path)] == index - 1]
+    return kept, [item for item in items if part_of[str(item.path)] != index - 1]
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiflows_jarvis.CodeLibraryFlowModule import source
+from aiflows_jarvis.CodeLibraryFlowModule import source as code_source
 from aiflows_jarvis.CodeLibraryFlowModule import defined_names, library_summary, split_future_imports
 
 
@@ -12,13 +12,13 @@ from aiflows_jarvis.CodeLibraryFlowModule import defined_names, library_summary,
 def parses(monkeypatch):
     """The sources parsed, in order (memory's one parse function, counted)."""
     seen = []
-    real = source._parse
+    real = code_source._parse
 
     def counting(source):
         seen.append(source)
         return real(source)
 
-    monkeypatch.setattr(source, "_parse", counting)
+    monkeypatch.setattr(code_source, "_parse", counting)
     return seen
 
 
@@ -50,7 +50,7 @@ def test_a_library_parsed_for_its_names_has_its_summary_ready(parses):
 def test_the_cached_answers_are_the_ones_a_parse_gives(parses):
     source = a_library("same")
     cached = [library_summary(source, limit) for limit in (None, 6000, 200)]
-    source._views.clear()
+    code_source._views.clear()
     assert [library_summary(source, limit) for limit in (None, 6000, 200)] == cached
     broken = source + "def broken(:\n"
     for _ in range(2):
@@ -61,14 +61,14 @@ def test_the_cached_answers_are_the_ones_a_parse_gives(parses):
 
 
 def test_only_a_few_versions_are_kept_and_small_code_is_not(parses):
-    for n in range(source._VIEWS_KEPT + 3):
+    for n in range(code_source._VIEWS_KEPT + 3):
         library_summary(a_library(f"v{n}"), 6000)
-    assert len(source._views) == source._VIEWS_KEPT, "older versions are dropped"
+    assert len(code_source._views) == code_source._VIEWS_KEPT, "older versions are dropped"
     small = "def f():\n    return 1\n"
     defined_names(small)
     defined_names(small)
     assert parses.count(small) == 2, "code of one save_code is parsed each time, and does not push a library out"
-    assert len(source._views) == source._VIEWS_KEPT
+    assert len(code_source._views) == code_source._VIEWS_KEPT
 
 
 def test_blocks_cut_inside_a_statement_are_joined_and_line_numbers_are_the_files():
@@ -81,8 +81,8 @@ def test_blocks_cut_inside_a_statement_are_joined_and_line_numbers_are_the_files
     tricky = ("@staticmethod\ndef decorated():\n    pass\n\ntry:\n    import json\nexcept ImportError:\n"
               "    json = None\n\n")
     source = "".join(text + filler + values + tricky for _ in range(3))
-    assert len(text) > source._BLOCK_CHARS and len(values) > source._BLOCK_CHARS
-    spans = source.definition_spans(source)
+    assert len(text) > code_source._BLOCK_CHARS and len(values) > code_source._BLOCK_CHARS
+    spans = code_source.definition_spans(source)
     import ast
 
     expected = [(n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from aiflows_jarvis.CodeLibraryFlowModule import package
+from aiflows_jarvis.CodeLibraryFlowModule import package as package_module
 from aiflows_jarvis.CodeLibraryFlowModule import save as save_module
 from aiflows_jarvis.CodeLibraryFlowModule import library_entries, library_structure, load_index, package_summary
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
@@ -157,14 +157,14 @@ def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatc
         save(tmp_path, body, module=f"topic_{topic}")
     assert len(load_index(str(package))["names"]) == 2000
     touched = {"read": [], "written": [], "parsed": []}
-    for module in (package, save_module):
+    for module in (package_module, save_module):
         real_read, real_write = module.read_text, module.atomic_write
         monkeypatch.setattr(module, "read_text", lambda p, r=real_read: touched["read"].append(p) or r(p))
         monkeypatch.setattr(module, "atomic_write",
                             lambda p, t, w=real_write: touched["written"].append(p) or w(p, t))
-    real_entries = package.entries_of_source
+    real_entries = package_module.entries_of_source
     counting = lambda s, r=real_entries: touched["parsed"].append(len(s)) or r(s)  # noqa: E731
-    monkeypatch.setattr(package, "entries_of_source", counting)
+    monkeypatch.setattr(package_module, "entries_of_source", counting)
     monkeypatch.setattr(save_module, "entries_of_source", counting)
     result = save(tmp_path, "def added(x):\n    '''One more.'''\n    return f_3_1(x)\n", module="topic_7")
     assert result.startswith("Saved added") and "2001 name(s)" in result
@@ -180,7 +180,7 @@ def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatc
 
 _KILLED_SAVE = textwrap.dedent("""\
     import os, sys
-    from aiflows_jarvis.CoreFlowModule import library_save
+    from aiflows_jarvis.CodeLibraryFlowModule import save as save_module
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
     if sys.argv[2] == "between":  # killed after the module is written, before its index
         save_module.write_index = lambda *a, **k: os.kill(os.getpid(), 9)
@@ -234,7 +234,7 @@ def test_entries_and_structure_are_read_from_the_index_and_kept_while_nothing_ch
     assert entries[1]["methods"] == [["def draw(self, path):", "Draws it."]]
     assert [s["module"] for s in library_structure(where)] == ["text", "charts"]
     parsed = []
-    monkeypatch.setattr(package, "entries_of_source", lambda s: parsed.append(s) or (_ for _ in ()).throw(
+    monkeypatch.setattr(package_module, "entries_of_source", lambda s: parsed.append(s) or (_ for _ in ()).throw(
         AssertionError("parsed")))
     assert library_entries(where) == entries and library_entries(str(tmp_path / "library")) == entries
     assert parsed == []
@@ -304,10 +304,10 @@ def test_a_module_index_changed_during_a_run_is_not_taken_as_it_is(tmp_path, qui
     index = tmp_path / "library" / "_index" / "text.json"
     same_size = index.read_bytes().replace(b'"slugify"', b'"sluggo!"')  # valid, not the module's
     index.write_bytes(same_size)
-    assert [e["name"] for e in package.module_entries(str(tmp_path / "library"), "text")] == \
+    assert [e["name"] for e in package_module.module_entries(str(tmp_path / "library"), "text")] == \
         ["slugify", "shout"]
     index.write_bytes(b'{"entries": []}')
-    assert [e["name"] for e in package.module_entries(str(tmp_path / "library"), "text")] == \
+    assert [e["name"] for e in package_module.module_entries(str(tmp_path / "library"), "text")] == \
         ["slugify", "shout"]
     assert quiet_console.text.count("text.json") == 2 and "does not match" in quiet_console.text, \
         quiet_console.text
@@ -346,7 +346,7 @@ def test_an_empty_library_reads_as_nothing(tmp_path, legacy):
 
 _KILLED_MIGRATION = """
 import os, sys
-from aiflows_jarvis.CoreFlowModule import library_save
+from aiflows_jarvis.CodeLibraryFlowModule import save as save_module
 if sys.argv[2] == "before_rename":
     save_module.os.rename = lambda *a: os.kill(os.getpid(), 9)
 else:  # the package is in place, library.py is neither archived nor removed yet
@@ -457,7 +457,7 @@ def _constants(count: int) -> str:
 def test_indexing_a_module_of_many_constants_is_linear_in_its_size():
     """ast.get_source_segment splits the whole source at each call: one per constant made a module of 25,000
     constants cost minutes to index (a 5 MB library.py took 96 s to migrate)."""
-    small, large = (_profile_events(lambda n=n: package.entries_of_source(_constants(n)))
+    small, large = (_profile_events(lambda n=n: package_module.entries_of_source(_constants(n)))
                     for n in (300, 600))
     assert large < 2.5 * small, f"{small} calls for 300 constants, {large} for 600: not linear"
 

@@ -179,7 +179,9 @@ def test_a_large_library_keeps_its_index_for_the_next_run_which_puts_only_what_c
     cache = tmp_path / "library" / "_index" / "search.bin"
     from aiflows_jarvis.CodeLibraryFlowModule import migrate_library
     migrate_library(str(tmp_path / "library"))
-    assert cache.is_file(), "the migration of a library of 60 entries (over _CACHE_FROM) indexed it and kept it"
+    assert not cache.exists(), "the migration (a writer) leaves the index to its reader"
+    library_index(library)
+    assert cache.is_file(), "reading a library of 60 entries (over _CACHE_FROM) indexed it and kept it"
     search_index.forget_cached_indexes()
     built = library_index(library)
     query = functions[17].docstring.split("\n")[0]
@@ -317,8 +319,7 @@ def test_a_torn_journal_is_detected_and_rebuilt(tmp_path, damage):
     for i in range(40):
         append_log_entry(logs, "run_code", {"code": f"x = {i}"}, f"Computes {i}")
     path = index_path_of(logs)
-    os.remove(path)
-    log_index(logs)  # built whole: one line per entry
+    log_index(logs)  # built whole by its first reader: one line per entry
     data = open(path, "rb").read()
     with open(path, "wb") as f:
         f.write(data[:len(data) // 2] if damage == "cut" else data.replace(b"Computes", b"Cumputes", 1))
@@ -328,13 +329,13 @@ def test_a_torn_journal_is_detected_and_rebuilt(tmp_path, damage):
     assert open(path, "rb").read() == data, "rebuilt as it was"
 
 
-# A child that appends a log entry, torn in the middle of the index's write: half the line is written, a file says
-# so, and the child waits to be killed. (The library has no journal; a save killed midway: test_library_package.py.)
+# A child that appends a log entry and searches the log, its index torn in the middle of catching up: half the line
+# is written, a file says so, and the child waits to be killed. (The library has no journal; a save killed midway:
+# test_library_package.py.)
 KILLED_CHILD = textwrap.dedent("""
     import os, sys, time
-    import aiflows_jarvis
-    from aiflows_jarvis.CoreFlowModule import memory_index
     from aiflows_jarvis.CoreFlowModule import append_log_entry
+    from aiflows_jarvis.MemoryReadingFlowModule import search_index
     memory_file, ready = sys.argv[1:3]
     real_append = search_index.append_text
     def torn_append(path, text):
@@ -345,6 +346,7 @@ KILLED_CHILD = textwrap.dedent("""
         real_append(path, text)
     search_index.append_text = torn_append
     append_log_entry(memory_file, "run_code", {"code": "tide()"}, "the tide is high")
+    search_index.log_index(memory_file)
 """)
 
 
@@ -352,6 +354,7 @@ def test_kill_9_during_an_index_update_leaves_an_index_that_is_rebuilt(tmp_path)
     memory_file = str(tmp_path / "logs.txt")
     for i in range(10):
         append_log_entry(memory_file, "run_code", {"code": f"x = {i}"}, f"r {i}")
+    log_index(memory_file)  # the journal the child's search catches up
     ready = tmp_path / "ready"
     child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, memory_file, str(ready)], cwd=tmp_path)
     try:
@@ -458,17 +461,17 @@ def test_jarvis_gives_the_memory_readers_the_servers_embeddings_and_a_replay_loc
 
     from aiflows.backends.api_info import ApiInfo
     from aiflows_jarvis.app.jarvis import JARVIS
-    from aiflows_jarvis.CoreFlowModule import current_run
     from aiflows_jarvis.VectorStoreFlowModule.embeddings import HashEmbeddings
 
-    live = SimpleNamespace(transcript=None,
+    live = SimpleNamespace(transcript=None, run_settings={},
                            api_infos=[ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)])
     JARVIS.hooks.sources(live)
-    embeddings = current_run().embeddings_factory({"model_name": "text-embedding-3-small"}, "MemoryReading")
+    embeddings = live.run_settings["embeddings_factory"]({"model_name": "text-embedding-3-small"}, "MemoryReading")
     vectors = embeddings.embed(["count the words of a file"])
     assert len(vectors) == 1 and loopback.embedding_requests, "the server's /v1/embeddings was asked"
-    JARVIS.hooks.sources(SimpleNamespace(transcript=object(), api_infos=[]))
-    replayed = current_run().embeddings_factory({"model_name": "text-embedding-3-small"}, "MemoryReading")
+    replay = SimpleNamespace(transcript=object(), api_infos=[], run_settings={})
+    JARVIS.hooks.sources(replay)
+    replayed = replay.run_settings["embeddings_factory"]({"model_name": "text-embedding-3-small"}, "MemoryReading")
     assert isinstance(replayed, HashEmbeddings)
 
 

@@ -108,8 +108,8 @@ def test_a_fifo_in_place_of_an_index_is_built_again_in_its_place(tmp_path, quiet
     log = tmp_path / "logs.txt"
     append_log_entry(str(log), "run_code", {"code": "x"}, "zebra")
     journal = tmp_path / ".index" / "logs.txt.idx"
-    journal.unlink()
-    os.mkfifo(journal)
+    journal.parent.mkdir(exist_ok=True)
+    os.mkfifo(journal)  # (the writer never opens it: the reader below does)
     forget_cached_indexes()
     assert not_blocked(lambda: append_log_entry(str(log), "run_code", {}, "giraffe"), journal) == 2
     assert [key for key, _ in not_blocked(lambda: log_index(str(log)), journal).search("zebra", 3)] == ["1"]
@@ -223,9 +223,9 @@ def test_a_killed_atomic_write_leaves_the_file_whole(tmp_path):
     path = tmp_path / "plan.txt"
     atomic_write(str(path), "1. the approved plan\n")
     script = ("import os, sys; sys.path.insert(0, %r)\n"
-              "from aiflows_jarvis.CoreFlowModule import memory\n"
+              "from aiflows_jarvis.CoreFlowModule import atomic_write\n"
               "os.fsync = lambda fd: os.kill(os.getpid(), 9)\n"
-              "memory.atomic_write(%r, 'half')\n") % (ROOT, str(path))
+              "atomic_write(%r, 'half')\n") % (ROOT, str(path))
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
     assert killed.returncode == -9
     assert path.read_text() == "1. the approved plan\n"

@@ -362,8 +362,9 @@ def test_verify_venv_checks_a_local_staging_and_writes_the_requested_one(tmp_pat
     assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "MemoryReadingFlowModule",
                          "--verify-venv"]) == 0
     printed = capsys.readouterr().out
-    assert [m for m, _ in environments] == ["CoreFlowModule", "MemoryReadingFlowModule"]
-    assert demos == [("CoreFlowModule", "ok"), ("MemoryReadingFlowModule", "ok")], "their demos ran there"
+    assert [m for m, _ in environments] == ["CodeLibraryFlowModule", "CoreFlowModule", "MemoryReadingFlowModule"]
+    assert demos == [("CodeLibraryFlowModule", "ok"), ("CoreFlowModule", "ok"), ("MemoryReadingFlowModule", "ok")], \
+        "their demos ran there"
     verified_init = dict(environments)["MemoryReadingFlowModule"]
     assert "os.path.join(_STAGED, \"CoreFlowModule\")" in verified_init and '"revision": "main"' not in verified_init
     assert "MemoryReadingFlowModule: ok in a fresh virtual environment" in printed, "check and run.py --yes passed"

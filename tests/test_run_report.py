@@ -30,7 +30,7 @@ from helpers import DEMO, DEMO_CALLS, run_jarvis, transcript_answering  # noqa: 
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import Console  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import format_log_entry  # noqa: E402
-from aiflows_jarvis.app import run_report  # noqa: E402
+from aiflows_jarvis.app import report_html, run_report  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTILE_ANSWER = "April grew the most. <script>window.pwned = 1; alert('answer')</script> <img src=x onerror=alert(2)>"
@@ -198,7 +198,7 @@ def test_the_report_does_not_contradict_or_repeat_itself(demo_run):
 
 
 def test_a_cut_text_is_cut_at_words_with_the_count_after_it():
-    shown = text_of(run_report._pre("alpha beta gamma\n[... 10 characters cut ...]\nlta epsilon"))
+    shown = text_of(report_html.pre_block("alpha beta gamma\n[... 10 characters cut ...]\nlta epsilon"))
     assert "alpha beta \u2026 epsilon" in shown and "18 characters left out" in shown, shown
 
 

@@ -19,7 +19,7 @@ from helpers import CONTROLS, RUN_JARVIS, child_environment, run_jarvis, transcr
 from subprocess_guard import network_guarded
 from waiting import wait_until
 from loopback_llm import HTTPError, LoopbackLLMServer
-from aiflows_jarvis.CoreFlowModule import Console
+from aiflows_jarvis.CoreFlowModule import Console, RunContext
 from aiflows_jarvis.CoreFlowModule.console.interaction import TerminalInput
 from aiflows_jarvis.CoreFlowModule.console.interaction import _STYLES, OutputClosed
 from aiflows_jarvis.CoreFlowModule import clean_text
@@ -277,7 +277,9 @@ def test_a_failing_report_is_one_line_and_the_usage_still_shows(monkeypatch):
 
     monkeypatch.setattr(launcher, "new_files", broken)
     sink = Sink()
-    session = Session(JARVIS, None, Console(stream=sink, color=False), "memory", 0, workdir="memory", memory={})
+    console = Console(stream=sink, color=False)
+    session = Session(JARVIS, None, console, "memory", 0, workdir="memory", memory={})
+    session.run = RunContext(console=console)
     ending.show_answer(session, {"status": "finished", "answer": "42"})
     assert "Final answer:\n    42\n" in sink.text
     assert "(The end-of-run report is incomplete: PermissionError" in sink.text

@@ -178,13 +178,15 @@ def fresh_venv(folder: str, requirements_file: str) -> str:
 def run_demo(python: str, module_dir: str) -> str:
     """Run a staged module's `run.py --yes` in its folder, isolated like a separate project: "ok" or the error."""
     code = "import runpy\n_sys.argv = ['run.py', '--yes']\nrunpy.run_path('run.py', run_name='__main__')"
+    # what the demo makes, removed after it; a folder of the module's own (CoreFlowModule/memory/, code) is kept
+    made = [name for name in ("flow_modules", "memory") if not os.path.lexists(os.path.join(module_dir, name))]
     try:
         done = subprocess.run(project_python(code, python), cwd=module_dir, env=project_env(), capture_output=True,
                               text=True, timeout=300, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return "run.py did not finish within 300 s"
     finally:
-        for leftover in ("flow_modules", "memory"):
+        for leftover in made:
             shutil.rmtree(os.path.join(module_dir, leftover), ignore_errors=True)
     return "ok" if done.returncode == 0 else f"run.py failed: {done.stderr[-1500:]}"
 

@@ -229,16 +229,24 @@ def index_path_of(memory_file: str) -> str:
     return os.path.join(folder, INDEX_FOLDER, f"{name}.idx")
 
 
+def _open_index(path: str, what: str, source: str) -> Optional[int]:
+    """A descriptor of the index file ``path``, or None: missing or unreadable (built again), or a FIFO, a folder or
+    a link (said in one line, naming ``what`` and the ``source`` it is built again from)."""
+    try:
+        return open_regular(path)
+    except OSError:
+        return None
+    except MemoryFileError as error:  # replaced by the index built again
+        say_rebuilt(what, error.reason, source)
+        return None
+
+
 def _load(memory_file: str, kind: str) -> Optional[MemoryIndex]:
     """The index of ``memory_file`` as its journal has it (only the lines appended since, when it was read lately);
     None when it is missing, torn or of another kind, or not a regular file (said: it is built again)."""
     path = index_path_of(memory_file)
-    try:
-        fd = open_regular(path)
-    except FileNotFoundError:
-        return None
-    except MemoryFileError as error:  # a FIFO, a folder, a link: replaced by the journal built again
-        say_rebuilt(f"The search index of {os.path.basename(memory_file)} ({path})", error.reason, "its file")
+    fd = _open_index(path, f"The search index of {os.path.basename(memory_file)} ({path})", "its file")
+    if fd is None:
         return None
     try:
         info = os.fstat(fd)
@@ -352,12 +360,8 @@ def _read_library_cache(path: str, key: str) -> Optional[MemoryIndex]:
     """The index the cache in ``path`` holds, to be compared entry by entry with the package (its ``source`` says
     what the package was), or None when there is none or it does not read: missing, cut, changed, made by other
     rules, of the wrong shape, a link or not a regular file (these last two said on the console)."""
-    try:
-        fd = open_regular(path)
-    except OSError:
-        return None
-    except MemoryFileError as error:  # a FIFO, a folder, a link: replaced by the index built again
-        say_rebuilt(f"The code library's search index {path}", error.reason, "the library's index")
+    fd = _open_index(path, f"The code library's search index {path}", "the library's index")
+    if fd is None:
         return None
     try:
         info = os.fstat(fd)

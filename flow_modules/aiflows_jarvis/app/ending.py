@@ -41,7 +41,7 @@ def show_answer(session: Any, output: dict) -> None:
             console.show("info", f"Files made or changed in {where}:", "\n".join(shown(p) for p in made))
     except Exception as error:  # noqa: BLE001 - the report must not fail a finished run
         console.line("warning", f"(The end-of-run report is incomplete: {describe(error)})")
-    show_usage(console, session.run.usage)
+    show_usage(console, session.run.usage if session.run is not None else None)
 
 
 def memory_lines(memory: Any) -> List[str]:
@@ -110,7 +110,8 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
             keep_previous_report(target)
         path = run_report.write_report(
             target, memory_dir, session.memory or {},
-            outcome=output, status=session.ended, why=session.why, mode=mode, usage=session.run.usage,
+            outcome=output, status=session.ended, why=session.why, mode=mode,
+            usage=session.run.usage if session.run is not None else None,
             trace=session.trace, steps=os.path.join(memory_dir, session.app.steps_file),
             folders=folders, figures=[p for p in made if p.lower().endswith(launcher.FIGURE_SUFFIXES)], made=made,
             app=session.app.name, run_file=session.app.run_file, model=model_used(session))
@@ -149,5 +150,6 @@ def model_used(session: Any) -> str:
         return str(session.args.model)
     if getattr(session, "transcript", None) is not None:
         return ""  # the mode says where a replay's replies come from
-    models = sorted({str(getattr(s, "model", "")) for s in session.run.servers.values()} - {"", "unknown"})
+    servers = session.run.servers.values() if session.run is not None else ()
+    models = sorted({str(getattr(s, "model", "")) for s in servers} - {"", "unknown"})
     return ", ".join(models)

@@ -452,28 +452,29 @@ def _lean_interface(interface: Any) -> Any:
     return LeanKeyInterface.of(interface) if type(interface) is KeyInterface else interface
 
 
+def _lean_loop(cls: type) -> type:
+    """A circular or sequential flow of aiflows made lean: its subflows set up and called the lean way, and
+    ``reset_before_run``/``reset_after_run`` honoured around its run."""
+    cls._set_up_subflows = classmethod(_set_up_subflows)
+    cls.instantiate_from_config = classmethod(_instantiate_from_config)
+    cls._call_flow_from_state = _call_flow_from_state
+    cls._CircularFlow__set_up_topology = _set_up_topology
+
+    def run(self: Any, input_data: Dict[str, Any]) -> Dict[str, Any]:
+        return _run_with_resets(self, super(cls, self).run, input_data)
+
+    cls.run = run
+    return cls
+
+
+@_lean_loop
 class LeanSequentialFlow(SequentialFlow, LeanFlowMixin):
     """``aiflows.base_flows.SequentialFlow`` with lean message keeping and ``reset_before_run``/``reset_after_run``."""
 
-    _set_up_subflows = classmethod(_set_up_subflows)
-    instantiate_from_config = classmethod(_instantiate_from_config)
-    _call_flow_from_state = _call_flow_from_state
-    _CircularFlow__set_up_topology = _set_up_topology
 
-    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
-        return _run_with_resets(self, super().run, input_data)
-
-
+@_lean_loop
 class LeanCircularFlow(CircularFlow, LeanFlowMixin):
     """``aiflows.base_flows.CircularFlow`` with lean message keeping and ``reset_before_run``/``reset_after_run``."""
-
-    _set_up_subflows = classmethod(_set_up_subflows)
-    instantiate_from_config = classmethod(_instantiate_from_config)
-    _call_flow_from_state = _call_flow_from_state
-    _CircularFlow__set_up_topology = _set_up_topology
-
-    def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
-        return _run_with_resets(self, super().run, input_data)
 
 
 class LeanBranchingFlow(BranchingFlow, LeanFlowMixin):

@@ -16,7 +16,7 @@ import contextvars
 import threading
 from typing import Any, Callable, List, Optional
 
-RUN: contextvars.ContextVar = contextvars.ContextVar("aiflows_jarvis_run")  # no default
+RUN: contextvars.ContextVar = contextvars.ContextVar("jarvis_run")  # no default
 # What makes a run with the defaults: RunContext, which context.py registers when it is imported (the package's door
 # imports it), as importing it here would make a cycle.
 _DEFAULT_MAKER: List[Callable[[], Any]] = []
