@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """Run AutoGPT on a goal: python run_autogpt.py "<goal>" (--help for the options)."""
+
 import os
 import signal
 import sys

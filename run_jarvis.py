@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """Run Jarvis on a goal: python run_jarvis.py "<goal>" (--help for the options)."""
+
 import os
 import signal
 import sys

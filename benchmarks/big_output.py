@@ -12,6 +12,7 @@
 Prints for each the wall time, the peak memory (the maximum RSS of the child that ran it) and the big figure as a
 multiple of the small one. ``--root`` runs another checkout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from fakes import command  # noqa: E402
 from loopback_llm import LoopbackLLMServer  # noqa: E402
+
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 
 GOAL = "Run the code and say what it printed."
 
@@ -36,10 +38,15 @@ GOAL = "Run the code and say what it printed."
 def replies(code: str) -> list:
     """Jarvis's plan, Coder with a goal, Coder's plan, run_code, Coder's finish, the final answer, finish; the run's
     chats are asked again after the output (the Coder's finish, Jarvis's final answer)."""
-    return ["1. Run the code with Coder and report.", command("Coder", goal="Run the code."),
-            "1. Run the code with run_code.", command("run_code", language="python", code=code),
-            command("finish", summary="The code ran."), command("final_answer", answer="It printed a lot."),
-            command("finish", summary="Done.")]
+    return [
+        "1. Run the code with Coder and report.",
+        command("Coder", goal="Run the code."),
+        "1. Run the code with run_code.",
+        command("run_code", language="python", code=code),
+        command("finish", summary="The code ran."),
+        command("final_answer", answer="It printed a lot."),
+        command("finish", summary="Done."),
+    ]
 
 
 def run(root: str, code: str) -> tuple:
@@ -48,10 +55,24 @@ def run(root: str, code: str) -> tuple:
         env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "AZURE_API_KEY")}
         env["NO_COLOR"] = "1"
         started = time.monotonic()
-        done = subprocess.run([sys.executable, os.path.join(os.path.abspath(root), "run_jarvis.py"),
-                               "--api-base", server.url, "--model", "local-model", "--yes", GOAL],
-                              cwd=work, env=env, capture_output=True, text=True, timeout=1800,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(os.path.abspath(root), "run_jarvis.py"),
+                "--api-base",
+                server.url,
+                "--model",
+                "local-model",
+                "--yes",
+                GOAL,
+            ],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            stdin=subprocess.DEVNULL,
+        )
         took = time.monotonic() - started
         calls = len(server.requests)
     # the largest child so far (KiB): the small run comes first, so the big run's figure is its own if larger
@@ -118,8 +139,10 @@ def main() -> int:
     for window in (8192, 1_000_000):
         for name, size_ in (("small output", 100), (f"{args.size_mb:g} MB output", size)):
             took, first, peak = chat(size_, window)
-            print(f"chat, window {window}, {name}: 10 calls in {took:.2f} s (the first {first:.2f} s, the 9 later "
-                  f"{(took - first) / 9 * 1000:.0f} ms each); peak RSS {peak:.0f} MiB")
+            print(
+                f"chat, window {window}, {name}: 10 calls in {took:.2f} s (the first {first:.2f} s, the 9 later "
+                f"{(took - first) / 9 * 1000:.0f} ms each); peak RSS {peak:.0f} MiB"
+            )
     return 0
 
 

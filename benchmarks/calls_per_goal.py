@@ -22,6 +22,7 @@ cache reuses; the lowest controller, and all controllers together). A goal whose
 (a file missing, a function not saved, an answer not reached) is marked FAILED: the figures of a failed goal do not
 count. ``--root`` runs another checkout's run_jarvis.py (to measure a version before a change).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -43,9 +44,10 @@ for _path in (ROOT, HERE, os.path.join(ROOT, "tests")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from loopback_llm import LoopbackLLMServer  # noqa: E402
 from prefix_reuse import common_prefix, layout  # noqa: E402
+
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 
 
 def cmd(name: str, **args: Any) -> str:
@@ -56,6 +58,7 @@ def cmd(name: str, **args: Any) -> str:
 @dataclasses.dataclass
 class Function:
     """A function the model has written into the library: what Coder asks for, and the code it writes."""
+
     name: str
     spec: str
     module: str
@@ -68,6 +71,7 @@ class Function:
 @dataclasses.dataclass
 class Action:
     """One of Coder's commands: extend the library with a function, or run code."""
+
     function: Optional[Function] = None
     code: str = ""
     language: str = "python"
@@ -77,6 +81,7 @@ class Action:
 class CoderTask:
     """A step of Jarvis's plan done by Coder: its goal, the plan Coder's planner writes (steps, each with the
     commands that carry it out) and what Coder says when it finishes."""
+
     goal: str
     steps: List[Tuple[str, List[Action]]]
     summary: str
@@ -102,9 +107,14 @@ class Goal:
     answer_from_library: List[str] = dataclasses.field(default_factory=list)  # names a prompt may show to answer
 
     def plan(self, answered_from_library: bool) -> str:
-        steps = [] if answered_from_library else [
-            f"Ask Coder to: {item.goal}" if isinstance(item, CoderTask) else f"Ask the user: {item.question}"
-            for item in self.work]
+        steps = (
+            []
+            if answered_from_library
+            else [
+                f"Ask Coder to: {item.goal}" if isinstance(item, CoderTask) else f"Ask the user: {item.question}"
+                for item in self.work
+            ]
+        )
         steps.append("Give the user the final answer.")
         return "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
 
@@ -124,9 +134,11 @@ def _orders() -> str:
 
 REVENUE = Function(
     name="revenue_by_month_product",
-    spec=("revenue_by_month_product(path: str) -> dict[str, dict[str, float]]: read a CSV file with the columns "
-          "date (YYYY-MM-DD), product, quantity and unit_price, and return the revenue (quantity * unit_price) per "
-          "month ('YYYY-MM') and product, as {month: {product: revenue}}, months in order. Standard library only."),
+    spec=(
+        "revenue_by_month_product(path: str) -> dict[str, dict[str, float]]: read a CSV file with the columns "
+        "date (YYYY-MM-DD), product, quantity and unit_price, and return the revenue (quantity * unit_price) per "
+        "month ('YYYY-MM') and product, as {month: {product: revenue}}, months in order. Standard library only."
+    ),
     module="sales",
     code='''def revenue_by_month_product(path: str) -> dict[str, dict[str, float]]:
     """Revenue per month and product from a CSV file of orders.
@@ -147,17 +159,21 @@ REVENUE = Function(
             by_product = totals.setdefault(month, {})
             by_product[row["product"]] = by_product.get(row["product"], 0.0) + revenue
     return {month: totals[month] for month in sorted(totals)}''',
-    tests=("import os, tempfile\n"
-           "path = os.path.join(tempfile.mkdtemp(), 'o.csv')\n"
-           "open(path, 'w').write('date,product,quantity,unit_price\\n2026-01-02,a,2,1.5\\n2026-01-09,a,1,1.5\\n"
-           "2026-02-01,b,3,2.0\\n')\n"
-           "assert revenue_by_month_product(path) == {'2026-01': {'a': 4.5}, '2026-02': {'b': 6.0}}"),
+    tests=(
+        "import os, tempfile\n"
+        "path = os.path.join(tempfile.mkdtemp(), 'o.csv')\n"
+        "open(path, 'w').write('date,product,quantity,unit_price\\n2026-01-02,a,2,1.5\\n2026-01-09,a,1,1.5\\n"
+        "2026-02-01,b,3,2.0\\n')\n"
+        "assert revenue_by_month_product(path) == {'2026-01': {'a': 4.5}, '2026-02': {'b': 6.0}}"
+    ),
 )
 
 MEDIAN = Function(
     name="median",
-    spec=("median(values: list[float]) -> float: the median of the values (the mean of the two middle ones when "
-          "there is an even number of them); raise ValueError when values is empty. Standard library only."),
+    spec=(
+        "median(values: list[float]) -> float: the median of the values (the mean of the two middle ones when "
+        "there is an even number of them); raise ValueError when values is empty. Standard library only."
+    ),
     module="stats",
     first_code='''def median(values: list[float]) -> float:
     """The median of the values.
@@ -190,12 +206,14 @@ MEDIAN = Function(
     if len(ordered) % 2:
         return float(ordered[middle])
     return (ordered[middle - 1] + ordered[middle]) / 2''',
-    tests=("assert median([3, 1, 2]) == 2\nassert median([4, 1, 3, 2]) == 2.5\n"
-           "try:\n    median([])\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no ValueError')"),
+    tests=(
+        "assert median([3, 1, 2]) == 2\nassert median([4, 1, 3, 2]) == 2.5\n"
+        "try:\n    median([])\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no ValueError')"
+    ),
     fix="The tests failed: median([3, 1, 2]) is not 2 because the values are not sorted. Sort them first.",
 )
 
-REPORT = '''from library import revenue_by_month_product
+REPORT = """from library import revenue_by_month_product
 import csv
 
 revenue = revenue_by_month_product("orders.csv")
@@ -218,148 +236,234 @@ for i, p in enumerate(top):
     lines.append(f'<text x="470" y="{40 + 20 * i}">{p}</text>')
 with open("revenue.svg", "w") as f:
     f.write('<svg xmlns="http://www.w3.org/2000/svg" width="560" height="300">' + "".join(lines) + "</svg>")
-print("top 3:", ", ".join(top), "- chart: revenue.svg")'''
+print("top 3:", ", ".join(top), "- chart: revenue.svg")"""
 
-BEST_MONTH = '''from library import revenue_by_month_product
+BEST_MONTH = """from library import revenue_by_month_product
 
 totals = {m: sum(by_product.values()) for m, by_product in revenue_by_month_product("orders.csv").items()}
 best = max(totals, key=totals.get)
-print(f"highest total revenue: {best} ({totals[best]:.2f})")'''
+print(f"highest total revenue: {best} ({totals[best]:.2f})")"""
 
 YAML_FILE = "name: shop\nversion: 3\nowners:\n  - ana\n  - bo\nlimits:\n  orders: 500\n"
 INSTALL = "pip install pyyaml"
-CONVERT = '''import json, yaml
+CONVERT = """import json, yaml
 
 with open("config.yaml") as f:
     config = yaml.safe_load(f)
 with open("config.json", "w") as f:
     json.dump(config, f, indent=2)
-print("keys:", ", ".join(config))'''
+print("keys:", ", ".join(config))"""
 
 SALES = "region,amount\nnorth,120\nsouth,80\nnorth,40\neast,55\nsouth,20\n"
-TOTAL = '''import csv
+TOTAL = """import csv
 
 totals = {}
 with open("sales.csv", newline="") as f:
     for row in csv.DictReader(f):
         totals[row["region"]] = totals.get(row["region"], 0) + float(row["amount"])
-print("totals per region:", totals, "- all regions:", sum(totals.values()))'''
+print("totals per region:", totals, "- all regions:", sum(totals.values()))"""
 
 MEDIAN_RUN = "from library import median\n\nprint('median:', median([3, 1, 4, 1, 5, 9]))"
 
 DATA = "12\n\n15\nn/a\n11\n14\n \nn/a\n18\n"
-CLEAN = '''kept = [line.strip() for line in open("data.txt") if line.strip() and line.strip() != "n/a"]
+CLEAN = """kept = [line.strip() for line in open("data.txt") if line.strip() and line.strip() != "n/a"]
 with open("clean.txt", "w") as f:
     f.write("\\n".join(kept) + "\\n")
-print(len(kept), "numbers kept in clean.txt")'''
-STATS = '''import statistics
+print(len(kept), "numbers kept in clean.txt")"""
+STATS = """import statistics
 
 values = [float(line) for line in open("clean.txt") if line.strip()]
-print(f"mean {statistics.mean(values):.2f}, standard deviation {statistics.stdev(values):.2f}")'''
+print(f"mean {statistics.mean(values):.2f}, standard deviation {statistics.stdev(values):.2f}")"""
 
 TEMPS = "\n".join(str(round(12 + 6 * ((day * 37) % 11) / 10, 1)) for day in range(1, 31)) + "\n"
-PLOT = '''temps = [float(line) for line in open("temps.txt") if line.strip()]
+PLOT = """temps = [float(line) for line in open("temps.txt") if line.strip()]
 high, low = max(temps), min(temps)
 points = " ".join(f"{20 + 18 * i},{220 - 200 * (t - low) / (high - low):.1f}" for i, t in enumerate(temps))
 with open("temps.svg", "w") as f:
     f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="580" height="240"><polyline fill="none" '
             f'stroke="#c33" points="{points}"/></svg>')
-print(f"warmest: day {temps.index(high) + 1} ({high})")'''
+print(f"warmest: day {temps.index(high) + 1} ({high})")"""
 
 
 GOALS = [
-    Goal("csv_and_chart", "data from a CSV file, a function written, a chart",
-         "orders.csv holds a shop's orders (date, product, quantity, unit_price). Add a reusable function that "
-         "computes the revenue per month and product, write monthly_revenue.csv, tell me which product grew most "
-         "from the first month to the last, and plot the top 3 products' monthly revenue as lines in revenue.svg.",
-         work=[CoderTask(
-             "Add to the code library a function that computes the revenue per month and product of an orders CSV "
-             "file (date, product, quantity, unit_price); use it on orders.csv to write monthly_revenue.csv, print "
-             "the product whose revenue grew most from the first month to the last, and draw the top 3 products' "
-             "monthly revenue as lines in revenue.svg.",
-             [(f"Extend the code library with `{REVENUE.spec.split(':')[0]}`.", [Action(REVENUE)]),
-              ("Run code: write monthly_revenue.csv, print the product that grew most, draw revenue.svg.",
-               [Action(code=REPORT)]),
-              ("Give the final answer: the product that grew most and the files written.", [])],
-             "revenue_by_month_product is in the library; monthly_revenue.csv and revenue.svg are written.")],
-         answer="cheese grew most; the monthly revenue is in monthly_revenue.csv and the top 3 in revenue.svg.",
-         files={"orders.csv": _orders()}, made=["monthly_revenue.csv", "revenue.svg"],
-         library=["revenue_by_month_product"], seen=["grew most: cheese"]),
-    Goal("reuse_function", "a function already in the library, reused",
-         "Using the function already in the library, which month had the highest total revenue in orders.csv?",
-         work=[CoderTask(
-             "With revenue_by_month_product from the code library, find the month of orders.csv with the highest "
-             "total revenue and print it with the total.",
-             [("Run code: sum the revenue per month with revenue_by_month_product and print the highest.",
-               [Action(code=BEST_MONTH)]),
-              ("Give the final answer: the month and its total.", [])],
-             "The month with the highest total revenue is printed above.")],
-         answer="June (2026-06) had the highest total revenue.", memory_of="csv_and_chart",
-         library=["revenue_by_month_product"], seen=["highest total revenue: 2026-06"]),
-    Goal("package_install", "a package to install",
-         "Convert config.yaml to config.json with PyYAML (install it if it is missing) and tell me its top-level keys.",
-         work=[CoderTask(
-             "Install PyYAML with pip if it is missing, then convert config.yaml to config.json and print its "
-             "top-level keys.",
-             [("Run code: pip install pyyaml.", [Action(code=INSTALL, language="bash")]),
-              ("Run code: convert config.yaml to config.json and print the keys.", [Action(code=CONVERT)]),
-              ("Give the final answer: the keys and the file.", [])],
-             "config.json is written; its keys are printed above.")],
-         answer="config.json is written; its top-level keys are name, version, owners and limits.",
-         files={"config.yaml": YAML_FILE}, made=["config.json"], seen=["keys: name, version, owners, limits"]),
-    Goal("user_answer", "a question only the user can answer",
-         "Total the amounts in sales.csv for the region I choose: ask me which region.",
-         work=[Ask("Which region of sales.csv should I total (north, south or east)?"),
-               CoderTask("Total the amount column of sales.csv per region and over all regions, and print the "
-                         "totals.",
-                         [("Run code: total the amounts per region and overall.", [Action(code=TOTAL)]),
-                          ("Give the final answer: the totals.", [])],
-                         "The totals per region and overall are printed above.")],
-         answer="You left the choice to me: north totals 160, south 100, east 55; all regions 315.",
-         files={"sales.csv": SALES}, seen=["all regions: 315.0"]),
-    Goal("failing_test_fixed", "a function whose first version fails its tests",
-         "Add a reusable median function to the library and tell me the median of 3, 1, 4, 1, 5, 9.",
-         work=[CoderTask(
-             "Add to the code library a function median(values) (the mean of the two middle values for an even "
-             "count), then print the median of 3, 1, 4, 1, 5, 9.",
-             [(f"Extend the code library with `{MEDIAN.spec.split(':')[0]}`.", [Action(MEDIAN)]),
-              ("Run code: print the median of 3, 1, 4, 1, 5, 9.", [Action(code=MEDIAN_RUN)]),
-              ("Give the final answer: the median.", [])],
-             "median is in the library; the median of the values is printed above.")],
-         answer="The median of 3, 1, 4, 1, 5, 9 is 3.5; median() is now in the library.",
-         memory_of="csv_and_chart", library=["median", "revenue_by_month_product"], seen=["median: 3.5"]),
-    Goal("two_coder_steps", "a goal of two Coder steps",
-         "data.txt has one number per line, with empty lines and 'n/a' among them: clean it into clean.txt, then "
-         "give me the mean and standard deviation of clean.txt.",
-         work=[CoderTask("Write the numbers of data.txt into clean.txt, one per line, leaving out empty lines and "
-                         "'n/a'.",
-                         [("Run code: write clean.txt without empty lines and 'n/a'.", [Action(code=CLEAN)]),
-                          ("Give the final answer: how many numbers were kept.", [])],
-                         "clean.txt holds the numbers of data.txt."),
-               CoderTask("Print the mean and the standard deviation of the numbers in clean.txt.",
-                         [("Run code: compute and print the mean and standard deviation.", [Action(code=STATS)]),
-                          ("Give the final answer: the two figures.", [])],
-                         "The mean and standard deviation are printed above.")],
-         answer="clean.txt holds 5 numbers; their mean is 14.00 and their standard deviation 2.74.",
-         files={"data.txt": DATA}, made=["clean.txt"], seen=["mean 14.00, standard deviation 2.74"]),
-    Goal("plot_from_text", "a plot from a text file",
-         "temps.txt has one temperature per line for 30 days: plot them as a line chart in temps.svg and tell me "
-         "the warmest day.",
-         work=[CoderTask("Draw the temperatures of temps.txt (one per line, one per day) as a line chart in "
-                         "temps.svg and print the warmest day.",
-                         [("Run code: draw temps.svg and print the warmest day.", [Action(code=PLOT)]),
-                          ("Give the final answer: the warmest day and the chart.", [])],
-                         "temps.svg is drawn; the warmest day is printed above.")],
-         answer="The chart is in temps.svg; the warmest day is day 8.", files={"temps.txt": TEMPS},
-         made=["temps.svg"], seen=["warmest: day 8 (18.0)"]),
-    Goal("question_from_library", "a question answered from the library",
-         "Which functions does my code library have, and in which modules?",
-         work=[CoderTask("List the functions of the code library with their modules.",
-                         [("Give the final answer: the functions and their modules.", [])],
-                         "The library has median (stats) and revenue_by_month_product (sales).")],
-         answer="Your library has median (module stats) and revenue_by_month_product (module sales).",
-         memory_of="failing_test_fixed", library=["median", "revenue_by_month_product"],
-         answer_from_library=["median", "revenue_by_month_product"]),
+    Goal(
+        "csv_and_chart",
+        "data from a CSV file, a function written, a chart",
+        "orders.csv holds a shop's orders (date, product, quantity, unit_price). Add a reusable function that "
+        "computes the revenue per month and product, write monthly_revenue.csv, tell me which product grew most "
+        "from the first month to the last, and plot the top 3 products' monthly revenue as lines in revenue.svg.",
+        work=[
+            CoderTask(
+                "Add to the code library a function that computes the revenue per month and product of an orders CSV "
+                "file (date, product, quantity, unit_price); use it on orders.csv to write monthly_revenue.csv, print "
+                "the product whose revenue grew most from the first month to the last, and draw the top 3 products' "
+                "monthly revenue as lines in revenue.svg.",
+                [
+                    (f"Extend the code library with `{REVENUE.spec.split(':')[0]}`.", [Action(REVENUE)]),
+                    (
+                        "Run code: write monthly_revenue.csv, print the product that grew most, draw revenue.svg.",
+                        [Action(code=REPORT)],
+                    ),
+                    ("Give the final answer: the product that grew most and the files written.", []),
+                ],
+                "revenue_by_month_product is in the library; monthly_revenue.csv and revenue.svg are written.",
+            )
+        ],
+        answer="cheese grew most; the monthly revenue is in monthly_revenue.csv and the top 3 in revenue.svg.",
+        files={"orders.csv": _orders()},
+        made=["monthly_revenue.csv", "revenue.svg"],
+        library=["revenue_by_month_product"],
+        seen=["grew most: cheese"],
+    ),
+    Goal(
+        "reuse_function",
+        "a function already in the library, reused",
+        "Using the function already in the library, which month had the highest total revenue in orders.csv?",
+        work=[
+            CoderTask(
+                "With revenue_by_month_product from the code library, find the month of orders.csv with the highest "
+                "total revenue and print it with the total.",
+                [
+                    (
+                        "Run code: sum the revenue per month with revenue_by_month_product and print the highest.",
+                        [Action(code=BEST_MONTH)],
+                    ),
+                    ("Give the final answer: the month and its total.", []),
+                ],
+                "The month with the highest total revenue is printed above.",
+            )
+        ],
+        answer="June (2026-06) had the highest total revenue.",
+        memory_of="csv_and_chart",
+        library=["revenue_by_month_product"],
+        seen=["highest total revenue: 2026-06"],
+    ),
+    Goal(
+        "package_install",
+        "a package to install",
+        "Convert config.yaml to config.json with PyYAML (install it if it is missing) and tell me its top-level keys.",
+        work=[
+            CoderTask(
+                "Install PyYAML with pip if it is missing, then convert config.yaml to config.json and print its "
+                "top-level keys.",
+                [
+                    ("Run code: pip install pyyaml.", [Action(code=INSTALL, language="bash")]),
+                    ("Run code: convert config.yaml to config.json and print the keys.", [Action(code=CONVERT)]),
+                    ("Give the final answer: the keys and the file.", []),
+                ],
+                "config.json is written; its keys are printed above.",
+            )
+        ],
+        answer="config.json is written; its top-level keys are name, version, owners and limits.",
+        files={"config.yaml": YAML_FILE},
+        made=["config.json"],
+        seen=["keys: name, version, owners, limits"],
+    ),
+    Goal(
+        "user_answer",
+        "a question only the user can answer",
+        "Total the amounts in sales.csv for the region I choose: ask me which region.",
+        work=[
+            Ask("Which region of sales.csv should I total (north, south or east)?"),
+            CoderTask(
+                "Total the amount column of sales.csv per region and over all regions, and print the totals.",
+                [
+                    ("Run code: total the amounts per region and overall.", [Action(code=TOTAL)]),
+                    ("Give the final answer: the totals.", []),
+                ],
+                "The totals per region and overall are printed above.",
+            ),
+        ],
+        answer="You left the choice to me: north totals 160, south 100, east 55; all regions 315.",
+        files={"sales.csv": SALES},
+        seen=["all regions: 315.0"],
+    ),
+    Goal(
+        "failing_test_fixed",
+        "a function whose first version fails its tests",
+        "Add a reusable median function to the library and tell me the median of 3, 1, 4, 1, 5, 9.",
+        work=[
+            CoderTask(
+                "Add to the code library a function median(values) (the mean of the two middle values for an even "
+                "count), then print the median of 3, 1, 4, 1, 5, 9.",
+                [
+                    (f"Extend the code library with `{MEDIAN.spec.split(':')[0]}`.", [Action(MEDIAN)]),
+                    ("Run code: print the median of 3, 1, 4, 1, 5, 9.", [Action(code=MEDIAN_RUN)]),
+                    ("Give the final answer: the median.", []),
+                ],
+                "median is in the library; the median of the values is printed above.",
+            )
+        ],
+        answer="The median of 3, 1, 4, 1, 5, 9 is 3.5; median() is now in the library.",
+        memory_of="csv_and_chart",
+        library=["median", "revenue_by_month_product"],
+        seen=["median: 3.5"],
+    ),
+    Goal(
+        "two_coder_steps",
+        "a goal of two Coder steps",
+        "data.txt has one number per line, with empty lines and 'n/a' among them: clean it into clean.txt, then "
+        "give me the mean and standard deviation of clean.txt.",
+        work=[
+            CoderTask(
+                "Write the numbers of data.txt into clean.txt, one per line, leaving out empty lines and 'n/a'.",
+                [
+                    ("Run code: write clean.txt without empty lines and 'n/a'.", [Action(code=CLEAN)]),
+                    ("Give the final answer: how many numbers were kept.", []),
+                ],
+                "clean.txt holds the numbers of data.txt.",
+            ),
+            CoderTask(
+                "Print the mean and the standard deviation of the numbers in clean.txt.",
+                [
+                    ("Run code: compute and print the mean and standard deviation.", [Action(code=STATS)]),
+                    ("Give the final answer: the two figures.", []),
+                ],
+                "The mean and standard deviation are printed above.",
+            ),
+        ],
+        answer="clean.txt holds 5 numbers; their mean is 14.00 and their standard deviation 2.74.",
+        files={"data.txt": DATA},
+        made=["clean.txt"],
+        seen=["mean 14.00, standard deviation 2.74"],
+    ),
+    Goal(
+        "plot_from_text",
+        "a plot from a text file",
+        "temps.txt has one temperature per line for 30 days: plot them as a line chart in temps.svg and tell me "
+        "the warmest day.",
+        work=[
+            CoderTask(
+                "Draw the temperatures of temps.txt (one per line, one per day) as a line chart in "
+                "temps.svg and print the warmest day.",
+                [
+                    ("Run code: draw temps.svg and print the warmest day.", [Action(code=PLOT)]),
+                    ("Give the final answer: the warmest day and the chart.", []),
+                ],
+                "temps.svg is drawn; the warmest day is printed above.",
+            )
+        ],
+        answer="The chart is in temps.svg; the warmest day is day 8.",
+        files={"temps.txt": TEMPS},
+        made=["temps.svg"],
+        seen=["warmest: day 8 (18.0)"],
+    ),
+    Goal(
+        "question_from_library",
+        "a question answered from the library",
+        "Which functions does my code library have, and in which modules?",
+        work=[
+            CoderTask(
+                "List the functions of the code library with their modules.",
+                [("Give the final answer: the functions and their modules.", [])],
+                "The library has median (stats) and revenue_by_month_product (sales).",
+            )
+        ],
+        answer="Your library has median (module stats) and revenue_by_month_product (module sales).",
+        memory_of="failing_test_fixed",
+        library=["median", "revenue_by_month_product"],
+        answer_from_library=["median", "revenue_by_month_product"],
+    ),
 ]
 
 
@@ -424,7 +528,7 @@ def steps_marked(messages: List[dict]) -> set:
     text = text_of(messages)
     blocks = list(_PLAN_BLOCK.finditer(text))
     done = set(_DONE_STEP.findall(blocks[-1].group(1))) if blocks else set()
-    after = text[blocks[-1].end():] if blocks else text
+    after = text[blocks[-1].end() :] if blocks else text
     for match in _MARKED.finditer(after):
         done |= set(re.findall(r"\d+", match.group(1)))
     return {int(n) for n in done}
@@ -543,15 +647,18 @@ class GoodModel:
         completes = offers(messages, "completes_step")
         steps = plan_steps_shown(messages)
         if done and not completes:
-            finished = [step for step, (_, items) in enumerate(task.steps, 1)
-                        if items and all(i < len(done) for i, (s, _) in enumerate(actions) if s == step)]
+            finished = [
+                step
+                for step, (_, items) in enumerate(task.steps, 1)
+                if items and all(i < len(done) for i, (s, _) in enumerate(actions) if s == step)
+            ]
             if finished and not set(finished) <= steps_marked(messages):
                 return cmd("update_plan", updated_plan=mark(plan_shown(messages), finished))
         if len(done) < len(actions):
             step, action = actions[len(done)]
             extra = {}
             if completes:
-                last_of_step = all(s != step for s, _ in actions[len(done) + 1:])
+                last_of_step = all(s != step for s, _ in actions[len(done) + 1 :])
                 if steps <= 1 and len(done) + 1 == len(actions):
                     extra = {"completes_step": 1}
                 elif steps > 1 and last_of_step:
@@ -588,8 +695,9 @@ class GoodModel:
         done = [c for c, _ in issued(messages)]
         result = last_user(messages)
         if done and done[-1] == "test":
-            if re.search(r"passed: true|tests passed|proposed tests passed", result, re.I) and \
-                    not re.search(r"passed: false|failed", result, re.I):
+            if re.search(r"passed: true|tests passed|proposed tests passed", result, re.I) and not re.search(
+                r"passed: false|failed", result, re.I
+            ):
                 return cmd("finish", summary=f"{function.name} is written, tested and accepted.")
             return cmd("write_code", goal=function.fix or "Fix the code so that the tests pass.")
         return cmd("test", tests=function.tests)
@@ -633,8 +741,10 @@ def measure(model: GoodModel, outcome: Outcome) -> None:
             continue
         chat = f"{role}:{hash(str(messages[0].get('content')))}"
         before = previous.get(chat)
-        previous[chat] = (tokens, encode(layout(messages + [{"role": "assistant", "content": reply}]),
-                                         disallowed_special=()))
+        previous[chat] = (
+            tokens,
+            encode(layout(messages + [{"role": "assistant", "content": reply}]), disallowed_special=()),
+        )
         if before is None:
             continue
         shared, with_reply = common_prefix(before[0], tokens), common_prefix(before[1], tokens)
@@ -673,10 +783,29 @@ def run_goal(goal: Goal, folders: Dict[str, Tuple[str, str]], work: str, root: s
     env["NO_COLOR"] = "1"
     started = time.monotonic()
     with LoopbackLLMServer(replies=[model] * 400) as server:
-        done = subprocess.run([sys.executable, os.path.join(root, "run_jarvis.py"), "--api-base", server.url,
-                               "--model", "bench-model", "--context-window", "32768", "--yes", "--memory-dir", memory,
-                               "--workdir", workdir, goal.text],
-                              env=env, cwd=workdir, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(root, "run_jarvis.py"),
+                "--api-base",
+                server.url,
+                "--model",
+                "bench-model",
+                "--context-window",
+                "32768",
+                "--yes",
+                "--memory-dir",
+                memory,
+                "--workdir",
+                workdir,
+                goal.text,
+            ],
+            env=env,
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     outcome.seconds = time.monotonic() - started
     measure(model, outcome)
     if done.returncode != 0:
@@ -729,19 +858,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=1))
         return 0 if all(not o.problems for o in outcomes) else 1
     print(f"{'':<22} {'':>5} {'prompt':>8} {'compl.':>7} {'prefix reuse':>13} {'with reply':>13} {'new':>6}")
-    print(f"{'goal':<22} {'calls':>5} {'tokens':>8} {'tokens':>7} {'all':>6} {'lowest':>6} {'all':>6} "
-          f"{'lowest':>6} {'tokens':>6}")
+    print(
+        f"{'goal':<22} {'calls':>5} {'tokens':>8} {'tokens':>7} {'all':>6} {'lowest':>6} {'all':>6} "
+        f"{'lowest':>6} {'tokens':>6}"
+    )
 
     def share(value: Optional[float]) -> str:
         return f"{value:.1%}" if value is not None else "-"
 
     for o in outcomes:
-        print(f"{o.goal:<22} {o.calls:>5} {o.prompt_tokens:>8,} {o.completion_tokens:>7,} {share(o.reuse):>6} "
-              f"{share(o.lowest_reuse):>6} {share(o.reuse_with_reply):>6} {share(o.lowest_with_reply):>6} "
-              f"{o.new_tokens:>6,}{'  FAILED' if o.problems else ''}")
+        print(
+            f"{o.goal:<22} {o.calls:>5} {o.prompt_tokens:>8,} {o.completion_tokens:>7,} {share(o.reuse):>6} "
+            f"{share(o.lowest_reuse):>6} {share(o.reuse_with_reply):>6} {share(o.lowest_with_reply):>6} "
+            f"{o.new_tokens:>6,}{'  FAILED' if o.problems else ''}"
+        )
     total = [o for o in outcomes if not o.problems]
-    print(f"{'total':<22} {sum(o.calls for o in total):>5} {sum(o.prompt_tokens for o in total):>8,} "
-          f"{sum(o.completion_tokens for o in total):>7,} {'':>27} {sum(o.new_tokens for o in total):>6,}")
+    print(
+        f"{'total':<22} {sum(o.calls for o in total):>5} {sum(o.prompt_tokens for o in total):>8,} "
+        f"{sum(o.completion_tokens for o in total):>7,} {'':>27} {sum(o.new_tokens for o in total):>6,}"
+    )
     for o in outcomes:
         for problem in o.problems:
             print(f"FAILED {o.goal}: {problem}")

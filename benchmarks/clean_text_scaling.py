@@ -7,6 +7,7 @@ interleaved) and prints the ratio of the two times: about 8 when the cleaning is
 backtracks into earlier attempts (quadratic). A figure, not a pass or fail: tests/test_terminal_safety.py checks what
 the cleaning leaves.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,10 @@ def main(argv=None) -> int:
     for shape in SHAPES:
         small = best_time(shape * 12_500, args.repeat)
         large = best_time(shape * 100_000, args.repeat)
-        print(f"{shape!r:>16}: {small * 1000:7.1f} ms for 12,500, {large * 1000:7.1f} ms for 100,000: "
-              f"{large / max(small, 1e-6):.1f}x the time for 8x the sequences (linear: about 8)")
+        print(
+            f"{shape!r:>16}: {small * 1000:7.1f} ms for 12,500, {large * 1000:7.1f} ms for 100,000: "
+            f"{large / max(small, 1e-6):.1f}x the time for 8x the sequences (linear: about 8)"
+        )
     return 0
 
 

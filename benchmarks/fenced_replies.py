@@ -8,6 +8,7 @@ Prints the LLM calls the server answered, the corrections it saw, the tokens of 
 run ended. ``--root`` runs another checkout's run_jarvis.py (e.g. an older commit in a git worktree) against the
 same scripted model, to compare before and after.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,9 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from loopback_llm import LoopbackLLMServer  # noqa: E402
 
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import count_message_tokens  # noqa: E402
 
@@ -43,8 +44,11 @@ def dress(reply: str, style: str) -> str:
     if style == "prose":
         return f"I will call `{parsed['command']}` next.\n{reply}\nLet me know if you need anything else."
     if style == "python":
-        return repr(ast.literal_eval(json.dumps(parsed).replace("true", "True").replace("false", "False")
-                                     .replace("null", "None")))
+        return repr(
+            ast.literal_eval(
+                json.dumps(parsed).replace("true", "True").replace("false", "False").replace("null", "None")
+            )
+        )
     return f"Here is the next command:\n```json\n{json.dumps(parsed, indent=2)}\n```"
 
 
@@ -82,15 +86,28 @@ def main() -> int:
         server.add(*([model] * (4 * len(transcript.replies()))))
         env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "AZURE_API_KEY")}
         env["NO_COLOR"] = "1"
-        done = subprocess.run([sys.executable, os.path.join(os.path.abspath(args.root), "run_jarvis.py"),
-                               "--api-base", server.url, "--model", "local-model", "--yes", transcript.header["goal"]],
-                              cwd=work, env=env, capture_output=True, text=True, timeout=600,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(os.path.abspath(args.root), "run_jarvis.py"),
+                "--api-base",
+                server.url,
+                "--model",
+                "local-model",
+                "--yes",
+                transcript.header["goal"],
+            ],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
         calls = len(server.requests)
     lines = [line for line in done.stdout.strip().splitlines() if line.strip()]
     tail = lines[-12:]
-    status = next((line.strip() for line in lines if line.strip().startswith("Jarvis ")
-                   and "Final answer" in line), "")
+    status = next((line.strip() for line in lines if line.strip().startswith("Jarvis ") and "Final answer" in line), "")
     print(f"checkout: {os.path.abspath(args.root)}")
     print(f"style: {args.style}; the recorded run takes {len(transcript.replies())} LLM calls")
     print(f"LLM calls: {calls}; corrections asked: {model.corrections}; request tokens (cl100k): {model.prompt_tokens}")

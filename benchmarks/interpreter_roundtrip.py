@@ -8,6 +8,7 @@ how long a first run waits for a kernel started in the background (`prestart()`)
 
     python benchmarks/interpreter_roundtrip.py [--runs 50] [--files 5000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=5000, help="files in the second workspace")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="interp-bench-") as empty, \
-            tempfile.TemporaryDirectory(prefix="interp-bench-") as full:
+    with (
+        tempfile.TemporaryDirectory(prefix="interp-bench-") as empty,
+        tempfile.TemporaryDirectory(prefix="interp-bench-") as full,
+    ):
         fill(full, args.files)
         interpreter, crowded = CodeInterpreter(empty), CodeInterpreter(full)
         try:

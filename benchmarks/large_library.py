@@ -15,6 +15,7 @@ earlier runs would have; ``--no-kept-index`` removes it, for the figure of a fir
 ``--root`` runs another checkout's run_jarvis.py. The run writes bytecode caches as Python does by default
 (PYTHONDONTWRITEBYTECODE is left out of its environment).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from loopback_llm import LoopbackLLMServer  # noqa: E402
 
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 
 DEMO = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
@@ -43,11 +44,13 @@ def library_of(size: int) -> str:
     parts, total, number = [], 0, 0
     while total < size:
         number += 1
-        part = (f"def helper_{number}(values: list, scale: float = 1.0) -> list:\n"
-                f'    """Scales the values by `scale` (helper number {number}).\n\n'
-                f"    Returns a new list; the input is left as it is.\n"
-                f'    """\n'
-                f"    return [v * scale + {number} for v in values]\n\n\n")
+        part = (
+            f"def helper_{number}(values: list, scale: float = 1.0) -> list:\n"
+            f'    """Scales the values by `scale` (helper number {number}).\n\n'
+            f"    Returns a new list; the input is left as it is.\n"
+            f'    """\n'
+            f"    return [v * scale + {number} for v in values]\n\n\n"
+        )
         parts.append(part)
         total += len(part)
     return "".join(parts)
@@ -67,25 +70,48 @@ def run_once(size_mb: float, layout: str, root: str, kept_index: bool = True) ->
         migration = None
         if layout == "package":  # in a process of its own: this one stays small (its size would be the run's peak)
             started = time.monotonic()
-            subprocess.run([sys.executable, "-c", "import sys; from aiflows_jarvis.CodeLibraryFlowModule.save import "
-                            "migrate_library; migrate_library(sys.argv[1])", os.path.join(memory, "library")],
-                           check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from aiflows_jarvis.CodeLibraryFlowModule.save import "
+                    "migrate_library; migrate_library(sys.argv[1])",
+                    os.path.join(memory, "library"),
+                ],
+                check=True,
+            )
             migration = time.monotonic() - started
             kept = os.path.join(memory, "library", "_index", "search.bin")
             if not kept_index and os.path.exists(kept):
                 os.remove(kept)
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("OPENAI_API_KEY", "AZURE_API_KEY", "PYTHONDONTWRITEBYTECODE")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "AZURE_API_KEY", "PYTHONDONTWRITEBYTECODE")
+        }
         env["NO_COLOR"] = "1"
         # (LARGE_LIBRARY_PYTHON_ARGS="-m cProfile -o run.prof" profiles the run)
         python = [sys.executable, *os.environ.get("LARGE_LIBRARY_PYTHON_ARGS", "").split()]
         with tempfile.TemporaryFile("w+") as out:
             started = time.monotonic()
-            child = subprocess.Popen([*python, os.path.join(os.path.abspath(root), "run_jarvis.py"),
-                                      "--api-base", server.url, "--model", "local-model", "--yes",
-                                      transcript.header["goal"]],
-                                     cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                     stdin=subprocess.DEVNULL)
+            child = subprocess.Popen(
+                [
+                    *python,
+                    os.path.join(os.path.abspath(root), "run_jarvis.py"),
+                    "--api-base",
+                    server.url,
+                    "--model",
+                    "local-model",
+                    "--yes",
+                    transcript.header["goal"],
+                ],
+                cwd=work,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )
             deadline = threading.Timer(1800, child.kill)  # a run that hangs is killed (and its exit code shown)
             deadline.start()
             try:
@@ -96,21 +122,38 @@ def run_once(size_mb: float, layout: str, root: str, kept_index: bool = True) ->
             child.returncode = os.waitstatus_to_exitcode(status)
             out.seek(0)
             output = out.read()
-        return {"took": took, "peak": usage.ru_maxrss / 1024, "code": child.returncode, "calls": len(server.requests),
-                "migration": migration, "size": len(library), "output": output}
+        return {
+            "took": took,
+            "peak": usage.ru_maxrss / 1024,
+            "code": child.returncode,
+            "calls": len(server.requests),
+            "migration": migration,
+            "size": len(library),
+            "output": output,
+        }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, default=5.0, help="the library's size in megabytes (default 5)")
     parser.add_argument("--root", default=ROOT, help="the checkout whose run_jarvis.py runs (default: this one)")
-    parser.add_argument("--layout", choices=("package", "file"), default="package",
-                        help="package: migrate library.py into the package before the run (default); file: not")
+    parser.add_argument(
+        "--layout",
+        choices=("package", "file"),
+        default="package",
+        help="package: migrate library.py into the package before the run (default); file: not",
+    )
     parser.add_argument("--runs", type=int, default=1, help="runs of each size; the medians are printed (default 1)")
-    parser.add_argument("--no-kept-index", action="store_true",
-                        help="remove the search index the migration keeps: the run builds it (a first run)")
-    parser.add_argument("--compare", action="store_true",
-                        help="also run with an empty library, alternately, and print the ratio of the medians")
+    parser.add_argument(
+        "--no-kept-index",
+        action="store_true",
+        help="remove the search index the migration keeps: the run builds it (a first run)",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run with an empty library, alternately, and print the ratio of the medians",
+    )
     args = parser.parse_args()
     sizes = [0.0, args.size_mb] if args.compare else [args.size_mb]
     results: dict = {size: [] for size in sizes}
@@ -122,14 +165,20 @@ def main() -> int:
     for size, runs in results.items():
         last = runs[-1]
         medians[size] = statistics.median(r["took"] for r in runs)
-        print(f"library: {last['size'] / 1e6:.1f} MB ({args.layout} layout); LLM calls: {last['calls']}; exit codes "
-              f"{sorted({r['code'] for r in runs})}")
+        print(
+            f"library: {last['size'] / 1e6:.1f} MB ({args.layout} layout); LLM calls: {last['calls']}; exit codes "
+            f"{sorted({r['code'] for r in runs})}"
+        )
         if last["migration"] is not None:
-            print(f"  migration of library.py into the package, before the run: "
-                  f"{statistics.median(r['migration'] for r in runs):.2f} s")
+            print(
+                f"  migration of library.py into the package, before the run: "
+                f"{statistics.median(r['migration'] for r in runs):.2f} s"
+            )
         times = ", ".join(f"{r['took']:.2f}" for r in runs)
-        print(f"  wall time: {medians[size]:.2f} s (median of {len(runs)}: {times}); "
-              f"peak RSS: {max(r['peak'] for r in runs):.0f} MiB")
+        print(
+            f"  wall time: {medians[size]:.2f} s (median of {len(runs)}: {times}); "
+            f"peak RSS: {max(r['peak'] for r in runs):.0f} MiB"
+        )
         for r in runs:
             if r["code"] != 0:
                 print("\n".join(r["output"].strip().splitlines()[-12:]))

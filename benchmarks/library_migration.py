@@ -9,6 +9,7 @@ suite's scale/library_of_5_mb); ``constants``, each function with a constant of 
 is not a definition goes into the modules using it, and is indexed as a constant). ``--root`` migrates with another
 checkout's code (an earlier commit from `git archive`, for the figure before a change).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,7 @@ sys.path.insert(0, HERE)
 
 from large_library import library_of  # noqa: E402
 
-_CHILD = r'''
+_CHILD = r"""
 import io, json, os, resource, sys, time
 root, folder = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(root, "flow_modules"))  # (before the installed checkout)
@@ -37,20 +38,24 @@ with RunContext(console=Console(stream=io.StringIO(), color=False)):
     took = time.perf_counter() - started
 print(json.dumps({"seconds": took, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "code": aiflows_jarvis.__file__}))
-'''
+"""
 
 _BODY = "    " + "total = total + value * 2  # a line of a long function\n    " * 20
 
 
 def _long(number: int) -> str:
-    return (f"def helper_{number}(value):\n    '''Helper number {number}: doubles value many times.'''\n"
-            f"    total = 0\n{_BODY}return total\n\n\n")
+    return (
+        f"def helper_{number}(value):\n    '''Helper number {number}: doubles value many times.'''\n"
+        f"    total = 0\n{_BODY}return total\n\n\n"
+    )
 
 
 def _constant(number: int) -> str:
-    return (f"RATE_{number} = {number} * 0.01\n\n\ndef tool_{number}(values, scale=1.0):\n"
-            f"    '''Scales the values (tool {number}).\n\n    Returns a new list.\n    '''\n"
-            f"    return [v * scale * RATE_{number} for v in values]\n\n\n")
+    return (
+        f"RATE_{number} = {number} * 0.01\n\n\ndef tool_{number}(values, scale=1.0):\n"
+        f"    '''Scales the values (tool {number}).\n\n    Returns a new list.\n    '''\n"
+        f"    return [v * scale * RATE_{number} for v in values]\n\n\n"
+    )
 
 
 def library(shape: str, size: int) -> str:
@@ -71,8 +76,9 @@ def measure(shape: str, size_mb: float, root: str) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "library.py"), "w", encoding="utf-8") as f:
             f.write(source)
-        done = subprocess.run([sys.executable, "-c", _CHILD, root, folder], capture_output=True, text=True,
-                              timeout=3600)
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, root, folder], capture_output=True, text=True, timeout=3600
+        )
         if done.returncode != 0:
             raise SystemExit(f"{shape}: {done.stderr[-3000:]}")
         result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -91,8 +97,11 @@ def main() -> int:
     print(f"{'shape':>10} {'MB':>5} {'functions':>10} {'seconds':>8} {'MB/s':>6} {'peak RSS':>9}")
     for shape in args.shapes.split(","):
         r = measure(shape, args.size_mb, args.root)
-        print(f"{shape:>10} {r['mb']:>5.1f} {r['definitions']:>10,} {r['seconds']:>8.1f} "
-              f"{r['mb'] / r['seconds']:>6.2f} {r['peak_mib']:>6.0f}MiB", flush=True)
+        print(
+            f"{shape:>10} {r['mb']:>5.1f} {r['definitions']:>10,} {r['seconds']:>8.1f} "
+            f"{r['mb'] / r['seconds']:>6.2f} {r['peak_mib']:>6.0f}MiB",
+            flush=True,
+        )
     return 0
 
 

@@ -7,6 +7,7 @@ For each size, a fresh process builds the library (not timed), then saves ``--sa
 SaveCodeAtomicFlow: the first save is a cold one (the process reads the names index), the others warm. Prints the
 cold save, the median warm save, and the process's peak memory (maximum RSS), and the ratio to the smallest size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,12 @@ print(json.dumps({"cold": took[0], "warm": statistics.median(took[1:]) if len(to
 def measure(size: int, saves: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         for phase in ("build", "save"):
-            done = subprocess.run([sys.executable, "-c", _CHILD, folder, str(size), str(saves), phase],
-                                  capture_output=True, text=True, timeout=1800)
+            done = subprocess.run(
+                [sys.executable, "-c", _CHILD, folder, str(size), str(saves), phase],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
             if done.returncode != 0:
                 raise SystemExit(f"size {size}, {phase}: {done.stderr[-3000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
@@ -76,8 +81,10 @@ def main() -> int:
     base = results[args.sizes[0]]
     print(f"{'functions':>10} {'cold save':>10} {'warm save':>10} {'x warm':>7} {'peak RSS':>9}")
     for size, r in results.items():
-        print(f"{size:>10} {r['cold'] * 1000:>8.1f}ms {r['warm'] * 1000:>8.1f}ms {r['warm'] / base['warm']:>6.2f}x "
-              f"{r['peak_mib']:>6.0f}MiB")
+        print(
+            f"{size:>10} {r['cold'] * 1000:>8.1f}ms {r['warm'] * 1000:>8.1f}ms {r['warm'] / base['warm']:>6.2f}x "
+            f"{r['peak_mib']:>6.0f}MiB"
+        )
     return 0
 
 

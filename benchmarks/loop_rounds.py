@@ -10,6 +10,7 @@ The scripted replies come with ``usage``, as OpenAI's API and most servers send 
 as a server that reports none (the tokens are then counted with the cl100k tokenizer, which takes about 40 MB).
 --stock runs the same loop with aiflows' own message keeping (the lean overrides switched off), for comparison.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,12 +24,16 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from aiflows.base_flows import Flow  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 
-from aiflows_jarvis.CoreFlowModule import Console, RunContext, ScriptedInput  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import LeanFlowMixin  # noqa: E402
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
+from aiflows_jarvis.CoreFlowModule import (  # noqa: E402
+    Console,
+    LeanFlowMixin,  # noqa: E402
+    RunContext,
+    ScriptedInput,
+)
 
 
 def reporting_factory(backend_config, flow_name):
@@ -72,8 +77,11 @@ def run(rounds: int, stock: bool, usage: bool = True) -> dict:
     logging.set_verbosity_warning()
     from fakes import SCRIPT, carried_size, scripted_factory
 
-    run_context = RunContext(console=Console(stream=open(os.devnull, "w")), input_source=ScriptedInput(),
-                             backend_factory=reporting_factory if usage else scripted_factory)
+    run_context = RunContext(
+        console=Console(stream=open(os.devnull, "w")),
+        input_source=ScriptedInput(),
+        backend_factory=reporting_factory if usage else scripted_factory,
+    )
     with run_context, tempfile.TemporaryDirectory() as memory_dir:
         flow, memory_files = build(memory_dir, rounds)
         stamps, sizes = [], {}
@@ -90,8 +98,14 @@ def run(rounds: int, stock: bool, usage: bool = True) -> dict:
         try:
             started = time.perf_counter()
             # called as an application calls a flow (its __call__: traced, named in errors), not its inner run()
-            out = flow.call({"goal": "count words, many times", "memory_files": memory_files,
-                             "plan": open(memory_files["plan"]).read(), "logs": ""})
+            out = flow.call(
+                {
+                    "goal": "count words, many times",
+                    "memory_files": memory_files,
+                    "plan": open(memory_files["plan"]).read(),
+                    "logs": "",
+                }
+            )
             total = time.perf_counter() - started
         finally:
             SCRIPT.__class__.__call__ = original
@@ -100,8 +114,14 @@ def run(rounds: int, stock: bool, usage: bool = True) -> dict:
 
     tiktoken_registry = sys.modules.get("tiktoken.registry")
     loaded = tokenizer_loaded() or bool(tiktoken_registry and getattr(tiktoken_registry, "ENCODINGS", None))
-    return {"status": out["status"], "total": total, "durations": durations, "sizes": sizes,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "tokenizer_loaded": loaded}
+    return {
+        "status": out["status"],
+        "total": total,
+        "durations": durations,
+        "sizes": sizes,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "tokenizer_loaded": loaded,
+    }
 
 
 def main() -> None:
@@ -118,15 +138,17 @@ def main() -> None:
     # the prompt's log tail fills at round 20 and the bounded histories at about round 35: from then on, flat
     for start in (41, 101):
         if len(d) >= start + 19 + 20:
-            window = d[start - 1:start + 19]
+            window = d[start - 1 : start + 19]
             print(f"  median round time, rounds {start}-{start + 19}: {statistics.median(window) * 1000:8.2f} ms")
     print(f"  median round time, rounds {len(d) - 19}-{len(d)}: {statistics.median(late) * 1000:8.2f} ms")
     print(f"  total: {r['total']:.2f} s")
     for n, size in sorted(r["sizes"].items()):
         print(f"  carried state after round {n}: {size / 1024:8.1f} KiB")
     print(f"  peak RSS of the process: {r['peak_rss_mb']:.0f} MiB")
-    print(f"  cl100k tokenizer loaded: {'yes' if r['tokenizer_loaded'] else 'no'}"
-          f"{'' if args.no_usage else ' (the replies report usage)'}")
+    print(
+        f"  cl100k tokenizer loaded: {'yes' if r['tokenizer_loaded'] else 'no'}"
+        f"{'' if args.no_usage else ' (the replies report usage)'}"
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ and a log of ``--log-entries`` entries, each mode runs in its own child process 
 ``cut`` is today's cutting (the last 20 log entries, the library's summary cut to ``max_library_chars``); ``retrieval``
 is the entries chosen by relevance beyond the budgets.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,10 +44,15 @@ def _controller_template():
     loop = config["subflows_config"]["CtrlExMem"]
     controller = loop["subflows_config"]["Controller"]
     # the head (system message), then the memory (the first user message of a block)
-    template = (controller["system_message_prompt_template"]["template"] + "\n\n"
-                + controller["memory_message_prompt_template"]["template"])
-    commands = "\n".join(f"- {name}: {spec['description']} Arguments: {spec.get('input_args')}"
-                         for name, spec in loop["commands"].items())
+    template = (
+        controller["system_message_prompt_template"]["template"]
+        + "\n\n"
+        + controller["memory_message_prompt_template"]["template"]
+    )
+    commands = "\n".join(
+        f"- {name}: {spec['description']} Arguments: {spec.get('input_args')}"
+        for name, spec in loop["commands"].items()
+    )
     return template, commands
 
 
@@ -56,29 +62,37 @@ def _log_text(count: int, names) -> str:
     parts = []
     for number in range(1, count + 1):
         name = names[(number * 7919) % len(names)]
-        parts.append(format_log_entry(number, "run_code", {"code": f"from library import {name}\nprint({name}(rows))",
-                                                          "language": "python"},
-                                      f"{{'topic': 'x', 'count': {number % 97}}}") + "\n")
+        parts.append(
+            format_log_entry(
+                number,
+                "run_code",
+                {"code": f"from library import {name}\nprint({name}(rows))", "language": "python"},
+                f"{{'topic': 'x', 'count': {number % 97}}}",
+            )
+            + "\n"
+        )
     return "".join(parts)
 
 
 def one(size: int, mode: str, log_entries: int, task_count: int) -> dict:
     """The figures of one library size in one mode (run in a child process of its own)."""
     import jinja2
+    from synthetic_library import library_source, make_library, make_tasks
 
     import aiflows_jarvis  # noqa: F401 (offline tokenizer first)
-    from aiflows_jarvis.CoreFlowModule import append_log_entry
-    from aiflows_jarvis.CoreFlowModule import count_tokens
+    from aiflows_jarvis.CoreFlowModule import append_log_entry, count_tokens
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
     from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
-    from synthetic_library import library_source, make_library, make_tasks
 
     functions = make_library(size + 1)
     extra, functions = functions[-1], functions[:-1]
     tasks = make_tasks(functions, task_count)
     work = tempfile.mkdtemp(prefix="memory_scale_")
-    files = {"plan": os.path.join(work, "plan_coder.txt"), "logs": os.path.join(work, "logs_coder.txt"),
-             "code_library": os.path.join(work, "library.py")}
+    files = {
+        "plan": os.path.join(work, "plan_coder.txt"),
+        "logs": os.path.join(work, "logs_coder.txt"),
+        "code_library": os.path.join(work, "library.py"),
+    }
     with open(files["code_library"], "w", encoding="utf-8") as f:
         f.write(library_source(functions))
     with open(files["plan"], "w", encoding="utf-8") as f:
@@ -86,7 +100,8 @@ def one(size: int, mode: str, log_entries: int, task_count: int) -> dict:
     with open(files["logs"], "w", encoding="utf-8") as f:
         f.write(_log_text(log_entries, [fn.name for fn in functions]))
     reader = MemoryReadingAtomicFlow.instantiate_from_default_config(
-        output_interface=["plan", "logs", "code_library"], retrieval={"enabled": mode == "retrieval"})
+        output_interface=["plan", "logs", "code_library"], retrieval={"enabled": mode == "retrieval"}
+    )
     saver = SaveCodeAtomicFlow.instantiate_from_default_config()
     template, commands = _controller_template()
     render = jinja2.Template(template, undefined=jinja2.StrictUndefined).render
@@ -112,16 +127,24 @@ def one(size: int, mode: str, log_entries: int, task_count: int) -> dict:
     save_ms, prompt_ms, text = round_(extra.code)
     tracemalloc.start()
     round_(extra.code.replace(f"def {extra.name}(", f"def {extra.name}_again(", 1))
-    py_peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
+    py_peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     hits = 0
     for task, name in tasks:
         reader.flow_state["picked"] = {}  # each task is a new one: nothing picked before
         shown = reader.run({"memory_files": files, "goal": task, "result": ""})["code_library"]
         hits += (f"def {name}(" in shown) if mode == "retrieval" else (name in shown)
-    return {"size": size, "mode": mode, "save_ms": save_ms, "prompt_ms": prompt_ms, "first_ms": first_ms,
-            "tokens": count_tokens(text), "py_mib": py_peak,
-            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "recall": hits / len(tasks)}
+    return {
+        "size": size,
+        "mode": mode,
+        "save_ms": save_ms,
+        "prompt_ms": prompt_ms,
+        "first_ms": first_ms,
+        "tokens": count_tokens(text),
+        "py_mib": py_peak,
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "recall": hits / len(tasks),
+    }
 
 
 def main() -> int:
@@ -137,19 +160,37 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "AZURE_API_KEY")}
     print(f"log entries: {args.log_entries}; tasks: {args.tasks}")
-    print(f"{'functions':>9} {'mode':>9} {'save ms':>8} {'prompt ms':>9} {'first ms':>8} {'tokens':>6} "
-          f"{'peak MiB':>8} {'py MiB':>6} {'recall':>6}")
+    print(
+        f"{'functions':>9} {'mode':>9} {'save ms':>8} {'prompt ms':>9} {'first ms':>8} {'tokens':>6} "
+        f"{'peak MiB':>8} {'py MiB':>6} {'recall':>6}"
+    )
     for size in sizes:
         for mode in MODES:
-            done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", str(size), mode,
-                                   "--log-entries", str(args.log_entries), "--tasks", str(args.tasks)],
-                                  capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--one",
+                    str(size),
+                    mode,
+                    "--log-entries",
+                    str(args.log_entries),
+                    "--tasks",
+                    str(args.tasks),
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tempfile.gettempdir(),
+            )
             if done.returncode != 0:
                 print(f"{size:>9} {mode:>9} failed:\n{done.stderr[-2000:]}")
                 continue
             r = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"{size:>9} {mode:>9} {r['save_ms']:>8.1f} {r['prompt_ms']:>9.1f} {r['first_ms']:>8.0f} "
-                  f"{r['tokens']:>6} {r['peak_mib']:>8.0f} {r['py_mib']:>6.1f} {r['recall']:>6.2f}")
+            print(
+                f"{size:>9} {mode:>9} {r['save_ms']:>8.1f} {r['prompt_ms']:>9.1f} {r['first_ms']:>8.0f} "
+                f"{r['tokens']:>6} {r['peak_mib']:>8.0f} {r['py_mib']:>6.1f} {r['recall']:>6.2f}"
+            )
     return 0
 
 

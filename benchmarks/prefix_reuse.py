@@ -12,6 +12,7 @@ cl100k, of the messages laid out as a chat template lays them out (role, content
 
 ``prefix_share(calls)`` is what benchmarks/run.py also applies to the 200-round loop.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,10 @@ for _path in (ROOT, HERE, os.path.join(ROOT, "tests")):
 # and on the 200-round loop: shown beside today's figures.
 BEFORE = {"top_words": 0.42, "loop": 0.15}
 
-GOAL = ("Find the ten most frequent words in words.txt (ignore case and punctuation) and save them, one per line "
-        "with its count, to top_words.txt.")
+GOAL = (
+    "Find the ten most frequent words in words.txt (ignore case and punctuation) and save them, one per line "
+    "with its count, to top_words.txt."
+)
 
 
 def cmd(name: str, **args: Any) -> str:
@@ -57,22 +60,34 @@ def top_words(text: str, n: int = 10) -> list[tuple[str, int]]:
     counts = Counter(re.findall(r"[a-z']+", text.lower()))
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
 ```'''
-TESTS = ("assert top_words('b a b, c. B a', 2) == [('b', 3), ('a', 2)]\n"
-         "assert top_words('', 3) == []\n"
-         "assert top_words('x y z', 5) == [('x', 1), ('y', 1), ('z', 1)]")
-JARVIS_PLAN = ("1. Ask Coder to write a reusable function that counts the most frequent words of a text, use it on "
-               "words.txt and save the ten most frequent words with their counts to top_words.txt.\n"
-               "2. Give the user the final answer: the ten words and where the file is.")
-SPEC = ("top_words(text: str, n: int = 10) -> list[tuple[str, int]]: the n most frequent words of text, compared "
-        "without case, punctuation ignored, by decreasing count (ties alphabetical). Standard library only.")
-SAMPLE = ("import os\nif not os.path.exists('words.txt'):\n    with open('words.txt', 'w') as f:\n"
-          "        f.write('The cat sat on the mat. The dog sat on the log. A cat and a dog met.\\n' * 3)\n"
-          "print(open('words.txt').read()[:200])")
-RUN = ("from library import top_words\n\nwith open('words.txt') as f:\n    words = top_words(f.read(), 10)\n"
-       "with open('top_words.txt', 'w') as f:\n    for word, count in words:\n        f.write(f'{word} {count}\\n')\n"
-       "print(words)")
-ANSWER = ("The ten most frequent words of words.txt, with their counts, are in top_words.txt (the memory folder); "
-          "the function top_words(text, n) is now in the code library.")
+TESTS = (
+    "assert top_words('b a b, c. B a', 2) == [('b', 3), ('a', 2)]\n"
+    "assert top_words('', 3) == []\n"
+    "assert top_words('x y z', 5) == [('x', 1), ('y', 1), ('z', 1)]"
+)
+JARVIS_PLAN = (
+    "1. Ask Coder to write a reusable function that counts the most frequent words of a text, use it on "
+    "words.txt and save the ten most frequent words with their counts to top_words.txt.\n"
+    "2. Give the user the final answer: the ten words and where the file is."
+)
+SPEC = (
+    "top_words(text: str, n: int = 10) -> list[tuple[str, int]]: the n most frequent words of text, compared "
+    "without case, punctuation ignored, by decreasing count (ties alphabetical). Standard library only."
+)
+SAMPLE = (
+    "import os\nif not os.path.exists('words.txt'):\n    with open('words.txt', 'w') as f:\n"
+    "        f.write('The cat sat on the mat. The dog sat on the log. A cat and a dog met.\\n' * 3)\n"
+    "print(open('words.txt').read()[:200])"
+)
+RUN = (
+    "from library import top_words\n\nwith open('words.txt') as f:\n    words = top_words(f.read(), 10)\n"
+    "with open('top_words.txt', 'w') as f:\n    for word, count in words:\n        f.write(f'{word} {count}\\n')\n"
+    "print(words)"
+)
+ANSWER = (
+    "The ten most frequent words of words.txt, with their counts, are in top_words.txt (the memory folder); "
+    "the function top_words(text, n) is now in the code library."
+)
 
 
 CODER = "Jarvis/CtrlExMem/Executor/Coder"
@@ -83,10 +98,15 @@ WRITE_CODE = f"{EXTLIB}/CtrlExMem/Executor/write_code"
 REPLIES: Dict[str, List[str]] = {
     "Jarvis/Planner/Executor/write_plan/PlanGenerator": [JARVIS_PLAN],
     "Jarvis/CtrlExMem/Controller": [
-        cmd("Coder", goal=("Write a reusable function that returns the n most frequent words of a text (no case, no "
-                           "punctuation), use it on words.txt (write a sample one if it is missing) and save the "
-                           "ten most frequent words with their counts, one per line, to top_words.txt."),
-            completes_step=1),
+        cmd(
+            "Coder",
+            goal=(
+                "Write a reusable function that returns the n most frequent words of a text (no case, no "
+                "punctuation), use it on words.txt (write a sample one if it is missing) and save the "
+                "ten most frequent words with their counts, one per line, to top_words.txt."
+            ),
+            completes_step=1,
+        ),
         cmd("final_answer", answer=ANSWER),
     ],
     f"{CODER}/CtrlExMem/Controller": [
@@ -162,24 +182,32 @@ def prefix_share(calls: List[Tuple[str, List[dict]]], controllers_only: bool = T
         figures[0] += shared
         figures[1] += len(tokens)
         figures[2] += 1
-    return {"share": reused / total if total else None, "calls": counted, "tokens": total,
-            "per_flow": {flow: {"share": r / t if t else None, "calls": c} for flow, (r, t, c) in per_flow.items()}}
+    return {
+        "share": reused / total if total else None,
+        "calls": counted,
+        "tokens": total,
+        "per_flow": {flow: {"share": r / t if t else None, "calls": c} for flow, (r, t, c) in per_flow.items()},
+    }
 
 
 def run_top_words() -> List[Tuple[str, List[dict]]]:
     """Jarvis on the top-words goal (configs/jarvis.yaml, everything real but the model); the requests it sent."""
     from aiflows.utils import logging
 
-    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, Console, RunContext
     from aiflows_jarvis.app import launcher
+    from aiflows_jarvis.CoreFlowModule import AutoApproveInput, Console, RunContext
 
     logging.set_verbosity_error()
     model = FlowQueues(REPLIES)
-    context = RunContext(console=Console(stream=open(os.devnull, "w")), input_source=AutoApproveInput(),
-                         backend_factory=model.factory)
+    context = RunContext(
+        console=Console(stream=open(os.devnull, "w")), input_source=AutoApproveInput(), backend_factory=model.factory
+    )
     with context, tempfile.TemporaryDirectory(prefix="jarvis-prefix-") as memory_dir:
-        flow = launcher.instantiate(launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml")),
-                                    [{"backend_used": "openai", "api_key": "scripted"}], memory_dir)
+        flow = launcher.instantiate(
+            launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml")),
+            [{"backend_used": "openai", "api_key": "scripted"}],
+            memory_dir,
+        )
         launcher.prepare_memory(flow, memory_dir, resume=False)
         try:
             output = flow.call({"goal": GOAL})
@@ -187,8 +215,9 @@ def run_top_words() -> List[Tuple[str, List[dict]]]:
             launcher.close_interpreters(flow)
         left = sum(len(q) for q in model.queues.values())
         if output.get("status") != "finished" or left:
-            raise SystemExit(f"the top-words run did not go as scripted: status {output.get('status')!r}, "
-                             f"{left} replies left")
+            raise SystemExit(
+                f"the top-words run did not go as scripted: status {output.get('status')!r}, {left} replies left"
+            )
     return model.calls
 
 
@@ -227,8 +256,10 @@ def main() -> None:
         return
     for key, what in (("top_words", "the top-words goal"), ("loop", f"{args.rounds} rounds of the benchmark loop")):
         f, before = figures[key], BEFORE[key]
-        print(f"reusable prefix, {what}: {f['share']:.1%} of {f['tokens']} controller prompt tokens ({f['calls']} "
-              f"calls after each chat's first)" + (f"; before: {before:.0%}" if before is not None else ""))
+        print(
+            f"reusable prefix, {what}: {f['share']:.1%} of {f['tokens']} controller prompt tokens ({f['calls']} "
+            f"calls after each chat's first)" + (f"; before: {before:.0%}" if before is not None else "")
+        )
         for flow, per in sorted(f["per_flow"].items()):
             print(f"  {flow}: {per['share']:.1%} ({per['calls']} calls)")
 

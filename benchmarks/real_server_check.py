@@ -18,6 +18,7 @@ controller's calls after its first: the share of the prompt's tokens equal to th
 then the response_format level the server was found to accept and where the context window came from. Not a test
 (it needs a server and a model); see docs/architecture.md, "Real models".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,21 +33,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
-
-from aiflows_jarvis.ChatFlowModule import with_api_infos  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import RunContext  # noqa: E402
-from aiflows_jarvis.ChatFlowModule.servers import server_settings  # noqa: E402
-from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import count_tokens  # noqa: E402
-from aiflows_jarvis.app import launcher  # noqa: E402
 from server_tap import ServerTap  # noqa: E402
 
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
+from aiflows_jarvis.app import launcher  # noqa: E402
+from aiflows_jarvis.ChatFlowModule import with_api_infos  # noqa: E402
+from aiflows_jarvis.ChatFlowModule.servers import server_settings  # noqa: E402
+from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import (  # noqa: E402
+    USAGE,
+    LLMCallError,
+    RunContext,  # noqa: E402
+    count_tokens,  # noqa: E402
+)
+
 GOAL = "Compute the first 20 prime numbers and save them to primes.txt, one per line."
-PLAN = ("1. Write a function first_primes(n) that returns the first n prime numbers.\n"
-        "2. Run it with n = 20 and write the primes to primes.txt, one per line.\n"
-        "3. Tell the user where the file is.")
+PLAN = (
+    "1. Write a function first_primes(n) that returns the first n prime numbers.\n"
+    "2. Run it with n = 20 and write the primes to primes.txt, one per line.\n"
+    "3. Tell the user where the file is."
+)
 RESULTS = [
     "",
     "The user replied: use your best judgement.",
@@ -58,11 +64,20 @@ RESULTS = [
 
 
 def controller_inputs(round_number: int, memory_files: dict) -> dict:
-    logs = "\n".join(f"--- [{i}] 2026-01-01 10:0{i}:00 run_code ---\narguments: code = 'step {i}'\nresult: {RESULTS[i % 5]}"
-                     for i in range(1, round_number + 1))
-    return {"goal": GOAL, "plan": PLAN, "logs": logs, "memory_files": memory_files,
-            "result": RESULTS[round_number % len(RESULTS)] or "(nothing yet)", "code_library": "",
-            "code": "def first_primes(n):\n    ...", "feedback": ""}
+    logs = "\n".join(
+        f"--- [{i}] 2026-01-01 10:0{i}:00 run_code ---\narguments: code = 'step {i}'\nresult: {RESULTS[i % 5]}"
+        for i in range(1, round_number + 1)
+    )
+    return {
+        "goal": GOAL,
+        "plan": PLAN,
+        "logs": logs,
+        "memory_files": memory_files,
+        "result": RESULTS[round_number % len(RESULTS)] or "(nothing yet)",
+        "code_library": "",
+        "code": "def first_primes(n):\n    ...",
+        "feedback": "",
+    }
 
 
 def prompt_text(messages: list) -> str:
@@ -130,9 +145,13 @@ def figures(calls: list) -> dict:
     first = [c.first_token for c in calls if c.first_token is not None]
     prefill = [c.prefill_tokens for c in calls if c.prefill_tokens is not None]
     reused, total = reused_prefix(calls)
-    return {"first_token": sum(first) / len(first) if first else None,
-            "prefill": sum(prefill) / len(prefill) if prefill else None, "prefilled": sum(prefill),
-            "reused": reused, "reusable_of": total}
+    return {
+        "first_token": sum(first) / len(first) if first else None,
+        "prefill": sum(prefill) / len(prefill) if prefill else None,
+        "prefilled": sum(prefill),
+        "reused": reused,
+        "reusable_of": total,
+    }
 
 
 def main(argv=None) -> int:
@@ -147,13 +166,17 @@ def main(argv=None) -> int:
         api_infos = launcher.api_infos_from_environment(tap.url)
         model = {"openai": launcher.litellm_model_name(args.model, "openai", tap.url)}
         run.enter_context(RunContext(backend_factory=with_api_infos(api_infos, only_missing=True, model_name=model)))
-        flow = launcher.instantiate(launcher.load_config(os.path.join(os.path.dirname(HERE), "configs", "jarvis.yaml")),
-                                    api_infos, memory_dir)
+        flow = launcher.instantiate(
+            launcher.load_config(os.path.join(os.path.dirname(HERE), "configs", "jarvis.yaml")), api_infos, memory_dir
+        )
         launcher.set_memory_files(flow, memory_dir)
         launcher.set_chat_settings(flow, context_window=args.context_window, stream=True)
         controllers = [(path, node) for path, node in launcher.walk(flow) if isinstance(node, ControllerAtomicFlow)]
-        memory_files = {"plan": os.path.join(memory_dir, "plan.txt"), "logs": os.path.join(memory_dir, "logs.txt"),
-                        "code_library": os.path.join(memory_dir, "library.py")}
+        memory_files = {
+            "plan": os.path.join(memory_dir, "plan.txt"),
+            "logs": os.path.join(memory_dir, "logs.txt"),
+            "code_library": os.path.join(memory_dir, "library.py"),
+        }
         rows, totals, level, window = [], Counter(), "", ""
         for path, controller in controllers:
             tap.chat = path
@@ -162,8 +185,11 @@ def main(argv=None) -> int:
             seconds = (time.monotonic() - started) / max(1, counts["calls"])
             server = server_settings(controller.backend)
             level = server.structured_output
-            window = window or (f"{server.known_context_window} tokens from {server.window_source}"
-                                if server.known_context_window else "")
+            window = window or (
+                f"{server.known_context_window} tokens from {server.window_source}"
+                if server.known_context_window
+                else ""
+            )
             calls = [c for c in tap.calls if c.chat == path and c.status == 200]  # a refused request read nothing
             rows.append((path.replace("/Executor", "").replace("/CtrlExMem", ""), counts, seconds, figures(calls), why))
             totals.update(counts)
@@ -176,8 +202,11 @@ def main(argv=None) -> int:
         first = [c.first_token for c in tap.calls if c.first_token is not None]
         every["prefill"] = sum(prefill) / len(prefill) if prefill else None
         every["first_token"] = sum(first) / len(first) if first else None
-        window = f"{args.context_window} tokens from --context-window" if args.context_window else \
-            window or "not known (8192 tokens assumed)"
+        window = (
+            f"{args.context_window} tokens from --context-window"
+            if args.context_window
+            else window or "not known (8192 tokens assumed)"
+        )
         report(rows, totals, every, level, window)
     return 0
 
@@ -188,26 +217,40 @@ def _figure(value, digits: int = 1) -> str:
 
 def report(rows: list, totals: Counter, every: dict, level: str, window: str) -> None:
     columns = ("decisions", "calls", "valid first time", "repaired", "corrected", "gave up", "errors", "overflows")
-    print(f"{'controller':52} " + " ".join(f"{c:>8}" for c in ("decided", "calls", "valid", "repaired", "corrected",
-                                                                 "gave up", "errors", "overflow"))
-          + f" {'s/call':>7} {'1st tok':>7} {'prefill':>7} {'reuse':>6}")
+    print(
+        f"{'controller':52} "
+        + " ".join(
+            f"{c:>8}" for c in ("decided", "calls", "valid", "repaired", "corrected", "gave up", "errors", "overflow")
+        )
+        + f" {'s/call':>7} {'1st tok':>7} {'prefill':>7} {'reuse':>6}"
+    )
     for path, counts, seconds, f, why in rows:
         reuse = f"{100 * f['reused'] / f['reusable_of']:.0f}%" if f["reusable_of"] else "-"
-        print(f"{path[-52:]:52} " + " ".join(f"{counts[c]:>8}" for c in columns)
-              + f" {seconds:7.1f} {_figure(f['first_token']):>7} {_figure(f['prefill'], 0):>7} {reuse:>6}")
+        print(
+            f"{path[-52:]:52} "
+            + " ".join(f"{counts[c]:>8}" for c in columns)
+            + f" {seconds:7.1f} {_figure(f['first_token']):>7} {_figure(f['prefill'], 0):>7} {reuse:>6}"
+        )
         if why:
             print(f"{'':52}   not called: {why}")
     reuse = f"{100 * every['reused'] / every['reusable_of']:.0f}%" if every["reusable_of"] else "-"
-    print(f"{'total':52} " + " ".join(f"{totals[c]:>8}" for c in columns)
-          + f" {'':7} {_figure(every['first_token']):>7} {_figure(every['prefill'], 0):>7} {reuse:>6}")
+    print(
+        f"{'total':52} "
+        + " ".join(f"{totals[c]:>8}" for c in columns)
+        + f" {'':7} {_figure(every['first_token']):>7} {_figure(every['prefill'], 0):>7} {reuse:>6}"
+    )
     decided = max(1, totals["decisions"])
     called = sum(1 for row in rows if row[1]["calls"])
-    print(f"\ncontrollers called: {called} of {len(rows)}; valid the first time: {totals['valid first time']} of "
-          f"{totals['decisions']} controller decisions ({100 * totals['valid first time'] / decided:.0f}%); "
-          f"response_format level kept: {level}; context window: {window}")
-    print(f"reusable prefix: {every['reused']} of {every['reusable_of']} prompt tokens after each controller's first "
-          f"call ({reuse}); prefill tokens per call: {_figure(every['prefill'], 0)} (- : the server does not say); "
-          f"first token: {_figure(every['first_token'])} s per call")
+    print(
+        f"\ncontrollers called: {called} of {len(rows)}; valid the first time: {totals['valid first time']} of "
+        f"{totals['decisions']} controller decisions ({100 * totals['valid first time'] / decided:.0f}%); "
+        f"response_format level kept: {level}; context window: {window}"
+    )
+    print(
+        f"reusable prefix: {every['reused']} of {every['reusable_of']} prompt tokens after each controller's first "
+        f"call ({reuse}); prefill tokens per call: {_figure(every['prefill'], 0)} (- : the server does not say); "
+        f"first token: {_figure(every['first_token'])} s per call"
+    )
     print(USAGE.summary())
 
 

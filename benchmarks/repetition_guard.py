@@ -9,6 +9,7 @@ words without spaces; none of them repeats itself, so the guard reads each to it
 the same MB per second at both sizes. A figure, not a pass or fail: tests/test_repetition.py checks what the guard
 finds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,9 @@ def streamed(piece: int):
     def read(text: str):
         guard = RepetitionGuard()
         for start in range(0, len(text), piece):
-            guard.feed(text[start:start + piece])
+            guard.feed(text[start : start + piece])
         return guard.feed("", final=True)
+
     return read
 
 

@@ -40,6 +40,7 @@ script's time): it runs once, and with --quick only 60 rounds (its late window i
 and not compared). --rounds N shortens every loop (for smoke tests; the windows are then rounds 1-20 and the last
 20). Progress goes to stderr; the exit code is 1 if a measurement of Jarvis failed (peers that fail are shown).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,12 +75,29 @@ SYSTEMS = ("jarvis", "aiflows", "smolagents", "floor")
 LABELS = {"jarvis": "Jarvis", "aiflows": "aiflows", "smolagents": "smolagents", "floor": "floor"}
 PEER_NAMES = ("aiflows", "smolagents")
 # in every --json object (null when not measured: a peer unavailable, a measurement failed)
-REQUIRED_KEYS = ("first_request_s", "first_request_s_smolagents", "round_ms_1_20", "round_ratio", "prompt_ratio",
-                 "peak_rss_mb", "warm_rt_ms_0", "warm_rt_ms_5000", "demo_s", "prefix_share_top_words",
-                 "prefix_share_loop")
+REQUIRED_KEYS = (
+    "first_request_s",
+    "first_request_s_smolagents",
+    "round_ms_1_20",
+    "round_ratio",
+    "prompt_ratio",
+    "peak_rss_mb",
+    "warm_rt_ms_0",
+    "warm_rt_ms_5000",
+    "demo_s",
+    "prefix_share_top_words",
+    "prefix_share_loop",
+)
 # a kernel as the interpreter starts one (its own interpreter, no history database), for the jupyter_client floor
-FLOOR_KERNEL_ARGV = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                     "--HistoryManager.enabled=False"]
+FLOOR_KERNEL_ARGV = [
+    sys.executable,
+    "-Xfrozen_modules=off",
+    "-m",
+    "ipykernel_launcher",
+    "-f",
+    "{connection_file}",
+    "--HistoryManager.enabled=False",
+]
 
 
 class BenchmarkError(Exception):
@@ -111,8 +129,14 @@ def child_loop(rounds: int) -> Dict[str, Any]:
     finally:
         ScriptedLLM.__call__ = original
     peak = peak_rss_mb()
-    return {"calls": calls[0], "round_ms": [d * 1000 for d in result["durations"]], "prompts": kept,
-            "peak_rss_mb": peak, "status": result["status"], "prefix_share": prefix_share(every)["share"]}
+    return {
+        "calls": calls[0],
+        "round_ms": [d * 1000 for d in result["durations"]],
+        "prompts": kept,
+        "peak_rss_mb": peak,
+        "status": result["status"],
+        "prefix_share": prefix_share(every)["share"],
+    }
 
 
 def child_prefix() -> Dict[str, Any]:
@@ -132,8 +156,10 @@ def child_interpreter(files: int, runs: int) -> Dict[str, Any]:
 
     from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 
-    with tempfile.TemporaryDirectory(prefix="jarvis-bench-") as empty, \
-            tempfile.TemporaryDirectory(prefix="jarvis-bench-") as full:
+    with (
+        tempfile.TemporaryDirectory(prefix="jarvis-bench-") as empty,
+        tempfile.TemporaryDirectory(prefix="jarvis-bench-") as full,
+    ):
         fill(full, files)
         started = time.perf_counter()
         interpreter = CodeInterpreter(empty)
@@ -153,8 +179,12 @@ def child_interpreter(files: int, runs: int) -> Dict[str, Any]:
             closing = time.perf_counter()
             interpreter.close()
             close_s = time.perf_counter() - closing
-    return {"kernel_start_ms": kernel_start * 1000, "warm_rt_ms_0": statistics.median(warm_empty) * 1000,
-            f"warm_rt_ms_{files}": statistics.median(warm_full) * 1000, "close_ms": close_s * 1000}
+    return {
+        "kernel_start_ms": kernel_start * 1000,
+        "warm_rt_ms_0": statistics.median(warm_empty) * 1000,
+        f"warm_rt_ms_{files}": statistics.median(warm_full) * 1000,
+        "close_ms": close_s * 1000,
+    }
 
 
 def child_jupyter_floor(runs: int) -> Dict[str, Any]:
@@ -164,13 +194,19 @@ def child_jupyter_floor(runs: int) -> Dict[str, Any]:
 
     class OneKernel(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
-            return KernelSpec(argv=FLOOR_KERNEL_ARGV, display_name="floor", language="python", resource_dir="",
-                              metadata={})
+            return KernelSpec(
+                argv=FLOOR_KERNEL_ARGV, display_name="floor", language="python", resource_dir="", metadata={}
+            )
 
     with tempfile.TemporaryDirectory(prefix="jarvis-bench-floor-") as scratch:
         started = time.perf_counter()
-        manager = KernelManager(kernel_name="floor", kernel_spec_manager=OneKernel(), transport="ipc",
-                                ip=os.path.join(scratch, "k"), connection_file=os.path.join(scratch, "k.json"))
+        manager = KernelManager(
+            kernel_name="floor",
+            kernel_spec_manager=OneKernel(),
+            transport="ipc",
+            ip=os.path.join(scratch, "k"),
+            connection_file=os.path.join(scratch, "k.json"),
+        )
         manager.start_kernel(cwd=scratch)
         client = manager.client()
         try:
@@ -183,8 +219,11 @@ def child_jupyter_floor(runs: int) -> Dict[str, Any]:
                 msg_id = client.execute("x = 1")
                 while True:  # the kernel is idle again: the run is over
                     msg = client.iopub_channel.get_msg(timeout=30)
-                    if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
-                            and msg["content"].get("execution_state") == "idle"):
+                    if (
+                        msg["parent_header"].get("msg_id") == msg_id
+                        and msg["msg_type"] == "status"
+                        and msg["content"].get("execution_state") == "idle"
+                    ):
                         break
                 while client.shell_channel.get_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
                     pass
@@ -213,10 +252,18 @@ CHILDREN: Dict[str, Callable[[argparse.Namespace], Dict[str, Any]]] = {
 # ~~~ The parent: starts the children, reads what they print ~~~
 def child_environment() -> Dict[str, str]:
     """The environment of every child: no API key (nothing may reach a real LLM), no colours, the tokenizer offline."""
-    env = {k: v for k, v in os.environ.items()
-           if not any(k.startswith(prefix) for prefix in ("OPENAI_", "AZURE_", "ANTHROPIC_", "JARVIS_TRACE"))}
-    env.update(NO_COLOR="1", PYTHONDONTWRITEBYTECODE="1", TIKTOKEN_CACHE_DIR=TIKTOKEN_CACHE,
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not any(k.startswith(prefix) for prefix in ("OPENAI_", "AZURE_", "ANTHROPIC_", "JARVIS_TRACE"))
+    }
+    env.update(
+        NO_COLOR="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        TIKTOKEN_CACHE_DIR=TIKTOKEN_CACHE,
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     return env
 
 
@@ -224,8 +271,15 @@ def run_child(argv: List[str], what: str, timeout: float = 900) -> Dict[str, Any
     """Run ``argv`` in a scratch folder and return the JSON object its last output line holds."""
     with tempfile.TemporaryDirectory(prefix="jarvis-bench-") as scratch:
         try:
-            done = subprocess.run(argv, cwd=scratch, env=child_environment(), capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                argv,
+                cwd=scratch,
+                env=child_environment(),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             raise BenchmarkError(f"{what}: no result after {timeout:.0f} s") from None
     lines = [line for line in done.stdout.splitlines() if line.strip()]
@@ -275,16 +329,20 @@ def first_request_s(argv: List[str], reply: str, what: str, ends_itself: bool, t
         argv = [part.replace("{url}", server.url).replace("{scratch}", scratch) for part in argv]
         log = open(os.path.join(scratch, "output.log"), "w+")
         started = time.perf_counter()
-        process = subprocess.Popen(argv, cwd=scratch, env=child_environment(), stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            argv, cwd=scratch, env=child_environment(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         try:
             deadline = time.monotonic() + timeout
             while not event.wait(0.05):
                 if process.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
                     tail = " | ".join(log.read().strip().splitlines()[-3:])
-                    why = f"exited with code {process.returncode}" if process.returncode is not None \
+                    why = (
+                        f"exited with code {process.returncode}"
+                        if process.returncode is not None
                         else f"sent nothing in {timeout:.0f} s"
+                    )
                     raise BenchmarkError(f"{what}: {why} before any request: {tail[:500]}")
             if ends_itself:
                 try:
@@ -303,26 +361,47 @@ def first_request_s(argv: List[str], reply: str, what: str, ends_itself: bool, t
         return arrived[0] - started
 
 
-FLOOR_REQUEST = ("import json, urllib.request\n"
-                 "body = json.dumps({'model': 'local-model', 'messages': [{'role': 'user', 'content': 'hi'}]})\n"
-                 "request = urllib.request.Request('{url}/chat/completions', data=body.encode(),\n"
-                 "                                 headers={'Content-Type': 'application/json'})\n"
-                 "urllib.request.urlopen(request, timeout=60).read()\n")
+FLOOR_REQUEST = (
+    "import json, urllib.request\n"
+    "body = json.dumps({'model': 'local-model', 'messages': [{'role': 'user', 'content': 'hi'}]})\n"
+    "request = urllib.request.Request('{url}/chat/completions', data=body.encode(),\n"
+    "                                 headers={'Content-Type': 'application/json'})\n"
+    "urllib.request.urlopen(request, timeout=60).read()\n"
+)
 
 
 def first_request_commands(smolagents_python: Optional[str]) -> Dict[str, tuple]:
     """Per system: (argv, the reply its first request gets, whether the program then ends by itself)."""
     commands = {
-        "jarvis": ([sys.executable, RUN_JARVIS, "--api-base", "{url}", "--model", "local-model", "--yes",
-                    "--memory-dir", os.path.join("{scratch}", "memory"), GOAL],
-                   "1. Write a function first_primes(n).\n2. Save the primes.", False),
-        "aiflows": ([sys.executable, os.path.join(PEERS, "aiflows_peer.py"), "first-request", "{url}"],
-                    json.dumps({"command": "finish", "command_args": {"summary": "done"}}), True),
+        "jarvis": (
+            [
+                sys.executable,
+                RUN_JARVIS,
+                "--api-base",
+                "{url}",
+                "--model",
+                "local-model",
+                "--yes",
+                "--memory-dir",
+                os.path.join("{scratch}", "memory"),
+                GOAL,
+            ],
+            "1. Write a function first_primes(n).\n2. Save the primes.",
+            False,
+        ),
+        "aiflows": (
+            [sys.executable, os.path.join(PEERS, "aiflows_peer.py"), "first-request", "{url}"],
+            json.dumps({"command": "finish", "command_args": {"summary": "done"}}),
+            True,
+        ),
         "floor": ([sys.executable, "-c", FLOOR_REQUEST], "hello", True),
     }
     if smolagents_python:
-        commands["smolagents"] = ([smolagents_python, os.path.join(PEERS, "smolagents_peer.py"), "first-request",
-                                   "{url}"], "Thought: done.\n<code>\nfinal_answer('done')\n</code>", True)
+        commands["smolagents"] = (
+            [smolagents_python, os.path.join(PEERS, "smolagents_peer.py"), "first-request", "{url}"],
+            "Thought: done.\n<code>\nfinal_answer('done')\n</code>",
+            True,
+        )
     return commands
 
 
@@ -346,20 +425,28 @@ def loop_figures(results: List[Dict[str, Any]], rounds: int, what: str) -> Dict[
     for result in results:
         durations = result["round_ms"]
         if len(durations) < rounds or not str(result.get("status", "")).startswith("finished"):
-            raise BenchmarkError(f"{what}: the loop did not run {rounds} rounds ({len(durations)} timed; status "
-                                 f"{result.get('status')!r})")
+            raise BenchmarkError(
+                f"{what}: the loop did not run {rounds} rounds ({len(durations)} timed; status "
+                f"{result.get('status')!r})"
+            )
         early.append(statistics.median(durations[:20]))
-        late.append(statistics.median(durations[rounds - 20:rounds]))
+        late.append(statistics.median(durations[rounds - 20 : rounds]))
         rss.append(result["peak_rss_mb"])
     first, last = prompt_calls(rounds)
     prompts = results[0]["prompts"]
     tokens_first, tokens_last = prompt_tokens(prompts[str(first)]), prompt_tokens(prompts[str(last)])
     shares = [r["prefix_share"] for r in results if r.get("prefix_share") is not None]
-    return {"round_ms_1_20": median(early), "round_ms_181_200": median(late),
-            "round_ratio": median(late) / median(early), "prompt_tokens_20": tokens_first,
-            "prompt_tokens_200": tokens_last, "prompt_ratio": tokens_last / tokens_first,
-            **({"prefix_share_loop": median(shares)} if shares else {}),
-            "peak_rss_mb": median(rss), "rounds": rounds}
+    return {
+        "round_ms_1_20": median(early),
+        "round_ms_181_200": median(late),
+        "round_ratio": median(late) / median(early),
+        "prompt_tokens_20": tokens_first,
+        "prompt_tokens_200": tokens_last,
+        "prompt_ratio": tokens_last / tokens_first,
+        **({"prefix_share_loop": median(shares)} if shares else {}),
+        "peak_rss_mb": median(rss),
+        "rounds": rounds,
+    }
 
 
 def machine() -> Dict[str, Any]:
@@ -374,8 +461,13 @@ def machine() -> Dict[str, Any]:
             memory_gb = round(int(f.readline().split()[1]) / 1024 / 1024)
     except (OSError, ValueError, IndexError):
         memory_gb = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": memory_gb, "python": platform.python_version(),
-            "system": f"{platform.system()} {platform.release()}"}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gb": memory_gb,
+        "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.release()}",
+    }
 
 
 class Bench:
@@ -433,14 +525,28 @@ class Bench:
         for system in SYSTEMS:
             if self.available(system):
                 argv, reply, ends_itself = commands[system]
-                self.attempt(system, "time to first LLM request", lambda: self.put(system, "first_request_s", median(
-                    repeat(self.first_request_reps,
-                           lambda: first_request_s(argv, reply, f"{LABELS[system]} first request", ends_itself)))))
+                self.attempt(
+                    system,
+                    "time to first LLM request",
+                    lambda: self.put(
+                        system,
+                        "first_request_s",
+                        median(
+                            repeat(
+                                self.first_request_reps,
+                                lambda: first_request_s(argv, reply, f"{LABELS[system]} first request", ends_itself),
+                            )
+                        ),
+                    ),
+                )
         self.loops()
         self.interpreter()
         self.attempt("jarvis", "offline demo", self.demo)
-        self.attempt("jarvis", "reusable prefix, top-words goal", lambda: self.figures.update(
-            run_child(own_child("prefix"), "the top-words goal")))
+        self.attempt(
+            "jarvis",
+            "reusable prefix, top-words goal",
+            lambda: self.figures.update(run_child(own_child("prefix"), "the top-words goal")),
+        )
         for key in REQUIRED_KEYS:
             self.figures.setdefault(key, None)
         self.figures.update(quick=self.quick, peers=self.peers, machine=machine(), errors=self.errors)
@@ -450,13 +556,31 @@ class Bench:
         # per system: its command, repetitions, rounds, and how long one loop may take
         loops = {"jarvis": (lambda: own_child("loop", rounds=self.rounds), self.loop_reps, self.rounds, 600)}
         if self.available("aiflows"):
-            loops["aiflows"] = (lambda: [sys.executable, os.path.join(PEERS, "aiflows_peer.py"), "rounds",
-                                         "--rounds", str(self.aiflows_rounds)], 1, self.aiflows_rounds,
-                                AIFLOWS_TIMEOUT)
+            loops["aiflows"] = (
+                lambda: [
+                    sys.executable,
+                    os.path.join(PEERS, "aiflows_peer.py"),
+                    "rounds",
+                    "--rounds",
+                    str(self.aiflows_rounds),
+                ],
+                1,
+                self.aiflows_rounds,
+                AIFLOWS_TIMEOUT,
+            )
         if self.available("smolagents"):
-            loops["smolagents"] = (lambda: [self.smolagents_python, os.path.join(PEERS, "smolagents_peer.py"),
-                                            "rounds", "--rounds", str(self.rounds)], self.loop_reps, self.rounds,
-                                600)
+            loops["smolagents"] = (
+                lambda: [
+                    self.smolagents_python,
+                    os.path.join(PEERS, "smolagents_peer.py"),
+                    "rounds",
+                    "--rounds",
+                    str(self.rounds),
+                ],
+                self.loop_reps,
+                self.rounds,
+                600,
+            )
         for system, (argv, reps, rounds, timeout) in loops.items():
             what = f"{rounds}-round loop"
 
@@ -466,24 +590,43 @@ class Bench:
                     self.put(system, key, value)
 
             self.attempt(system, what, measure)
-        self.attempt("floor", "memory of a bare python", lambda: self.put("floor", "peak_rss_mb", run_child(
-            [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import rounds; "
-                                   "rounds.report({'peak_rss_mb': rounds.peak_rss_mb()})", PEERS],
-            "bare python")["peak_rss_mb"]))
+        self.attempt(
+            "floor",
+            "memory of a bare python",
+            lambda: self.put(
+                "floor",
+                "peak_rss_mb",
+                run_child(
+                    [
+                        sys.executable,
+                        "-c",
+                        "import sys; sys.path.insert(0, sys.argv[1]); import rounds; "
+                        "rounds.report({'peak_rss_mb': rounds.peak_rss_mb()})",
+                        PEERS,
+                    ],
+                    "bare python",
+                )["peak_rss_mb"],
+            ),
+        )
 
     def interpreter(self) -> None:
         def measure() -> None:
-            runs = repeat(self.reps, lambda: run_child(own_child("interpreter", files=FILES, runs=self.warm_runs),
-                                                       "the interpreter"))
+            runs = repeat(
+                self.reps,
+                lambda: run_child(own_child("interpreter", files=FILES, runs=self.warm_runs), "the interpreter"),
+            )
             for key in ("kernel_start_ms", "warm_rt_ms_0", f"warm_rt_ms_{FILES}"):
                 self.figures[key] = median([r[key] for r in runs])
             self.figures["interpreter_close_ms"] = median([r["close_ms"] for r in runs])
 
         def floor() -> None:
-            runs = repeat(self.reps, lambda: run_child(own_child("jupyter-floor", runs=self.warm_runs),
-                                                       "jupyter_client floor"))
-            self.figures.update(kernel_start_ms_floor=median([r["kernel_start_ms"] for r in runs]),
-                                warm_rt_ms_floor=median([r["warm_rt_ms"] for r in runs]))
+            runs = repeat(
+                self.reps, lambda: run_child(own_child("jupyter-floor", runs=self.warm_runs), "jupyter_client floor")
+            )
+            self.figures.update(
+                kernel_start_ms_floor=median([r["kernel_start_ms"] for r in runs]),
+                warm_rt_ms_floor=median([r["warm_rt_ms"] for r in runs]),
+            )
 
         self.attempt("jarvis", "interpreter (kernel start, warm round trips)", measure)
         self.attempt("floor", "jupyter_client alone", floor)
@@ -492,9 +635,15 @@ class Bench:
         def once() -> float:
             with tempfile.TemporaryDirectory(prefix="jarvis-bench-demo-") as scratch:
                 started = time.perf_counter()
-                done = subprocess.run([sys.executable, RUN_JARVIS, "--demo", "--memory-dir",
-                                       os.path.join(scratch, "memory")], cwd=scratch, env=child_environment(),
-                                      capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+                done = subprocess.run(
+                    [sys.executable, RUN_JARVIS, "--demo", "--memory-dir", os.path.join(scratch, "memory")],
+                    cwd=scratch,
+                    env=child_environment(),
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                    stdin=subprocess.DEVNULL,
+                )
                 elapsed = time.perf_counter() - started
             if done.returncode != 0:
                 tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
@@ -526,8 +675,13 @@ def table(figures: Dict[str, Any]) -> str:
     rounds = figures.get("rounds", ROUNDS)
     from prefix_reuse import BEFORE
 
-    names = {"late": f"{rounds - 19}-{rounds}", "last": rounds, "rounds": rounds,
-             "before_top_words": f"{BEFORE['top_words']:.0%}", "before_loop": f"{BEFORE['loop']:.0%}"}
+    names = {
+        "late": f"{rounds - 19}-{rounds}",
+        "last": rounds,
+        "rounds": rounds,
+        "before_top_words": f"{BEFORE['top_words']:.0%}",
+        "before_loop": f"{BEFORE['loop']:.0%}",
+    }
     columns = ["jarvis", *PEER_NAMES, "floor"]
     header = ["metric", *(LABELS[c] for c in columns), "Jarvis / best peer"]
     rows, footnotes = [], []
@@ -547,8 +701,10 @@ def table(figures: Dict[str, Any]) -> str:
                 if peer_rounds != rounds:  # another window: shown, not compared
                     text += "*"
                     comparable = False
-                    note = (f"* aiflows ran {peer_rounds} rounds (--quick): its late window is rounds "
-                            f"{peer_rounds - 19}-{peer_rounds}, its prompt ratio call {peer_rounds} / call 20")
+                    note = (
+                        f"* aiflows ran {peer_rounds} rounds (--quick): its late window is rounds "
+                        f"{peer_rounds - 19}-{peer_rounds}, its prompt ratio call {peer_rounds} / call 20"
+                    )
                     if note not in footnotes:
                         footnotes.append(note)
             if system in PEER_NAMES and value is not None and comparable:
@@ -558,13 +714,22 @@ def table(figures: Dict[str, Any]) -> str:
         cells.append(f"{mine / min(peers):.2f}x" if mine is not None and peers and min(peers) > 0 else "-")
         rows.append(cells)
     widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
-             for row in [header] + rows]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
+        for row in [header] + rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     m = figures.get("machine", {})
-    out = [f"Jarvis and its peers ({'--quick, one run each' if figures.get('quick') else 'medians'}; "
-           f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gb', '?')} GB, Python "
-           f"{m.get('python', '?')})", ""] + lines + footnotes
+    out = (
+        [
+            f"Jarvis and its peers ({'--quick, one run each' if figures.get('quick') else 'medians'}; "
+            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gb', '?')} GB, Python "
+            f"{m.get('python', '?')})",
+            "",
+        ]
+        + lines
+        + footnotes
+    )
     out.append("peers: " + ", ".join(f"{name} {figures.get('peers', {}).get(name, '?')}" for name in PEER_NAMES))
     for what, error in figures.get("errors", {}).items():
         out.append(f"failed: {what}: {error}")
@@ -576,10 +741,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object (the table's figures) only")
     parser.add_argument("--quick", action="store_true", help="one repetition each, aiflows at 60 rounds")
     parser.add_argument("--no-peers", action="store_true", help="measure Jarvis and the floors only")
-    parser.add_argument("--peers-dir", default=None, metavar="DIR",
-                        help="where the peers' virtual environments live (default: ~/.cache/jarvis-bench)")
-    parser.add_argument("--rounds", type=int, default=None, metavar="N",
-                        help="rounds of every loop (default 200; at least 40), for smoke tests")
+    parser.add_argument(
+        "--peers-dir",
+        default=None,
+        metavar="DIR",
+        help="where the peers' virtual environments live (default: ~/.cache/jarvis-bench)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rounds of every loop (default 200; at least 40), for smoke tests",
+    )
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--files", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=int, default=30, help=argparse.SUPPRESS)

@@ -7,6 +7,7 @@ token and in all, and what the server reported: ``usage`` (``prompt_tokens``, Op
 ``prompt_tokens_details.cached_tokens``) and llama.cpp's ``timings`` (``prompt_n``: prompt tokens read, not taken
 from the prefix cache; ``prompt_ms``).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -28,7 +29,7 @@ class Call:
     stream: bool
     status: int = 0
     seconds: float = 0.0
-    first_token: Optional[float] = None   # seconds to the first streamed content
+    first_token: Optional[float] = None  # seconds to the first streamed content
     usage: Dict[str, Any] = field(default_factory=dict)
     timings: Dict[str, Any] = field(default_factory=dict)
 
@@ -95,7 +96,7 @@ class ServerTap:
     def _relay(self, handler: http.server.BaseHTTPRequestHandler, method: str) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else None
-        path = handler.path[len(self.path):] if handler.path.startswith(self.path) else handler.path
+        path = handler.path[len(self.path) :] if handler.path.startswith(self.path) else handler.path
         body = _json(raw)
         call = None
         if method == "POST" and path.endswith("/chat/completions") and isinstance(body, dict):
@@ -104,7 +105,8 @@ class ServerTap:
                 self.calls.append(call)
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_HEADERS}
         connection = (http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection)(
-            self.host, timeout=3600)
+            self.host, timeout=3600
+        )
         started = time.monotonic()
         try:
             connection.request(method, handler.path, body=raw, headers=headers)

@@ -11,6 +11,7 @@ repository's client, run here, lists its tools, reads their schemas as commands,
 raises, arguments of the wrong type, an image) and stops the server. One line per check; the exit code is the number
 of checks that failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,16 +86,22 @@ def venv_with_sdk(folder: str, major: int) -> tuple:
     python = os.path.join(folder, "bin", "python")
     if not os.path.exists(python):
         subprocess.run([sys.executable, "-m", "venv", folder], check=True)
-    version = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
-                             capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"], capture_output=True, text=True
+    ).stdout.strip()
     if not version.startswith(f"{major}."):
         print(f"installing mcp>={major},<{major + 1} in {folder} ...", flush=True)
-        done = subprocess.run([python, "-m", "pip", "install", "-q", f"mcp>={major},<{major + 1}"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [python, "-m", "pip", "install", "-q", f"mcp>={major},<{major + 1}"], capture_output=True, text=True
+        )
         if done.returncode:
             raise SystemExit(f"pip could not install mcp {major}.x:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
-        version = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        version = subprocess.run(
+            [python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     return python, version
 
 
@@ -138,39 +145,59 @@ def exercise(label: str, config: dict, workdir: str) -> int:
         try:
             commands = servers.commands()
             client = servers.servers["sdk"].client
-            checks.check(client is not None and client.protocol_version is not None, "initialize",
-                         f"protocol {client.protocol_version if client else None}, server "
-                         f"{(client.server_info if client else {}).get('name')}" if client else
-                         str(servers.servers["sdk"].failure))
-            checks.check({"sdk__add", "sdk__fail", "sdk__search", "sdk__picture"} <= set(commands),
-                          "tools/list", ", ".join(commands))
+            checks.check(
+                client is not None and client.protocol_version is not None,
+                "initialize",
+                f"protocol {client.protocol_version if client else None}, server "
+                f"{(client.server_info if client else {}).get('name')}"
+                if client
+                else str(servers.servers["sdk"].failure),
+            )
+            checks.check(
+                {"sdk__add", "sdk__fail", "sdk__search", "sdk__picture"} <= set(commands),
+                "tools/list",
+                ", ".join(commands),
+            )
             search = commands.get("sdk__search", {})
-            checks.check(search.get("input_args") == ["query"] and set(search.get("optional_args") or [])
-                         == {"tags", "limit"} and search.get("arg_types", {}).get("tags") == "array"
-                         and search.get("arg_types", {}).get("limit") == "integer",
-                         "search's schema as a command", f"input {search.get('input_args')}, optional "
-                         f"{search.get('optional_args')}, types {search.get('arg_types')}")
+            checks.check(
+                search.get("input_args") == ["query"]
+                and set(search.get("optional_args") or []) == {"tags", "limit"}
+                and search.get("arg_types", {}).get("tags") == "array"
+                and search.get("arg_types", {}).get("limit") == "integer",
+                "search's schema as a command",
+                f"input {search.get('input_args')}, optional "
+                f"{search.get('optional_args')}, types {search.get('arg_types')}",
+            )
             if commands:
                 parsed = commands_from_config(commands, "sdk")
-                _, args, _ = read_command('{"command": "sdk__search", "command_args": {"query": "q", '
-                                          '"tags": ["a"], "limit": "3"}}', parsed)
+                _, args, _ = read_command(
+                    '{"command": "sdk__search", "command_args": {"query": "q", "tags": ["a"], "limit": "3"}}', parsed
+                )
                 checks.check(args == {"query": "q", "tags": ["a"], "limit": 3}, "a reply read against it", str(args))
             added = servers.call("sdk__add", {"a": 2, "b": 3}).get("result") or {}
             text, _ = result_text(added, workdir, "sdk__add")
-            checks.check(text.strip() == "5" and not added.get("isError"), "tools/call add(2, 3)",
-                         f"{text!r}, structuredContent {added.get('structuredContent')}")
+            checks.check(
+                text.strip() == "5" and not added.get("isError"),
+                "tools/call add(2, 3)",
+                f"{text!r}, structuredContent {added.get('structuredContent')}",
+            )
             failed = servers.call("sdk__fail", {"message": "no such note"}).get("result") or {}
             text, _ = result_text(failed, workdir, "sdk__fail")
-            checks.check(bool(failed.get("isError")) and "no such note" in text, "a tool that raises: isError",
-                         repr(text[:120]))
+            checks.check(
+                bool(failed.get("isError")) and "no such note" in text, "a tool that raises: isError", repr(text[:120])
+            )
             wrong = servers.call("sdk__add", {"a": "two", "b": 3})
             said = wrong.get("error") or result_text(wrong.get("result") or {}, workdir, "x")[0]
-            checks.check("error" in wrong or (wrong.get("result") or {}).get("isError"),
-                         "arguments of the wrong type: an error the model reads", repr(said[:120]))
+            checks.check(
+                "error" in wrong or (wrong.get("result") or {}).get("isError"),
+                "arguments of the wrong type: an error the model reads",
+                repr(said[:120]),
+            )
             picture = servers.call("sdk__picture", {}).get("result") or {}
             text, files = result_text(picture, workdir, "sdk__picture")
-            checks.check(len(files) == 1 and open(files[0], "rb").read().startswith(b"\x89PNG"),
-                         "an image saved to a file", text)
+            checks.check(
+                len(files) == 1 and open(files[0], "rb").read().startswith(b"\x89PNG"), "an image saved to a file", text
+            )
             process = getattr(getattr(client, "transport", None), "process", None)
         finally:
             servers.close()
@@ -183,8 +210,11 @@ def exercise(label: str, config: dict, workdir: str) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--majors", type=int, nargs="+", default=[1, 2], help="major versions of mcp (default 1 2)")
-    parser.add_argument("--work", metavar="DIR", help="where the virtual environments go (default: a temporary "
-                                                      "folder, removed at the end)")
+    parser.add_argument(
+        "--work",
+        metavar="DIR",
+        help="where the virtual environments go (default: a temporary folder, removed at the end)",
+    )
     args = parser.parse_args(argv)
     import aiflows_jarvis  # noqa: F401  (first: the tokenizer)
 
@@ -201,16 +231,20 @@ def main(argv=None) -> int:
         failed += exercise(f"mcp {version}, stdio", {"command": python, "args": [script, "stdio"]}, files)
         for mode in ("events", "json"):
             port = free_port()
-            server = subprocess.Popen([python, script, "http", str(port)] + (["json"] if mode == "json" else []),
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            server = subprocess.Popen(
+                [python, script, "http", str(port)] + (["json"] if mode == "json" else []),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             try:
                 if not wait_for_port(port, server):
                     print(f"mcp {version}, Streamable HTTP ({mode}): the server did not start")
                     failed += 1
                     continue
                 answers = "server-sent events" if mode == "events" else "JSON responses"
-                failed += exercise(f"mcp {version}, Streamable HTTP ({answers})",
-                                   {"url": f"http://127.0.0.1:{port}/mcp"}, files)
+                failed += exercise(
+                    f"mcp {version}, Streamable HTTP ({answers})", {"url": f"http://127.0.0.1:{port}/mcp"}, files
+                )
             finally:
                 if server.poll() is None:
                     server.kill()

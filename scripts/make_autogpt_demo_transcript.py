@@ -5,6 +5,7 @@ Wikipedia's and DuckDuckGo's answers, which change over time); everything else i
 (configs/autogpt.yaml), recorded the way `run_autogpt.py --record` records: every LLM exchange and every tool result.
 The memory uses the deterministic local embeddings the demo replays with, so the prompts match on replay.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,23 +23,28 @@ GOAL = "When was the Eiffel Tower finished, and how tall is it?"
 REPLIES = [
     {"command": "wiki_search", "command_args": {"search_term": "Eiffel Tower"}},
     {"command": "ddg_search", "command_args": {"query": "Eiffel Tower height in metres"}},
-    {"command": "finish", "command_args": {"answer": "The Eiffel Tower was finished in 1889 (built 1887-1889 by "
-                                                     "Gustave Eiffel's company for the World's Fair). It is 330 m "
-                                                     "(1,083 ft) tall including its antennas."}},
+    {
+        "command": "finish",
+        "command_args": {
+            "answer": "The Eiffel Tower was finished in 1889 (built 1887-1889 by "
+            "Gustave Eiffel's company for the World's Fair). It is 330 m "
+            "(1,083 ft) tall including its antennas."
+        },
+    },
 ]
 OBSERVATIONS = {
     "search_term": "Page: Eiffel Tower\nSummary: The Eiffel Tower is a wrought-iron lattice tower on the Champ de "
-                   "Mars in Paris, France. It is named after the engineer Gustave Eiffel, whose company designed "
-                   "and built the tower from 1887 to 1889. It was the entrance arch to the 1889 World's Fair.",
+    "Mars in Paris, France. It is named after the engineer Gustave Eiffel, whose company designed "
+    "and built the tower from 1887 to 1889. It was the entrance arch to the 1889 World's Fair.",
     "query": "The Eiffel Tower is 330 metres (1,083 ft) tall including its antennas, about the height of an "
-             "81-storey building. Without antennas it measures about 300 metres.",
+    "81-storey building. Without antennas it measures about 300 metres.",
 }
 
 
 def main() -> int:
+    from aiflows_jarvis.app import launcher
     from aiflows_jarvis.ChatFlowModule import TranscriptRecorder
     from aiflows_jarvis.CoreFlowModule import AutoApproveInput, RunContext, set_memory_files
-    from aiflows_jarvis.app import launcher
     from aiflows_jarvis.VectorStoreFlowModule import hash_embeddings_factory
 
     out = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "AutoGPTFlowModule", "demo", "demo_transcript.jsonl")
@@ -58,9 +64,16 @@ def main() -> int:
         recorder.record_tool(where, tool_input, observation)
         return observation
 
-    with tempfile.TemporaryDirectory() as memory_dir, \
-            RunContext(backend_factory=lambda config, name: Scripted(), backend_wrappers=[recorder.wrap],
-                       tool_replay=tool, embeddings_factory=hash_embeddings_factory, input_source=AutoApproveInput()):
+    with (
+        tempfile.TemporaryDirectory() as memory_dir,
+        RunContext(
+            backend_factory=lambda config, name: Scripted(),
+            backend_wrappers=[recorder.wrap],
+            tool_replay=tool,
+            embeddings_factory=hash_embeddings_factory,
+            input_source=AutoApproveInput(),
+        ),
+    ):
         config = launcher.load_config(os.path.join(ROOT, "configs", "autogpt.yaml"))
         flow = launcher.instantiate(config, [{"backend_used": "openai", "api_key": "replay"}], memory_dir)
         set_memory_files(flow, memory_dir)

@@ -10,9 +10,8 @@ sent with its reply.
 With --seed, the same goal with `bookkeeping_by_code: false` (every step through the LLM, as the seed's Jarvis):
 the recording the tests use for that mode.
 """
-from __future__ import annotations
 
-import aiflows_jarvis  # noqa: F401
+from __future__ import annotations
 
 import argparse
 import json
@@ -21,14 +20,18 @@ import sys
 import tempfile
 from collections import deque
 
+import aiflows_jarvis  # noqa: F401
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "JarvisFlowModule", "demo", "demo_transcript.jsonl")
 SEED_OUT = os.path.join(ROOT, "tests", "data", "seed_demo_transcript.jsonl")
 
-GOAL = ("Here are a shop's monthly sales: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. Work out the "
-        "month-over-month growth in percent with a reusable function, tell me which month grew the most, and draw "
-        "the sales as a bar chart in an SVG file.")
+GOAL = (
+    "Here are a shop's monthly sales: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. Work out the "
+    "month-over-month growth in percent with a reusable function, tell me which month grew the most, and draw "
+    "the sales as a bar chart in an SVG file."
+)
 
 
 def cmd(name, **args):
@@ -106,12 +109,14 @@ JARVIS_PLAN = (
 GROWTH_SPEC = (
     "growth_rates(values: list[float]) -> list[float]: for each pair of consecutive values, the percentage change "
     "(next - previous) / previous * 100, so it returns len(values) - 1 numbers. Raise ValueError when fewer than two "
-    "values are given or when a previous value is 0. Standard library only.")
+    "values are given or when a previous value is 0. Standard library only."
+)
 CHART_SPEC = (
-    "svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str: write a standalone "
+    'svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = "") -> str: write a standalone '
     "SVG file at path with one bar per value (heights scaled to the largest value), each label under its bar, each "
     "value above it and the title on top; return path. Raise ValueError unless there is one label per value and at "
-    "least one value. Standard library only.")
+    "least one value. Standard library only."
+)
 GROWTH_TESTS = (
     "assert growth_rates([100, 110, 99]) == [10.0, -10.0]\n"
     "assert growth_rates([80, 100]) == [25.0]\n"
@@ -121,25 +126,29 @@ GROWTH_TESTS = (
     "    except ValueError:\n"
     "        pass\n"
     "    else:\n"
-    "        raise AssertionError(f\"no ValueError for {bad}\")")
+    '        raise AssertionError(f"no ValueError for {bad}")'
+)
 CHART_TESTS = (
     "import os, tempfile\n"
-    "path = os.path.join(tempfile.mkdtemp(), \"chart.svg\")\n"
-    "assert svg_bar_chart([\"a\", \"b\"], [1, 3], path, \"T\") == path\n"
+    'path = os.path.join(tempfile.mkdtemp(), "chart.svg")\n'
+    'assert svg_bar_chart(["a", "b"], [1, 3], path, "T") == path\n'
     "svg = open(path).read()\n"
-    "assert svg.startswith(\"<svg\") and svg.count(\"<rect\") == 2 and \">T<\" in svg\n"
+    'assert svg.startswith("<svg") and svg.count("<rect") == 2 and ">T<" in svg\n'
     "try:\n"
-    "    svg_bar_chart([\"a\"], [1, 2], path)\n"
+    '    svg_bar_chart(["a"], [1, 2], path)\n'
     "except ValueError:\n"
     "    pass\n"
     "else:\n"
-    "    raise AssertionError(\"no ValueError for one label and two values\")")
+    '    raise AssertionError("no ValueError for one label and two values")'
+)
 
 
-ANSWER = ("Month-over-month growth of the sales: Feb +12.5%, Mar -5.2%, Apr +17.2%, May +14.0%, Jun -3.5%. April "
-          "grew the most (+17.2%, from 128 to 150). The bar chart of the monthly sales is in sales_chart.svg, in the "
-          "memory folder. Two reusable functions are now in the code library: growth_rates(values) and "
-          "svg_bar_chart(labels, values, path, title).")
+ANSWER = (
+    "Month-over-month growth of the sales: Feb +12.5%, Mar -5.2%, Apr +17.2%, May +14.0%, Jun -3.5%. April "
+    "grew the most (+17.2%, from 128 to 150). The bar chart of the monthly sales is in sales_chart.svg, in the "
+    "memory folder. Two reusable functions are now in the code library: growth_rates(values) and "
+    "svg_bar_chart(labels, values, path, title)."
+)
 
 CODER = "Jarvis/CtrlExMem/Executor/Coder"
 WRITE_CODE = f"{CODER}/CtrlExMem/Executor/extend_library/CtrlExMem/Executor/write_code"
@@ -156,21 +165,24 @@ def write_code(code: str, tests: str) -> list:
 
 GROWTH_RUN = (
     "from library import growth_rates\n\n"
-    "months = [\"Jan\", \"Feb\", \"Mar\", \"Apr\", \"May\", \"Jun\"]\n"
+    'months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]\n'
     "sales = [120, 135, 128, 150, 171, 165]\n"
     "growth = growth_rates(sales)\n"
     "for month, rate in zip(months[1:], growth):\n"
-    "    print(f\"{month}: {rate:+.1f}%\")\n"
+    '    print(f"{month}: {rate:+.1f}%")\n'
     "best = max(range(len(growth)), key=lambda i: growth[i])\n"
-    "print(f\"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)\")")
-CHART_RUN = ("from library import svg_bar_chart\n\n"
-             "print(svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\"))")
+    'print(f"Highest growth: {months[best + 1]} ({growth[best]:+.1f}%)")'
+)
+CHART_RUN = (
+    'from library import svg_bar_chart\n\nprint(svg_bar_chart(months, sales, "sales_chart.svg", "Monthly sales"))'
+)
 CODER_GOAL = (
     "The monthly sales of a shop are: Jan 120, Feb 135, Mar 128, Apr 150, May 171, Jun 165. (1) Add to the code "
     "library a reusable function that returns the month-over-month growth rates in percent of a list of values, "
     "use it on the sales and find the month that grew the most. (2) Add a reusable function that draws labelled "
     "values as a bar chart in an SVG file, and save the bar chart of the sales to sales_chart.svg. Report the "
-    "growth rates, the best month and the chart's path.")
+    "growth rates, the best month and the chart's path."
+)
 # (the flow that asks, its reply), in the order Jarvis asks
 REPLIES = [
     ("Jarvis/Planner/Executor/write_plan/PlanGenerator", JARVIS_PLAN),
@@ -192,8 +204,8 @@ CODER_PLAN = (
     "2. Run code: keep the months in `months` and the sales in `sales`, compute `growth = growth_rates(sales)`, and "
     "print each month's growth rounded to one decimal and the month that grew the most.\n"
     "3. Extend the code library with `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = "
-    "\"\") -> str`, which writes a bar chart of the values as an SVG file and returns its path.\n"
-    "4. Run code: draw the sales with `svg_bar_chart(months, sales, \"sales_chart.svg\", \"Monthly sales\")`, with "
+    '"") -> str`, which writes a bar chart of the values as an SVG file and returns its path.\n'
+    '4. Run code: draw the sales with `svg_bar_chart(months, sales, "sales_chart.svg", "Monthly sales")`, with '
     "`months` and `sales` from step 2.\n"
     "5. Give the final answer: the growth rates, the month that grew the most, and the chart's path."
 )
@@ -204,11 +216,13 @@ EXTLIB_PLAN_GROWTH = (
     "2. Save it to the code library."
 )
 EXTLIB_PLAN_CHART = (
-    "1. Write and test `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str`: "
+    '1. Write and test `svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = "") -> str`: '
     "a standalone SVG file with one bar per value (heights scaled to the largest value), the labels under the bars, "
     "the values above them and the title on top; return the path. Standard library only.\n"
     "2. Save it to the code library."
 )
+
+
 def done(plan: str, *steps: int) -> str:
     """The plan with the given steps marked [done] (at the end of each step's text)."""
     lines = plan.split("\n")
@@ -249,27 +263,58 @@ SEED_REPLIES = [
     ("Jarvis/CtrlExMem/Controller", cmd("Coder", goal=CODER_GOAL)),
     *planned(CODER, CODER_GOAL, CODER_PLAN),
     (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=GROWTH_SPEC)),
-    *seed_extend_library(EXTLIB_PLAN_GROWTH, GROWTH_SPEC, GROWTH_RATES, GROWTH_TESTS, "growth_rates(values)", (
-        "growth_rates(values) returns the month-over-month percentage changes; the proposed tests passed and the "
-        "user accepted it."), "data"),
+    *seed_extend_library(
+        EXTLIB_PLAN_GROWTH,
+        GROWTH_SPEC,
+        GROWTH_RATES,
+        GROWTH_TESTS,
+        "growth_rates(values)",
+        (
+            "growth_rates(values) returns the month-over-month percentage changes; the proposed tests passed and the "
+            "user accepted it."
+        ),
+        "data",
+    ),
     (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1))),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=GROWTH_RUN)),
     (f"{CODER}/CtrlExMem/Controller", cmd("extend_library", goal=CHART_SPEC)),
-    *seed_extend_library(EXTLIB_PLAN_CHART, CHART_SPEC, SVG_BAR_CHART, CHART_TESTS,
-                    "svg_bar_chart(labels, values, path, title)", (
-                        "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; the proposed "
-                        "tests passed and the user accepted it."), "charts"),
+    *seed_extend_library(
+        EXTLIB_PLAN_CHART,
+        CHART_SPEC,
+        SVG_BAR_CHART,
+        CHART_TESTS,
+        "svg_bar_chart(labels, values, path, title)",
+        (
+            "svg_bar_chart(labels, values, path, title) writes a labelled SVG bar chart; the proposed "
+            "tests passed and the user accepted it."
+        ),
+        "charts",
+    ),
     (f"{CODER}/CtrlExMem/Controller", cmd("run_code", language="python", code=CHART_RUN)),
     (f"{CODER}/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(CODER_PLAN, 1, 2, 3, 4))),
-    (f"{CODER}/CtrlExMem/Controller", cmd("finish", summary=(
-        "growth_rates and svg_bar_chart are in the library. Growth (in `growth`): Feb +12.5%, Mar -5.2%, Apr "
-        "+17.2%, May +14.0%, Jun -3.5%; April grew the most (+17.2%). The chart of the sales is sales_chart.svg, in "
-        "the memory folder."))),
+    (
+        f"{CODER}/CtrlExMem/Controller",
+        cmd(
+            "finish",
+            summary=(
+                "growth_rates and svg_bar_chart are in the library. Growth (in `growth`): Feb +12.5%, Mar -5.2%, Apr "
+                "+17.2%, May +14.0%, Jun -3.5%; April grew the most (+17.2%). The chart of the sales is sales_chart.svg, in "
+                "the memory folder."
+            ),
+        ),
+    ),
     ("Jarvis/CtrlExMem/Controller", cmd("update_plan", updated_plan=done(JARVIS_PLAN, 1))),
     ("Jarvis/CtrlExMem/Controller", cmd("final_answer", answer=ANSWER)),
-    ("Jarvis/CtrlExMem/Controller", cmd("finish", summary=(
-        "Computed the monthly growth rates, found that April grew the most (+17.2%), drew the sales chart "
-        "(sales_chart.svg), and added growth_rates and svg_bar_chart to the library."))),
+    (
+        "Jarvis/CtrlExMem/Controller",
+        cmd(
+            "finish",
+            summary=(
+                "Computed the monthly growth rates, found that April grew the most (+17.2%), drew the sales chart "
+                "(sales_chart.svg), and added growth_rates and svg_bar_chart to the library."
+            ),
+        ),
+    ),
 ]
 
 
@@ -297,25 +342,30 @@ class HandWrittenLLM:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help=f"where to write it (default: {OUT}, or with --seed {SEED_OUT})")
-    parser.add_argument("--seed", action="store_true",
-                        help="the same goal with `bookkeeping_by_code: false`: every step through the LLM, as the "
-                             "seed's Jarvis (the tests' recording of that mode)")
+    parser.add_argument(
+        "--seed",
+        action="store_true",
+        help="the same goal with `bookkeeping_by_code: false`: every step through the LLM, as the "
+        "seed's Jarvis (the tests' recording of that mode)",
+    )
     args = parser.parse_args()
     replies, out = (SEED_REPLIES, args.out or SEED_OUT) if args.seed else (REPLIES, args.out or OUT)
 
     from aiflows.utils import logging
 
+    from aiflows_jarvis.app import launcher
     from aiflows_jarvis.ChatFlowModule import TranscriptRecorder
     from aiflows_jarvis.CoreFlowModule import AutoApproveInput, RunContext
-    from aiflows_jarvis.app import launcher
 
     logging.set_verbosity_error()
     llm = HandWrittenLLM(replies)
     recorder = TranscriptRecorder(out, goal=GOAL, replies_by="hand")
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     config["bookkeeping_by_code"] = not args.seed
-    with tempfile.TemporaryDirectory() as memory_dir, \
-            RunContext(backend_factory=llm.factory, backend_wrappers=[recorder.wrap], input_source=AutoApproveInput()):
+    with (
+        tempfile.TemporaryDirectory() as memory_dir,
+        RunContext(backend_factory=llm.factory, backend_wrappers=[recorder.wrap], input_source=AutoApproveInput()),
+    ):
         flow = launcher.instantiate(config, [{"backend_used": "openai", "api_key": "hand-written"}], memory_dir)
         launcher.prepare_memory(flow, memory_dir, resume=False)
         try:
@@ -326,14 +376,20 @@ def main() -> None:
         chart = os.path.join(memory_dir, "sales_chart.svg")
         with open(os.path.join(memory_dir, "logs_extlib.txt"), encoding="utf-8") as f:
             extlib_logs = f.read()
-        problems = [what for what, wrong in (
-            (f"status {output['status']!r}", output["status"] != "finished"),
-            (f"{len(llm.replies)} replies left", bool(llm.replies)),
-            ("no chart", not os.path.exists(chart)),
-            ("the functions are not in the library's data and charts modules",
-             "(library/data.py;" not in extlib_logs or "(library/charts.py;" not in extlib_logs),
-            ("the proposed tests did not pass twice", extlib_logs.count("tests passed") != 2),
-        ) if wrong]
+        problems = [
+            what
+            for what, wrong in (
+                (f"status {output['status']!r}", output["status"] != "finished"),
+                (f"{len(llm.replies)} replies left", bool(llm.replies)),
+                ("no chart", not os.path.exists(chart)),
+                (
+                    "the functions are not in the library's data and charts modules",
+                    "(library/data.py;" not in extlib_logs or "(library/charts.py;" not in extlib_logs,
+                ),
+                ("the proposed tests did not pass twice", extlib_logs.count("tests passed") != 2),
+            )
+            if wrong
+        ]
         if problems:
             sys.exit(f"the demo run did not go as written: {'; '.join(problems)}. Output: {output}")
     print(f"wrote {out}: {len(replies)} exchanges; final answer: {output['answer']}")

@@ -9,6 +9,7 @@ CoreFlowModule first (the runtime the others are built on), then the rest in alp
 the assignment gets one after its docstring. --check exits with 1 and names the modules whose list is out of date,
 without writing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,11 +46,15 @@ def with_dependencies(source: str, text: str) -> str:
     lines = source.splitlines(keepends=True)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "dependencies" for t in node.targets):
-            return "".join(lines[:node.lineno - 1]) + text + "".join(lines[node.end_lineno:])
+            return "".join(lines[: node.lineno - 1]) + text + "".join(lines[node.end_lineno :])
     after = 0
     for index, node in enumerate(tree.body):
-        docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+        docstring = (
+            index == 0
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
             and isinstance(node.value.value, str)
+        )
         if not (docstring or isinstance(node, ast.ImportFrom) and node.module == "__future__"):
             break
         after = node.end_lineno
@@ -66,8 +71,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         path = os.path.join(publish.MODULES_DIR, module, "__init__.py")
         with open(path, encoding="utf-8") as f:
             current = f.read()
-        text = with_dependencies(current, dependencies_text(publish.direct_dependencies(module),
-                                                           publish.SOURCE_NAMESPACE))
+        text = with_dependencies(
+            current, dependencies_text(publish.direct_dependencies(module), publish.SOURCE_NAMESPACE)
+        )
         if text != current:
             stale.append(module)
             if not args.check:

@@ -5,6 +5,7 @@
 The READMEs are what the hub shows (scripts/publish.py writes the same text, for the chosen namespace). --check
 exits with 1 and names the READMEs that are out of date, without writing.
 """
+
 from __future__ import annotations
 
 import argparse

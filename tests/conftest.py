@@ -4,24 +4,22 @@ Autouse guards make a test fail if it reaches the network (anything but loopback
 ``flow_verse.sync_dependencies``. Each test runs in a fresh ``RunContext`` (the ``run_context`` fixture): the input
 source, console, backend factory, usage meter, budget, trace... it sets are its own and gone after it.
 """
+
 from __future__ import annotations
 
 import shutil
 import signal
 
-import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
-
-
+import guards
 import pytest
 from aiflows.backends.api_info import ApiInfo
 from aiflows.utils import logging
-
-import guards
-from fakes import SCRIPT, Sink, scripted_factory
 from fake_editor import editor_command
+from fakes import SCRIPT, Sink, scripted_factory
 from linked_venv import copy_repository
 from loopback_llm import LoopbackLLMServer
 
+import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
 from aiflows_jarvis.ChatFlowModule import with_api_infos
 from aiflows_jarvis.CoreFlowModule import Console, RunContext, ScriptedInput
 from aiflows_jarvis.CoreFlowModule.run.redaction import forget_secrets
@@ -36,14 +34,25 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # The slow half of the suite (over half of its time): kernels, command lines run whole, the fault suite, staging,
 # paced streaming servers, the benchmark's own run. CI runs it on the default Python only; the other Pythons of the
 # supported range run the rest (`-m "not slow"`).
-SLOW_FILES = {"test_interpreter.py", "test_kernel_security.py", "test_cli.py", "test_faults_fast.py", "test_publish.py",
-              "test_streaming.py", "test_benchmark_run.py"}
+SLOW_FILES = {
+    "test_interpreter.py",
+    "test_kernel_security.py",
+    "test_cli.py",
+    "test_faults_fast.py",
+    "test_publish.py",
+    "test_streaming.py",
+    "test_benchmark_run.py",
+}
 
 
 def pytest_addoption(parser):
-    parser.addoption("--shard", metavar="I/N", default=None,
-                     help="run the I-th of N parts of the suite (1-based), whole test files in each, the parts about "
-                          "equal in test count: CI's other Pythons share the fast half this way")
+    parser.addoption(
+        "--shard",
+        metavar="I/N",
+        default=None,
+        help="run the I-th of N parts of the suite (1-based), whole test files in each, the parts about "
+        "equal in test count: CI's other Pythons share the fast half this way",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects

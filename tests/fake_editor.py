@@ -12,6 +12,7 @@ Environment variables (all optional; with none set the file is left unchanged):
 They are applied in that order (write, replace, append). Files are read and written as UTF-8 with newlines kept as is.
 Tests set the editor command to :func:`editor_command` (``<python> <this file>``, shell-quoted for ``shlex.split``).
 """
+
 from __future__ import annotations
 
 import os

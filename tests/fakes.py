@@ -2,6 +2,7 @@
 
 The loopback OpenAI-compatible server is in ``loopback_llm.py``, the fake editor in ``fake_editor.py``.
 """
+
 from __future__ import annotations
 
 import json
@@ -127,10 +128,13 @@ def library_text(code_library: str) -> str:
     module order: what a test of the single-file library read whole."""
     import os
 
-    from aiflows_jarvis.CodeLibraryFlowModule.package import module_names, module_path
     from aiflows_jarvis.CodeLibraryFlowModule import package_dir
+    from aiflows_jarvis.CodeLibraryFlowModule.package import module_names, module_path
     from aiflows_jarvis.CoreFlowModule import read_text
 
     package = package_dir(code_library)
-    return "".join(read_text(module_path(package, module)) for module in module_names(package)) \
-        if os.path.isdir(package) else read_text(code_library)
+    return (
+        "".join(read_text(module_path(package, module)) for module in module_names(package))
+        if os.path.isdir(package)
+        else read_text(code_library)
+    )

@@ -1,4 +1,5 @@
 """Small real flows used as executor branches in tests and benchmarks."""
+
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -33,5 +34,7 @@ class EchoToolFlow(LeanAtomicFlow):
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         import json
 
-        return {"result": f"ran {input_data['tool']} with {json.dumps(input_data['arguments'], sort_keys=True)}",
-                "failed": False}
+        return {
+            "result": f"ran {input_data['tool']} with {json.dumps(input_data['arguments'], sort_keys=True)}",
+            "failed": False,
+        }

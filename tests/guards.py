@@ -10,6 +10,7 @@ conftest turns them into autouse fixtures, e.g.::
 Loopback (127.0.0.0/8, ::1, localhost) and AF_UNIX sockets keep working: the loopback LLM server and Jupyter's
 IPC rely on them.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -122,6 +123,7 @@ def _patch_everywhere(monkeypatch, original: Any, replacement: Any, name: str) -
 # ---------------------------------------------------------------------------------------------------------------
 # network
 
+
 def block_network(monkeypatch) -> List[str]:
     """Make every connection to a non-loopback address fail at once with NetworkBlockedError.
 
@@ -192,6 +194,7 @@ def block_network(monkeypatch) -> List[str]:
 # ---------------------------------------------------------------------------------------------------------------
 # stdin
 
+
 class _BlockedStdin:
     """Stands in for sys.stdin: reading raises StdinBlockedError; fileno/isatty/encoding... are the real ones."""
 
@@ -236,6 +239,7 @@ def block_stdin(monkeypatch) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # flow_verse
 
+
 def block_flow_verse_sync(monkeypatch) -> None:
     """``aiflows.flow_verse.sync_dependencies`` (wherever it was imported by name) raises FlowVerseSyncBlockedError."""
     import aiflows.flow_verse
@@ -255,6 +259,7 @@ def block_flow_verse_sync(monkeypatch) -> None:
 
 # ---------------------------------------------------------------------------------------------------------------
 # real LLMs
+
 
 def _effective_api_base(kwargs: dict) -> Optional[str]:
     for key in ("api_base", "base_url"):
@@ -327,7 +332,11 @@ def block_real_llm(monkeypatch, import_if_needed: bool = True) -> bool:
                 "TIKTOKEN_CACHE_DIR",
                 os.path.join(
                     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    "flow_modules", "aiflows_jarvis", "CoreFlowModule", "startup", "tiktoken_cache",
+                    "flow_modules",
+                    "aiflows_jarvis",
+                    "CoreFlowModule",
+                    "startup",
+                    "tiktoken_cache",
                 ),
             )
             import litellm  # noqa: F401

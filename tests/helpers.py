@@ -12,6 +12,7 @@ conftest.py, fakes in fakes.py).
 
 The fault suite (benchmarks/faults) imports some of them too.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,9 +22,9 @@ import subprocess
 import sys
 
 from aiflows.backends.api_info import ApiInfo
-
 from subprocess_guard import guarded_environment, network_guarded
 from waiting import HANG_GUARD, eventually, wait_until
+
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, Transcript, with_api_infos
 from aiflows_jarvis.CoreFlowModule import current_run, format_log_entry, read_text, split_log_entries, start_thread
 
@@ -55,8 +56,15 @@ def run_jarvis(cwd, *args, timeout=240, text=True, **env):
     :param text: False: stdout and stderr as bytes (to check what an encoding made of them).
     """
     with network_guarded(child_environment(**env)) as guarded:
-        return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, capture_output=True,
-                              text=text, timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, RUN_JARVIS, *args],
+            cwd=cwd,
+            env=guarded,
+            capture_output=True,
+            text=text,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def run_until(server, requests, tmp_path, *args, script=RUN_JARVIS):
@@ -66,12 +74,21 @@ def run_until(server, requests, tmp_path, *args, script=RUN_JARVIS):
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     env["NO_COLOR"] = "1"
     env, attempts = guarded_environment(str(tmp_path / "guard"), env)
-    process = subprocess.Popen([sys.executable, script, "--api-base", server.url, "--yes", *args], cwd=tmp_path,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, script, "--api-base", server.url, "--yes", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
-        wait_until(lambda: len(server.requests) >= requests or process.poll() is not None,
-                   f"request number {requests} to the loopback server", poll=0.05)
+        wait_until(
+            lambda: len(server.requests) >= requests or process.poll() is not None,
+            f"request number {requests} to the loopback server",
+            poll=0.05,
+        )
     except AssertionError:
         process.kill()
         raise
@@ -132,10 +149,21 @@ def make_boss(memory_dir):
     from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 
     memory_files = {"plan": str(memory_dir / "plan_boss.txt"), "logs": str(memory_dir / "logs_boss.txt")}
-    boss = AbstractBossFlow.instantiate_from_default_config(name="WordBoss", memory_files=memory_files,
-                                                            subflows_config={"CtrlExMem": {"commands": {
-        "count_words": {"description": "Count the words of a text.", "input_args": ["text"],
-                        "flow": {"_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}}}})
+    boss = AbstractBossFlow.instantiate_from_default_config(
+        name="WordBoss",
+        memory_files=memory_files,
+        subflows_config={
+            "CtrlExMem": {
+                "commands": {
+                    "count_words": {
+                        "description": "Count the words of a text.",
+                        "input_args": ["text"],
+                        "flow": {"_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"},
+                    }
+                }
+            }
+        },
+    )
     return boss, memory_files
 
 
@@ -145,9 +173,17 @@ def word_count_loop(max_rounds: int, description: str = "count words"):
     from aiflows_jarvis.AbstractBossFlowModule import CtrlExMemFlow
 
     every_boss = {name: None for name in CtrlExMemFlow.get_config()["commands"]}
-    return CtrlExMemFlow.instantiate_from_default_config(max_rounds=max_rounds, commands={
-        **every_boss, "count_words": {"description": description, "input_args": ["text"], "flow": {
-            "_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"}}})
+    return CtrlExMemFlow.instantiate_from_default_config(
+        max_rounds=max_rounds,
+        commands={
+            **every_boss,
+            "count_words": {
+                "description": description,
+                "input_args": ["text"],
+                "flow": {"_target_": "flows_for_tests.WordCountFlow.instantiate_from_default_config"},
+            },
+        },
+    )
 
 
 ASK_AND_FINISH = {
@@ -165,8 +201,10 @@ def controller(name="Controller", commands=ASK_AND_FINISH, **config):
 
 def long_logs(entries=40, size=400):
     """A logs memory of ``entries`` run_code entries of about ``size`` characters each."""
-    return "\n".join(format_log_entry(i, "run_code", {"code": f"step({i})"}, f"result {i} " + "x" * size)
-                     .rstrip("\n") for i in range(1, entries + 1))
+    return "\n".join(
+        format_log_entry(i, "run_code", {"code": f"step({i})"}, f"result {i} " + "x" * size).rstrip("\n")
+        for i in range(1, entries + 1)
+    )
 
 
 def goal_input(**extra):
@@ -179,7 +217,8 @@ def use_server(server, model="openai/local-model", api_base=None):
     as run_jarvis.py --api-base does. What the run learns of the server is the test's own (each test has a
     RunContext of its own)."""
     current_run().backend_factory = with_api_infos(
-        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base or server.url)], model_name=model)
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base or server.url)], model_name=model
+    )
 
 
 def run_code(folder, code: str, language: str = "python") -> dict:
@@ -189,8 +228,9 @@ def run_code(folder, code: str, language: str = "python") -> dict:
 
     flow = RunCodeFlow.instantiate_from_default_config()
     try:
-        return flow.run({"code": code, "language": language,
-                         "memory_files": {"code_library": str(folder / "library.py")}})
+        return flow.run(
+            {"code": code, "language": language, "memory_files": {"code_library": str(folder / "library.py")}}
+        )
     finally:
         flow.subflows["Interpreter"].close()
 

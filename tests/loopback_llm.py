@@ -41,6 +41,7 @@ And the questions a client asks about the context window (they never take a scri
 server without it). Requests (``(method, path, json)``) are in ``window_requests``, their headers in
 ``window_headers``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,9 +49,9 @@ import http.server
 import json
 import math
 import re
-import urllib.parse
 import threading
 import time
+import urllib.parse
 from collections import deque
 from typing import Any, Dict, Iterable, List, Optional, Union
 
@@ -83,6 +84,7 @@ def embedding_vector(text: str, dimension: int = 16) -> List[float]:
     norm = math.sqrt(sum(v * v for v in vector)) or 1.0
     return [v / norm for v in vector]
 
+
 _ERROR_TYPES = {
     400: ("invalid_request_error", None),
     401: ("invalid_request_error", "invalid_api_key"),
@@ -101,7 +103,8 @@ _DEFAULT_MESSAGES = {
 
 
 class HTTPError:
-    """Scripted error reply: HTTP ``status`` with an OpenAI-style error body ``{"error": {message, type, param, code}}``.
+    """Scripted error reply: HTTP ``status`` with an OpenAI-style error body ``{"error": {message, type, param,
+    code}}``.
 
     ``type``/``code`` default to what OpenAI sends for that status. What litellm 1.0.0 raises (non-streaming):
     429 -> ``litellm.exceptions.RateLimitError``; 401 -> ``AuthenticationError`` (a 401 whose body has type
@@ -122,7 +125,9 @@ class HTTPError:
     ):
         default_type, default_code = _ERROR_TYPES.get(int(status), ("api_error", None))
         if not message:
-            message = _DEFAULT_MESSAGES.get(int(status), "loopback server: scripted HTTP {status}").format(status=status)
+            message = _DEFAULT_MESSAGES.get(int(status), "loopback server: scripted HTTP {status}").format(
+                status=status
+            )
         if int(status) == 401 and type is None and "Incorrect API key provided" not in message:
             # litellm 1.0.0 maps any "invalid_request_error" body without that phrase to BadRequestError, even on 401.
             default_type = "authentication_error"
@@ -144,7 +149,9 @@ class HTTPError:
 class Malformed:
     """Scripted broken reply: ``status`` (200 by default) with ``body`` sent verbatim."""
 
-    def __init__(self, body: Union[bytes, str] = b"{not json", status: int = 200, content_type: str = "application/json"):
+    def __init__(
+        self, body: Union[bytes, str] = b"{not json", status: int = 200, content_type: str = "application/json"
+    ):
         self.body = body.encode("utf-8") if isinstance(body, str) else bytes(body)
         self.status = int(status)
         self.content_type = content_type
@@ -181,14 +188,15 @@ class Cut:
         server is closed.
     """
 
-    def __init__(self, content: str, after: int = 0, chunked: bool = False, finish: bool = False,
-                 hold: bool = False):
+    def __init__(self, content: str, after: int = 0, chunked: bool = False, finish: bool = False, hold: bool = False):
         self.content, self.after = content, int(after)
         self.chunked, self.finish, self.hold = chunked, finish, hold
 
     def __repr__(self) -> str:
-        return (f"Cut({self.content[:40]!r}, after={self.after}, chunked={self.chunked}, finish={self.finish}, "
-                f"hold={self.hold})")
+        return (
+            f"Cut({self.content[:40]!r}, after={self.after}, chunked={self.chunked}, finish={self.finish}, "
+            f"hold={self.hold})"
+        )
 
 
 def _rough_tokens(text: str) -> int:
@@ -218,7 +226,9 @@ def completion_json(content: str, model: str = "gpt-4", prompt_tokens: int = 0, 
     }
 
 
-def chunk_json(delta: dict, model: str = "gpt-4", finish_reason: Optional[str] = None, id: str = "chatcmpl-loopback") -> dict:
+def chunk_json(
+    delta: dict, model: str = "gpt-4", finish_reason: Optional[str] = None, id: str = "chatcmpl-loopback"
+) -> dict:
     """One ``chat.completion.chunk`` of an SSE stream."""
     return {
         "id": id,
@@ -347,7 +357,10 @@ class LoopbackLLMServer:
         self.host = host
         self.port: int = self._httpd.server_address[1]
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"loopback-llm-{self.port}", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"loopback-llm-{self.port}",
+            daemon=True,
         )
         self._thread.start()
 
@@ -461,7 +474,9 @@ class LoopbackLLMServer:
             number = len(self.requests)
 
         if method != "POST" or path not in CHAT_PATHS:
-            message = f"loopback server: unexpected request {method} {handler.path} (only POST {' / '.join(CHAT_PATHS)})"
+            message = (
+                f"loopback server: unexpected request {method} {handler.path} (only POST {' / '.join(CHAT_PATHS)})"
+            )
             self._record_error(message)
             handler._send(404, HTTPError(404, message).body())
             return
@@ -512,7 +527,7 @@ class LoopbackLLMServer:
                 return
             events = list(self._sse_events(reply.content, model))[:-1]  # never data: [DONE]
             # the role chunk, then the pieces (and with `finish` the chunk with the finish_reason)
-            handler._send_stream(events if reply.finish else events[:1 + reply.after], chunked=reply.chunked)
+            handler._send_stream(events if reply.finish else events[: 1 + reply.after], chunked=reply.chunked)
             if reply.hold:
                 self._hold(handler)
             self._drop(handler)
@@ -529,8 +544,10 @@ class LoopbackLLMServer:
         elif isinstance(reply, dict):
             handler._send(200, json.dumps(reply).encode("utf-8"))
         else:
-            message = (f"loopback server: unsupported scripted reply {reply!r} (use str, HTTPError, Malformed, Slow, "
-                       "Cut, dict or a callable)")
+            message = (
+                f"loopback server: unsupported scripted reply {reply!r} (use str, HTTPError, Malformed, Slow, "
+                "Cut, dict or a callable)"
+            )
             self._record_error(message)
             handler._send(500, HTTPError(500, message).body())
 
@@ -565,8 +582,9 @@ class LoopbackLLMServer:
 
     def _serve_embeddings(self, handler: _Handler, body: Any) -> None:
         with self._lock:
-            self.embedding_requests.append({"json": body, "headers": _Headers((k.lower(), v)
-                                                                              for k, v in handler.headers.items())})
+            self.embedding_requests.append(
+                {"json": body, "headers": _Headers((k.lower(), v) for k, v in handler.headers.items())}
+            )
             error = self.embedding_errors.popleft() if self.embedding_errors else None
         if isinstance(error, HTTPError):
             handler._send(error.status, error.body(), headers=error.headers)
@@ -581,11 +599,17 @@ class LoopbackLLMServer:
             self._record_error(message)
             handler._send(400, HTTPError(400, message).body())
             return
-        data = [{"object": "embedding", "index": i, "embedding": embedding_vector(t, self.embedding_dimension)}
-                for i, t in enumerate(texts)]
+        data = [
+            {"object": "embedding", "index": i, "embedding": embedding_vector(t, self.embedding_dimension)}
+            for i, t in enumerate(texts)
+        ]
         tokens = sum(_rough_tokens(str(t)) for t in texts)
-        payload = {"object": "list", "data": data, "model": body.get("model"),
-                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": body.get("model"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
         handler._send(200, json.dumps(payload).encode("utf-8"))
 
     def _serve_window_question(self, handler: _Handler, method: str, path: str, body: Any) -> None:
@@ -627,12 +651,16 @@ class LoopbackLLMServer:
             words = set(re.findall(r"\w+", query.get("srsearch", "").lower()))
             hits = [t for t in pages if words & set(re.findall(r"\w+", t.lower()))]
             limit = int(query.get("srlimit") or 10)
-            payload = {"query": {"search": [{"ns": 0, "title": t, "pageid": i + 1}
-                                            for i, t in enumerate(hits[:limit])]}}
+            payload = {
+                "query": {"search": [{"ns": 0, "title": t, "pageid": i + 1} for i, t in enumerate(hits[:limit])]}
+            }
         elif query.get("prop") == "extracts":
             title = query.get("titles", "")
-            page = ({"pageid": 1, "ns": 0, "title": title, "extract": pages[title]} if title in pages
-                    else {"ns": 0, "title": title, "missing": ""})
+            page = (
+                {"pageid": 1, "ns": 0, "title": title, "extract": pages[title]}
+                if title in pages
+                else {"ns": 0, "title": title, "missing": ""}
+            )
             payload = {"query": {"pages": {"1" if title in pages else "-1": page}}}
         else:
             payload = {"error": {"code": "badparams", "info": f"loopback wiki: unsupported query {query}"}}
@@ -650,4 +678,3 @@ class LoopbackLLMServer:
             yield event(chunk_json({"content": piece}, model=model, id=cid))
         yield event(chunk_json({}, model=model, finish_reason="stop", id=cid))
         yield b"data: [DONE]\n\n"
-

@@ -11,6 +11,7 @@ request must carry (else 400), with ``MCP-Protocol-Version``; DELETE ends the se
 without ``Authorization: Bearer <token>`` gets 401. The tools are mcp_stdio_server's. ``requests`` records
 ``(method, headers, body)``.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -90,15 +91,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             session = uuid.uuid4().hex
             owner.sessions.add(session)
             headers["Mcp-Session-Id"] = session
-            response = {"jsonrpc": "2.0", "id": number, "result": {
-                "protocolVersion": owner.version, "capabilities": {"tools": {}},
-                "serverInfo": {"name": "test-http", "version": "1"}}}
+            response = {
+                "jsonrpc": "2.0",
+                "id": number,
+                "result": {
+                    "protocolVersion": owner.version,
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "test-http", "version": "1"},
+                },
+            }
         elif method == "tools/list":
             response = {"jsonrpc": "2.0", "id": number, "result": {"tools": mcp_stdio_server.TOOLS[:8]}}
         elif method == "tools/call":
             result = mcp_stdio_server.call(params.get("name"), params.get("arguments") or {})
-            response = {"jsonrpc": "2.0", "id": number, "result": result} if result is not None else {
-                "jsonrpc": "2.0", "id": number, "error": {"code": -32602, "message": "Unknown tool"}}
+            response = (
+                {"jsonrpc": "2.0", "id": number, "result": result}
+                if result is not None
+                else {"jsonrpc": "2.0", "id": number, "error": {"code": -32602, "message": "Unknown tool"}}
+            )
         else:
             response = {"jsonrpc": "2.0", "id": number, "error": {"code": -32601, "message": f"no {method}"}}
         if not owner.sse or method == "initialize":
@@ -120,8 +130,13 @@ class _Server(http.server.ThreadingHTTPServer):
 class MCPHTTPServer:
     """The server on a free port of 127.0.0.1; a context manager (``close()`` stops it)."""
 
-    def __init__(self, sse: bool = False, token: Optional[str] = None, version: str = "2025-06-18",
-                 cut_first_stream: bool = False):
+    def __init__(
+        self,
+        sse: bool = False,
+        token: Optional[str] = None,
+        version: str = "2025-06-18",
+        cut_first_stream: bool = False,
+    ):
         self.sse, self.token, self.version, self.cut_first_stream = sse, token, version, cut_first_stream
         self.requests: List[tuple] = []
         self.sessions: set = set()
@@ -130,8 +145,7 @@ class MCPHTTPServer:
         self.pings_answered = 0
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
     @property

@@ -10,6 +10,7 @@ cannot offer as they are: "odd name!" (renamed) and "not_an_object" (its input s
 starts a process that sleeps (it stays when the server ends), and writes its pid to FILE. ``--calls FILE`` appends each
 tools/call's name and arguments to FILE.
 """
+
 import base64
 import json
 import os
@@ -18,9 +19,12 @@ import sys
 import time
 
 ARGS = sys.argv[1:]
-PNG = base64.b64encode(bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000000000500010d0a2db40000000049454e44ae426082")).decode()
+PNG = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000000000500010d0a2db40000000049454e44ae426082"
+    )
+).decode()
 
 
 def option(name, default=None):
@@ -28,32 +32,63 @@ def option(name, default=None):
 
 
 TOOLS = [
-    {"name": "add", "description": "Add two whole numbers.", "inputSchema": {
-        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-        "required": ["a", "b"]}},
-    {"name": "echo", "description": "Say a text back.", "inputSchema": {
-        "type": "object", "properties": {"text": {"type": "string", "description": "what to say"},
-                                         "upper": {"type": "boolean"}}, "required": ["text"]}},
-    {"name": "fail", "description": "Report an error.", "inputSchema": {
-        "type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}},
+    {
+        "name": "add",
+        "description": "Add two whole numbers.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+    {
+        "name": "echo",
+        "description": "Say a text back.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "what to say"}, "upper": {"type": "boolean"}},
+            "required": ["text"],
+        },
+    },
+    {
+        "name": "fail",
+        "description": "Report an error.",
+        "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+    },
     {"name": "image", "description": "A one-pixel PNG.", "inputSchema": {"type": "object", "properties": {}}},
-    {"name": "huge", "description": "A long text.", "inputSchema": {
-        "type": "object", "properties": {"chars": {"type": "integer"}}, "required": ["chars"]}},
-    {"name": "env", "description": "The value of an environment variable.", "inputSchema": {
-        "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
-    {"name": "sleep", "description": "Wait.", "inputSchema": {
-        "type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]}},
-    {"name": "search", "description": "Search notes.", "inputSchema": {
-        "type": "object",
-        "$defs": {"Filters": {"type": "object", "properties": {"author": {"type": "string"},
-                                                               "year": {"type": "integer"}}}},
-        "properties": {
-            "query": {"type": "string", "description": "words to look for"},
-            "filters": {"$ref": "#/$defs/Filters"},
-            "tags": {"type": "array", "items": {"type": "string", "enum": ["red", "blue"]}},
-            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 10},
-            "mode": {"type": "string", "enum": ["fast", "exact"]},
-        }, "required": ["query"]}},
+    {
+        "name": "huge",
+        "description": "A long text.",
+        "inputSchema": {"type": "object", "properties": {"chars": {"type": "integer"}}, "required": ["chars"]},
+    },
+    {
+        "name": "env",
+        "description": "The value of an environment variable.",
+        "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    },
+    {
+        "name": "sleep",
+        "description": "Wait.",
+        "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+    },
+    {
+        "name": "search",
+        "description": "Search notes.",
+        "inputSchema": {
+            "type": "object",
+            "$defs": {
+                "Filters": {"type": "object", "properties": {"author": {"type": "string"}, "year": {"type": "integer"}}}
+            },
+            "properties": {
+                "query": {"type": "string", "description": "words to look for"},
+                "filters": {"$ref": "#/$defs/Filters"},
+                "tags": {"type": "array", "items": {"type": "string", "enum": ["red", "blue"]}},
+                "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 10},
+                "mode": {"type": "string", "enum": ["fast", "exact"]},
+            },
+            "required": ["query"],
+        },
+    },
     {"name": "odd name!", "description": "A tool whose name is not a command's.", "inputSchema": {"type": "object"}},
     {"name": "not_an_object", "description": "Takes an array.", "inputSchema": {"type": "array"}},
 ]
@@ -86,8 +121,12 @@ def call(name, arguments):
     if name == "fail":
         return text(arguments["message"], error=True)
     if name == "image":
-        return {"content": [{"type": "text", "text": "Here is the image."},
-                            {"type": "image", "data": PNG, "mimeType": "image/png"}]}
+        return {
+            "content": [
+                {"type": "text", "text": "Here is the image."},
+                {"type": "image", "data": PNG, "mimeType": "image/png"},
+            ]
+        }
     if name == "huge":
         lines, size = [], 0
         number = 0
@@ -96,7 +135,7 @@ def call(name, arguments):
             line = f"line {number}: " + "x" * 60
             lines.append(line)
             size += len(line) + 1
-        return text("\n".join(lines)[:arguments["chars"]])
+        return text("\n".join(lines)[: arguments["chars"]])
     if name == "env":
         return text(os.environ.get(arguments["name"], "(unset)"))
     if name == "sleep":
@@ -129,20 +168,33 @@ def main():
             continue
         params = message.get("params") or {}
         if method == "initialize":
-            send({"jsonrpc": "2.0", "id": number, "result": {
-                "protocolVersion": option("--version", params.get("protocolVersion")),
-                "capabilities": {"tools": {}}, "serverInfo": {"name": "test-stdio", "version": "1"}}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": number,
+                    "result": {
+                        "protocolVersion": option("--version", params.get("protocolVersion")),
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "test-stdio", "version": "1"},
+                    },
+                }
+            )
         elif method == "tools/list":
             start = int(params.get("cursor") or 0)
-            result = {"tools": TOOLS[start:start + page]}
+            result = {"tools": TOOLS[start : start + page]}
             if start + page < len(TOOLS):
                 result["nextCursor"] = str(start + page)
             send({"jsonrpc": "2.0", "id": number, "result": result})
         elif method == "tools/call":
             result = call(params.get("name"), params.get("arguments") or {})
             if result is None:
-                send({"jsonrpc": "2.0", "id": number,
-                      "error": {"code": -32602, "message": f"Unknown tool: {params.get('name')}"}})
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": number,
+                        "error": {"code": -32602, "message": f"Unknown tool: {params.get('name')}"},
+                    }
+                )
             else:
                 send({"jsonrpc": "2.0", "id": number, "result": result})
         elif method == "ping":

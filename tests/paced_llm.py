@@ -16,6 +16,7 @@ or a chunked one without its last chunk), with no finish_reason and no ``data: [
 ``streams=False``: a server that answers ``stream: true`` with one whole completion. A token is a word with the
 space before it.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -26,7 +27,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 __all__ = ["PacedLLMServer", "Stall", "Drop", "Generation"]
 
@@ -85,8 +86,9 @@ class PacedLLMServer:
     """See the module; ``url`` is the API base, ``generations`` what was generated, ``queue_lengths`` how many
     requests were waiting each time one arrived."""
 
-    def __init__(self, replies: List[Any], tokens_per_second: float = 50.0, streams: bool = True,
-                 include_usage: bool = True):
+    def __init__(
+        self, replies: List[Any], tokens_per_second: float = 50.0, streams: bool = True, include_usage: bool = True
+    ):
         self.replies = list(replies)
         self.delay = 1.0 / float(tokens_per_second)
         self.streams, self.include_usage = streams, include_usage
@@ -174,7 +176,7 @@ class PacedLLMServer:
         text = reply.text if isinstance(reply, (Stall, Drop)) else str(reply)
         tokens = _tokens(text)
         if body.get("max_tokens"):
-            tokens = tokens[:int(body["max_tokens"])]
+            tokens = tokens[: int(body["max_tokens"])]
         stream = bool(body.get("stream")) and self.streams
         generation = Generation(body, stream)
         with self._lock:
@@ -186,11 +188,15 @@ class PacedLLMServer:
                     return
                 generation.tokens += 1
             generation.finished = True
-            payload = {"id": "chatcmpl-paced", "object": "chat.completion", "model": model,
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(tokens)},
-                                    "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 10, "completion_tokens": len(tokens),
-                                 "total_tokens": 10 + len(tokens)}}
+            payload = {
+                "id": "chatcmpl-paced",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "".join(tokens)}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": len(tokens), "total_tokens": 10 + len(tokens)},
+            }
             generation.delivered = self._write(handler, json.dumps(payload).encode(), "application/json", length=True)
             return
         if not self._write(handler, b"", "text/event-stream", chunked=chunked):
@@ -208,19 +214,35 @@ class PacedLLMServer:
                 return
             if self._stop.wait(self.delay):
                 return
-            chunk = {"id": "chatcmpl-paced", "object": "chat.completion.chunk", "model": model,
-                     "choices": [{"index": 0, "delta": {"content": token}, "finish_reason": None}]}
+            chunk = {
+                "id": "chatcmpl-paced",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [{"index": 0, "delta": {"content": token}, "finish_reason": None}],
+            }
             if not self._event(handler, chunk, chunked):
                 generation.cancelled = True  # llama.cpp's server: a closed connection stops the generation
                 return
             generation.tokens += 1
         generation.finished = True
-        last = [{"id": "chatcmpl-paced", "object": "chat.completion.chunk", "model": model,
-                 "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+        last = [
+            {
+                "id": "chatcmpl-paced",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+        ]
         if self.include_usage and (body.get("stream_options") or {}).get("include_usage"):
-            last.append({"id": "chatcmpl-paced", "object": "chat.completion.chunk", "model": model, "choices": [],
-                         "usage": {"prompt_tokens": 10, "completion_tokens": len(tokens),
-                                   "total_tokens": 10 + len(tokens)}})
+            last.append(
+                {
+                    "id": "chatcmpl-paced",
+                    "object": "chat.completion.chunk",
+                    "model": model,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": len(tokens), "total_tokens": 10 + len(tokens)},
+                }
+            )
         delivered = all(self._event(handler, chunk) for chunk in last)
         generation.delivered = delivered and self._raw(handler, b"data: [DONE]\n\n")
 

@@ -5,6 +5,7 @@ The autouse guards of conftest patch this process only. A child Python gets the 
 fails at once and is recorded. The module also leaves a mark that it was loaded, so a test can tell "nothing tried
 the network" from "the guard never ran".
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +13,7 @@ import os
 import tempfile
 from typing import Dict, Iterator, Mapping, Optional, Tuple
 
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import os, socket
 _log = os.environ["NETWORK_ATTEMPTS_LOG"]
 with open(_log + ".armed", "a") as _f:
@@ -37,11 +38,12 @@ def getaddrinfo(host, *args, **kwargs):
         raise socket.gaierror(-3, "Temporary failure in name resolution (test)")
     return _real_getaddrinfo(host, *args, **kwargs)
 socket.getaddrinfo = getaddrinfo
-'''
+"""
 
 
-def guarded_environment(folder: str, env: Optional[Mapping[str, str]] = None,
-                        keep_pythonpath: bool = True) -> Tuple[Dict[str, str], str]:
+def guarded_environment(
+    folder: str, env: Optional[Mapping[str, str]] = None, keep_pythonpath: bool = True
+) -> Tuple[Dict[str, str], str]:
     """``env`` (default: this process's) with the guard installed from ``folder``; returns it and the attempts log."""
     site = os.path.join(folder, "site")
     os.makedirs(site, exist_ok=True)

@@ -1,6 +1,7 @@
 """Both command lines, Jarvis and AutoGPT, on the one application layer: each one's demo writes a report and says
 where, a start without an LLM is exit 2 with the explanation, a budget reached is exit 3, and every ``--option``
 a command prints is one of its own options (``--help``)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -11,26 +12,39 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import KEYS
 from subprocess_guard import network_guarded
+
 from aiflows_jarvis.ChatFlowModule import Transcript
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "flow_modules", "aiflows_jarvis")
 APPS = {
-    "jarvis": ("run_jarvis.py", os.path.join(PACKAGE, "JarvisFlowModule", "demo", "demo_transcript.jsonl"),
-               "Jarvis", "a goal"),
-    "autogpt": ("run_autogpt.py", os.path.join(PACKAGE, "AutoGPTFlowModule", "demo", "demo_transcript.jsonl"),
-                "AutoGPT", "When was the Eiffel Tower finished?"),
+    "jarvis": (
+        "run_jarvis.py",
+        os.path.join(PACKAGE, "JarvisFlowModule", "demo", "demo_transcript.jsonl"),
+        "Jarvis",
+        "a goal",
+    ),
+    "autogpt": (
+        "run_autogpt.py",
+        os.path.join(PACKAGE, "AutoGPTFlowModule", "demo", "demo_transcript.jsonl"),
+        "AutoGPT",
+        "When was the Eiffel Tower finished?",
+    ),
 }
 REPORTS = {"jarvis": "report.html", "autogpt": "autogpt_report.html"}  # each app's report in the memory folder
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
 AUTOGPT_EXTRA = bool(importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community"))
-apps = pytest.mark.parametrize("app", [
-    "jarvis",
-    pytest.param("autogpt", marks=pytest.mark.skipif(not AUTOGPT_EXTRA, reason='needs pip install -e ".[autogpt]"')),
-])
+apps = pytest.mark.parametrize(
+    "app",
+    [
+        "jarvis",
+        pytest.param(
+            "autogpt", marks=pytest.mark.skipif(not AUTOGPT_EXTRA, reason='needs pip install -e ".[autogpt]"')
+        ),
+    ],
+)
 
 
 def run(app, cwd, *args, timeout=300):
@@ -39,8 +53,15 @@ def run(app, cwd, *args, timeout=300):
     env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith("FAKE_EDITOR")}
     env["NO_COLOR"] = "1"
     with network_guarded(env) as guarded:
-        return subprocess.run([sys.executable, os.path.join(ROOT, APPS[app][0]), *args], cwd=cwd, env=guarded,
-                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, os.path.join(ROOT, APPS[app][0]), *args],
+            cwd=cwd,
+            env=guarded,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +122,9 @@ def test_a_budget_reached_is_exit_3_and_the_run_file_is_kept_for_resume(app, tmp
     goal = json.loads((tmp_path / "memory" / f"{app}_run.json").read_text())["goal"]
     assert goal == Transcript.load(APPS[app][1]).header["goal"], "the run file keeps the goal for --resume"
     again = run(app, tmp_path, "--resume")  # the run to resume is found; then no LLM is configured
-    assert again.returncode == 2 and "needs an LLM" in again.stdout and "Nothing to resume" not in again.stdout, \
+    assert again.returncode == 2 and "needs an LLM" in again.stdout and "Nothing to resume" not in again.stdout, (
         again.stdout[-3000:]
+    )
     check_options_are_its_own(app, again, help_options)
 
 
@@ -135,10 +157,13 @@ def test_a_server_that_refuses_before_any_plan_is_not_said_to_be_continued_from_
     assert "continue from the plan" not in words and "--resume to start it again with the same goal" in words, words
 
 
-@pytest.mark.parametrize("argv0, expected, not_expected", [("/usr/local/bin/jarvis", "  jarvis --api-base", "run_"),
-                                                           ("run_jarvis.py", "python run_jarvis.py --demo", None)])
-def test_the_hint_names_the_installed_command_when_that_was_typed(monkeypatch, tmp_path, capsys, argv0, expected,
-                                                                  not_expected):
+@pytest.mark.parametrize(
+    "argv0, expected, not_expected",
+    [("/usr/local/bin/jarvis", "  jarvis --api-base", "run_"), ("run_jarvis.py", "python run_jarvis.py --demo", None)],
+)
+def test_the_hint_names_the_installed_command_when_that_was_typed(
+    monkeypatch, tmp_path, capsys, argv0, expected, not_expected
+):
     from aiflows_jarvis.app import jarvis
 
     for name in KEYS:
@@ -154,8 +179,14 @@ def test_the_hint_names_the_installed_command_when_that_was_typed(monkeypatch, t
 def test_help_fits_80_columns_and_names_the_library_as_it_is(app, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     env["COLUMNS"] = "80"
-    done = subprocess.run([sys.executable, os.path.join(ROOT, APPS[app][0]), "--help"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, APPS[app][0]), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     wide = [line for line in done.stdout.splitlines() if len(line) > 80]
     assert not wide, "\n".join(wide)
@@ -168,8 +199,16 @@ def test_the_apps_share_one_exit_code_table():
     from aiflows_jarvis.app import run
 
     assert {code: what.split(" (")[0].split(",")[0] for code, what in run.EXIT_CODES.items()} == {
-        0: "finished", 1: "failed or gave up", 2: "bad input", 3: "budget reached", 4: "stopped by the user",
-        130: "Ctrl+C", 143: "SIGTERM", 129: "SIGHUP", 141: "the output was closed by its reader"}
+        0: "finished",
+        1: "failed or gave up",
+        2: "bad input",
+        3: "budget reached",
+        4: "stopped by the user",
+        130: "Ctrl+C",
+        143: "SIGTERM",
+        129: "SIGHUP",
+        141: "the output was closed by its reader",
+    }
     from aiflows_jarvis.app.autogpt import AUTOGPT
     from aiflows_jarvis.app.jarvis import JARVIS
 
@@ -183,8 +222,14 @@ def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(app, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     env["NO_COLOR"] = "1"
     with network_guarded(env) as guarded:
-        child = subprocess.Popen([sys.executable, os.path.join(ROOT, APPS[app][0]), "--demo"], cwd=tmp_path,
-                                 env=guarded, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, APPS[app][0]), "--demo"],
+            cwd=tmp_path,
+            env=guarded,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         first = child.stdout.readline()
         child.stdout.close()
         _, stderr = child.communicate(timeout=240)
@@ -247,19 +292,29 @@ def test_autogpt_without_its_extra_says_so_first_and_changes_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     env["NO_COLOR"] = "1"
     with network_guarded(env) as guarded:
-        done = subprocess.run([python, os.path.join(ROOT, "run_autogpt.py"), "--demo"], cwd=tmp_path, env=guarded,
-                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [python, os.path.join(ROOT, "run_autogpt.py"), "--demo"],
+            cwd=tmp_path,
+            env=guarded,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
     assert 'pip install -e ".[autogpt]"' in done.stdout and "[autogpt] extra" in done.stdout, done.stdout
     assert "AutoGPT demo" not in done.stdout and "Traceback" not in done.stdout + done.stderr
-    assert sorted(os.listdir(memory)) == ["autogpt_report.html"] and (memory / "autogpt_report.html").read_text() == \
-        "the previous run's report", "nothing in the memory folder was made, moved or replaced"
+    assert (
+        sorted(os.listdir(memory)) == ["autogpt_report.html"]
+        and (memory / "autogpt_report.html").read_text() == "the previous run's report"
+    ), "nothing in the memory folder was made, moved or replaced"
 
 
 @pytest.mark.skipif(not AUTOGPT_EXTRA, reason='needs pip install -e ".[autogpt]"')
 def test_both_demos_in_one_memory_folder_keep_their_own_reports_and_say_truly_what_was_archived(tmp_path):
     """The README's order: Jarvis's demo, then AutoGPT's, in the default memory folder. Each writes its own report;
     a run archives only what is its own, and its line names only what it archived."""
+
     def archived(done):
         line = next((line for line in done.stdout.splitlines() if line.startswith("The previous ")), None)
         if line is None:
@@ -274,8 +329,10 @@ def test_both_demos_in_one_memory_folder_keep_their_own_reports_and_say_truly_wh
     assert "<h1>Jarvis run report</h1>" in (tmp_path / "memory" / "report.html").read_text(encoding="utf-8")
     again = run("autogpt", tmp_path, "--demo")
     line, files = archived(again)
-    assert line.startswith("The previous report is kept in ") and files == ["autogpt_report.html",
-                                                                             "autogpt_steps.jsonl"], (line, files)
+    assert line.startswith("The previous report is kept in ") and files == [
+        "autogpt_report.html",
+        "autogpt_steps.jsonl",
+    ], (line, files)
     jarvis = run("jarvis", tmp_path, "--demo")
     line, files = archived(jarvis)
     assert line.startswith("The previous plans, logs, report and code library are kept in "), line

@@ -4,6 +4,7 @@ no import cycle (imports inside functions included), no private name imported fr
 Tests may reach inside a module (to patch one of its functions, or test one file alone); the package, the scripts
 and the benchmarks may not.
 """
+
 import ast
 import os
 import sys
@@ -203,10 +204,12 @@ def test_no_private_name_is_imported_from_another_file():
             ours = module.startswith(PACKAGE) or node.level or module.split(".")[0] in {"scripts", "benchmarks"}
             private = [n for n in names if n.startswith("_") and not n.startswith("__")]
             if ours and private:
-                wrong.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} imports {', '.join(private)} from "
-                             f"{module or '.'}")
-    assert not wrong, "private names imported across files (make them public, or keep them in one file):\n" + \
-        "\n".join(wrong)
+                wrong.append(
+                    f"{os.path.relpath(path, ROOT)}:{node.lineno} imports {', '.join(private)} from {module or '.'}"
+                )
+    assert not wrong, "private names imported across files (make them public, or keep them in one file):\n" + "\n".join(
+        wrong
+    )
 
 
 def test_the_doors_export_what_they_list():
@@ -224,8 +227,11 @@ def _calls_of_current_run() -> List[str]:
     for path in _python_files(os.path.relpath(PACKAGE_DIR, ROOT)):
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
-        found += [f"{os.path.relpath(path, ROOT)}:{node.lineno}" for node in ast.walk(tree)
-                  if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "current_run"]
+        found += [
+            f"{os.path.relpath(path, ROOT)}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "current_run"
+        ]
     return found
 
 
@@ -238,25 +244,51 @@ def test_the_run_is_read_in_few_places():
 
 def test_nothing_in_the_package_changes_a_run_once_it_is_entered():
     """A run is built with its settings (RunContext(...)); only the deprecated set_* aliases change one."""
-    settings = {"input_source", "console", "closed_input_hint", "backend_factory", "backend_wrappers",
-                "embeddings_factory", "usage", "budget", "trace_file", "step_record", "warm_up", "tool_recorder",
-                "tool_replay", "memory_dir", "tool_provider"}
+    settings = {
+        "input_source",
+        "console",
+        "closed_input_hint",
+        "backend_factory",
+        "backend_wrappers",
+        "embeddings_factory",
+        "usage",
+        "budget",
+        "trace_file",
+        "step_record",
+        "warm_up",
+        "tool_recorder",
+        "tool_replay",
+        "memory_dir",
+        "tool_provider",
+    }
     wrong = []
     for path in _python_files(os.path.relpath(PACKAGE_DIR, ROOT)):
         if path.endswith(os.path.join("run", "deprecated.py")) or path.endswith(os.path.join("run", "context.py")):
             continue
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
-        deprecated = {id(n) for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
-                      and (ast.get_docstring(fn) or "").startswith("Deprecated") for n in ast.walk(fn)}
+        deprecated = {
+            id(n)
+            for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef) and (ast.get_docstring(fn) or "").startswith("Deprecated")
+            for n in ast.walk(fn)
+        }
         for node in ast.walk(tree):
             if id(node) in deprecated:
                 continue
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                else []
+            )
             for target in targets:
-                if isinstance(target, ast.Attribute) and target.attr in settings and \
-                        "run" in ast.unparse(target.value).lower():
+                if (
+                    isinstance(target, ast.Attribute)
+                    and target.attr in settings
+                    and "run" in ast.unparse(target.value).lower()
+                ):
                     wrong.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {ast.unparse(target)} = ...")
     assert not wrong, "build the RunContext with it instead:\n" + "\n".join(wrong)
 

@@ -1,13 +1,13 @@
 """AutoGPT end to end: the loopback server answers the controller (through litellm), the embeddings and the
 Wikipedia API; the DuckDuckGo tool's network call is replaced; the user is scripted."""
+
 from __future__ import annotations
 
 import importlib.util
 
 import pytest
 from aiflows.backends.api_info import ApiInfo
-
-from fakes import command, last_user_message, system_message
+from fakes import command, last_user_message
 
 from aiflows_jarvis.AutoGPTFlowModule import AutoGPTFlow
 from aiflows_jarvis.CoreFlowModule import set_memory_files
@@ -15,7 +15,8 @@ from aiflows_jarvis.VectorStoreFlowModule import embeddings_with_api_infos
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),
-    reason='AutoGPT needs its extra: pip install -e ".[autogpt]"')
+    reason='AutoGPT needs its extra: pip install -e ".[autogpt]"',
+)
 
 GOAL = "When was the Eiffel Tower finished, and how tall is it?"
 EIFFEL = "The Eiffel Tower is a wrought-iron lattice tower in Paris, finished in 1889."
@@ -26,11 +27,17 @@ def autogpt(loopback_llm, tmp_path, monkeypatch, run_context):
     """An AutoGPTFlow whose memory is in tmp_path, embedding through the loopback server, searching its wiki."""
     from langchain_community.utilities.duckduckgo_search import DuckDuckGoSearchAPIWrapper
 
-    monkeypatch.setattr(DuckDuckGoSearchAPIWrapper, "_ddgs_text", lambda self, query, max_results=None: [
-        {"title": "Eiffel Tower", "body": f"Height: 330 m (result for {query})", "href": "https://example.org"}])
+    monkeypatch.setattr(
+        DuckDuckGoSearchAPIWrapper,
+        "_ddgs_text",
+        lambda self, query, max_results=None: [
+            {"title": "Eiffel Tower", "body": f"Height: 330 m (result for {query})", "href": "https://example.org"}
+        ],
+    )
     loopback_llm.wiki_pages["Eiffel Tower"] = EIFFEL
     run_context.embeddings_factory = embeddings_with_api_infos(
-        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)])
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback_llm.url)]
+    )
 
     def build(**overrides):
         flow = AutoGPTFlow.instantiate_from_default_config(**overrides)
@@ -46,9 +53,11 @@ def controller_calls(server):
 
 
 def test_a_whole_run_searches_remembers_takes_feedback_and_finishes(autogpt, loopback_llm, user):
-    loopback_llm.add(command("wiki_search", search_term="Eiffel Tower"),
-                     command("ddg_search", query="Eiffel Tower height"),
-                     command("finish", answer="Finished in 1889; 330 m tall."))
+    loopback_llm.add(
+        command("wiki_search", search_term="Eiffel Tower"),
+        command("ddg_search", query="Eiffel Tower height"),
+        command("finish", answer="Finished in 1889; 330 m tall."),
+    )
     user.add("Also look up its height.", "")
     out = autogpt().call({"goal": GOAL})
     assert out == {"answer": "Finished in 1889; 330 m tall.", "status": "finished"}
@@ -56,11 +65,13 @@ def test_a_whole_run_searches_remembers_takes_feedback_and_finishes(autogpt, loo
     calls = controller_calls(loopback_llm)
     assert len(calls) == 3
     assert "(no memories yet)" in calls[0][1]["content"], "the memories: in the first message, after the head"
-    assert last_user_message(calls[1]).startswith(f"Here is the observation of your previous command:\nPage: "
-                                                  f"Eiffel Tower\nSummary: {EIFFEL}")
+    assert last_user_message(calls[1]).startswith(
+        f"Here is the observation of your previous command:\nPage: Eiffel Tower\nSummary: {EIFFEL}"
+    )
     assert "The user's feedback: Also look up its height." in last_user_message(calls[1]), "feedback appended"
-    assert "Command: wiki_search" in last_user_message(calls[1]) and EIFFEL in last_user_message(calls[1]), \
+    assert "Command: wiki_search" in last_user_message(calls[1]) and EIFFEL in last_user_message(calls[1]), (
         "the memory written after round 1 is read back, in the next message"
+    )
     assert calls[1][:2] == calls[0] and calls[2][:4] == calls[1], "each call's prompt begins with the previous call's"
     assert "Height: 330 m" in last_user_message(calls[2])
     assert "Command: wiki_search" not in last_user_message(calls[2]), "a memory already shown is not sent again"
@@ -77,8 +88,9 @@ def test_stop_ends_the_run_early(autogpt, loopback_llm, user):
     assert len(controller_calls(loopback_llm)) == 1
 
 
-def test_q_on_the_command_line_says_the_stop_once_and_exits_with_its_own_code(autogpt, loopback_llm, user,
-                                                                               tmp_path, run_context):
+def test_q_on_the_command_line_says_the_stop_once_and_exits_with_its_own_code(
+    autogpt, loopback_llm, user, tmp_path, run_context
+):
     from fakes import Sink
 
     from aiflows_jarvis.app import autogpt as app
@@ -125,8 +137,10 @@ def test_a_tool_that_raises_is_an_observation_and_the_run_goes_on(autogpt, loopb
 
 def test_the_prompt_at_round_30_is_no_larger_than_in_an_earlier_block_plus_a_bound(autogpt, loopback_llm, user):
     rounds = 30
-    loopback_llm.add(*[command("wiki_search", search_term=f"Eiffel Tower part {i}") for i in range(rounds - 1)],
-                     command("finish", answer="done"))
+    loopback_llm.add(
+        *[command("wiki_search", search_term=f"Eiffel Tower part {i}") for i in range(rounds - 1)],
+        command("finish", answer="done"),
+    )
     user.add(*[f"feedback number {i} " * 3 for i in range(rounds - 1)])
     out = autogpt(max_rounds=rounds, max_repeats=0).call({"goal": GOAL})
     assert out["status"] == "finished"
@@ -137,8 +151,9 @@ def test_the_prompt_at_round_30_is_no_larger_than_in_an_earlier_block_plus_a_bou
     assert rebuilt == [10, 20], f"prompt sizes by round: {sizes}"
     bound = 800  # the memories and observations differ a little in length (numbers, feedback)
     assert max(sizes[20:]) <= max(sizes[10:20]) + bound, f"prompt sizes by round: {sizes}"
-    assert max(len(messages) for messages in controller_calls(loopback_llm)) == 2 + 2 * 10, \
+    assert max(len(messages) for messages in controller_calls(loopback_llm)) == 2 + 2 * 10, (
         "head, first message, and at most 10 exchanges"
+    )
 
 
 def test_the_skeleton_that_quick_load_fills_gives_the_embeddings_their_key_too():

@@ -2,6 +2,7 @@
 loopback server (controller and embeddings), the code's output is the observation in the controller's next prompt,
 the kernel runs in the folder the command is run from, and it is shut down however the run ends (finished, failed,
 Ctrl+C, a signal)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -10,18 +11,18 @@ import os
 import signal
 
 import pytest
-
-from aiflows_jarvis.app import autogpt as run_autogpt
 from fakes import command, last_user_message
 from helpers import ROOT, kernels_in, pid_gone, run_until
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from waiting import eventually
 
+from aiflows_jarvis.app import autogpt as run_autogpt
 from aiflows_jarvis.AutoGPTFlowModule import AutoGPTFlow
 
 pytestmark = pytest.mark.skipif(
     not (importlib.util.find_spec("chromadb") and importlib.util.find_spec("langchain_community")),
-    reason='AutoGPT needs its extra: pip install -e ".[autogpt]"')
+    reason='AutoGPT needs its extra: pip install -e ".[autogpt]"',
+)
 
 GOAL = "How many files are in this folder?"
 # Prints the kernel's PID (to check it is gone after the run) and working folder, and keeps a variable.
@@ -53,23 +54,30 @@ def autogpt(server, tmp_path, *args):
 
 
 def test_run_code_is_off_unless_turned_on_and_then_a_command_with_its_branch(scripted_llm):
-    for run_code, expected in ((False, {"wiki_search", "ddg_search"}), (True, {"wiki_search", "ddg_search",
-                                                                               "run_code"})):
+    for run_code, expected in (
+        (False, {"wiki_search", "ddg_search"}),
+        (True, {"wiki_search", "ddg_search", "run_code"}),
+    ):
         flow = AutoGPTFlow.instantiate_from_default_config(run_code=run_code)
         commands = {c.name for c in flow.subflows["Controller"].commands}
         assert set(flow.subflows["Executor"].subflows) == expected | {"tools"}, f"run_code: {run_code}"
-        assert commands == expected | {"finish"}, "the controller offers exactly the branches the executor has " \
-                                                  "(tools: the branch of the run's MCP tools, offered when listed)"
+        assert commands == expected | {"finish"}, (
+            "the controller offers exactly the branches the executor has "
+            "(tools: the branch of the run's MCP tools, offered when listed)"
+        )
     run_code = next(c for c in flow.subflows["Controller"].commands if c.name == "run_code")
     assert run_code.input_args == ["language", "code"]
     assert flow.subflows["Executor"].subflows["run_code"].workspace == os.getcwd(), "the folder it is run from"
 
 
-def test_run_code_output_is_the_next_observation_and_the_kernel_ends_with_the_run(loopback, tmp_path, folder, user,
-                                                                                  quiet_console):
-    loopback.add(command("run_code", language="python", code=FIRST),
-                 command("run_code", language="python", code=SECOND),
-                 command("finish", answer="One file: notes.txt"))
+def test_run_code_output_is_the_next_observation_and_the_kernel_ends_with_the_run(
+    loopback, tmp_path, folder, user, quiet_console
+):
+    loopback.add(
+        command("run_code", language="python", code=FIRST),
+        command("run_code", language="python", code=SECOND),
+        command("finish", answer="One file: notes.txt"),
+    )
     user.add("", "")
     transcript = tmp_path / "run.jsonl"
     assert autogpt(loopback, tmp_path, "--run-code", "--record", str(transcript), GOAL) == 0, quiet_console.text[-3000:]
@@ -83,13 +91,16 @@ def test_run_code_output_is_the_next_observation_and_the_kernel_ends_with_the_ru
     assert "still defined: ['notes.txt']" in last_user_message(prompts[2]), "one Python session for the run"
     assert f"runs in {folder}" in quiet_console.text, "the user is told where the code runs"
     assert pid_gone(kernel_pid(prompts[1])), "the kernel was shut down at the end of the run"
-    assert eventually(lambda: kernels_in(folder) == [os.getpid()]), \
+    assert eventually(lambda: kernels_in(folder) == [os.getpid()]), (
         f"no process of the run is left in the folder (but pytest): {kernels_in(folder)}"
+    )
 
 
 def test_a_recording_made_with_run_code_replays_with_it(loopback, tmp_path, folder, user, quiet_console):
-    loopback.add(command("run_code", language="bash", code="echo $((6 * 7)) > answer.txt && cat answer.txt"),
-                 command("finish", answer="42"))
+    loopback.add(
+        command("run_code", language="bash", code="echo $((6 * 7)) > answer.txt && cat answer.txt"),
+        command("finish", answer="42"),
+    )
     user.add("")
     transcript = tmp_path / "run.jsonl"
     assert autogpt(loopback, tmp_path, "--run-code", "--record", str(transcript), GOAL) == 0, quiet_console.text[-3000:]
@@ -98,11 +109,13 @@ def test_a_recording_made_with_run_code_replays_with_it(loopback, tmp_path, fold
     (folder / "answer.txt").unlink()
 
     user.add("")  # no --run-code: the recording's header says it; the code runs again, for real
-    assert run_autogpt.main(["--replay", str(transcript), "--memory-dir", str(tmp_path / "replay")]) == 0, \
+    assert run_autogpt.main(["--replay", str(transcript), "--memory-dir", str(tmp_path / "replay")]) == 0, (
         quiet_console.text[-3000:]
+    )
     assert (folder / "answer.txt").read_text() == "42\n"
-    assert eventually(lambda: kernels_in(folder) == [os.getpid()]), \
+    assert eventually(lambda: kernels_in(folder) == [os.getpid()]), (
         f"no process of the runs is left in the folder (but pytest): {kernels_in(folder)}"
+    )
 
 
 def test_a_failed_run_shuts_the_kernel_down(loopback, tmp_path, folder, user, quiet_console):

@@ -1,4 +1,5 @@
 """benchmarks/run.py: the parts that need no peer install, on a small scale (figures are printed, never asserted)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -8,17 +9,29 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import KEYS
 from subprocess_guard import network_guarded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
 AIFLOWS_PEER = os.path.join(ROOT, "benchmarks", "peers", "aiflows_peer.py")
-PROJECT_FIGURES = ("first_request_s", "round_ms_1_20", "round_ms_181_200", "round_ratio", "prompt_ratio",
-                   "peak_rss_mb", "kernel_start_ms", "warm_rt_ms_0", "warm_rt_ms_5000", "demo_s",
-                   "first_request_s_floor", "warm_rt_ms_floor", "kernel_start_ms_floor", "prefix_share_top_words",
-                   "prefix_share_loop")
+PROJECT_FIGURES = (
+    "first_request_s",
+    "round_ms_1_20",
+    "round_ms_181_200",
+    "round_ratio",
+    "prompt_ratio",
+    "peak_rss_mb",
+    "kernel_start_ms",
+    "warm_rt_ms_0",
+    "warm_rt_ms_5000",
+    "demo_s",
+    "first_request_s_floor",
+    "warm_rt_ms_floor",
+    "kernel_start_ms_floor",
+    "prefix_share_top_words",
+    "prefix_share_loop",
+)
 
 
 @pytest.fixture
@@ -38,8 +51,15 @@ def child(argv, cwd, timeout=120):
     """A child Python with no API keys and the network guarded (its own children inherit the guard)."""
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     with network_guarded(env) as guarded:
-        return subprocess.run([sys.executable, *argv], cwd=cwd, env=guarded, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, *argv],
+            cwd=cwd,
+            env=guarded,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def test_quick_json_without_peers_has_every_figure_of_the_project(tmp_path):
@@ -70,15 +90,24 @@ def test_the_aiflows_peer_loop_runs_and_its_chat_keeps_every_message(tmp_path):
     at_20, at_40 = result["prompts"]["20"], result["prompts"]["40"]
     # aiflows' chat as it comes sends the system prompt and every earlier message: 2 more per call
     assert len(at_20) == 1 + 2 * 19 + 1 and len(at_40) == 1 + 2 * 39 + 1, (len(at_20), len(at_40))
-    assert at_40[:len(at_20) - 1] == at_20[:-1], "call 40 repeats everything call 20 sent"
+    assert at_40[: len(at_20) - 1] == at_20[:-1], "call 40 repeats everything call 20 sent"
 
 
 def test_the_table_names_an_unavailable_peer_and_compares_with_the_best_one(bench):
-    figures = {"first_request_s": 1.0, "first_request_s_aiflows": 4.0, "first_request_s_floor": 0.05,
-               "round_ms_1_20": 1.0, "round_ms_1_20_aiflows": 2.0, "rounds": 200, "rounds_aiflows": 60,
-               "round_ratio": 1.1, "round_ratio_aiflows": 10.0,
-               "peers": {"aiflows": "0.1.7", "smolagents": "unavailable (pip install smolagents[openai] failed)"},
-               "machine": {"cpu": "test", "cores": 2, "memory_gb": 24, "python": "3.11"}, "errors": {}}
+    figures = {
+        "first_request_s": 1.0,
+        "first_request_s_aiflows": 4.0,
+        "first_request_s_floor": 0.05,
+        "round_ms_1_20": 1.0,
+        "round_ms_1_20_aiflows": 2.0,
+        "rounds": 200,
+        "rounds_aiflows": 60,
+        "round_ratio": 1.1,
+        "round_ratio_aiflows": 10.0,
+        "peers": {"aiflows": "0.1.7", "smolagents": "unavailable (pip install smolagents[openai] failed)"},
+        "machine": {"cpu": "test", "cores": 2, "memory_gb": 24, "python": "3.11"},
+        "errors": {},
+    }
 
     text = bench.table(figures)
 

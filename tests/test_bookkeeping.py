@@ -5,24 +5,23 @@ One test per kind of call that is gone: the state it is decided from, the call n
 the work stopping the bookkeeping (the controller is asked instead). Then `bookkeeping_by_code: false`, which makes
 every call again, as the seed's Jarvis did.
 """
+
 from __future__ import annotations
 
 import json
 import os
 
 import pytest
-
 from fakes import command, finish, last_user_message, library_text
 from helpers import commands, run_jarvis
 from loopback_llm import LoopbackLLMServer
+
+from aiflows_jarvis.app import launcher
 from aiflows_jarvis.ChatFlowModule import Transcript
 from aiflows_jarvis.CoderFlowModule import CoderFlow
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput
-from aiflows_jarvis.CoreFlowModule import read_text, set_memory_files
-from aiflows_jarvis.CoreFlowModule import undone_steps
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, read_text, set_memory_files, undone_steps
 from aiflows_jarvis.ExtendLibraryFlowModule import ExtendLibraryFlow
-from aiflows_jarvis.app import launcher
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED_DEMO = os.path.join(HERE, "data", "seed_demo_transcript.jsonl")
@@ -51,35 +50,47 @@ def coder(tmp_path, scripted_llm):
 
 
 # ~~~ ExtendLibrary: its plan, write_code, save_code, update_plan and finish ~~~
-def test_a_function_asked_for_is_written_tested_saved_and_its_plan_done_with_two_calls(extend_library, scripted_llm,
-                                                                                         user):
+def test_a_function_asked_for_is_written_tested_saved_and_its_plan_done_with_two_calls(
+    extend_library, scripted_llm, user
+):
     flow, files = extend_library
     user.add("", "", "", "")  # the code, the proposed tests, their results, the module: all approved
     scripted_llm.add(DOUBLE, command("test", tests="assert double(2) == 4"))
     out = flow.call({"goal": "double(x: int) -> int: twice x.", "module": "numbers"})
     assert out["status"] == "finished", out
-    assert flows_asked(scripted_llm) == ["write_code/CodeGenerator", "write_code/Controller"], \
+    assert flows_asked(scripted_llm) == ["write_code/CodeGenerator", "write_code/Controller"], (
         "no plan, no choice of write_code, no finish of the tests, no save_code, no update_plan, no finish asked for"
+    )
     assert "def double" in library_text(files["code_library"]) and os.path.exists(
-        os.path.join(os.path.dirname(files["code_library"]), "library", "numbers.py")), \
-        "saved in the module extend_library named"
-    assert read_text(files["plan"]).strip() == "1. double(x: int) -> int: twice x. [done]", \
+        os.path.join(os.path.dirname(files["code_library"]), "library", "numbers.py")
+    ), "saved in the module extend_library named"
+    assert read_text(files["plan"]).strip() == "1. double(x: int) -> int: twice x. [done]", (
         "the plan is the goal, one step, marked done"
+    )
     assert commands(files["logs"]) == ["write_code", "save_code", "update_plan"], "the logs read as before"
     assert out["summary"].startswith("Saved double in the code library, module numbers")
     assert "Save double in library/numbers.py" in user.asked[-1]["prompt"], "the user still sees the module"
 
 
 def test_code_the_user_rejects_is_revised_by_the_controller_and_nothing_is_saved_before_it_is_approved(
-        extend_library, scripted_llm, user):
+    extend_library, scripted_llm, user
+):
     flow, files = extend_library
     user.add("make it triple", "", "", "", "")  # the code rejected; the revised code, tests, results, module approved
-    scripted_llm.add(DOUBLE, command("write_code", goal="triple(x): three times x, as the user asked"), TRIPLE,
-                     command("test", tests="assert triple(2) == 6"))
+    scripted_llm.add(
+        DOUBLE,
+        command("write_code", goal="triple(x): three times x, as the user asked"),
+        TRIPLE,
+        command("test", tests="assert triple(2) == 6"),
+    )
     out = flow.call({"goal": "double(x: int) -> int: twice x."})
     assert out["status"] == "finished", out
-    assert flows_asked(scripted_llm) == ["write_code/CodeGenerator", "write_code/Controller",
-                                         "write_code/CodeGenerator", "write_code/Controller"]
+    assert flows_asked(scripted_llm) == [
+        "write_code/CodeGenerator",
+        "write_code/Controller",
+        "write_code/CodeGenerator",
+        "write_code/Controller",
+    ]
     asked_to_revise = last_user_message(scripted_llm.calls[1]["messages"])
     assert "The user did not approve the code. Their feedback: make it triple" in asked_to_revise
     library = library_text(files["code_library"])
@@ -89,26 +100,30 @@ def test_code_the_user_rejects_is_revised_by_the_controller_and_nothing_is_saved
 def test_test_results_the_user_objects_to_go_to_the_controller_not_to_save_code(extend_library, scripted_llm, user):
     flow, files = extend_library
     user.add("", "", "double(-1) should raise", "")  # code and tests approved; the results are not fine
-    scripted_llm.add(DOUBLE, command("test", tests="assert double(2) == 4"),
-                     finish("The user wants double(-1) to raise; I cannot do it without changing the spec."),
-                     finish("double was not saved: the user wants double(-1) to raise."))
+    scripted_llm.add(
+        DOUBLE,
+        command("test", tests="assert double(2) == 4"),
+        finish("The user wants double(-1) to raise; I cannot do it without changing the spec."),
+        finish("double was not saved: the user wants double(-1) to raise."),
+    )
     out = flow.call({"goal": "double(x: int) -> int: twice x."})
-    assert flows_asked(scripted_llm)[2:] == ["write_code/Controller", "CtrlExMem/Controller"], \
+    assert flows_asked(scripted_llm)[2:] == ["write_code/Controller", "CtrlExMem/Controller"], (
         "the code writer's controller, then ExtendLibrary's: a finish without accepted tests is not an acceptance"
+    )
     assert "The user's feedback: double(-1) should raise" in last_user_message(scripted_llm.calls[2]["messages"])
     assert "def double" not in library_text(files["code_library"]), "nothing was saved"
     assert out["status"] == "finished" and commands(files["logs"]) == ["write_code"]
 
 
-def test_a_module_the_user_refuses_at_the_save_leaves_the_choice_to_the_controller(extend_library, scripted_llm,
-                                                                                    user):
+def test_a_module_the_user_refuses_at_the_save_leaves_the_choice_to_the_controller(extend_library, scripted_llm, user):
     flow, files = extend_library
     user.add("", "", "", "no, not there")  # the code, tests and results approved; the module refused
     scripted_llm.add(DOUBLE, command("test", tests="assert double(2) == 4"), command("save_code", module="arithmetic"))
     user.add("")  # the module the controller chose: approved; saved, ExtendLibrary finishes by itself
     out = flow.call({"goal": "double(x: int) -> int: twice x."})
-    assert out["status"] == "finished" and out["summary"].startswith("Saved double in the code library, module "
-                                                                      "arithmetic"), out
+    assert out["status"] == "finished" and out["summary"].startswith(
+        "Saved double in the code library, module arithmetic"
+    ), out
     assert flows_asked(scripted_llm)[2:] == ["CtrlExMem/Controller"], "ExtendLibrary's controller chose the module"
     first = last_user_message(scripted_llm.calls[2]["messages"])
     assert "save_code (run for you): Nothing was saved: the user said: no, not there" in first
@@ -116,15 +131,17 @@ def test_a_module_the_user_refuses_at_the_save_leaves_the_choice_to_the_controll
 
 
 # ~~~ Coder: its plan, update_plan and finish ~~~
-def test_coder_plans_its_goal_as_one_step_and_finishes_when_a_command_completes_it(coder, scripted_llm, user,
-                                                                                    quiet_console):
+def test_coder_plans_its_goal_as_one_step_and_finishes_when_a_command_completes_it(
+    coder, scripted_llm, user, quiet_console
+):
     flow, files = coder
     user.add("", "", "")  # Coder's plan; run the code; its result is fine
     scripted_llm.add(command("run_code", language="python", code="print(6 * 7)", completes_step=1))
     out = flow.call({"goal": "Print six times seven."})
     assert flows_asked(scripted_llm) == ["CtrlExMem/Controller"], "no planner, no update_plan, no finish asked for"
-    assert user.asked[0]["kind"] == "approval" and "1. Print six times seven." in quiet_console.text, \
+    assert user.asked[0]["kind"] == "approval" and "1. Print six times seven." in quiet_console.text, (
         "the user still reviews the plan"
+    )
     assert out == {"summary": "Every step of the plan is done.", "result": "42", "status": "finished"}
     assert read_text(files["plan"]).strip() == "1. Print six times seven. [done]"
     assert commands(files["logs"]) == ["run_code", "update_plan"]
@@ -136,9 +153,12 @@ def test_coder_plans_its_goal_as_one_step_and_finishes_when_a_command_completes_
 def test_a_plan_the_user_comments_on_is_written_by_the_planner(coder, scripted_llm, user):
     flow, files = coder
     user.add("first check the input", "", "", "", "", "")  # the plan by code: a comment; then all approved
-    scripted_llm.add(command("write_plan", goal="Plan: check the input, then print six times seven."),
-                     "1. Check the input.\n2. Print six times seven.",
-                     command("run_code", language="python", code="print(6 * 7)", completes_step=2), finish("42"))
+    scripted_llm.add(
+        command("write_plan", goal="Plan: check the input, then print six times seven."),
+        "1. Check the input.\n2. Print six times seven.",
+        command("run_code", language="python", code="print(6 * 7)", completes_step=2),
+        finish("42"),
+    )
     out = flow.call({"goal": "Print six times seven."})
     assert flows_asked(scripted_llm)[:2] == ["Planner/Controller", "write_plan/PlanGenerator"]
     told = last_user_message(scripted_llm.calls[0]["messages"])
@@ -150,8 +170,10 @@ def test_a_plan_the_user_comments_on_is_written_by_the_planner(coder, scripted_l
 def test_code_whose_result_the_user_objects_to_marks_no_step_done(coder, scripted_llm, user):
     flow, files = coder
     user.add("", "", "that is not a product", "", "", "")
-    scripted_llm.add(command("run_code", language="python", code="print(6 + 7)", completes_step=1),
-                     command("run_code", language="python", code="print(6 * 7)", completes_step=1))
+    scripted_llm.add(
+        command("run_code", language="python", code="print(6 + 7)", completes_step=1),
+        command("run_code", language="python", code="print(6 * 7)", completes_step=1),
+    )
     out = flow.call({"goal": "Print six times seven."})
     assert flows_asked(scripted_llm) == ["CtrlExMem/Controller", "CtrlExMem/Controller"]
     assert "The user's feedback: that is not a product" in last_user_message(scripted_llm.calls[1]["messages"])
@@ -160,19 +182,37 @@ def test_code_whose_result_the_user_objects_to_marks_no_step_done(coder, scripte
 
 
 def test_a_finish_made_because_the_plan_is_done_returns_every_commands_result(tmp_path, scripted_llm, user):
-    loop = ControllerExecutorFlow.instantiate_from_default_config(finish_when_plan_done=True, commands={
-        "ask_user": {"description": "ask", "input_args": ["question"], "carries_steps": True,
-                     "flow": {"_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
-                                          ".instantiate_from_default_config"}},
-        "update_plan": {"description": "mark", "input_args": [], "optional_args": ["done_steps"],
-                        "flow": {"_target_": "aiflows_jarvis.UpdatePlanFlowModule.UpdatePlanAtomicFlow"
-                                             ".instantiate_from_default_config"}}},
-        bookkeeping_commands=["update_plan"])
+    loop = ControllerExecutorFlow.instantiate_from_default_config(
+        finish_when_plan_done=True,
+        commands={
+            "ask_user": {
+                "description": "ask",
+                "input_args": ["question"],
+                "carries_steps": True,
+                "flow": {
+                    "_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
+                    ".instantiate_from_default_config"
+                },
+            },
+            "update_plan": {
+                "description": "mark",
+                "input_args": [],
+                "optional_args": ["done_steps"],
+                "flow": {
+                    "_target_": "aiflows_jarvis.UpdatePlanFlowModule.UpdatePlanAtomicFlow"
+                    ".instantiate_from_default_config"
+                },
+            },
+        },
+        bookkeeping_commands=["update_plan"],
+    )
     plan = tmp_path / "plan.txt"
     plan.write_text("1. Ask the colour.\n2. Ask the size.\n")
     user.add("blue", "large")
-    scripted_llm.add(command("ask_user", question="Colour?", completes_step=1),
-                     command("ask_user", question="Size?", completes_step=2))
+    scripted_llm.add(
+        command("ask_user", question="Colour?", completes_step=1),
+        command("ask_user", question="Size?", completes_step=2),
+    )
     out = loop.call({"goal": "ask", "plan": plan.read_text(), "logs": "", "memory_files": {"plan": str(plan)}})
     assert len(scripted_llm.calls) == 2 and out["summary"] == "Every step of the plan is done."
     assert "The user replied: blue" in out["result"] and "The user replied: large" in out["result"]
@@ -182,8 +222,9 @@ def test_a_finish_made_because_the_plan_is_done_returns_every_commands_result(tm
 # ~~~ Jarvis: update_plan, finish ~~~
 @pytest.fixture
 def jarvis(tmp_path, scripted_llm, user):
-    flow = launcher.instantiate(launcher.DEFAULT_FLOW_CONFIG, [{"backend_used": "openai", "api_key": "x"}],
-                                str(tmp_path / "memory"))
+    flow = launcher.instantiate(
+        launcher.DEFAULT_FLOW_CONFIG, [{"backend_used": "openai", "api_key": "x"}], str(tmp_path / "memory")
+    )
     launcher.prepare_memory(flow, str(tmp_path / "memory"), resume=False)
     yield flow, tmp_path / "memory"
     launcher.close_interpreters(flow)
@@ -210,10 +251,12 @@ def test_an_answer_the_user_finds_lacking_goes_back_to_the_controller(jarvis, sc
 def test_a_step_done_by_coder_is_marked_by_code_and_jarvis_sees_the_library(jarvis, scripted_llm, run_context):
     flow, memory = jarvis
     run_context.input_source = AutoApproveInput()
-    scripted_llm.add("1. Ask Coder to print six times seven.\n2. Answer.",
-                     command("Coder", goal="Print six times seven.", completes_step=1),
-                     command("run_code", language="python", code="print(6 * 7)", completes_step=1),
-                     command("final_answer", answer="42"))
+    scripted_llm.add(
+        "1. Ask Coder to print six times seven.\n2. Answer.",
+        command("Coder", goal="Print six times seven.", completes_step=1),
+        command("run_code", language="python", code="print(6 * 7)", completes_step=1),
+        command("final_answer", answer="42"),
+    )
     out = flow.call({"goal": "What is six times seven?"})
     assert out["status"] == "finished" and len(scripted_llm.calls) == 4
     told = last_user_message(scripted_llm.calls[3]["messages"])
@@ -240,8 +283,14 @@ def test_bookkeeping_by_code_false_makes_the_seeds_calls_again(tmp_path):
         assert len(asked) == 39 and not server.errors and server.pending == 0
     memory = tmp_path / "memory"
     assert commands(memory / "logs_extlib.txt") == ["write_code", "save_code", "update_plan"] * 2
-    assert commands(memory / "logs_coder.txt") == ["extend_library", "update_plan", "run_code", "extend_library",
-                                                   "run_code", "update_plan"]
+    assert commands(memory / "logs_coder.txt") == [
+        "extend_library",
+        "update_plan",
+        "run_code",
+        "extend_library",
+        "run_code",
+        "update_plan",
+    ]
     assert "Ask Coder to write a reusable function" in read_text(memory / "plan_jarvis.txt")
     assert "Run code: keep the months" in read_text(memory / "plan_coder.txt"), "Coder's planner wrote its plan"
 
@@ -252,7 +301,8 @@ def test_a_long_plan_is_marked_done_at_once_and_said_in_one_short_line(tmp_path,
     plan = tmp_path / "plan.txt"
     plan.write_text("".join(f"{i}. Step {i}.\n" for i in range(1, 20_001)))
     out = UpdatePlanAtomicFlow.instantiate_from_default_config().call(
-        {"done_steps": "all", "memory_files": {"plan": str(plan)}})
+        {"done_steps": "all", "memory_files": {"plan": str(plan)}}
+    )
     assert undone_steps(plan.read_text()) == [] and plan.read_text().count("[done]") == 20_000
     assert "steps 1 to 20000 now marked done" in out["result"]
     assert len(out["result"]) < 300 and len(quiet_console.text) < 300, "not every number"

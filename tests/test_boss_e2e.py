@@ -4,12 +4,13 @@ Its own command is count_words; ask_user, re_plan, update_plan and search_logs i
 the plan in the (fake) editor; the controller's first reply is malformed and gets corrected; the boss runs twice in
 one process.
 """
+
 from __future__ import annotations
 
 import pytest
-
 from fakes import command, finish
 from helpers import make_boss
+
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
 from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
 
@@ -17,17 +18,18 @@ PLAN = "1. Ask the user for a sentence.\n2. Count its words.\n3. Finish."
 EDITED_LINE = "\n4. Tell the user the count."
 
 
-def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, loopback_llm, user, fake_editor,
-                                                                       monkeypatch):
+def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(
+    tmp_path, loopback_llm, user, fake_editor, monkeypatch
+):
     boss, files = make_boss(tmp_path)
     monkeypatch.setenv("FAKE_EDITOR_APPEND", EDITED_LINE)
     edited_plan = PLAN + EDITED_LINE
     done_plan = edited_plan.replace("sentence.", "sentence. [done]").replace("words.", "words. [done]")
     user.add("e", "", "the quick brown fox")
     loopback_llm.add(
-        PLAN,                                                                      # Planner's PlanGenerator
-        command("ask_user"),                                                       # malformed: no question
-        command("ask_user", question="Give me a sentence."),                       # corrected
+        PLAN,  # Planner's PlanGenerator
+        command("ask_user"),  # malformed: no question
+        command("ask_user", question="Give me a sentence."),  # corrected
         command("count_words", text="the quick brown fox"),
         command("update_plan", updated_plan=done_plan),
         finish("The sentence has 4 words."),
@@ -35,8 +37,9 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
 
     out = boss.call({"goal": "Count the words of a sentence the user gives."})
 
-    assert out == {"summary": "The sentence has 4 words.", "status": "finished",
-                   "result": "The text has 4 words."}, "result: the last command that did work (not update_plan)"
+    assert out == {"summary": "The sentence has 4 words.", "status": "finished", "result": "The text has 4 words."}, (
+        "result: the last command that did work (not update_plan)"
+    )
     # the plan: written by the plan writer as the user edited it, then rewritten by update_plan
     assert fake_editor.read_text().count("\n") == 1, "the editor was opened once"
     assert read_text(files["plan"]).strip() == done_plan
@@ -53,19 +56,25 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
     assert "missing argument(s): question" in requests[2][-1]["content"], "the malformed reply is corrected"
     assert "The user replied: the quick brown fox" in requests[3][-1]["content"]
     assert requests[4][:-1] == requests[3] + [requests[4][-2]], "each call's prompt begins with the previous call's"
-    assert "count_words" in requests[4][-2]["content"] and "The text has 4 words." in requests[4][-1]["content"], \
+    assert "count_words" in requests[4][-2]["content"] and "The text has 4 words." in requests[4][-1]["content"], (
         "each command comes back as the model's reply and its result"
+    )
     assert "--- [" not in requests[4][-1]["content"], "its own commands' log entries are not repeated"
     assert "4. Tell the user the count." in requests[5][1]["content"]
-    assert "The plan is now as you gave it to update_plan." in requests[5][-1]["content"], \
+    assert "The plan is now as you gave it to update_plan." in requests[5][-1]["content"], (
         "a plan it wrote itself is named, not repeated"
+    )
     assert [u["kind"] for u in user.asked] == ["approval", "approval", "question"]
 
     # ~~~ The same boss, a second task, in the same process ~~~
     monkeypatch.delenv("FAKE_EDITOR_APPEND")
     user.add("", "a b c d e f")
-    loopback_llm.add("1. Ask for a text.\n2. Count.", command("ask_user", question="Text?"),
-                     command("count_words", text="a b c d e f"), finish("6 words."))
+    loopback_llm.add(
+        "1. Ask for a text.\n2. Count.",
+        command("ask_user", question="Text?"),
+        command("count_words", text="a b c d e f"),
+        finish("6 words."),
+    )
     again = boss.call({"goal": "Count the words of another text."})
     assert again["status"] == "finished" and again["summary"] == "6 words."
     second_run_first_controller_call = loopback_llm.requests[7]["messages"]
@@ -74,11 +83,13 @@ def test_a_boss_plans_with_the_user_executes_commands_and_runs_twice(tmp_path, l
     assert read_text(files["plan"]).strip() == "1. Ask for a text.\n2. Count."
     entries = split_log_entries(read_text(files["logs"]))
     assert len(entries) == 6, "logs keep growing across tasks"
-    assert " new_task ---" in entries[3][1] and "the entries above belong to earlier tasks" in entries[3][1], \
+    assert " new_task ---" in entries[3][1] and "the entries above belong to earlier tasks" in entries[3][1], (
         "a line tells the controller where its own task's entries start"
+    )
     assert "new_task" in loopback_llm.requests[7]["messages"][1]["content"], "in the memory of its first message"
-    assert boss.subflows["CtrlExMem"].subflows["Controller"].flow_state["previous_messages"] == [], \
+    assert boss.subflows["CtrlExMem"].subflows["Controller"].flow_state["previous_messages"] == [], (
         "a finished boss is reset: its controllers' chat histories are dropped"
+    )
 
 
 def test_a_boss_without_memory_files_says_what_to_set(scripted_llm):
@@ -95,8 +106,9 @@ def test_memory_files_given_in_the_input_override_the_configured_ones(tmp_path, 
     scripted_llm.add("1. Count the words.", command("count_words", text="one two three"), finish("3 words"))
     assert boss.call({"goal": "Count three words.", "memory_files": given})["status"] == "finished"
     assert read_text(given["plan"]).strip() == "1. Count the words." and "count_words" in read_text(given["logs"])
-    assert read_text(configured["plan"]) == "" and read_text(configured["logs"]) == "", "the configured files are " \
-        "left alone for this run"
+    assert read_text(configured["plan"]) == "" and read_text(configured["logs"]) == "", (
+        "the configured files are left alone for this run"
+    )
 
 
 def test_when_the_user_never_approves_the_plan_the_boss_stops_without_acting(tmp_path, scripted_llm, user):
@@ -124,5 +136,6 @@ def test_re_plan_rewrites_the_plan_with_the_user_and_tells_the_controller(tmp_pa
     replanner_prompt = scripted_llm.calls[2]["messages"][-1]["content"]
     assert "1. Ask for a sentence.\n2. Count its words." in replanner_prompt, "the old plan is given to the replanner"
     told = scripted_llm.calls[3]["messages"][-1]["content"]
-    assert "The plan has been rewritten" in told and "Count its characters" in told, \
+    assert "The plan has been rewritten" in told and "Count its characters" in told, (
         "the controller is told in a message that the plan changed"
+    )

@@ -1,15 +1,16 @@
 """ChatAtomicFlow through the real LiteLLMBackend -> litellm -> HTTP path: retries, errors, window, templates."""
+
 from __future__ import annotations
 
 import json
 import time
 
 import pytest
-
 from helpers import FAST_RETRY, make_chat
 from loopback_llm import HTTPError, Malformed, Slow
-from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, LLMCallError
-from aiflows_jarvis.CoreFlowModule import RetryPolicy, call_with_retries
+
+from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, LLMCallError, RetryPolicy, call_with_retries
+
 
 def test_a_reply_comes_back_through_litellm_and_tokens_are_counted(loopback_llm):
     loopback_llm.add("Paris.")
@@ -17,8 +18,10 @@ def test_a_reply_comes_back_through_litellm_and_tokens_are_counted(loopback_llm)
     assert out == {"api_output": "Paris."}
     request = loopback_llm.requests[0]
     assert request["model"] == "gpt-4"
-    assert request["messages"] == [{"role": "system", "content": "You are a helpful assistant."},
-                                   {"role": "user", "content": "Capital of France?"}]
+    assert request["messages"] == [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Capital of France?"},
+    ]
     usage = USAGE.per_flow["Asker"]
     assert usage.calls == 1 and usage.prompt_tokens > 10 and usage.completion_tokens == 2
     loopback_llm.add("Paris.")
@@ -55,10 +58,15 @@ def test_after_the_last_retry_the_error_names_the_flow_and_the_cause(loopback_ll
     assert len(loopback_llm.requests) == 4
 
 
-@pytest.mark.parametrize("status, says, kind", [(401, "authentication failed (HTTP 401)", "auth"),
-                                                (400, "the request was rejected (HTTP 400)", "bad_request"),
-                                                (422, "the request was rejected (HTTP 422)", "bad_request"),
-                                                (404, "not found (HTTP 404)", "bad_request")])
+@pytest.mark.parametrize(
+    "status, says, kind",
+    [
+        (401, "authentication failed (HTTP 401)", "auth"),
+        (400, "the request was rejected (HTTP 400)", "bad_request"),
+        (422, "the request was rejected (HTTP 422)", "bad_request"),
+        (404, "not found (HTTP 404)", "bad_request"),
+    ],
+)
 def test_errors_retrying_cannot_fix_stop_at_once(loopback_llm, status, says, kind):
     loopback_llm.add(HTTPError(status, "no way"))
     with pytest.raises(LLMCallError) as error:
@@ -66,8 +74,9 @@ def test_errors_retrying_cannot_fix_stop_at_once(loopback_llm, status, says, kin
     assert len(loopback_llm.requests) == 1, "no retry"
     assert says in str(error.value) and "no way" in str(error.value) and "Asker" in str(error.value)
     info = error.value.info
-    assert (info.status, info.kind, info.detail, info.retryable) == (status, kind, "no way", False), \
+    assert (info.status, info.kind, info.detail, info.retryable) == (status, kind, "no way", False), (
         "callers look at the status and the server's own words (e.g. to negotiate response_format)"
+    )
 
 
 def test_a_model_name_litellm_does_not_know_gets_a_hint(loopback_llm):
@@ -77,8 +86,10 @@ def test_a_model_name_litellm_does_not_know_gets_a_hint(loopback_llm):
         chat.call({"query": "hi"})
     assert not loopback_llm.requests
     loopback_llm.add("hello")
-    assert make_chat(backend={"model_name": {"openai": "openai/llama-3-8b-instruct"}}).call(
-        {"query": "hi"})["api_output"] == "hello"
+    assert (
+        make_chat(backend={"model_name": {"openai": "openai/llama-3-8b-instruct"}}).call({"query": "hi"})["api_output"]
+        == "hello"
+    )
     assert loopback_llm.requests[-1]["model"] == "llama-3-8b-instruct"
 
 
@@ -102,9 +113,11 @@ def test_the_sliding_window_keeps_the_fresh_system_prompt_and_the_last_messages(
     for i in range(1, 4):
         chat.run({"memory": f"m{i}", "query": f"q{i}"})
     last = scripted_llm.calls[-1]["messages"]
-    assert last == [{"role": "system", "content": "Memory: m3"},
-                    {"role": "assistant", "content": "r2"},
-                    {"role": "user", "content": "q3"}]
+    assert last == [
+        {"role": "system", "content": "Memory: m3"},
+        {"role": "assistant", "content": "r2"},
+        {"role": "user", "content": "q3"},
+    ]
     assert len(chat.flow_state["previous_messages"]) == 2, "what no window can reach is not kept"
 
 
@@ -117,9 +130,11 @@ def test_by_default_a_chat_sends_the_seeds_window_with_a_refreshed_system_prompt
     scripted_llm.add("r1", "r2", "r3")
     for i in range(1, 4):
         chat.run({"memory": f"m{i}", "query": f"q{i}"})
-    assert scripted_llm.calls[-1]["messages"] == [{"role": "system", "content": "Memory: m3"},
-                                                  {"role": "assistant", "content": "r2"},
-                                                  {"role": "user", "content": "q3"}]
+    assert scripted_llm.calls[-1]["messages"] == [
+        {"role": "system", "content": "Memory: m3"},
+        {"role": "assistant", "content": "r2"},
+        {"role": "user", "content": "q3"},
+    ]
 
 
 def test_a_window_of_only_the_first_messages_still_sends_the_new_user_message(scripted_llm):
@@ -127,8 +142,18 @@ def test_a_window_of_only_the_first_messages_still_sends_the_new_user_message(sc
     scripted_llm.add("r1", "r2", "r3")
     for i in range(1, 4):
         chat.run({"query": f"q{i}"})
-    assert [m["content"] for m in scripted_llm.calls[1]["messages"]] == ["You are a helpful assistant.", "q1", "r1", "q2"]
-    assert [m["content"] for m in scripted_llm.calls[2]["messages"]] == ["You are a helpful assistant.", "q1", "r1", "q3"]
+    assert [m["content"] for m in scripted_llm.calls[1]["messages"]] == [
+        "You are a helpful assistant.",
+        "q1",
+        "r1",
+        "q2",
+    ]
+    assert [m["content"] for m in scripted_llm.calls[2]["messages"]] == [
+        "You are a helpful assistant.",
+        "q1",
+        "r1",
+        "q3",
+    ]
     assert len(chat.flow_state["previous_messages"]) == 2, "only the first two can ever be sent again"
 
 
@@ -137,19 +162,26 @@ def test_without_a_window_the_whole_conversation_is_sent(scripted_llm):
     scripted_llm.add("r1", "r2")
     chat.run({"query": "q1"})
     chat.run({"query": "q2"})
-    assert [m["content"] for m in scripted_llm.calls[-1]["messages"]] == ["You are a helpful assistant.", "q1", "r1", "q2"]
+    assert [m["content"] for m in scripted_llm.calls[-1]["messages"]] == [
+        "You are a helpful assistant.",
+        "q1",
+        "r1",
+        "q2",
+    ]
 
 
 def test_a_template_variable_missing_from_the_input_is_an_error_naming_the_flow(scripted_llm):
-    chat = make_chat(init_human_message_prompt_template={"template": "{{query}} {{extra}}",
-                                                         "input_variables": ["query", "extra"]})
+    chat = make_chat(
+        init_human_message_prompt_template={"template": "{{query}} {{extra}}", "input_variables": ["query", "extra"]}
+    )
     with pytest.raises(ConfigurationError, match=r"Asker: the prompt needs \['extra'\]"):
         chat.run({"query": "q"})
 
 
 def test_an_undeclared_template_variable_is_an_error_not_an_empty_string(scripted_llm):
-    chat = make_chat(init_human_message_prompt_template={"template": "{{query}} {{typo}}",
-                                                         "input_variables": ["query"]})
+    chat = make_chat(
+        init_human_message_prompt_template={"template": "{{query}} {{typo}}", "input_variables": ["query"]}
+    )
     with pytest.raises(ConfigurationError, match="'typo' is undefined"):
         chat.run({"query": "q"})
 
@@ -205,16 +237,23 @@ def test_replay_compares_messages_up_to_folders_and_timestamps_only():
     this_run = "Saved f in the code library (/home/ada/memory/library.py).  \n--- [1] 2026-11-23 06:10:02 save_code ---"
     assert comparable(recorded) == comparable(this_run), "where the memory folder is and when it ran do not matter"
     assert comparable("ratio 3/4 of code_runs/run_20261123-054959_1.py") == "ratio 3/4 of code_runs/run_<time>_1.py"
-    assert comparable("[<matplotlib.lines.Line2D at 0x7f3a2c1d9e50>] at 2024-01-01T10:00:00.123456+00:00") == \
-        comparable("[<matplotlib.lines.Line2D at 0x7f11aa0b3f10>] at 2026-11-23T06:10:02.5Z"), "addresses, times"
+    assert comparable(
+        "[<matplotlib.lines.Line2D at 0x7f3a2c1d9e50>] at 2024-01-01T10:00:00.123456+00:00"
+    ) == comparable("[<matplotlib.lines.Line2D at 0x7f11aa0b3f10>] at 2026-11-23T06:10:02.5Z"), "addresses, times"
     assert comparable("result: 12.5%") != comparable("result: 12.6%"), "anything else is compared as it is"
     assert comparable("x = 0x10") != comparable("x = 0x11"), "short hex numbers are values, not addresses"
     assert comparable("(/tmp/a/library.py)") != comparable("(/tmp/a/other.py)"), "file names are compared"
 
 
 def test_a_429_for_a_quota_that_is_used_up_is_not_retried(loopback_llm):
-    loopback_llm.add(HTTPError(429, "You exceeded your current quota, please check your plan and billing details.",
-                               type="insufficient_quota", code="insufficient_quota"))
+    loopback_llm.add(
+        HTTPError(
+            429,
+            "You exceeded your current quota, please check your plan and billing details.",
+            type="insufficient_quota",
+            code="insufficient_quota",
+        )
+    )
     with pytest.raises(LLMCallError, match=r"no quota left \(HTTP 429\)"):
         make_chat().call({"query": "hi"})
     assert len(loopback_llm.requests) == 1, "waiting does not bring quota back"
@@ -224,28 +263,58 @@ def test_a_429_for_a_quota_that_is_used_up_is_not_retried(loopback_llm):
 def error_from(server, reply):
     """The exception the real backend -> litellm -> HTTP path raises for ``reply``."""
     from aiflows.backends.api_info import ApiInfo
+
     from aiflows_jarvis.ChatFlowModule.backends import instantiate_backend
 
     server.add(reply)
-    backend = instantiate_backend({"_target_": "aiflows.backends.llm_lite.LiteLLMBackend", "model_name": "gpt-4",
-                                   "wait_time_per_key": 0,
-                                   "api_infos": [ApiInfo(backend_used="openai", api_key="sk-test",
-                                                         api_base=server.url)]}, "Asker")
+    backend = instantiate_backend(
+        {
+            "_target_": "aiflows.backends.llm_lite.LiteLLMBackend",
+            "model_name": "gpt-4",
+            "wait_time_per_key": 0,
+            "api_infos": [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)],
+        },
+        "Asker",
+    )
     with pytest.raises(Exception) as raised:
         backend(messages=[{"role": "user", "content": "hi"}])
     return raised.value
 
 
 OVERFLOWS = {  # what each server says when the prompt and max_tokens do not fit
-    "llama.cpp": Malformed(json.dumps({"error": {"code": 400, "message": "the request exceeds the available context "
-                                                 "size, try increasing it", "type": "exceed_context_size_error",
-                                                 "n_prompt_tokens": 9000, "n_ctx": 8192}}), status=400),
+    "llama.cpp": Malformed(
+        json.dumps(
+            {
+                "error": {
+                    "code": 400,
+                    "message": "the request exceeds the available context size, try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": 9000,
+                    "n_ctx": 8192,
+                }
+            }
+        ),
+        status=400,
+    ),
     "llama-cpp-python": HTTPError(400, "Requested tokens (5000) exceed context window of 2048"),
-    "vLLM": Malformed(json.dumps({"object": "error", "message": "This model's maximum context length is 2048 tokens. "
-                                  "However, you requested 3000 tokens (2000 in the messages, 1000 in the completion)."
-                                  , "type": "BadRequestError", "param": None, "code": 400}), status=400),
-    "OpenAI": HTTPError(400, "This model's maximum context length is 8192 tokens. However, your messages resulted in "
-                             "9000 tokens.", code="context_length_exceeded"),
+    "vLLM": Malformed(
+        json.dumps(
+            {
+                "object": "error",
+                "message": "This model's maximum context length is 2048 tokens. "
+                "However, you requested 3000 tokens (2000 in the messages, 1000 in the completion).",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        ),
+        status=400,
+    ),
+    "OpenAI": HTTPError(
+        400,
+        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+        code="context_length_exceeded",
+    ),
     "Ollama": HTTPError(400, "the input length exceeds the context length"),
     "context length exceeded": Malformed(json.dumps({"error": "context length exceeded"}), status=500),
     "prompt is too long": HTTPError(400, "prompt is too long: 210000 tokens > 200000 maximum"),
@@ -264,8 +333,9 @@ def test_every_servers_context_overflow_is_recognised_with_advice_for_a_local_se
     assert "--ctx-size" in info.reason and "--n_ctx" in info.reason and "--max-model-len" in info.reason
     assert "num_ctx" in info.reason and "--context-window" in info.reason and "max_log_chars" in info.reason
     assert "http://127.0.0.1:8000/v1" in info.reason
-    assert "gpt-4-1106-preview" not in info.reason and "--model" not in info.reason, \
+    assert "gpt-4-1106-preview" not in info.reason and "--model" not in info.reason, (
         "another OpenAI model is no advice for a local server"
+    )
 
 
 def test_the_context_window_a_server_states_is_quoted_in_the_advice(loopback):
@@ -278,8 +348,9 @@ def test_the_context_window_a_server_states_is_quoted_in_the_advice(loopback):
     assert "--context-window 8192" in info.reason
 
 
-@pytest.mark.parametrize("provider, says", [(OPENAI, "--model gpt-4o"), (AZURE, "Azure deployment"),
-                                            (None, "--context-window N")])
+@pytest.mark.parametrize(
+    "provider, says", [(OPENAI, "--model gpt-4o"), (AZURE, "Azure deployment"), (None, "--context-window N")]
+)
 def test_context_window_advice_fits_openai_azure_and_an_unknown_provider(loopback, provider, says):
     from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
 
@@ -301,8 +372,9 @@ def test_a_context_overflow_stops_the_chat_at_once_with_the_advice(loopback_llm)
     assert len(loopback_llm.requests) == 1
 
 
-@pytest.mark.parametrize("reply, kind", [(HTTPError(429), "rate_limit"), (HTTPError(503), "server"),
-                                         (Malformed(b"{not json"), "malformed")])
+@pytest.mark.parametrize(
+    "reply, kind", [(HTTPError(429), "rate_limit"), (HTTPError(503), "server"), (Malformed(b"{not json"), "malformed")]
+)
 def test_transient_errors_have_a_kind(loopback, reply, kind):
     from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
 

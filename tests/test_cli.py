@@ -1,4 +1,5 @@
 """run_jarvis.py: the demo, a run against the loopback server, record and replay, resume, missing credentials."""
+
 from __future__ import annotations
 
 import json
@@ -8,18 +9,24 @@ import subprocess
 import sys
 
 import pytest
-
 from fakes import library_text
 from helpers import DEMO, DEMO_CALLS, KEYS, ROOT, RUN_JARVIS, commands, kernels_in, run_jarvis, run_until
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from subprocess_guard import check_guarded_run, guarded_environment, network_guarded
 from waiting import eventually
-from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule import undone_steps
-from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
 
-MEMORY_FILES = ["plan_jarvis.txt", "logs_jarvis.txt", "plan_coder.txt", "logs_coder.txt", "plan_extlib.txt",
-                "logs_extlib.txt", "library"]
+from aiflows_jarvis.ChatFlowModule import Transcript
+from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries, undone_steps
+
+MEMORY_FILES = [
+    "plan_jarvis.txt",
+    "logs_jarvis.txt",
+    "plan_coder.txt",
+    "logs_coder.txt",
+    "plan_extlib.txt",
+    "logs_extlib.txt",
+    "library",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +41,31 @@ def assert_the_whole_hierarchy_ran(memory, workdir=None):
         assert (memory / name).exists(), name
     # the update_plan entries are made by code: a step done by the command that completes it, the rest at a finish
     assert commands(memory / "logs_jarvis.txt") == ["Coder", "update_plan", "final_answer", "update_plan"]
-    assert commands(memory / "logs_coder.txt") == ["extend_library", "run_code", "extend_library", "run_code",
-                                                   "update_plan"]
-    assert commands(memory / "logs_extlib.txt") == ["write_code", "save_code", "update_plan", "write_code",
-                                                    "save_code", "update_plan"]
+    assert commands(memory / "logs_coder.txt") == [
+        "extend_library",
+        "run_code",
+        "extend_library",
+        "run_code",
+        "update_plan",
+    ]
+    assert commands(memory / "logs_extlib.txt") == [
+        "write_code",
+        "save_code",
+        "update_plan",
+        "write_code",
+        "save_code",
+        "update_plan",
+    ]
     library = library_text(str(memory / "library.py"))
     assert "def growth_rates(values: list[float])" in library and "def svg_bar_chart(" in library
     assert "<svg" in read_text(workdir / "sales_chart.svg"), "the chart was drawn by the library function"
     runs = read_text(memory / "logs_coder.txt")
     assert "Apr: +17.2%" in runs and "Highest growth: Apr (+17.2%)" in runs, "first run_code: the library function ran"
     second = runs.split("from library import svg_bar_chart")[-1]
-    assert "sales_chart.svg" in second and "Error" not in second, \
-        "the second run_code imported the new function (from a new module of the library) and drew `sales` kept " \
+    assert "sales_chart.svg" in second and "Error" not in second, (
+        "the second run_code imported the new function (from a new module of the library) and drew `sales` kept "
         "from the first run"
+    )
     assert read_text(memory / "logs_extlib.txt").count("The tests passed") == 2, "each function was tested"
     for boss in ("jarvis", "coder", "extlib"):
         plan = read_text(memory / f"plan_{boss}.txt")
@@ -63,26 +82,35 @@ def test_the_demo_runs_offline_and_shows_every_layer(tmp_path):
     out = done.stdout
     assert "REPLAY: the LLM replies are a recording" in out and "runs for real" in out
     # the steps the controllers chose, each on its line (what the loops made by code is said by what it did)
-    for layer in ("Plan:", "Jarvis > Coder", "Jarvis > Coder > extend_library", "ExtendLibrary > write_code > test",
-                  "Save growth_rates in library/data.py", "Saved growth_rates in memory/library/data.py.",
-                  "Jarvis > Coder > run_code", "Jarvis > update_plan: step 1 done", "Jarvis's final answer:"):
+    for layer in (
+        "Plan:",
+        "Jarvis > Coder",
+        "Jarvis > Coder > extend_library",
+        "ExtendLibrary > write_code > test",
+        "Save growth_rates in library/data.py",
+        "Saved growth_rates in memory/library/data.py.",
+        "Jarvis > Coder > run_code",
+        "Jarvis > update_plan: step 1 done",
+        "Jarvis's final answer:",
+    ):
         assert layer in out, layer
     assert "April grew the most" in out.split("Final answer:")[-1]
     assert "memory/sales_chart.svg" in out.split("Files made or changed in memory:")[-1]
     assert f"{DEMO_CALLS} LLM calls" in out
     assert_the_whole_hierarchy_ran(tmp_path / "memory", tmp_path / "memory")
     (archived,) = (tmp_path / "memory" / "archive").iterdir()
-    assert (archived / "library.py").read_text().startswith("def mine"), "the demo starts from an empty library; " \
-        "the user's is kept in the archive"
-    assert f"The previous code library is kept in memory/archive/{archived.name}." in out.replace("\n", " "), \
+    assert (archived / "library.py").read_text().startswith("def mine"), (
+        "the demo starts from an empty library; the user's is kept in the archive"
+    )
+    assert f"The previous code library is kept in memory/archive/{archived.name}." in out.replace("\n", " "), (
         "the line names what was archived: here, only the library"
+    )
     assert (tmp_path / "memory" / "notes.txt").read_text() == "the user's own file", "other files are not touched"
 
 
 def test_a_goal_through_the_loopback_server_with_yes(tmp_path, demo):
     with LoopbackLLMServer(replies=demo.replies()) as server:
-        done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--model", "my-local-model",
-                          demo.header["goal"])
+        done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--model", "my-local-model", demo.header["goal"])
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert len(server.requests) == DEMO_CALLS and not server.errors
         assert {r["model"] for r in server.requests} == {"my-local-model"}, "--model reaches the server as given"
@@ -108,8 +136,12 @@ def test_a_recorded_run_replays_identically(tmp_path, demo):
     second = run_jarvis(replayed, "--replay", str(transcript), "--yes")
     assert second.returncode == 0, second.stdout[-3000:]
     for name in MEMORY_FILES[:-1] + ["library.py", "sales_chart.svg"]:
-        a, b = (library_text(str(folder / "memory" / name)) if name == "library.py" else read_text(
-            folder / "memory" / name).replace(str(folder / "memory"), "<memory>") for folder in (live, replayed))
+        a, b = (
+            library_text(str(folder / "memory" / name))
+            if name == "library.py"
+            else read_text(folder / "memory" / name).replace(str(folder / "memory"), "<memory>")
+            for folder in (live, replayed)
+        )
         if name.startswith("logs_"):  # entries carry the time they were written
             a, b = ([e.split("\n", 1)[1] for _, e in split_log_entries(t)] for t in (a, b))
         assert a == b, name
@@ -123,23 +155,28 @@ def test_a_replay_that_runs_out_names_the_flow_and_the_call(tmp_path, demo):
     short.write_text("\n".join(lines[:4]) + "\n")  # the header and three exchanges
     done = run_jarvis(tmp_path, "--replay", str(short), "--yes")
     assert done.returncode == 1
-    assert "holds no reply for call 1 of Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library/CtrlExMem/" \
-           "Executor/write_code/Executor/write_code/CodeGenerator" in done.stdout
+    assert (
+        "holds no reply for call 1 of Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library/CtrlExMem/"
+        "Executor/write_code/Executor/write_code/CodeGenerator" in done.stdout
+    )
     assert "Traceback" not in done.stdout + done.stderr
     answer = read_text(tmp_path / "memory" / "report.html").split('id="answer"')[1].split("</section>")[0]
-    assert "No final answer: the run failed." in answer and "holds no reply for call 1" in answer, \
+    assert "No final answer: the run failed." in answer and "holds no reply for call 1" in answer, (
         "the failed run's report says why, as the screen did"
+    )
 
 
 def test_a_replay_that_goes_off_script_stops_and_names_the_flow_the_call_and_the_difference(tmp_path):
     cut = tmp_path / "cut.jsonl"
     lines = open(DEMO, encoding="utf-8").read().splitlines()
     first_run = next(i for i, line in enumerate(lines[1:], 1) if '"command": "run_code"' in json.loads(line)["reply"])
-    cut.write_text("\n".join(lines[:first_run] + lines[first_run + 1:]) + "\n")  # the first run_code is gone
+    cut.write_text("\n".join(lines[:first_run] + lines[first_run + 1 :]) + "\n")  # the first run_code is gone
     done = run_jarvis(tmp_path, "--replay", str(cut), "--yes")
     assert done.returncode == 1
-    assert "The run has left the recording at call 2 of Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Controller" in \
-        done.stdout, "the run asks Coder's next command before any code ran: the recorded reply would not fit"
+    assert (
+        "The run has left the recording at call 2 of Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Controller"
+        in done.stdout
+    ), "the run asks Coder's next command before any code ran: the recorded reply would not fit"
     assert "recorded: Feb: +12.5%" in done.stdout
     assert "Final answer:" not in done.stdout, "no recorded answer is passed off as this run's"
     assert "Traceback" not in done.stdout + done.stderr
@@ -150,19 +187,21 @@ def test_a_replay_must_start_from_the_library_it_was_recorded_with(tmp_path):
     assert first.returncode == 0, first.stdout[-3000:]
     second = run_jarvis(tmp_path, "--replay", DEMO, "--yes")  # the library now already has growth_rates
     assert second.returncode == 1
-    assert "recorded: (empty)" in second.stdout and "this run: The library is the package" in second.stdout, \
+    assert "recorded: (empty)" in second.stdout and "this run: The library is the package" in second.stdout, (
         "Jarvis's first prompt already shows a library that is not the recorded one"
+    )
     assert "fresh --memory-dir" in second.stdout
     assert "--resume" not in second.stdout.split("left the recording")[-1], "a replay is not resumed"
 
 
-@pytest.mark.parametrize("signal_number, code, says", [(signal.SIGINT, 130, "Stopped."),
-                                                        (signal.SIGTERM, 143, "Terminated.")])
+@pytest.mark.parametrize(
+    "signal_number, code, says", [(signal.SIGINT, 130, "Stopped."), (signal.SIGTERM, 143, "Terminated.")]
+)
 def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path, demo, signal_number, code, says):
     replies = demo.replies()
     first_run = next(i for i, reply in enumerate(replies) if '"run_code"' in reply)
     # After the first run_code, the controller's next call hangs: the signal comes then.
-    with LoopbackLLMServer(replies=replies[:first_run + 1] + [Slow(None, replies[first_run + 1])]) as server:
+    with LoopbackLLMServer(replies=replies[: first_run + 1] + [Slow(None, replies[first_run + 1])]) as server:
         work = tmp_path / "work"
         work.mkdir()
         process, attempts = run_until(server, first_run + 2, tmp_path, "--workdir", str(work), demo.header["goal"])
@@ -174,8 +213,10 @@ def test_ctrl_c_or_sigterm_in_a_run_stops_cleanly_and_keeps_the_memory(tmp_path,
     assert says in out and f"Plans, logs and the library are in {memory}" in out
     assert "Traceback" not in out + err
     assert f"{first_run + 1} LLM calls" in out, "what the completed calls cost is said however the run ends"
-    assert "def growth_rates" in library_text(str(memory / "library.py")) and commands(memory / "logs_coder.txt")[-1] == \
-        "run_code", "what was done is kept"
+    assert (
+        "def growth_rates" in library_text(str(memory / "library.py"))
+        and commands(memory / "logs_coder.txt")[-1] == "run_code"
+    ), "what was done is kept"
     assert eventually(lambda: not kernels_in(work), poll=0.1), "the kernel was shut down"
     check_guarded_run(attempts)
 
@@ -194,22 +235,28 @@ def test_resume_continues_from_the_stored_plan(tmp_path, demo):
         assert second.returncode == 0, second.stdout[-3000:]
         first_call = server.requests[0]["messages"]
         assert "You are Jarvis" in first_call[0]["content"], "no new plan: Jarvis's controller comes first"
-        assert plan.strip() in first_call[1]["content"] and demo.header["goal"] in first_call[0]["content"], \
+        assert plan.strip() in first_call[1]["content"] and demo.header["goal"] in first_call[0]["content"], (
             "its memory: in its first message"
+        )
     assert "resumes its plan" in second.stdout
     assert_the_whole_hierarchy_ran(tmp_path / "memory")
-    assert commands(tmp_path / "memory" / "logs_jarvis.txt", markers=True)[0] == "resume", \
+    assert commands(tmp_path / "memory" / "logs_jarvis.txt", markers=True)[0] == "resume", (
         "the logs tell the controller that the run was resumed (and the Python session is new)"
+    )
 
 
-@pytest.mark.parametrize("limit, first_replies, resume_from", [
-    (["--max-calls", "1", "--model", "local-model", "--context-window", "16000"], 2, 1),  # remembered for --resume
-    (["--max-tokens", "50"], 2, 1),                       # the plan's call alone uses more (the API's usage)
-    (["--max-cost", "0.0001", "--model", "gpt-4"], 2, 1),  # priced: $0.03 / 1K prompt tokens
-    (["--max-time", "3"], "slow", 0),                     # the first call is cut at the run's deadline
-])
-def test_a_run_that_reaches_its_budget_stops_cleanly_and_resume_goes_on_with_a_fresh_one(tmp_path, demo, limit,
-                                                                                       first_replies, resume_from):
+@pytest.mark.parametrize(
+    "limit, first_replies, resume_from",
+    [
+        (["--max-calls", "1", "--model", "local-model", "--context-window", "16000"], 2, 1),  # remembered for --resume
+        (["--max-tokens", "50"], 2, 1),  # the plan's call alone uses more (the API's usage)
+        (["--max-cost", "0.0001", "--model", "gpt-4"], 2, 1),  # priced: $0.03 / 1K prompt tokens
+        (["--max-time", "3"], "slow", 0),  # the first call is cut at the run's deadline
+    ],
+)
+def test_a_run_that_reaches_its_budget_stops_cleanly_and_resume_goes_on_with_a_fresh_one(
+    tmp_path, demo, limit, first_replies, resume_from
+):
     replies = demo.replies()
     served = [Slow(None, replies[0])] if first_replies == "slow" else replies[:first_replies]
     with LoopbackLLMServer(replies=served) as server:
@@ -232,8 +279,9 @@ def test_a_run_that_reaches_its_budget_stops_cleanly_and_resume_goes_on_with_a_f
         assert "is not known" not in second.stdout, "a resumed run keeps the context window it was given"
 
 
-@pytest.mark.parametrize("flag, value", [("--max-calls", "0"), ("--max-cost", "-1"), ("--max-time", "soon"),
-                                         ("--context-window", "many")])
+@pytest.mark.parametrize(
+    "flag, value", [("--max-calls", "0"), ("--max-cost", "-1"), ("--max-time", "soon"), ("--context-window", "many")]
+)
 def test_budget_and_model_flags_refuse_bad_values(tmp_path, flag, value):
     done = run_jarvis(tmp_path, flag, value, "--api-base", "http://127.0.0.1:9/v1", "a goal")
     assert done.returncode == 2 and flag in done.stderr and "Traceback" not in done.stderr
@@ -263,8 +311,17 @@ def test_no_key_and_no_server_is_explained_with_exit_code_2(tmp_path):
 def test_help_lists_the_options(tmp_path):
     done = run_jarvis(tmp_path, "--help")
     assert done.returncode == 0
-    for option in ("--model", "--api-base", "--config", "--memory-dir", "--resume", "--yes", "--record", "--replay",
-                   "--demo"):
+    for option in (
+        "--model",
+        "--api-base",
+        "--config",
+        "--memory-dir",
+        "--resume",
+        "--yes",
+        "--record",
+        "--replay",
+        "--demo",
+    ):
         assert option in done.stdout
 
 
@@ -273,10 +330,13 @@ def test_a_new_run_archives_plans_and_logs_and_keeps_the_library(tmp_path, scrip
 
     memory = tmp_path / "memory"
     memory.mkdir()
-    for name, text in (("plan_jarvis.txt", "old plan"), ("logs_coder.txt", "old logs"), ("library.py", "def f(): pass")):
+    for name, text in (
+        ("plan_jarvis.txt", "old plan"),
+        ("logs_coder.txt", "old logs"),
+        ("library.py", "def f(): pass"),
+    ):
         (memory / name).write_text(text)
-    flow = launcher.instantiate(launcher.DEFAULT_FLOW_CONFIG, [{"backend_used": "openai", "api_key": "x"}],
-                                str(memory))
+    flow = launcher.instantiate(launcher.DEFAULT_FLOW_CONFIG, [{"backend_used": "openai", "api_key": "x"}], str(memory))
     launcher.prepare_memory(flow, str(memory), resume=False)
     assert not (memory / "plan_jarvis.txt").exists() and not (memory / "logs_coder.txt").exists()
     archived = list((memory / "archive").iterdir())[0]
@@ -286,14 +346,17 @@ def test_a_new_run_archives_plans_and_logs_and_keeps_the_library(tmp_path, scrip
     assert flow.flow_config["resume"] is True
 
 
-@pytest.mark.parametrize("model, backend, api_base, expected", [
-    ("gpt-4", "openai", None, "gpt-4"),
-    ("gpt-4o-mini", "openai", None, "openai/gpt-4o-mini"),
-    ("openai/gpt-4o", "openai", None, "openai/gpt-4o"),
-    ("llama3", "openai", "http://localhost:11434/v1", "openai/llama3"),
-    ("meta-llama/Llama-3-8B", "openai", "http://localhost:8000/v1", "openai/meta-llama/Llama-3-8B"),
-    ("my-gpt4-deployment", "azure", None, "azure/my-gpt4-deployment"),
-])
+@pytest.mark.parametrize(
+    "model, backend, api_base, expected",
+    [
+        ("gpt-4", "openai", None, "gpt-4"),
+        ("gpt-4o-mini", "openai", None, "openai/gpt-4o-mini"),
+        ("openai/gpt-4o", "openai", None, "openai/gpt-4o"),
+        ("llama3", "openai", "http://localhost:11434/v1", "openai/llama3"),
+        ("meta-llama/Llama-3-8B", "openai", "http://localhost:8000/v1", "openai/meta-llama/Llama-3-8B"),
+        ("my-gpt4-deployment", "azure", None, "azure/my-gpt4-deployment"),
+    ],
+)
 def test_model_names_are_made_acceptable_to_litellm(model, backend, api_base, expected):
     from aiflows_jarvis.app.launcher import litellm_model_name
 
@@ -305,15 +368,23 @@ def test_another_providers_model_without_a_server_is_refused_not_sent_the_openai
 
     with pytest.raises(ConfigurationError, match="OpenAI-compatible proxy"):
         litellm_model_name("anthropic/claude-3-opus", "openai", None)
-    assert litellm_model_name("anthropic/claude-3-opus", "openai", "http://localhost:4000/v1") == \
-        "openai/anthropic/claude-3-opus", "behind an OpenAI-compatible proxy the name goes through"
+    assert (
+        litellm_model_name("anthropic/claude-3-opus", "openai", "http://localhost:4000/v1")
+        == "openai/anthropic/claude-3-opus"
+    ), "behind an OpenAI-compatible proxy the name goes through"
 
 
-@pytest.mark.parametrize("args, says", [(["--demo", "a goal"], "drop the goal"),
-                                        (["--demo", "--model", "gpt-4"],
-                                         "--model, --mcp-config and --api-base do not apply"),
-                                        (["--replay", "x.jsonl", "--api-base", "http://127.0.0.1:9/v1"],
-                                         "--model, --mcp-config and --api-base do not apply")])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--demo", "a goal"], "drop the goal"),
+        (["--demo", "--model", "gpt-4"], "--model, --mcp-config and --api-base do not apply"),
+        (
+            ["--replay", "x.jsonl", "--api-base", "http://127.0.0.1:9/v1"],
+            "--model, --mcp-config and --api-base do not apply",
+        ),
+    ],
+)
 def test_options_that_do_not_go_together_are_refused(tmp_path, args, says):
     done = run_jarvis(tmp_path, *args)
     assert done.returncode == 2 and says in done.stderr
@@ -325,8 +396,11 @@ def test_credentials_come_from_the_usual_variables():
     (info,) = api_infos_from_environment(None, {"OPENAI_API_KEY": "sk-1"})
     assert (info.backend_used, info.api_key) == ("openai", "sk-1")
     (info,) = api_infos_from_environment(None, {"AZURE_API_KEY": "az", "AZURE_API_BASE": "https://x.openai.azure.com"})
-    assert (info.backend_used, info.api_base, info.api_version) == ("azure", "https://x.openai.azure.com",
-                                                                    "2023-07-01-preview")
+    assert (info.backend_used, info.api_base, info.api_version) == (
+        "azure",
+        "https://x.openai.azure.com",
+        "2023-07-01-preview",
+    )
     (info,) = api_infos_from_environment("http://localhost:8000/v1/", {})
     assert info.api_base == "http://localhost:8000/v1" and info.api_key
     with pytest.raises(MissingCredentials, match="AZURE_API_BASE"):
@@ -336,22 +410,31 @@ def test_credentials_come_from_the_usual_variables():
 
 
 @pytest.mark.parametrize("script", [RUN_JARVIS, os.path.join(ROOT, "run_autogpt.py")])
-@pytest.mark.parametrize("signal_number, code, says", [(signal.SIGINT, 130, "Stopped."),
-                                                        (signal.SIGTERM, 143, "Terminated."),
-                                                        (signal.SIGHUP, 129, "Terminated.")])
+@pytest.mark.parametrize(
+    "signal_number, code, says",
+    [(signal.SIGINT, 130, "Stopped."), (signal.SIGTERM, 143, "Terminated."), (signal.SIGHUP, 129, "Terminated.")],
+)
 def test_a_signal_while_python_still_imports_ends_with_its_exit_code(tmp_path, script, signal_number, code, says):
     """A signal in the first half second (the imports, before main() runs): the exit code of that signal and one
     line, not a KeyboardInterrupt traceback or a process killed by the signal (-2, -15, -1). The imports are held
     at aiflows's by a stand-in that says when it is reached, so the signal comes then, not after some time."""
     held = tmp_path / "held" / "aiflows"
     held.mkdir(parents=True)
-    (held / "__init__.py").write_text("import sys, time\nprint('importing aiflows', flush=True)\n"
-                                      "while True:\n    time.sleep(0.05)\n")
+    (held / "__init__.py").write_text(
+        "import sys, time\nprint('importing aiflows', flush=True)\nwhile True:\n    time.sleep(0.05)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     env.update(NO_COLOR="1", PYTHONPATH=str(held.parent))
     env, attempts = guarded_environment(str(tmp_path / "guard"), env)
-    process = subprocess.Popen([sys.executable, script, "--demo"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, script, "--demo"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert process.stdout.readline() == "importing aiflows\n", "the stand-in holds the imports"
         process.send_signal(signal_number)
@@ -385,17 +468,23 @@ def test_a_goal_reads_an_input_file_from_the_folder_jarvis_is_started_in(tmp_pat
 
     (tmp_path / "words.txt").write_text("the cat and the dog and the bird\n")
     (tmp_path / "memory").mkdir()
-    (tmp_path / "memory" / "library.py").write_text('def shout(text):\n    """Upper case."""\n    return text.upper()\n')
-    code = ("import collections, csv\nfrom library import shout\n"
-            "counts = collections.Counter(open('words.txt').read().split())\n"
-            "with open('counts.csv', 'w', newline='') as f:\n    csv.writer(f).writerows(counts.most_common())\n"
-            "open('chart.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\"/>')\n"
-            "print(shout(counts.most_common(1)[0][0]))")
-    replies = ["1. Ask Coder to count the words of words.txt.\n2. Give the final answer.",
-               command("Coder", goal="Count the words of words.txt into counts.csv; say the most common one."),
-               command("run_code", language="python", code=code),  # Coder's plan is its goal
-               finish("The most common word is THE; counts.csv holds the counts."),
-               command("final_answer", answer="The most common word in words.txt is 'the'; counts are in counts.csv.")]
+    (tmp_path / "memory" / "library.py").write_text(
+        'def shout(text):\n    """Upper case."""\n    return text.upper()\n'
+    )
+    code = (
+        "import collections, csv\nfrom library import shout\n"
+        "counts = collections.Counter(open('words.txt').read().split())\n"
+        "with open('counts.csv', 'w', newline='') as f:\n    csv.writer(f).writerows(counts.most_common())\n"
+        "open('chart.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\"/>')\n"
+        "print(shout(counts.most_common(1)[0][0]))"
+    )
+    replies = [
+        "1. Ask Coder to count the words of words.txt.\n2. Give the final answer.",
+        command("Coder", goal="Count the words of words.txt into counts.csv; say the most common one."),
+        command("run_code", language="python", code=code),  # Coder's plan is its goal
+        finish("The most common word is THE; counts.csv holds the counts."),
+        command("final_answer", answer="The most common word in words.txt is 'the'; counts are in counts.csv."),
+    ]
     # (the run ends when the user accepts the final answer)
     with LoopbackLLMServer(replies=replies) as server:
         done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "Count the words of words.txt")
@@ -418,9 +507,15 @@ def test_workdir_chooses_where_the_code_runs(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     (data / "n.txt").write_text("41")
-    replies = ["1. Ask Coder.", command("Coder", goal="Add one to the number in n.txt."), "1. Run code.",
-               command("run_code", language="python", code="print(int(open('n.txt').read()) + 1)"),
-               finish("42"), command("final_answer", answer="42"), finish("Answered.")]
+    replies = [
+        "1. Ask Coder.",
+        command("Coder", goal="Add one to the number in n.txt."),
+        "1. Run code.",
+        command("run_code", language="python", code="print(int(open('n.txt').read()) + 1)"),
+        finish("42"),
+        command("final_answer", answer="42"),
+        finish("Answered."),
+    ]
     with LoopbackLLMServer(replies=replies) as server:
         done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--workdir", "data", "Add one to n.txt")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -458,7 +553,14 @@ def test_the_readmes_run_commands_work_as_written_in_a_fresh_clone(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in KEYS and k not in ("PYTHONPATH", "FAKE_EDITOR")}
     env["NO_COLOR"] = "1"
     with network_guarded(env, keep_pythonpath=False) as guarded:
-        done = subprocess.run(shlex.split(demo), cwd=clone, env=guarded, capture_output=True, text=True, timeout=240,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            shlex.split(demo),
+            cwd=clone,
+            env=guarded,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+        )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Run report: memory/report.html" in done.stdout and (clone / "memory" / "sales_chart.svg").exists()

@@ -1,5 +1,6 @@
 """The context window a chat fits its prompts to: the configuration's, else what the server says when asked
 (vLLM's /v1/models, llama.cpp's /props, Ollama's /api/show), else litellm's map, else an assumed one said once."""
+
 from __future__ import annotations
 
 import base64
@@ -7,12 +8,12 @@ import functools
 import logging
 import re
 
-import pytest
-
 import helpers
+import pytest
 from fakes import finish
 from helpers import long_logs, use_server
 from loopback_llm import HTTPError, Slow
+
 from aiflows_jarvis.ChatFlowModule import servers, window_probe
 from aiflows_jarvis.ChatFlowModule.servers import ServerSettings, server_settings
 from aiflows_jarvis.CoreFlowModule import count_message_tokens
@@ -40,8 +41,10 @@ def assert_fitted_to(server, window):
 # ~~~ Each way of learning it ~~~
 def test_vllm_max_model_len_from_v1_models(loopback, quiet_console):
     use_server(loopback)
-    loopback.window_answers["/v1/models"] = {"object": "list", "data": [
-        {"id": "other-model", "max_model_len": 32768}, {"id": "local-model", "max_model_len": 2048}]}
+    loopback.window_answers["/v1/models"] = {
+        "object": "list",
+        "data": [{"id": "other-model", "max_model_len": 32768}, {"id": "local-model", "max_model_len": 2048}],
+    }
     loopback.add(finish(), finish())
     flow = controller()
     flow.call(goal_input())
@@ -65,8 +68,10 @@ def test_llama_cpp_n_ctx_from_props(loopback, quiet_console):
 
 def test_ollama_context_length_from_api_show_at_the_root_of_a_v1_api_base(loopback, quiet_console):
     use_server(loopback, model="openai/local-model")
-    loopback.window_answers["/api/show"] = {"parameters": "stop \"<end>\"", "model_info": {
-        "general.architecture": "gemma3", "gemma3.context_length": 2048, "gemma3.embedding_length": 640}}
+    loopback.window_answers["/api/show"] = {
+        "parameters": 'stop "<end>"',
+        "model_info": {"general.architecture": "gemma3", "gemma3.context_length": 2048, "gemma3.embedding_length": 640},
+    }
     loopback.add(finish())
     controller().call(goal_input())
     assert_fitted_to(loopback, 2048)
@@ -76,11 +81,14 @@ def test_ollama_context_length_from_api_show_at_the_root_of_a_v1_api_base(loopba
 
 
 def test_ollama_num_ctx_parameter_comes_before_the_models_length():
-    answer = {"parameters": "num_ctx 4096\nstop x", "model_info": {"general.architecture": "llama",
-                                                                   "llama.context_length": 131072}}
+    answer = {
+        "parameters": "num_ctx 4096\nstop x",
+        "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
+    }
     assert window_probe.from_show(answer) == 4096
-    assert window_probe.from_show({"model_info": {"general.architecture": "llama", "llama.context_length": 8192}}) \
-        == 8192
+    assert (
+        window_probe.from_show({"model_info": {"general.architecture": "llama", "llama.context_length": 8192}}) == 8192
+    )
     assert window_probe.from_show({"model_info": {"qwen2.context_length": "32768"}}) == 32768
     assert window_probe.from_show({"details": {}}) is None
 
@@ -101,8 +109,10 @@ def test_the_window_said_is_told_with_verbose(loopback, quiet_console):
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
-    assert any("local-model is 4096 tokens (from the server's" in r.getMessage() and "/props" in r.getMessage()
-               for r in records)
+    assert any(
+        "local-model is 4096 tokens (from the server's" in r.getMessage() and "/props" in r.getMessage()
+        for r in records
+    )
 
 
 # ~~~ When the server is not asked ~~~
@@ -116,8 +126,10 @@ def test_a_configured_window_asks_nothing(loopback, quiet_console):
     assert NOT_KNOWN not in quiet_console.text
 
 
-@pytest.mark.parametrize("api_base, backend_used", [("https://api.openai.com/v1", "openai"), (None, "openai"),
-                                                    ("https://jarvis.openai.azure.com", "azure")])
+@pytest.mark.parametrize(
+    "api_base, backend_used",
+    [("https://api.openai.com/v1", "openai"), (None, "openai"), ("https://jarvis.openai.azure.com", "azure")],
+)
 def test_openai_and_azure_are_never_asked(monkeypatch, api_base, backend_used):
     monkeypatch.setattr(servers, "probe_context_window", lambda *a, **k: pytest.fail("a hosted API was asked"))
     settings = ServerSettings("gpt-4", api_base, backend_used)
@@ -146,8 +158,7 @@ def test_not_known_once_for_the_same_model_at_two_servers(loopback, quiet_consol
     assert quiet_console.text.count(NOT_KNOWN) == 1
 
 
-def test_a_server_that_hangs_on_the_question_is_not_waited_for_nor_asked_again(loopback, quiet_console,
-                                                                                  monkeypatch):
+def test_a_server_that_hangs_on_the_question_is_not_waited_for_nor_asked_again(loopback, quiet_console, monkeypatch):
     monkeypatch.setattr(window_probe, "PROBE_TIMEOUT", 0.3)
     use_server(loopback)
     loopback.window_answers["/v1/models"] = Slow(None, {"data": []})  # answers only when the server closes
@@ -190,8 +201,9 @@ def test_a_server_that_cannot_be_reached_is_asked_once(quiet_console):
 
 
 def test_litellm_ollama_names_are_asked_by_the_name_ollama_knows(loopback):
-    loopback.window_answers["/api/show"] = {"model_info": {"general.architecture": "llama",
-                                                           "llama.context_length": 4096}}
+    loopback.window_answers["/api/show"] = {
+        "model_info": {"general.architecture": "llama", "llama.context_length": 4096}
+    }
     probe = window_probe.ServerProbe(loopback.url[:-3])  # litellm's Ollama provider: the root, no /v1
     assert window_probe.probe_context_window(probe, "ollama/llama3:8b")[0] == 4096
     assert loopback.window_requests[-1] == ("POST", "/api/show", {"model": "llama3:8b", "name": "llama3:8b"})

@@ -1,12 +1,10 @@
 """The controller protocol: parsing, corrections, giving up, the opening command, the sliding window."""
+
 from __future__ import annotations
 
-import json
-
 import pytest
-
 from fakes import Expect, command, finish, last_user_message, system_message
-from aiflows_jarvis.CoreFlowModule import USAGE
+
 from aiflows_jarvis.ControllerFlowModule import (
     Command,
     ControllerAtomicFlow,
@@ -15,6 +13,7 @@ from aiflows_jarvis.ControllerFlowModule import (
     parse_command,
 )
 from aiflows_jarvis.ControllerFlowModule.commands import read_command
+from aiflows_jarvis.CoreFlowModule import USAGE
 
 COMMANDS = [
     Command("ask_user", "ask", ["question"]),
@@ -25,7 +24,9 @@ COMMANDS = [
 
 def test_a_valid_reply_is_parsed():
     assert parse_command(' {"command": "ask_user", "command_args": {"question": "why?"}} ', COMMANDS) == (
-        "ask_user", {"question": "why?"})
+        "ask_user",
+        {"question": "why?"},
+    )
 
 
 @pytest.mark.parametrize(
@@ -54,8 +55,11 @@ def test_one_command_in_a_fence_in_prose_or_as_a_python_dict_is_read_and_the_rep
         ('{"command": "ask_user", "command_args": {}}', "missing argument(s): question"),
         ('{"command": "ask_user", "command_args": {"question": "q", "when": "now"}}', "unknown argument(s): when"),
         ('{"command": "ask_user", "command_args": "q"}', "must be a JSON object mapping"),
-        ('{"command": "finish", "command_args": {"summary": "x"}}\n{"command": "ask_user", "command_args": '
-         '{"question": "q"}}', "2 JSON objects"),
+        (
+            '{"command": "finish", "command_args": {"summary": "x"}}\n{"command": "ask_user", "command_args": '
+            '{"question": "q"}}',
+            "2 JSON objects",
+        ),
     ],
 )
 def test_each_invalid_reply_gets_a_precise_problem(reply, says):
@@ -67,11 +71,18 @@ def test_each_invalid_reply_gets_a_precise_problem(reply, says):
 def make_loop(**overrides):
     cfg = {
         "subflows_config": {
-            "Controller": {"commands": {"ask_user": {"description": "ask", "input_args": ["question"]}},
-                           "max_corrections": 2},
-            "Executor": {"subflows_config": {"ask_user": {
-                "_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
-                            ".instantiate_from_default_config"}}},
+            "Controller": {
+                "commands": {"ask_user": {"description": "ask", "input_args": ["question"]}},
+                "max_corrections": 2,
+            },
+            "Executor": {
+                "subflows_config": {
+                    "ask_user": {
+                        "_target_": "aiflows_jarvis.HumanStandardInputFlowModule.HumanStandardInputFlow"
+                        ".instantiate_from_default_config"
+                    }
+                }
+            },
         }
     }
     cfg.update(overrides)
@@ -83,17 +94,16 @@ LOOP_INPUT = {"goal": "learn the user's colour", "plan": "1. ask", "logs": "", "
 
 def test_an_invalid_reply_is_corrected_and_not_kept_in_the_chat(scripted_llm, user):
     user.add("blue")
-    scripted_llm.add(command("ask_user"),
-                     command("ask_user", question="Your colour?"),
-                     finish("the user likes blue"))
+    scripted_llm.add(command("ask_user"), command("ask_user", question="Your colour?"), finish("the user likes blue"))
     out = make_loop().call(LOOP_INPUT)
     assert out["status"] == "finished" and out["summary"] == "the user likes blue"
     correction_call = scripted_llm.calls[1]["messages"]
     assert "missing argument(s): question" in last_user_message(correction_call), "the correction names the problem"
     assert correction_call[-2]["content"] == command("ask_user"), "the invalid reply is shown back to the model"
     third = scripted_llm.calls[2]["messages"]
-    assert [m["role"] for m in third] == ["system", "user", "assistant", "user"], \
+    assert [m["role"] for m in third] == ["system", "user", "assistant", "user"], (
         "the chat: its head, the first message (memory and goal), the last reply, the new message"
+    )
     assert all(m["content"] != command("ask_user") for m in third), "failed attempts are dropped from the chat"
     assert user.asked[0]["prompt"] == "Your colour?"
     (usage,) = [u for flow, u in USAGE.per_flow.items() if flow.endswith("Controller")]
@@ -107,15 +117,17 @@ def test_a_fenced_reply_with_prose_is_repaired_without_asking_again_and_kept_in_
     out = make_loop().call(LOOP_INPUT)
     assert out["status"] == "finished" and len(scripted_llm.calls) == 2, "no correction: one call per command"
     second = scripted_llm.calls[1]["messages"]
-    assert second[-2] == {"role": "assistant", "content": command("ask_user", question="Your colour?")}, \
+    assert second[-2] == {"role": "assistant", "content": command("ask_user", question="Your colour?")}, (
         "the chat keeps the command as the protocol wants it, not the fenced prose"
+    )
     (usage,) = [u for flow, u in USAGE.per_flow.items() if flow.endswith("Controller")]
     assert usage.repair_kinds == {"code fence": 1, "prose": 1} and usage.corrections == 0
 
 
 def test_a_reply_cut_off_at_max_tokens_is_told_so(scripted_llm, monkeypatch):
     controller = ControllerAtomicFlow.instantiate_from_default_config(
-        commands={"ask_user": {"description": "ask", "input_args": ["question"]}}, backend={"max_tokens": 300})
+        commands={"ask_user": {"description": "ask", "input_args": ["question"]}}, backend={"max_tokens": 300}
+    )
     real_call = controller.call_llm
 
     def cut_off_first(messages):
@@ -124,8 +136,10 @@ def test_a_reply_cut_off_at_max_tokens_is_told_so(scripted_llm, monkeypatch):
         return reply
 
     monkeypatch.setattr(controller, "call_llm", cut_off_first)
-    scripted_llm.add('{"command": "ask_user", "command_args": {"question": "a very long question, ',
-                     command("ask_user", question="short?"))
+    scripted_llm.add(
+        '{"command": "ask_user", "command_args": {"question": "a very long question, ',
+        command("ask_user", question="short?"),
+    )
     assert controller.run(LOOP_INPUT) == {"command": "ask_user", "command_args": {"question": "short?"}}
     correction = last_user_message(scripted_llm.calls[1]["messages"])
     assert "cut off at the max_tokens limit (300 tokens)" in correction and "split" in correction
@@ -148,7 +162,8 @@ def test_max_rounds_stops_the_loop_and_says_so(scripted_llm, user):
 
 def test_the_head_stays_and_the_memory_comes_in_messages(scripted_llm):
     controller = ControllerAtomicFlow.instantiate_from_default_config(
-        commands={"ask_user": {"description": "ask", "input_args": ["question"]}})
+        commands={"ask_user": {"description": "ask", "input_args": ["question"]}}
+    )
     scripted_llm.add(command("ask_user", question="Your colour?"), finish())
     controller.run(LOOP_INPUT)
     controller.run({**LOOP_INPUT, "plan": "1. ask [done]", "logs": "--- [1] ask_user ---", "result": "blue"})
@@ -156,12 +171,14 @@ def test_the_head_stays_and_the_memory_comes_in_messages(scripted_llm):
     head = system_message(first)
     assert "ask_user: ask Input arguments: question" in head, "commands come from the YAML"
     assert "Reply with exactly one JSON object" in head, "the protocol is appended to every controller's prompt"
-    assert "plan.txt" not in head and "1. ask\n" in first[1]["content"] and "plan.txt" in first[1]["content"], \
+    assert "plan.txt" not in head and "1. ask\n" in first[1]["content"] and "plan.txt" in first[1]["content"], (
         "plan and plan file location are in the first message, not in the head"
+    )
     assert second[:2] == first, "the second call's messages start with the first call's"
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
-    assert "Plan: step 1 now marked done (the plan's one step is done)" in second[-1]["content"], \
+    assert "Plan: step 1 now marked done (the plan's one step is done)" in second[-1]["content"], (
         "a plan that changed only in its done marks comes as one line"
+    )
     assert "--- [1] ask_user ---" not in second[-1]["content"], "its own command's log entry is not repeated"
 
 
@@ -176,12 +193,14 @@ def test_a_failed_first_call_leaves_the_chat_unstarted(scripted_llm):
     from aiflows_jarvis.CoreFlowModule import LLMCallError
 
     controller = ControllerAtomicFlow.instantiate_from_default_config(
-        commands={"ask_user": {"description": "ask", "input_args": ["question"]}})
+        commands={"ask_user": {"description": "ask", "input_args": ["question"]}}
+    )
     scripted_llm.add(LLMCallError("boom"), command("ask_user", question="?"))
     with pytest.raises(LLMCallError):
         controller.run(LOOP_INPUT)
-    assert controller.run(LOOP_INPUT) == {"command": "ask_user", "command_args": {"question": "?"}}, \
+    assert controller.run(LOOP_INPUT) == {"command": "ask_user", "command_args": {"question": "?"}}, (
         "the retry starts the conversation again (no 'result' is needed)"
+    )
 
 
 def test_ctrl_c_during_a_command_asks_the_user_once_and_enter_stops_the_whole_run(scripted_llm, user):
@@ -194,6 +213,7 @@ def test_ctrl_c_during_a_command_asks_the_user_once_and_enter_stops_the_whole_ru
 
     class Interrupting:
         """A branch that is interrupted (Ctrl+C) while it runs."""
+
         flow_config = {"name": "slow", "input_interface": ["question"], "private_keys": []}
 
         def __call__(self, message):
@@ -208,7 +228,9 @@ def test_ctrl_c_during_a_command_asks_the_user_once_and_enter_stops_the_whole_ru
     with pytest.raises(RunStopped):
         outer.call(LOOP_INPUT)
     assert len(user.asked) == 1, "only the innermost loop asks"
-    assert "of ControllerExecutorFlow > ask_user do" in user.asked[0]["prompt"], "the question says which loop (breadcrumb)"
+    assert "of ControllerExecutorFlow > ask_user do" in user.asked[0]["prompt"], (
+        "the question says which loop (breadcrumb)"
+    )
 
 
 def test_ctrl_c_then_a_note_goes_to_the_controller(scripted_llm, user):
@@ -228,8 +250,9 @@ def test_ctrl_c_then_a_note_goes_to_the_controller(scripted_llm, user):
     user.add("skip that, just finish")
     out = flow.call(LOOP_INPUT)
     assert out["summary"] == "stopped as asked" and branch.was_reset
-    assert "The user interrupted `ask_user` with Ctrl+C and said: skip that, just finish" in \
-        last_user_message(scripted_llm.calls[1]["messages"])
+    assert "The user interrupted `ask_user` with Ctrl+C and said: skip that, just finish" in last_user_message(
+        scripted_llm.calls[1]["messages"]
+    )
 
 
 def test_ctrl_c_in_a_command_made_by_the_loop_reaches_the_controller_and_stops_what_was_queued(scripted_llm, user):
@@ -265,8 +288,9 @@ def test_the_opening_command_is_made_by_the_loop_and_the_controller_reads_its_re
 
 def test_without_bookkeeping_by_code_the_controller_makes_the_opening_move(scripted_llm, user):
     user.add("red")
-    loop = make_loop(opening_command={"command": "ask_user", "command_args": {"question": "{{goal}}?"}},
-                     bookkeeping_by_code=False)
+    loop = make_loop(
+        opening_command={"command": "ask_user", "command_args": {"question": "{{goal}}?"}}, bookkeeping_by_code=False
+    )
     scripted_llm.add(command("ask_user", question="Colour?"), finish("red"))
     assert loop.call(LOOP_INPUT)["summary"] == "red"
     assert len(scripted_llm.calls) == 2 and user.asked[0]["prompt"].startswith("Colour?")
@@ -274,6 +298,7 @@ def test_without_bookkeeping_by_code_the_controller_makes_the_opening_move(scrip
 
 def test_the_controller_reports_who_is_calling(scripted_llm, user):
     user.add("x")
-    scripted_llm.add(Expect("ControllerExecutorFlow/Controller", command("ask_user", question="?")),
-                     Expect("Controller", finish()))
+    scripted_llm.add(
+        Expect("ControllerExecutorFlow/Controller", command("ask_user", question="?")), Expect("Controller", finish())
+    )
     assert make_loop().call(LOOP_INPUT)["status"] == "finished"

@@ -1,6 +1,7 @@
 """The dependency sync of staged modules (scripts/publishing/dependency_sync.py, copied into each staged module by
 scripts/publish.py): no prompt, no deletion, no rewritten .gitignore, two revisions of one dependency taken as they
 are when they hold the same code and a clear error when they do not; in a separate process with stdin closed too."""
+
 from __future__ import annotations
 
 import builtins
@@ -11,13 +12,14 @@ import sys
 import textwrap
 
 import pytest
-
 from helpers import load_script, publish
 
 dependency_sync = load_script("publishing/dependency_sync")  # what a staged module syncs its dependencies with
-DependencyConflict, content_digest, sync_dependencies = (dependency_sync.DependencyConflict,
-                                                         dependency_sync.content_digest,
-                                                         dependency_sync.sync_dependencies)
+DependencyConflict, content_digest, sync_dependencies = (
+    dependency_sync.DependencyConflict,
+    dependency_sync.content_digest,
+    dependency_sync.sync_dependencies,
+)
 
 NS = "bob"
 
@@ -25,6 +27,7 @@ NS = "bob"
 @pytest.fixture(autouse=True)
 def no_prompt_and_sys_path_kept(monkeypatch):
     """A prompt fails the test; the sync's additions to sys.path are undone."""
+
     def refuse(*args):
         raise AssertionError("the sync asked a question")
 
@@ -61,7 +64,9 @@ def test_a_new_project_gets_links_flow_mod_and_flowverses_gitignore(tmp_path):
 
     summary = loading.FlowModuleSpecSummary.from_flow_mod_file(str(project / "flow_modules" / "flow.mod"))
     assert summary.get_mod(f"{NS}/CoreFlowModule").revision == os.path.join(staged, "CoreFlowModule")
-    assert sync_dependencies([core(staged)], caller="test", base_dir=str(project)) == [str(link)], "again: nothing to do"
+    assert sync_dependencies([core(staged)], caller="test", base_dir=str(project)) == [str(link)], (
+        "again: nothing to do"
+    )
 
 
 def test_two_stagings_of_the_same_code_share_the_dependency_without_a_prompt(tmp_path):
@@ -89,8 +94,9 @@ def test_two_revisions_with_other_code_are_a_clear_error_and_nothing_changes(tmp
     with pytest.raises(DependencyConflict) as error:
         sync_dependencies([core(second)], caller=f"{NS}/UpdatePlanFlowModule", base_dir=str(project))
     message = str(error.value)
-    assert f"{NS}/UpdatePlanFlowModule needs {NS}/CoreFlowModule from {os.path.join(second, 'CoreFlowModule')}" \
-        in message
+    assert (
+        f"{NS}/UpdatePlanFlowModule needs {NS}/CoreFlowModule from {os.path.join(second, 'CoreFlowModule')}" in message
+    )
     assert "Nothing was changed" in message and "rm flow_modules/bob/CoreFlowModule" in message.replace(os.sep, "/")
     assert os.path.realpath(project / "flow_modules" / NS / "CoreFlowModule") == os.path.join(first, "CoreFlowModule")
     assert (project / "flow_modules" / "flow.mod").read_text() == before
@@ -104,8 +110,9 @@ def test_a_users_own_copy_is_never_deleted(tmp_path):
     (mine / "text.py").write_text((mine / "text.py").read_text() + "\n# my edit\n")
     with pytest.raises(DependencyConflict) as error:  # FlowVerse removes the folder without a question
         sync_dependencies([core(staged)], caller="test", base_dir=str(project))
-    assert "a folder of your own" in str(error.value) and "mv flow_modules/bob/CoreFlowModule" in \
-        str(error.value).replace(os.sep, "/")
+    assert "a folder of your own" in str(error.value) and "mv flow_modules/bob/CoreFlowModule" in str(
+        error.value
+    ).replace(os.sep, "/")
     assert "# my edit" in (mine / "text.py").read_text() and not mine.is_symlink()
     # the same code as the staging's: taken as it is, still not FlowVerse's (flow.mod does not list it)
     (mine / "text.py").write_text(open(os.path.join(staged, "CoreFlowModule", "text.py")).read())
@@ -137,7 +144,7 @@ def test_the_sync_file_needs_only_the_standard_library_and_aiflows():
     assert imported - set(sys.stdlib_module_names) == {"aiflows"}, "it runs before any dependency is synced"
 
 
-SCRIPT = '''
+SCRIPT = """
 import json, os, sys
 from aiflows import flow_verse
 from aiflows.utils import logging
@@ -150,7 +157,7 @@ try:
     print(json.dumps({"ok": UpdatePlanAtomicFlow.instantiate_from_default_config().name}))
 except ImportError as error:
     print(json.dumps({"error": type(error).__name__ + ": " + str(error)}))
-'''
+"""
 
 
 @pytest.mark.parametrize("same_code", [True, False])
@@ -166,10 +173,15 @@ def test_modules_of_two_stagings_in_one_project_with_stdin_closed(tmp_path, same
     project.mkdir()
     (project / "main.py").write_text(textwrap.dedent(SCRIPT))
     runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
-    done = subprocess.run(runner + [os.path.join(first, "MemoryReadingFlowModule"),
-                                    os.path.join(second, "UpdatePlanFlowModule")],
-                          cwd=project, env=publish.project_env(), capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        runner + [os.path.join(first, "MemoryReadingFlowModule"), os.path.join(second, "UpdatePlanFlowModule")],
+        cwd=project,
+        env=publish.project_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0 and "EOFError" not in done.stderr, done.stderr[-3000:]
     out = done.stdout.strip().splitlines()[-1]
     if same_code:
@@ -178,4 +190,3 @@ def test_modules_of_two_stagings_in_one_project_with_stdin_closed(tmp_path, same
         assert "DependencyConflict: bob/UpdatePlanFlowModule needs bob/CoreFlowModule" in out, out
         assert "start a new process" in out, "CoreFlowModule is already imported: the process runs the first one"
     assert os.path.realpath(project / "flow_modules" / NS / "CoreFlowModule") == os.path.join(first, "CoreFlowModule")
-

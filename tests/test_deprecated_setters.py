@@ -1,14 +1,18 @@
 """The ``set_*`` functions of the last release still work for one release: each warns (DeprecationWarning, at the
 caller's line), changes the current run and returns what was set before. This file is the only one that calls them:
 everything else builds a ``RunContext`` with its settings."""
+
 from __future__ import annotations
 
 import pytest
-
 from fakes import scripted_factory
 
-from aiflows_jarvis.ChatFlowModule import add_backend_wrapper, backend_factory, remove_backend_wrapper
-from aiflows_jarvis.ChatFlowModule import set_backend_factory
+from aiflows_jarvis.ChatFlowModule import (
+    add_backend_wrapper,
+    backend_factory,
+    remove_backend_wrapper,
+    set_backend_factory,
+)
 from aiflows_jarvis.CoreFlowModule import (
     AutoApproveInput,
     Console,
@@ -60,11 +64,15 @@ SETTERS = [
 
 
 @pytest.mark.parametrize("setter, setting, before, after", SETTERS, ids=[s[0].__name__ for s in SETTERS])
-def test_a_deprecated_setter_warns_changes_the_current_run_and_returns_the_previous_value(setter, setting, before,
-                                                                                         after):
+def test_a_deprecated_setter_warns_changes_the_current_run_and_returns_the_previous_value(
+    setter, setting, before, after
+):
     with RunContext(**{setting: before}) as run:
-        with pytest.warns(DeprecationWarning, match=f"{setter.__name__}\\(\\) is deprecated.*RunContext\\({setting}="
-                                                    r"\.\.\.\)") as caught:
+        with pytest.warns(
+            DeprecationWarning,
+            match=f"{setter.__name__}\\(\\) is deprecated.*RunContext\\({setting}="
+            r"\.\.\.\)",
+        ) as caught:
             previous = setter(after)
         assert getattr(run, setting) is after, "the current run changed"
         assert previous is before, "the setter returns what was set before"
@@ -122,8 +130,9 @@ def test_the_backend_wrappers_and_the_backend_factory_block():
         assert run.backend_factory is scripted_factory, "the block's factory left with the block"
 
 
-@pytest.mark.parametrize("setter, setting, attribute", [(set_trace_file, "trace_file", "trace"),
-                                                        (set_step_record, "step_record", "steps")])
+@pytest.mark.parametrize(
+    "setter, setting, attribute", [(set_trace_file, "trace_file", "trace"), (set_step_record, "step_record", "steps")]
+)
 def test_a_record_setter_opens_the_file_now_and_none_closes_it(tmp_path, setter, setting, attribute):
     path = tmp_path / "record.jsonl"
     with RunContext(input_source=ScriptedInput(["red"])) as run:

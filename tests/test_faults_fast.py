@@ -1,5 +1,6 @@
 """The fault suite of issue 11 (benchmarks/faults) in CI: its fast part loses no data and handles every case but the
 ones PENDING lists (fixes assigned and not in yet); and the suite's runner survives a case that crashes or hangs."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ from benchmarks.faults.harness import Case, run_cases  # noqa: E402
 
 
 def test_the_fast_part_loses_nothing_and_handles_every_case_not_pending():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.faults", "--fast", "--json", "--quiet"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.faults", "--fast", "--json", "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
     results = json.loads(done.stdout)
     cases = results["cases"]
@@ -26,8 +33,9 @@ def test_the_fast_part_loses_nothing_and_handles_every_case_not_pending():
     assert len(cases) >= 30 and {c["klass"] for c in cases} >= {"terminal", "memory_folder", "bad_input", "kernel"}
     lost = [f"{c['id']}: {c['losses']}" for c in cases if c["data_lost"]]
     assert not lost, "data lost:\n" + "\n".join(lost)
-    failed = [f"{c['id']}: {c['failures'][:2]}" for c in cases
-              if not c["handled"] and not c["skipped"] and not c["pending"]]
+    failed = [
+        f"{c['id']}: {c['failures'][:2]}" for c in cases if not c["handled"] and not c["skipped"] and not c["pending"]
+    ]
     assert not failed, "not handled:\n" + "\n".join(failed)
     assert done.returncode == 0
     fixed = [c["id"] for c in cases if c["handled"] and c["pending"]]
@@ -56,8 +64,12 @@ def _loses(ctx):
 
 
 def test_a_case_that_crashes_dies_or_hangs_is_not_handled_and_the_suite_goes_on(tmp_path):
-    cases = [Case("terminal", "crashes", _crashes, "", ""), Case("terminal", "dies", _dies, "", ""),
-             Case("terminal", "hangs", _hangs, "", "", timeout=3), Case("terminal", "loses", _loses, "", "")]
+    cases = [
+        Case("terminal", "crashes", _crashes, "", ""),
+        Case("terminal", "dies", _dies, "", ""),
+        Case("terminal", "hangs", _hangs, "", "", timeout=3),
+        Case("terminal", "loses", _loses, "", ""),
+    ]
     results = {r["name"]: r for r in run_cases(cases, jobs=2)}
     assert set(results) == {"crashes", "dies", "hangs", "loses"}
     assert not any(results[name]["handled"] for name in ("crashes", "dies", "hangs"))

@@ -2,6 +2,7 @@
 
 The loopback server is exercised through the real litellm 1.0.0 path (httpx POST to ``{api_base}/chat/completions``).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,13 +22,12 @@ from aiflows_jarvis.CoreFlowModule import import_litellm
 
 litellm = import_litellm()
 litellm.telemetry = False
-import httpx  # noqa: E402
-import litellm.exceptions  # noqa: E402
-from litellm import completion  # noqa: E402
-
 import fake_editor  # noqa: E402
 import guards  # noqa: E402
+import httpx  # noqa: E402
+import litellm.exceptions  # noqa: E402
 from fake_editor import editor_command  # noqa: E402
+from litellm import completion  # noqa: E402
 from loopback_llm import (  # noqa: E402
     NO_REPLY_LEFT,
     HTTPError,
@@ -273,8 +273,11 @@ def test_concurrent_requests():
         results = []
 
         def worker():
-            results.append(httpx.post(s.url + "/chat/completions", json={"model": "gpt-4", "messages": MESSAGES},
-                                      timeout=HANG_GUARD * 2).json())
+            results.append(
+                httpx.post(
+                    s.url + "/chat/completions", json={"model": "gpt-4", "messages": MESSAGES}, timeout=HANG_GUARD * 2
+                ).json()
+            )
 
         threads = [threading.Thread(target=worker) for _ in range(3)]
         for t in threads:
@@ -500,7 +503,11 @@ def test_flow_verse_sync_guard(monkeypatch):
     monkeypatch.setitem(sys.modules, user.__name__, user)
 
     guards.block_flow_verse_sync(monkeypatch)
-    for fn in (aiflows.flow_verse.sync_dependencies, aiflows.flow_verse.loading.sync_dependencies, user.sync_dependencies):
+    for fn in (
+        aiflows.flow_verse.sync_dependencies,
+        aiflows.flow_verse.loading.sync_dependencies,
+        user.sync_dependencies,
+    ):
         with pytest.raises(guards.FlowVerseSyncBlockedError, match="flow_verse.sync_dependencies called in a test"):
             fn([])
 
@@ -512,7 +519,10 @@ def test_real_llm_guard(monkeypatch, server):
     with pytest.MonkeyPatch.context() as mp:
         assert guards.block_real_llm(mp) is True
         for fn in (litellm.completion, llm_lite.completion, litellm.main.completion):
-            with pytest.raises(guards.RealLLMBlockedError, match=r"a test tried to call a real LLM \(api_base=https://api.openai.com/v1\)"):
+            with pytest.raises(
+                guards.RealLLMBlockedError,
+                match=r"a test tried to call a real LLM \(api_base=https://api.openai.com/v1\)",
+            ):
                 fn(model="gpt-4", messages=MESSAGES, api_base="https://api.openai.com/v1", api_key="sk-test")
         with pytest.raises(guards.RealLLMBlockedError, match=r"api_base=None"):
             llm_lite.completion(model="gpt-4", messages=MESSAGES, api_key="sk-test")
@@ -547,6 +557,7 @@ def test_apply_all(monkeypatch, server):
 def test_the_autouse_guards_are_on_in_every_test(_guards, quiet_console):
     """No guard is applied here by hand: conftest's autouse fixture must already have done it."""
     import aiflows.flow_verse
+
     from aiflows_jarvis.CoreFlowModule.console.interaction import TerminalInput
 
     with pytest.raises(guards.NetworkBlockedError):

@@ -1,20 +1,19 @@
 """What an LLM or its server sends that is not what it should be: a body that is not UTF-8 is retried like a 502; a
 reply's own text (a 100 KB "command name", an argument name, a key) is not echoed whole into the next request; bidi
 and invisible characters in text shown for review are made visible ("Trojan Source")."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
 from fakes import Sink
 from helpers import make_chat
 from loopback_llm import Malformed, completion_json
-from aiflows_jarvis.CoreFlowModule import Console, LLMCallError
-from aiflows_jarvis.CoreFlowModule import clean_text
+
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
 from aiflows_jarvis.ControllerFlowModule.ControllerAtomicFlow import ECHOED_REPLY_CHARS
-
+from aiflows_jarvis.CoreFlowModule import Console, LLMCallError, clean_text
 
 
 # ~~~ A body that is not UTF-8 ~~~
@@ -35,8 +34,9 @@ def test_after_the_last_attempt_the_message_says_the_server_answers_badly(loopba
     with pytest.raises(LLMCallError) as error:
         make_chat().call({"query": "hi"})
     message = str(error.value)
-    assert message.startswith("Asker: the LLM call failed 4 times; last error: the server sent a response that is "
-                              "not valid UTF-8")
+    assert message.startswith(
+        "Asker: the LLM call failed 4 times; last error: the server sent a response that is not valid UTF-8"
+    )
     assert "check its log (or the proxy in front of it)" in message
     assert error.value.info.kind == "malformed" and error.value.info.retryable
 
@@ -53,21 +53,31 @@ HUGE = 100_000
 
 def controller():
     return ControllerAtomicFlow.instantiate_from_default_config(
-        commands={"ask_user": {"description": "ask", "input_args": ["question"]}}, max_corrections=1)
+        commands={"ask_user": {"description": "ask", "input_args": ["question"]}}, max_corrections=1
+    )
 
 
 LOOP_INPUT = {"goal": "learn the user's colour", "plan": "1. ask", "logs": "", "memory_files": {"plan": "plan.txt"}}
 VALID = json.dumps({"command": "ask_user", "command_args": {"question": "Your colour?"}})
 
 
-@pytest.mark.parametrize("reply, says", [
-    ({"command": "x" * HUGE, "command_args": {}}, "is not a command"),
-    ({"command": "ask_user", "command_args": {"question": "q", "y" * HUGE: 1, **{f"k{i}": 1 for i in range(50)}}},
-     "unknown argument(s): yyyy"),
-    ({"command": "ask_user", "command_args": {"question": "q"}, "z" * HUGE: 1}, "keys other than"),
-])
-def test_a_huge_name_in_a_reply_is_cut_in_the_correction_and_the_reply_shown_back(loopback_llm, quiet_console,
-                                                                                    reply, says):
+@pytest.mark.parametrize(
+    "reply, says",
+    [
+        ({"command": "x" * HUGE, "command_args": {}}, "is not a command"),
+        (
+            {
+                "command": "ask_user",
+                "command_args": {"question": "q", "y" * HUGE: 1, **{f"k{i}": 1 for i in range(50)}},
+            },
+            "unknown argument(s): yyyy",
+        ),
+        ({"command": "ask_user", "command_args": {"question": "q"}, "z" * HUGE: 1}, "keys other than"),
+    ],
+)
+def test_a_huge_name_in_a_reply_is_cut_in_the_correction_and_the_reply_shown_back(
+    loopback_llm, quiet_console, reply, says
+):
     loopback_llm.add(json.dumps(reply), VALID)
     assert controller().run(LOOP_INPUT) == {"command": "ask_user", "command_args": {"question": "Your colour?"}}
     first, second = loopback_llm.requests
@@ -92,15 +102,23 @@ def test_many_unknown_arguments_are_listed_up_to_a_few(loopback_llm, quiet_conso
 TROJAN = 'access_level = "user"\nif access_level != "user\u202e \u2066# Check if admin\u2069 \u2066":\n    grant()\n'
 
 
-@pytest.mark.parametrize("raw, shown", [
-    (TROJAN, 'access_level = "user"\nif access_level != "user<U+202E> <U+2066># Check if admin<U+2069> <U+2066>":\n'
-             "    grant()\n"),
-    ("os.sy\u200bstem('x')\u2060", "os.sy<U+200B>stem('x')<U+2060>"),  # zero-width space, word joiner
-    ("\ufeffimport os", "<U+FEFF>import os"),
-    ("\u3164 = __import__('os')", "<U+3164> = __import__('os')"),  # a Hangul filler: a blank-looking Python name
-    ("a\u202ab\u202bc\u202cd\u202de\u2067f\u2068g\u200eh\u200fi\u061cj", "a<U+202A>b<U+202B>c<U+202C>d<U+202D>e"
-                                                                     "<U+2067>f<U+2068>g<U+200E>h<U+200F>i<U+061C>j"),
-])
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        (
+            TROJAN,
+            'access_level = "user"\nif access_level != "user<U+202E> <U+2066># Check if admin<U+2069> <U+2066>":\n'
+            "    grant()\n",
+        ),
+        ("os.sy\u200bstem('x')\u2060", "os.sy<U+200B>stem('x')<U+2060>"),  # zero-width space, word joiner
+        ("\ufeffimport os", "<U+FEFF>import os"),
+        ("\u3164 = __import__('os')", "<U+3164> = __import__('os')"),  # a Hangul filler: a blank-looking Python name
+        (
+            "a\u202ab\u202bc\u202cd\u202de\u2067f\u2068g\u200eh\u200fi\u061cj",
+            "a<U+202A>b<U+202B>c<U+202C>d<U+202D>e<U+2067>f<U+2068>g<U+200E>h<U+200F>i<U+061C>j",
+        ),
+    ],
+)
 def test_bidi_and_invisible_characters_are_shown_as_code_points(raw, shown):
     assert clean_text(raw) == shown
     assert clean_text(shown) == shown, "cleaning twice changes nothing"
@@ -152,8 +170,9 @@ def test_a_deeply_nested_body_is_an_invalid_reply_named_as_such_not_a_recursion_
     with pytest.raises(LLMCallError) as error:
         make_chat().call({"query": "hi"})
     message = str(error.value)
-    assert message.startswith("Asker: the LLM call failed 4 times; last error: the server sent a reply nested too "
-                              "deeply to be read"), message
+    assert message.startswith(
+        "Asker: the LLM call failed 4 times; last error: the server sent a reply nested too deeply to be read"
+    ), message
     assert "RecursionError" not in message and "recursion" not in quiet_console.text
     assert len(loopback_llm.requests) == 4, "retried like any malformed body, within the attempts"
 

@@ -1,6 +1,7 @@
 """Each staged module usable from its hub README alone (issue 12, item 3): every boss's "How to use" run as written
 through the loopback LLM server; Jarvis's run.py replaying the shipped demo offline; demo.yaml in the aiflows
 authors' `flow:` format; no staged file naming the repository's command line or its configuration folder."""
+
 from __future__ import annotations
 
 import os
@@ -9,24 +10,27 @@ import subprocess
 import sys
 
 import pytest
-
 from fakes import command, finish
-from loopback_llm import LoopbackLLMServer
 from helpers import publish
+from loopback_llm import LoopbackLLMServer
 
 NS = "bob"
 BOSS_REPLIES = {
     # Coder's plan is its goal, written by code; its one step done, it finishes by itself
     "CoderFlowModule": [command("run_code", language="python", code="print(6 * 7)", completes_step=1)],
-    "AbstractBossFlowModule": ["1. Ask the user.\n2. Finish.", command("ask_user", question="Your favourite colour?"),
-                               finish("The user leaves it to me: blue.")],
+    "AbstractBossFlowModule": [
+        "1. Ask the user.\n2. Finish.",
+        command("ask_user", question="Your favourite colour?"),
+        finish("The user leaves it to me: blue."),
+    ],
     # ExtendLibrary writes the code at once (its plan is the goal); tested and approved, it is saved and it finishes
     "ExtendLibraryFlowModule": [
-        "```python\ndef is_prime(n: int) -> bool:\n    \"\"\"Whether n is prime.\"\"\"\n"
+        '```python\ndef is_prime(n: int) -> bool:\n    """Whether n is prime."""\n'
         "    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n\n\n"
-        "def primes_below(n: int) -> list:\n    \"\"\"The primes below n.\"\"\"\n"
+        'def primes_below(n: int) -> list:\n    """The primes below n."""\n'
         "    return [k for k in range(n) if is_prime(k)]\n```",
-        command("test", tests="assert primes_below(10) == [2, 3, 5, 7]")],
+        command("test", tests="assert primes_below(10) == [2, 3, 5, 7]"),
+    ],
     "JarvisFlowModule": ["1. Answer.\n2. Finish.", finish("Done.")],
 }
 
@@ -51,8 +55,9 @@ def readme_snippet(staged, module):
 def run_snippet(project, snippet, env):
     (project / "main.py").write_text(snippet)
     runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
-    return subprocess.run(runner, cwd=project, env=env, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        runner, cwd=project, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
 
 
 @pytest.mark.parametrize("module", sorted(BOSS_REPLIES))
@@ -62,8 +67,9 @@ def test_a_boss_runs_from_its_hub_readme_alone(tmp_path, staged_all, module):
     no OPENAI_API_KEY (a local server needs none)."""
     snippet = readme_snippet(staged_all, module)
     assert "set_memory_files(flow" in snippet, snippet
-    assert "with RunContext(backend_factory=" in snippet and "input_source=AutoApproveInput()" in snippet, \
+    assert "with RunContext(backend_factory=" in snippet and "input_source=AutoApproveInput()" in snippet, (
         "the run is built with its settings: " + snippet
+    )
     assert "set_input_source(" not in snippet and "set_backend_factory(" not in snippet, "no deprecated setter"
     project = tmp_path / "project"
     project.mkdir()
@@ -92,8 +98,9 @@ def test_jarvis_run_py_replays_the_shipped_demo_offline(staged_all):
     runner = publish.project_python("import runpy\nrunpy.run_path('run.py', run_name='__main__')")
     env = {k: v for k, v in publish.project_env().items() if not k.startswith("OPENAI_")}
     try:
-        done = subprocess.run(runner, cwd=folder, env=env, capture_output=True, text=True, timeout=300,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            runner, cwd=folder, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+        )
     finally:
         for leftover in ("flow_modules", "memory"):
             shutil.rmtree(os.path.join(folder, leftover), ignore_errors=True)
@@ -135,8 +142,11 @@ def synced_from_the_hub(tmp_path, modules, revision="main"):
     summary = loading.FlowModuleSpecSummary(str(sync_root), loading.DEFAULT_CACHE_PATH)
     for module in needed:
         shutil.copytree(os.path.join(out, NS, module), sync_root / NS / module)
-        summary.add_mod(loading.FlowModuleSpec(f"{NS}/{module}", revision, "0" * 40, str(tmp_path / "cache" / module),
-                                               str(sync_root / NS / module)))
+        summary.add_mod(
+            loading.FlowModuleSpec(
+                f"{NS}/{module}", revision, "0" * 40, str(tmp_path / "cache" / module), str(sync_root / NS / module)
+            )
+        )
     (sync_root / "__init__.py").write_text("")
     (sync_root / NS / "__init__.py").write_text("")
     (sync_root / ".gitignore").write_text("*\n")
@@ -154,14 +164,23 @@ def test_run_py_runs_where_a_sync_from_the_hub_put_the_module(tmp_path, module):
     folder = project / "flow_modules" / NS / module
     before = (project / "flow_modules" / "flow.mod").read_text()
     with LoopbackLLMServer(replies=["A flow is a unit of work."]) as server:
-        with network_guarded(dict(publish.project_env(), OPENAI_API_BASE=server.url),
-                             keep_pythonpath=False) as env:
-            done = subprocess.run([sys.executable, "run.py"], cwd=folder, env=env, capture_output=True, text=True,
-                                  timeout=300, stdin=subprocess.DEVNULL)
+        with network_guarded(dict(publish.project_env(), OPENAI_API_BASE=server.url), keep_pythonpath=False) as env:
+            done = subprocess.run(
+                [sys.executable, "run.py"],
+                cwd=folder,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                stdin=subprocess.DEVNULL,
+            )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
         assert not server.errors
-    assert ("says 42" in done.stdout) if module == "InterpreterFlowModule" else \
-        ("A flow is a unit of work." in done.stdout), done.stdout[-3000:]
+    assert (
+        ("says 42" in done.stdout)
+        if module == "InterpreterFlowModule"
+        else ("A flow is a unit of work." in done.stdout)
+    ), done.stdout[-3000:]
     assert not (folder / "flow_modules").exists(), "nothing synced into the module's folder"
     assert (project / "flow_modules" / "flow.mod").read_text() == before
 

@@ -1,11 +1,11 @@
 """The user in the loop: input sources, approvals, reviews with the editor."""
+
 from __future__ import annotations
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, ScriptedInput, is_approval
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, RunContext, ScriptedInput, TerminalInput, is_approval
 from aiflows_jarvis.CoreFlowModule.errors import InputUnavailableError
-from aiflows_jarvis.CoreFlowModule import RunContext, TerminalInput
 from aiflows_jarvis.HumanStandardInputFlowModule import HumanReviewFlow, HumanStandardInputFlow
 
 
@@ -29,11 +29,13 @@ def test_the_terminal_reads_one_line_or_a_triple_quoted_block(quiet_console):
 
 def test_a_closed_terminal_says_what_to_do():
     """A library user is told the call to make; run_jarvis.py sets its own option (--yes) instead."""
+
     def closed(prompt):
         raise EOFError
 
-    with pytest.raises(InputUnavailableError, match=r"`with RunContext\(input_source=AutoApproveInput\(\)\):`") \
-            as error:
+    with pytest.raises(
+        InputUnavailableError, match=r"`with RunContext\(input_source=AutoApproveInput\(\)\):`"
+    ) as error:
         TerminalInput(read_line=closed).ask("Question?")
     assert "--yes" not in str(error.value) and "Jarvis" not in str(error.value)
     with RunContext(closed_input_hint="pass --yes"):
@@ -113,13 +115,15 @@ def test_an_editor_open_when_jarvis_ends_is_asked_to_quit_not_killed(tmp_path):
     draft = tmp_path / "plan.txt"
     draft.write_text("1. a\n")
     editor = tmp_path / "editor.py"
-    editor.write_text("import signal, sys, time\n"
-                      "def quit(*_):\n"
-                      "    open(sys.argv[1] + '.restored', 'w').write('terminal restored')\n"
-                      "    sys.exit(0)\n"
-                      "signal.signal(signal.SIGTERM, quit)\n"
-                      "open(sys.argv[1] + '.started', 'w').close()\n"
-                      "time.sleep(60)\n")
+    editor.write_text(
+        "import signal, sys, time\n"
+        "def quit(*_):\n"
+        "    open(sys.argv[1] + '.restored', 'w').write('terminal restored')\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, quit)\n"
+        "open(sys.argv[1] + '.started', 'w').close()\n"
+        "time.sleep(60)\n"
+    )
     ending = lambda *_: (_ for _ in ()).throw(SystemExit(143))  # noqa: E731 - what run_jarvis's SIGTERM handler does
     previous = signal.signal(signal.SIGUSR1, ending)
     started = tmp_path / "plan.txt.started"
@@ -161,7 +165,7 @@ def test_a_long_query_is_not_echoed_whole(tmp_path, run_context):
     from aiflows_jarvis.MemoryReadingFlowModule import MemorySearchAtomicFlow
 
     library = tmp_path / "library.py"
-    library.write_text("def lorem():\n    \"\"\"Lorem ipsum.\"\"\"\n    return 1\n")
+    library.write_text('def lorem():\n    """Lorem ipsum."""\n    return 1\n')
     out = io.StringIO()
     run_context.console = Console(stream=out, color=False)
     search = MemorySearchAtomicFlow.instantiate_from_default_config(name="search_library", memory="code_library")

@@ -5,6 +5,7 @@ A draft that cannot be shown (the reply repeated itself, was cut off at max_toke
 asked for again without asking the user; one still not right is never put up for approval, and the feedback says
 why; a draft put up for review starts the run's warm-up. The same for a plan and for code.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -39,7 +40,8 @@ class Code:
         from aiflows_jarvis.InteractiveCodeGenFlowModule import InteractiveCodeGenFlow
 
         return InteractiveCodeGenFlow.instantiate_from_default_config(
-            memory_files={"code_library": str(tmp_path / "library.py")}, **overrides)
+            memory_files={"code_library": str(tmp_path / "library.py")}, **overrides
+        )
 
     @staticmethod
     def reply(text: str) -> str:
@@ -69,8 +71,9 @@ def cut_off_always(generator, monkeypatch):
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-def test_a_draft_that_repeats_itself_is_asked_for_again_before_the_user_sees_it(writer, tmp_path, scripted_llm,
-                                                                                user, quiet_console):
+def test_a_draft_that_repeats_itself_is_asked_for_again_before_the_user_sees_it(
+    writer, tmp_path, scripted_llm, user, quiet_console
+):
     flow = writer.build(tmp_path)
     scripted_llm.add(writer.reply(writer.looping), writer.reply(writer.good))
     user.add("")  # approves what is shown
@@ -82,15 +85,16 @@ def test_a_draft_that_repeats_itself_is_asked_for_again_before_the_user_sees_it(
     told = last_user_message(scripted_llm.calls[1]["messages"])
     assert told.count(LOOP_LINE) == 1, "the draft given back was cut after the first copy"
     assert f"Your {writer.key} repeated" in told and "no line written twice" in told
-    assert (f"the {writer.key} generator's reply repeated itself" in quiet_console.text
-            and f"is asked to write it again without repeating (rewrite 1 of {writer.rewrites})"
-            in quiet_console.text)
+    assert (
+        f"the {writer.key} generator's reply repeated itself" in quiet_console.text
+        and f"is asked to write it again without repeating (rewrite 1 of {writer.rewrites})" in quiet_console.text
+    )
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-def test_a_draft_still_cut_off_after_its_rewrites_is_not_shown_and_the_feedback_says_why(writer, tmp_path, monkeypatch,
-                                                                                      scripted_llm, user,
-                                                                                      quiet_console):
+def test_a_draft_still_cut_off_after_its_rewrites_is_not_shown_and_the_feedback_says_why(
+    writer, tmp_path, monkeypatch, scripted_llm, user, quiet_console
+):
     flow = writer.build(tmp_path)
     cut_off_always(flow.subflows[writer.generator], monkeypatch)
     scripted_llm.add(*[writer.reply("1. Start.\n2. Then")] * (1 + writer.rewrites))
@@ -100,14 +104,17 @@ def test_a_draft_still_cut_off_after_its_rewrites_is_not_shown_and_the_feedback_
     assert out["approved"] is False and out["edited"] is False and user.asked == []
     assert flow.flow_state["over_limit"] is True
     tries = f"{writer.rewrites} rewrite{'s' if writer.rewrites != 1 else ''}"
-    assert out["feedback"].startswith(f"The {writer.key} was not shown to the user for approval: the {writer.key} "
-                                      f"was cut off at the reply's length limit after {tries}. ")
+    assert out["feedback"].startswith(
+        f"The {writer.key} was not shown to the user for approval: the {writer.key} "
+        f"was cut off at the reply's length limit after {tries}. "
+    )
     assert f"the {writer.key} is not shown for approval" in quiet_console.text
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-def test_a_draft_put_up_for_review_starts_the_runs_warm_up(writer, tmp_path, scripted_llm, user, quiet_console,
-                                                          run_context):
+def test_a_draft_put_up_for_review_starts_the_runs_warm_up(
+    writer, tmp_path, scripted_llm, user, quiet_console, run_context
+):
     flow = writer.build(tmp_path)
     questions_before_the_warm_up = []
     run_context.warm_up = lambda: questions_before_the_warm_up.append(len(user.asked))
@@ -120,13 +127,17 @@ def test_a_draft_put_up_for_review_starts_the_runs_warm_up(writer, tmp_path, scr
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-@pytest.mark.parametrize("key, template, says", [
-    ("rewrite_prompts", {"cut_off": "Shorter, in {{limt}} characters."}, "rewrite_prompts.cut_off"),
-    ("rewrite_prompts", {"too_long": "Shorter, {% if limit %}please."}, "rewrite_prompts.too_long"),
-    ("not_shown_advice", "Ask for {{less}}.", "not_shown_advice"),
-])
-def test_a_mistake_in_a_writers_texts_is_caught_when_the_flow_is_built(writer, key, template, says, tmp_path,
-                                                                       scripted_llm):
+@pytest.mark.parametrize(
+    "key, template, says",
+    [
+        ("rewrite_prompts", {"cut_off": "Shorter, in {{limt}} characters."}, "rewrite_prompts.cut_off"),
+        ("rewrite_prompts", {"too_long": "Shorter, {% if limit %}please."}, "rewrite_prompts.too_long"),
+        ("not_shown_advice", "Ask for {{less}}.", "not_shown_advice"),
+    ],
+)
+def test_a_mistake_in_a_writers_texts_is_caught_when_the_flow_is_built(
+    writer, key, template, says, tmp_path, scripted_llm
+):
     with pytest.raises(ConfigurationError) as caught:
         writer.build(tmp_path, **{key: template})
     assert says in str(caught.value) and "repeated, length, limit" in str(caught.value)

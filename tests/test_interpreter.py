@@ -4,6 +4,7 @@ One interpreter is shared by the tests whose kernel state does not matter; the t
 or need their own environment or workspace use their own. Every interpreter is closed by the test that made it, and
 after the last test a sweep checks that none of the file's kernels is still running and no private folder is left.
 """
+
 from __future__ import annotations
 
 import glob
@@ -20,6 +21,8 @@ import time
 import zlib
 
 import pytest
+from helpers import pid_gone
+from waiting import HANG_GUARD, eventually, wait_until
 
 from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
 from aiflows_jarvis.InterpreterFlowModule import kernel as kernel_module
@@ -28,8 +31,6 @@ from aiflows_jarvis.InterpreterFlowModule import workspace as workspace_module
 from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 from aiflows_jarvis.InterpreterFlowModule.output import BoundedText, RunResult
-from helpers import pid_gone
-from waiting import HANG_GUARD, eventually, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,8 +42,12 @@ def tiny_png(width: int = 2, height: int = 1) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def kernel_processes(mark: str):
@@ -59,7 +64,7 @@ def kernel_processes(mark: str):
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(b")") + 2:].split()
+        fields = stat[stat.rindex(b")") + 2 :].split()
         if fields[0] == b"Z" or not any("ipykernel" in arg for arg in args):
             continue
         if int(fields[1]) == os.getpid() or any(mark in arg for arg in args):
@@ -191,8 +196,9 @@ def test_a_dead_kernel_is_seen_at_once_restarted_and_the_loss_said(make_interpre
 def signal_once_written(path: str, send) -> threading.Thread:
     """A thread that calls ``send()`` once ``path`` exists (the code under test writes it when it is where the
     test wants it interrupted)."""
-    thread = threading.Thread(target=lambda: eventually(lambda: os.path.exists(path), poll=0.01) and send(),
-                              daemon=True)
+    thread = threading.Thread(
+        target=lambda: eventually(lambda: os.path.exists(path), poll=0.01) and send(), daemon=True
+    )
     thread.start()
     return thread
 
@@ -263,7 +269,9 @@ def test_an_image_png_display_is_saved_as_a_png_file(shared):
 
 def test_matplotlib_figures_are_saved_and_closed(shared):
     pytest.importorskip("matplotlib")
-    result = shared.run("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.figure()\nplt.bar([1], [2])\nplt.show()")
+    result = shared.run(
+        "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.figure()\nplt.bar([1], [2])\nplt.show()"
+    )
     assert not result.failed, result.output
     assert len(result.figures) == 2 and len(set(result.figures)) == 2
     for path in result.figures:
@@ -295,8 +303,10 @@ def test_a_timeout_while_a_figure_is_saved_says_so(make_interpreter):
     """)
     result = interpreter.run(code, timeout=3)
     assert result.timed_out and not result.restarted and result.figures == []
-    assert "[figure 1 could not be saved: KeyboardInterrupt (the run was interrupted while the figure was saved; " \
-           "1 more figure(s) not saved)]" in result.output, result.output
+    assert (
+        "[figure 1 could not be saved: KeyboardInterrupt (the run was interrupted while the figure was saved; "
+        "1 more figure(s) not saved)]" in result.output
+    ), result.output
     assert interpreter.run("print(len(plt.get_fignums()))").output == "0"
 
 
@@ -375,36 +385,93 @@ def test_shell_timeout_kills_the_process_group(shared):
     result = shared.run(f"{marker} & {marker}; echo never", "sh", timeout=1)
     assert result.failed and result.timed_out and "killed after 1 s" in result.output
     assert "never" not in result.output
-    wait_until(lambda: marker not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout,
-               f"the killed group's `{marker}` processes to be gone", poll=0.1)
+    wait_until(
+        lambda: marker not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout,
+        f"the killed group's `{marker}` processes to be gone",
+        poll=0.1,
+    )
 
 
 # ~~~ Environment ~~~
 def test_llm_api_keys_do_not_reach_the_kernel_or_the_shell(make_interpreter, monkeypatch):
-    secrets = ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "MY_SERVICE_API_KEY",
-               "GITHUB_TOKEN", "ANTHROPIC_AUTH_TOKEN", "OPENAI_KEY", "OPENAI_API_BASE", "AZURE_API_VERSION"]
+    secrets = [
+        "OPENAI_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "HF_TOKEN",
+        "MY_SERVICE_API_KEY",
+        "GITHUB_TOKEN",
+        "ANTHROPIC_AUTH_TOKEN",
+        "OPENAI_KEY",
+        "OPENAI_API_BASE",
+        "AZURE_API_VERSION",
+    ]
     for name in secrets:
         monkeypatch.setenv(name, "sk-secret-value")
     monkeypatch.setenv("JARVIS_HARMLESS", "visible")
     monkeypatch.setenv("MY_SETTING", "1")
     interpreter = make_interpreter()
-    code = (f"import os\nprint(sorted(k for k in {secrets!r} if k in os.environ), os.environ['JARVIS_HARMLESS'], "
-            "os.environ['MY_SETTING'], os.environ['MPLBACKEND'])")
+    code = (
+        f"import os\nprint(sorted(k for k in {secrets!r} if k in os.environ), os.environ['JARVIS_HARMLESS'], "
+        "os.environ['MY_SETTING'], os.environ['MPLBACKEND'])"
+    )
     assert interpreter.run(code).output == "[] visible 1 Agg"
     shell = interpreter.run("env", "shell").output
     assert "sk-secret-value" not in shell and "JARVIS_HARMLESS=visible" in shell and "MY_SETTING=1" in shell
 
 
 def test_the_scrub_drops_secrets_by_name_and_keeps_ordinary_variables():
-    secrets = ["OPENAI_API_KEY", "OPENAI_KEY", "GITHUB_TOKEN", "ANTHROPIC_AUTH_TOKEN", "HF_TOKEN",
-               "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "PGPASSWORD", "MYSQL_PWD", "DB_PASSWORD",
-               "GOOGLE_APPLICATION_CREDENTIALS",
-               "SSH_PRIVATE_KEY", "KEY", "token", "my_api_key", "OPENAI_API_BASE", "OPENAI_BASE_URL",
-               "OPENAI_ORGANIZATION", "AZURE_API_BASE", "AZURE_API_VERSION", "AZURE_OPENAI_API_VERSION",
-               "AZURE_OPENAI_ENDPOINT", "ANTHROPIC_BASE_URL", "HUGGINGFACE_API_BASE"]
-    ordinary = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "PYTHONPATH", "PYTHONHASHSEED",
-                "VIRTUAL_ENV", "PWD", "MY_SETTING", "KEYBOARD_LAYOUT", "TOKENIZERS_PARALLELISM", "MONKEY", "HF_HOME",
-                "HF_ENDPOINT", "SHELL", "DISPLAY", "JARVIS_TRACE", "AZURE_STORAGE_ENDPOINT", "AZURE_REGION"]
+    secrets = [
+        "OPENAI_API_KEY",
+        "OPENAI_KEY",
+        "GITHUB_TOKEN",
+        "ANTHROPIC_AUTH_TOKEN",
+        "HF_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "PGPASSWORD",
+        "MYSQL_PWD",
+        "DB_PASSWORD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "SSH_PRIVATE_KEY",
+        "KEY",
+        "token",
+        "my_api_key",
+        "OPENAI_API_BASE",
+        "OPENAI_BASE_URL",
+        "OPENAI_ORGANIZATION",
+        "AZURE_API_BASE",
+        "AZURE_API_VERSION",
+        "AZURE_OPENAI_API_VERSION",
+        "AZURE_OPENAI_ENDPOINT",
+        "ANTHROPIC_BASE_URL",
+        "HUGGINGFACE_API_BASE",
+    ]
+    ordinary = [
+        "PATH",
+        "HOME",
+        "USER",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TERM",
+        "TMPDIR",
+        "PYTHONPATH",
+        "PYTHONHASHSEED",
+        "VIRTUAL_ENV",
+        "PWD",
+        "MY_SETTING",
+        "KEYBOARD_LAYOUT",
+        "TOKENIZERS_PARALLELISM",
+        "MONKEY",
+        "HF_HOME",
+        "HF_ENDPOINT",
+        "SHELL",
+        "DISPLAY",
+        "JARVIS_TRACE",
+        "AZURE_STORAGE_ENDPOINT",
+        "AZURE_REGION",
+    ]
     kept = scrubbed_environment(base={name: "x" for name in secrets + ordinary})
     assert sorted(kept) == sorted(ordinary)
 
@@ -479,13 +546,17 @@ def test_a_library_package_module_saved_into_is_reloaded_and_a_new_module_import
     save = SaveCodeAtomicFlow.instantiate_from_default_config()
     save.run({"code": "def slugify(t):\n    return t + '-1'\n", "memory_files": files, "module": "text"})
     save.run({"code": "def total(v):\n    return sum(v)\n", "memory_files": files, "module": "data"})
-    assert interpreter.run("from library import slugify\nimport library\nslugify('a'), library.total([1])").output \
+    assert (
+        interpreter.run("from library import slugify\nimport library\nslugify('a'), library.total([1])").output
         == "('a-1', 1)"
+    )
     save.run({"code": "def slugify(t):\n    return t + '-2'\n", "memory_files": files, "replace_existing": True})
     save.run({"code": "def svg_line(v):\n    return 'svg'\n", "memory_files": files, "module": "charts"})
     second = interpreter.run("slugify('a'), library.slugify('b'), library.svg_line([])")
-    assert second.output == ("[library/text.py changed since the last run: reloaded, its new functions can be "
-                             "imported]\n('a-2', 'b-2', 'svg')"), "only text.py is reloaded; charts imports"
+    assert second.output == (
+        "[library/text.py changed since the last run: reloaded, its new functions can be "
+        "imported]\n('a-2', 'b-2', 'svg')"
+    ), "only text.py is reloaded; charts imports"
     assert interpreter.run("from library import svg_line\nsvg_line([])").output == "'svg'"
 
 
@@ -503,7 +574,9 @@ def test_two_threads_do_not_run_code_on_one_kernel_at_once(shared):
 
 def test_close_leaves_no_kernel_process_and_is_idempotent(make_interpreter):
     interpreter = make_interpreter()
-    ids = interpreter.run("import os, subprocess\nchild = subprocess.Popen(['sleep', '300'])\nprint(os.getpid(), child.pid)")
+    ids = interpreter.run(
+        "import os, subprocess\nchild = subprocess.Popen(['sleep', '300'])\nprint(os.getpid(), child.pid)"
+    )
     kernel_pid, child_pid = map(int, ids.output.split())
     scratch = interpreter.context.scratch
     assert scratch and os.path.isdir(scratch)
@@ -518,10 +591,12 @@ def test_close_leaves_no_kernel_process_and_is_idempotent(make_interpreter):
 
 def test_processes_the_kernel_started_in_sessions_of_their_own_are_gone_after_close(make_interpreter):
     interpreter = make_interpreter()
-    code = ("import os, subprocess\n"
-            "grouped = subprocess.Popen(['sleep', '1000'])\n"
-            "alone = subprocess.Popen(['sleep', '1001'], start_new_session=True)\n"
-            "print(grouped.pid, alone.pid)")
+    code = (
+        "import os, subprocess\n"
+        "grouped = subprocess.Popen(['sleep', '1000'])\n"
+        "alone = subprocess.Popen(['sleep', '1001'], start_new_session=True)\n"
+        "print(grouped.pid, alone.pid)"
+    )
     pids = [int(pid) for pid in interpreter.run(code).output.split()]
     assert os.getpgid(pids[1]) != os.getpgid(pids[0])
     interpreter.close()
@@ -537,8 +612,9 @@ def test_kernels_are_shut_down_at_process_exit(tmp_path):
         print(interpreter.run(code).output, interpreter.context.scratch, flush=True)
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL
+    )
     assert done.returncode == 0, done.stderr
     kernel_pid, child_pid, scratch = done.stdout.split()[-3:]
     assert pid_gone(int(kernel_pid)) and pid_gone(int(child_pid))
@@ -568,8 +644,14 @@ def test_flow_from_default_config_runs_in_the_current_directory(tmp_path, monkey
     try:
         assert flow.flow_config["workspace"] is None and flow.flow_config["timeout"] == 60
         out = flow.run({"code": "import os\nvalue = 5\nprint(os.getcwd())", "language": "python"})
-        assert out == {"interpreter_output": str(tmp_path), "failed": False, "timed_out": False,
-                       "restarted": False, "figures": [], "files": []}
+        assert out == {
+            "interpreter_output": str(tmp_path),
+            "failed": False,
+            "timed_out": False,
+            "restarted": False,
+            "figures": [],
+            "files": [],
+        }
         flow.reset(full_reset=True, recursive=True)  # the kernel is not part of flow_state
         assert flow.call({"code": "value * 2"})["interpreter_output"] == "10"  # language defaults to python
         shell = flow.run({"code": "echo made > made.txt; exit 1", "language": "shell"})
@@ -602,8 +684,12 @@ def test_an_exit_during_a_shell_command_kills_the_command(make_interpreter):
         return marker in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
 
     # the exit comes once the command runs
-    sender = threading.Thread(target=lambda: eventually(running, poll=0.05) and signal.pthread_kill(
-        threading.main_thread().ident, signal.SIGUSR1), daemon=True)
+    sender = threading.Thread(
+        target=lambda: (
+            eventually(running, poll=0.05) and signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+        ),
+        daemon=True,
+    )
     previous = signal.signal(signal.SIGUSR1, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
     try:
         sender.start()
@@ -693,8 +779,10 @@ def test_without_inotify_the_workspace_is_scanned_and_changes_are_still_reported
 # ~~~ Quick shutdown, lazy import, start in the background (issue 15) ~~~
 def test_close_lets_the_kernel_end_by_itself_after_its_exit_handlers_ran(make_interpreter):
     interpreter = make_interpreter()
-    interpreter.run("import atexit\nlog = open('unclosed.txt', 'w')\nlog.write('buffered, never flushed')\n"
-                    "atexit.register(lambda: open('atexit.txt', 'w').write('ran'))")
+    interpreter.run(
+        "import atexit\nlog = open('unclosed.txt', 'w')\nlog.write('buffered, never flushed')\n"
+        "atexit.register(lambda: open('atexit.txt', 'w').write('ran'))"
+    )
     status = interpreter.kernel._status_path(interpreter.kernel._starts)
     interpreter.close()
     with open(os.path.join(interpreter.workspace, "unclosed.txt")) as f:
@@ -716,11 +804,14 @@ def test_the_kernel_exits_by_itself_on_a_shutdown_request(make_interpreter):
 
 
 def test_importing_the_flow_does_not_import_jupyter_client():
-    code = ("import sys\nimport aiflows_jarvis.InterpreterFlowModule\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jupyter_client', 'zmq', 'ipykernel')))")
+    code = (
+        "import sys\nimport aiflows_jarvis.InterpreterFlowModule\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jupyter_client', 'zmq', 'ipykernel')))"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -758,8 +849,10 @@ def test_output_written_to_the_file_descriptors_comes_whole_and_before_the_resul
 
 
 def test_a_character_split_between_two_writes_to_a_descriptor_is_kept(shared):
-    code = "import os, time\nb = 'é€'.encode()\nos.write(1, b[:1]); time.sleep(0.05); os.write(1, b[1:4]); " \
-           "time.sleep(0.05); os.write(1, b[4:] + b'\\n'); None"
+    code = (
+        "import os, time\nb = 'é€'.encode()\nos.write(1, b[:1]); time.sleep(0.05); os.write(1, b[1:4]); "
+        "time.sleep(0.05); os.write(1, b[4:] + b'\\n'); None"
+    )
     assert shared.run(code).output == "é€"
     # a character left unfinished at the end of a run is said there, not carried into the next run
     assert shared.run("import os; os.write(1, b'abc\\xe2\\x82'); None").output == "abc\ufffd"
@@ -802,11 +895,15 @@ def test_a_process_writing_without_pause_does_not_hold_the_runs(make_interpreter
     interpreter = make_interpreter(timeout=HANG_GUARD)
     # each round of the writer also adds a byte to `beats`: a run that sees two more bytes than at its start saw the
     # writer print at least one whole `tick` during it, however rarely a busy machine lets the writer run
-    started = interpreter.run("import os, subprocess\nopen('beats', 'w').close()\n"
-                              "writer = subprocess.Popen(['sh', '-c', 'while :; do echo tick; printf . >> beats; done'])")
+    started = interpreter.run(
+        "import os, subprocess\nopen('beats', 'w').close()\n"
+        "writer = subprocess.Popen(['sh', '-c', 'while :; do echo tick; printf . >> beats; done'])"
+    )
     assert not started.failed, started.output
-    during = "import time\nstart = os.path.getsize('beats')\nwhile os.path.getsize('beats') < start + 2:\n" \
-             "    time.sleep(0.001)"
+    during = (
+        "import time\nstart = os.path.getsize('beats')\nwhile os.path.getsize('beats') < start + 2:\n"
+        "    time.sleep(0.001)"
+    )
     try:
         for _ in range(3):
             result = interpreter.run(during)
@@ -842,7 +939,12 @@ def test_the_interpreter_engine_imports_nothing_from_aiflows():
         with open(os.path.join(folder, name), encoding="utf-8") as f:
             tree = ast.parse(f.read())
         for node in ast.walk(tree):
-            modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                       [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             offending += [f"{name}: {m}" for m in modules if m.split(".")[0] == "aiflows"]
     assert offending == []

@@ -4,6 +4,7 @@ outlive it, limits, the sandbox, SIGHUP.
 Every process a test makes carries a tag of this test run in its command line (``exec -a``); after each test none
 may be left, and any that is left is killed before the next test.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,16 +17,16 @@ import textwrap
 import uuid
 
 import pytest
+from waiting import HANG_GUARD, eventually
 
 from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
-from aiflows_jarvis.InterpreterFlowModule import sandbox as sandbox_module
-from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment, scrubbed_secrets
 from aiflows_jarvis.InterpreterFlowModule import interpreter as interpreter_module
+from aiflows_jarvis.InterpreterFlowModule import sandbox as sandbox_module
 from aiflows_jarvis.InterpreterFlowModule import shell as shell_module
+from aiflows_jarvis.InterpreterFlowModule.environment import scrubbed_environment, scrubbed_secrets
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, survivors_note
 from aiflows_jarvis.InterpreterFlowModule.processes import Cgroup, start_time
 from aiflows_jarvis.InterpreterFlowModule.sandbox import SandboxUnavailable, bwrap_command
-from waiting import HANG_GUARD, eventually
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_KEY = "sk-test-" + "x" * 40
@@ -46,7 +47,7 @@ def tagged(tag: str):
                 stat = f.read()
         except OSError:
             continue
-        if args.startswith(tag) and stat[stat.rindex(b")") + 2:].split()[0] != b"Z":
+        if args.startswith(tag) and stat[stat.rindex(b")") + 2 :].split()[0] != b"Z":
             found[int(name)] = args
     return found
 
@@ -91,17 +92,25 @@ def python_spawns(tag: str) -> str:
 
 def shell_spawns(tag: str) -> str:
     """Shell code that starts the same three, and ends."""
-    return (f"(exec -a {tag}-sh-grouped sleep 1000) >/dev/null 2>&1 & "
-            f"setsid bash -c 'exec -a {tag}-sh-setsid sleep 1000' >/dev/null 2>&1 & "
-            f"( (exec -a {tag}-sh-double sleep 1000) >/dev/null 2>&1 & ); echo started")
+    return (
+        f"(exec -a {tag}-sh-grouped sleep 1000) >/dev/null 2>&1 & "
+        f"setsid bash -c 'exec -a {tag}-sh-setsid sleep 1000' >/dev/null 2>&1 & "
+        f"( (exec -a {tag}-sh-double sleep 1000) >/dev/null 2>&1 & ); echo started"
+    )
 
 
 def host_process(script: str) -> "subprocess.Popen[str]":
     """``script`` run by Python in a child process that imports the package (its stdin, stdout and stderr piped):
     the process that hosts an interpreter, as Jarvis does."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, stdin=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.PIPE,
+    )
 
 
 def end_host(process: "subprocess.Popen[str]", how: str) -> None:
@@ -121,39 +130,72 @@ def until(condition, wait: float = HANG_GUARD) -> bool:
 
 # ~~~ Secrets ~~~
 def test_the_scrub_drops_passwords_credentials_and_urls_with_credentials():
-    secrets = {"DB_PASS": "hunter2", "SMTP_PASS": "x", "REDIS_PASSWORD": "x", "MYSQL_ROOT_PWD": "x",
-               "LDAP_PASSWD": "x", "AWS_CREDENTIALS": "x", "GCP_CREDS": "x", "SERVICE_TOKEN": "x", "APP_SECRET": "x",
-               "STRIPE_KEY": "x", "PASS": "x",
-               "DATABASE_URL": "postgres://user:p4ss@db.example.com:5432/app",
-               "CACHE": "redis://:onlypassword@cache:6379/0",
-               "PIP_INDEX_URL": "https://me:tok3n@pypi.example.com/simple",
-               "HTTPS_PROXY": "http://proxyuser:proxypass@proxy:3128",
-               "REPO": "https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/me/repo.git",
-               "SOME_SETTING": FAKE_KEY, "OTHER": "ghp_" + "a" * 36}
-    ordinary = {"PATH": "/usr/bin", "HOME": "/root", "PWD": "/w", "OLDPWD": "/", "PASSENGER_COUNT": "3",
-                "BYPASS_CACHE": "1", "SSH_ASKPASS": "/usr/bin/ssh-askpass", "KEYBOARD_LAYOUT": "us",
-                "TOKENIZERS_PARALLELISM": "false", "HOMEPAGE": "https://example.com/a@b",
-                "GIT_URL": "ssh://git@github.com/me/repo.git", "MIRROR": "https://mirror.example.com/simple",
-                "MAILTO": "me@example.com", "SK": "sk-short"}
+    secrets = {
+        "DB_PASS": "hunter2",
+        "SMTP_PASS": "x",
+        "REDIS_PASSWORD": "x",
+        "MYSQL_ROOT_PWD": "x",
+        "LDAP_PASSWD": "x",
+        "AWS_CREDENTIALS": "x",
+        "GCP_CREDS": "x",
+        "SERVICE_TOKEN": "x",
+        "APP_SECRET": "x",
+        "STRIPE_KEY": "x",
+        "PASS": "x",
+        "DATABASE_URL": "postgres://user:p4ss@db.example.com:5432/app",
+        "CACHE": "redis://:onlypassword@cache:6379/0",
+        "PIP_INDEX_URL": "https://me:tok3n@pypi.example.com/simple",
+        "HTTPS_PROXY": "http://proxyuser:proxypass@proxy:3128",
+        "REPO": "https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/me/repo.git",
+        "SOME_SETTING": FAKE_KEY,
+        "OTHER": "ghp_" + "a" * 36,
+    }
+    ordinary = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "PWD": "/w",
+        "OLDPWD": "/",
+        "PASSENGER_COUNT": "3",
+        "BYPASS_CACHE": "1",
+        "SSH_ASKPASS": "/usr/bin/ssh-askpass",
+        "KEYBOARD_LAYOUT": "us",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HOMEPAGE": "https://example.com/a@b",
+        "GIT_URL": "ssh://git@github.com/me/repo.git",
+        "MIRROR": "https://mirror.example.com/simple",
+        "MAILTO": "me@example.com",
+        "SK": "sk-short",
+    }
     kept = scrubbed_environment(base={**secrets, **ordinary})
     assert sorted(kept) == sorted(ordinary), "secrets by name and by value go; ordinary variables stay"
 
 
 # Secrets whose names do not say so: found by the shape of their values (or by the name's AUTH, WEBHOOK)
-SHAPED_SECRETS = {"JDBC_URL": "jdbc:postgresql://db.example.com:5432/app?user=me&password=hunter2",
-                  "DB_CONN": "Server=db;Database=app;User Id=me;Password=hunter2;",
-                  "AUTH_HEADER": "Bearer abcdefghijklmnop0123", "NPM_CONFIG__AUTH": "bWU6aHVudGVyMg==",
-                  "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXXXXXX",
-                  "NOTIFY": "https://discord.com/api/webhooks/123/abc", "HDR": "Authorization: Basic bWU6aHVudGVy",
-                  "SIGNED": "https://bucket.example.com/f?X-Amz-Signature=abc",
-                  "AZ": "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;",
-                  "JWT": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig"}
+SHAPED_SECRETS = {
+    "JDBC_URL": "jdbc:postgresql://db.example.com:5432/app?user=me&password=hunter2",
+    "DB_CONN": "Server=db;Database=app;User Id=me;Password=hunter2;",
+    "AUTH_HEADER": "Bearer abcdefghijklmnop0123",
+    "NPM_CONFIG__AUTH": "bWU6aHVudGVyMg==",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXXXXXX",
+    "NOTIFY": "https://discord.com/api/webhooks/123/abc",
+    "HDR": "Authorization: Basic bWU6aHVudGVy",
+    "SIGNED": "https://bucket.example.com/f?X-Amz-Signature=abc",
+    "AZ": "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;",
+    "JWT": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
+}
 
 
 def test_the_scrub_drops_secrets_by_the_shape_of_their_values_and_says_which():
-    ordinary = {"SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1", "GIT_AUTHOR_NAME": "me", "HOOKS_DIR": "/etc/hooks",
-                "SEARCH": "https://example.com/search?q=x&page=2", "MONKEY_URL": "https://example.com/?monkey=1",
-                "LS_COLORS": "rs=0:di=01;34:ln=01;36", "BEARER": "none", "PWD": "/w"}
+    ordinary = {
+        "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+        "GIT_AUTHOR_NAME": "me",
+        "HOOKS_DIR": "/etc/hooks",
+        "SEARCH": "https://example.com/search?q=x&page=2",
+        "MONKEY_URL": "https://example.com/?monkey=1",
+        "LS_COLORS": "rs=0:di=01;34:ln=01;36",
+        "BEARER": "none",
+        "PWD": "/w",
+    }
     kept = scrubbed_environment(base={**SHAPED_SECRETS, **ordinary})
     assert sorted(kept) == sorted(ordinary)
     assert scrubbed_secrets(base={**SHAPED_SECRETS, **ordinary}) == SHAPED_SECRETS, "names and values, for redaction"
@@ -175,7 +217,7 @@ def test_the_kernels_parent_does_not_hold_the_api_key(tmp_path):
     initial environment in /proc and finds no key: the parent is the launcher, started with the scrubbed one."""
     script = textwrap.dedent(f"""
         from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
-        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        interpreter = CodeInterpreter({str(tmp_path / "ws")!r})
         try:
             code = ("import os\\n"
                     "parent = open(f'/proc/{{os.getppid()}}/environ', 'rb').read()\\n"
@@ -186,10 +228,15 @@ def test_the_kernels_parent_does_not_hold_the_api_key(tmp_path):
         finally:
             interpreter.close()
     """)
-    env = dict(os.environ, OPENAI_API_KEY=FAKE_KEY, DATABASE_URL="postgres://u:p@h/db",
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env,
-                          stdin=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        OPENAI_API_KEY=FAKE_KEY,
+        DATABASE_URL="postgres://u:p@h/db",
+        PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env, stdin=subprocess.DEVNULL
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     kernel_line, shell_count = done.stdout.strip().splitlines()[-2:]
     assert kernel_line == "clean True", "the kernel's parent's environment holds no key (and was read)"
@@ -203,7 +250,7 @@ def test_no_ancestor_of_the_kernel_shows_a_secret_and_the_host_still_has_its_var
     script = textwrap.dedent(f"""
         import ctypes, os, subprocess
         from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
-        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        interpreter = CodeInterpreter({str(tmp_path / "ws")!r})
         try:
             code = ("import os\\n"
                     "pid, seen = os.getppid(), b''\\n"
@@ -222,10 +269,15 @@ def test_no_ancestor_of_the_kernel_shows_a_secret_and_the_host_still_has_its_var
               subprocess.run(['sh', '-c', 'echo $OPENAI_API_KEY'], capture_output=True, text=True).stdout.strip()
               == {FAKE_KEY!r})
     """)
-    env = dict(os.environ, OPENAI_API_KEY=FAKE_KEY, DB_PASSWORD="hunter2",
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env,
-                          stdin=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        OPENAI_API_KEY=FAKE_KEY,
+        DB_PASSWORD="hunter2",
+        PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env, stdin=subprocess.DEVNULL
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     kernel_line, own_line, host_line = done.stdout.strip().splitlines()[-3:]
     assert kernel_line == "clean", "no ancestor of the kernel shows a secret"
@@ -268,7 +320,7 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
     script = textwrap.dedent(f"""
         import sys
         from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
-        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        interpreter = CodeInterpreter({str(tmp_path / "ws")!r})
         print(interpreter.run({python_spawns(tag)!r}).output,
               interpreter.run("import os; print(os.getpid())").output,
               interpreter.run({shell_spawns(tag)!r}, "bash").output, flush=True)
@@ -287,8 +339,11 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
             process.wait()
     if how == "exit":
         assert process.returncode == 0
-    assert until(lambda: not os.path.exists(f"/proc/{kernel}") or
-                 open(f"/proc/{kernel}/stat").read().split(") ")[1].startswith("Z")), "the kernel survived"
+    assert until(
+        lambda: (
+            not os.path.exists(f"/proc/{kernel}") or open(f"/proc/{kernel}/stat").read().split(") ")[1].startswith("Z")
+        )
+    ), "the kernel survived"
     left = wait_until_gone(tag)
     assert not left, f"survived the interpreter's process: {left}"
 
@@ -296,8 +351,7 @@ def test_nothing_the_code_started_outlives_the_interpreters_process(tmp_path, ta
 def clean_daemon(tag: str) -> str:
     """Shell code that double-forks a `sleep` into a session of its own with a cleared environment (so without the
     interpreter's mark), and ends."""
-    return (f"( setsid env -i bash -c 'exec -a {tag}-clean sleep 1000' </dev/null >/dev/null 2>&1 & ); "
-            "echo started")
+    return f"( setsid env -i bash -c 'exec -a {tag}-clean sleep 1000' </dev/null >/dev/null 2>&1 & ); echo started"
 
 
 @pytest.mark.parametrize("how", ["exit", "SIGTERM", "SIGKILL"])
@@ -311,7 +365,7 @@ def test_a_daemon_with_a_cleared_environment_does_not_outlive_the_interpreter_wi
         from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
         processes.Cgroup.create = classmethod(lambda cls, name: None)
         signal.signal(signal.SIGTERM, lambda *args: sys.exit(143))  # as Jarvis does: the run ends, then the process
-        interpreter = CodeInterpreter({str(tmp_path / 'ws')!r})
+        interpreter = CodeInterpreter({str(tmp_path / "ws")!r})
         print(interpreter.run({clean_daemon(tag)!r}, "bash").output, flush=True)
         sys.stdin.readline()  # then exit, unless signalled before
     """)
@@ -342,8 +396,9 @@ def test_a_process_the_code_started_that_cannot_be_ended_is_named_after_close(ma
     try:
         [(pid, command)] = interpreter.survivors
         assert command == f"{tag}-stays 1000"
-        assert survivors_note(interpreter.survivors) == (f"1 process started by the code is still running: {pid}, "
-                                                         f"{tag}-stays 1000 (end it with kill PID).")
+        assert survivors_note(interpreter.survivors) == (
+            f"1 process started by the code is still running: {pid}, {tag}-stays 1000 (end it with kill PID)."
+        )
     finally:
         for pid in tagged(tag):
             os.kill(pid, signal.SIGKILL)
@@ -373,8 +428,9 @@ def test_a_cpu_limit_stops_the_run_says_so_and_the_next_run_has_a_new_kernel(mak
     assert "NameError" in interpreter.run("kept").output
     # the allowance is per run: runs that each use less do not add up to it
     for _ in range(3):
-        assert not interpreter.run("import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end:\n"
-                                   "    pass").failed
+        assert not interpreter.run(
+            "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end:\n    pass"
+        ).failed
     shell = interpreter.run("while :; do :; done", "bash")
     assert shell.failed and "SIGXCPU" in shell.output and "CPU time limit of 1 s" in shell.output
 
@@ -387,8 +443,9 @@ def test_limits_that_are_not_positive_numbers_are_refused_when_the_flow_is_built
 
 
 def test_the_flow_passes_its_limits_and_sandbox_settings_to_the_interpreter(tmp_path):
-    flow = InterpreterAtomicFlow.instantiate_from_default_config(workspace=str(tmp_path), memory_limit_mb=512,
-                                                                 cpu_time_s=30)
+    flow = InterpreterAtomicFlow.instantiate_from_default_config(
+        workspace=str(tmp_path), memory_limit_mb=512, cpu_time_s=30
+    )
     try:
         assert flow.flow_config["sandbox"] is None and flow.flow_config["sandbox_network"] is False
         engine = flow.engine
@@ -416,14 +473,30 @@ def test_generated_code_has_a_memory_limit_by_default_a_share_of_the_ram(tmp_pat
 
 # ~~~ The sandbox ~~~
 def test_the_bubblewrap_command_line():
-    command = bwrap_command("/usr/bin/bwrap", "/work/ws", ["/tmp/jarvis-interp-x"], network=False,
-                            die_with_parent=True, env={"JPY_PARENT_PID": "1"})
+    command = bwrap_command(
+        "/usr/bin/bwrap",
+        "/work/ws",
+        ["/tmp/jarvis-interp-x"],
+        network=False,
+        die_with_parent=True,
+        env={"JPY_PARENT_PID": "1"},
+    )
     assert command[0] == "/usr/bin/bwrap" and command[-1] == "--"
     text = " ".join(command)
-    for part in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind / /", "--proc /proc",
-                 "--dev /dev", "--tmpfs /tmp", "--bind /work/ws /work/ws",
-                 "--bind /tmp/jarvis-interp-x /tmp/jarvis-interp-x", "--setenv JPY_PARENT_PID 1",
-                 "--setenv TMPDIR /tmp", "--chdir /work/ws"):
+    for part in (
+        "--unshare-pid",
+        "--unshare-net",
+        "--die-with-parent",
+        "--ro-bind / /",
+        "--proc /proc",
+        "--dev /dev",
+        "--tmpfs /tmp",
+        "--bind /work/ws /work/ws",
+        "--bind /tmp/jarvis-interp-x /tmp/jarvis-interp-x",
+        "--setenv JPY_PARENT_PID 1",
+        "--setenv TMPDIR /tmp",
+        "--chdir /work/ws",
+    ):
         assert part in text, part
     # mounts apply in order: the workspace and the private folder after the read-only root and the fresh /tmp
     assert text.index("--ro-bind / /") < text.index("--tmpfs /tmp") < text.index("--bind /work/ws")
@@ -466,20 +539,27 @@ def sandbox_works() -> bool:
     """bubblewrap is installed and may make namespaces here (some systems forbid it to users)."""
     if BWRAP is None:
         return False
-    return subprocess.run([BWRAP, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--", "true"],
-                          capture_output=True, timeout=30).returncode == 0
+    return (
+        subprocess.run(
+            [BWRAP, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--", "true"],
+            capture_output=True,
+            timeout=30,
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(not sandbox_works(), reason="bubblewrap is not installed (or cannot make namespaces) here")
-def test_sandboxed_code_writes_only_the_workspace_sees_only_its_processes_and_has_no_network(make_interpreter,
-                                                                                             tmp_path, tag):
+def test_sandboxed_code_writes_only_the_workspace_sees_only_its_processes_and_has_no_network(
+    make_interpreter, tmp_path, tag
+):
     outside = tmp_path / "outside"
     outside.mkdir()
     interpreter = make_interpreter(sandbox="bwrap", timeout=20)
     code = textwrap.dedent(f"""
         import os, socket
         open('inside.txt', 'w').write('ok')
-        for path in ({str(outside / 'x.txt')!r}, '/etc/jarvis-sandbox-test'):
+        for path in ({str(outside / "x.txt")!r}, '/etc/jarvis-sandbox-test'):
             try:
                 open(path, 'w').write('x')
                 print('WROTE', path)
@@ -498,8 +578,9 @@ def test_sandboxed_code_writes_only_the_workspace_sees_only_its_processes_and_ha
     assert lines[2] == "processes [1, 2] 1", "a process namespace of its own: the kernel's parent is its init"
     assert lines[3] == "network 101", "ENETUNREACH: no network"
     assert result.files == ["inside.txt"] and not (outside / "x.txt").exists()
-    shell = interpreter.run("touch /etc/jarvis-sandbox-test 2>&1; echo more >> inside.txt; " + shell_spawns(tag),
-                            "bash")
+    shell = interpreter.run(
+        "touch /etc/jarvis-sandbox-test 2>&1; echo more >> inside.txt; " + shell_spawns(tag), "bash"
+    )
     assert "Read-only file system" in shell.output and shell.files == ["inside.txt"]
     interrupted = interpreter.run("import time\ntime.sleep(60)", timeout=2)
     assert interrupted.timed_out and not interrupted.restarted, "an interrupt reaches the sandboxed kernel"
@@ -511,9 +592,9 @@ def test_sandboxed_code_writes_only_the_workspace_sees_only_its_processes_and_ha
 
 # ~~~ SIGHUP: the terminal closed ~~~
 def test_sighup_stops_a_run_like_sigterm_and_ends_the_kernel_and_its_processes(tmp_path, tag):
+    from helpers import DEMO, kernels_in, run_until
     from loopback_llm import LoopbackLLMServer, Slow
     from subprocess_guard import check_guarded_run
-    from helpers import DEMO, kernels_in, run_until
 
     from aiflows_jarvis.ChatFlowModule import Transcript
 

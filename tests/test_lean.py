@@ -1,15 +1,15 @@
 """Lean flows: bounded history, no history copies in output messages, the run trace, errors that name the flow."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 from aiflows.messages import InputMessage
-
 from flows_for_tests import WordCountFlow
+
+from aiflows_jarvis.CoreFlowModule import LeanFlowMixin, RunContext
 from aiflows_jarvis.CoreFlowModule.flows.lean import BoundedHistory
-from aiflows_jarvis.CoreFlowModule import RunContext
-from aiflows_jarvis.CoreFlowModule import LeanFlowMixin
 
 
 def call(flow, data):

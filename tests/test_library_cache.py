@@ -1,11 +1,12 @@
 """Code library text is parsed once per version of its text, block by block (the summary of a text, its names, its
 future imports): what reads a module of the library, or a `library.py` not migrated yet, shares one parse."""
+
 from __future__ import annotations
 
 import pytest
 
-from aiflows_jarvis.CodeLibraryFlowModule import source as code_source
 from aiflows_jarvis.CodeLibraryFlowModule import defined_names, library_summary, split_future_imports
+from aiflows_jarvis.CodeLibraryFlowModule import source as code_source
 
 
 @pytest.fixture
@@ -26,7 +27,8 @@ def a_library(tag: str, functions: int = 400) -> str:
     """A library large enough to be worth keeping (tens of KB), unique to ``tag``."""
     return "from __future__ import annotations\n\n" + "".join(
         f'def {tag}_{n}(x: int) -> int:\n    """Adds {n} ({tag})."""\n    return x + {n}\n\n\n'
-        for n in range(functions))
+        for n in range(functions)
+    )
 
 
 def test_save_codes_reads_of_a_library_share_the_parse_of_the_summary(parses):
@@ -78,15 +80,19 @@ def test_blocks_cut_inside_a_statement_are_joined_and_line_numbers_are_the_files
     # a string and a list longer than a block, their lines at the first column: a block is cut inside each
     text = 'TEXT = """\n' + "".join(f"def not_a_function_{i}():\n" for i in range(2000)) + '"""\n\n'
     values = "VALUES = [\n" + "".join(f"{i},\n" for i in range(8000)) + "]\n\n"
-    tricky = ("@staticmethod\ndef decorated():\n    pass\n\ntry:\n    import json\nexcept ImportError:\n"
-              "    json = None\n\n")
+    tricky = (
+        "@staticmethod\ndef decorated():\n    pass\n\ntry:\n    import json\nexcept ImportError:\n    json = None\n\n"
+    )
     source = "".join(text + filler + values + tricky for _ in range(3))
     assert len(text) > code_source._BLOCK_CHARS and len(values) > code_source._BLOCK_CHARS
     spans = code_source.definition_spans(source)
     import ast
 
-    expected = [(n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)
-                for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    expected = [
+        (n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)
+        for n in ast.parse(source).body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+    ]
     assert spans == expected and "not_a_function_0" not in defined_names(source)
     broken = source + "def broken(:\n"
     with pytest.raises(SyntaxError) as error:

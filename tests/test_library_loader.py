@@ -1,5 +1,6 @@
 """The code library imported block by block (InterpreterFlowModule/library_loader.py): the module `import` makes,
 compiled once per block of text: a process importing a version with one function more compiles its last block only."""
+
 from __future__ import annotations
 
 import json
@@ -34,15 +35,23 @@ PROBE = textwrap.dedent("""
 
 
 def a_library(functions: int, extra: str = "") -> str:
-    return "from __future__ import annotations\n\n" + "".join(
-        f'def f_{n}(x: int) -> int:\n    """Adds {n}."""\n    return x + {n}\n\n\n' for n in range(functions)) + \
-        "def late(x: NotDefinedAnywhere) -> None:\n    pass\n" + extra
+    return (
+        "from __future__ import annotations\n\n"
+        + "".join(f'def f_{n}(x: int) -> int:\n    """Adds {n}."""\n    return x + {n}\n\n\n' for n in range(functions))
+        + "def late(x: NotDefinedAnywhere) -> None:\n    pass\n"
+        + extra
+    )
 
 
 def probe(folder, module="library"):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # (as Python runs by default)
-    done = subprocess.run([sys.executable, "-c", PROBE, str(folder), library_loader_code(module)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(folder), library_loader_code(module)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

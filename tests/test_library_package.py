@@ -1,6 +1,7 @@
 """The code library as a package of topic modules: migration of a single `library.py`, `import library` of every
 earlier function, names that clash across modules, what a save reads and writes, a save killed at any point, and the
 entries and structure the prompts (and retrieval) read."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,9 @@ import textwrap
 
 import pytest
 
+from aiflows_jarvis.CodeLibraryFlowModule import library_entries, library_structure, load_index, package_summary
 from aiflows_jarvis.CodeLibraryFlowModule import package as package_module
 from aiflows_jarvis.CodeLibraryFlowModule import save as save_module
-from aiflows_jarvis.CodeLibraryFlowModule import library_entries, library_structure, load_index, package_summary
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
 
@@ -58,7 +59,7 @@ LEGACY = textwrap.dedent('''\
             return 0.0
     ''')
 
-USES = textwrap.dedent('''\
+USES = textwrap.dedent("""\
     import library
     from library import count_words, growth_rates, largest_growth, circle_area, Shape, WORD
     assert count_words("a b c") == 3
@@ -68,13 +69,14 @@ USES = textwrap.dedent('''\
     assert Shape().area() == 0.0 and WORD.pattern
     assert {"Shape", "WORD", "SCALE", "circle_area", "count_words"} <= set(library.__all__)
     print("ok")
-    ''')
+    """)
 
 
 def run_python(folder, code: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(folder)}
-    return subprocess.run([sys.executable, "-c", code], cwd=str(folder), env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=str(folder), env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def save(memory, code: str, **args) -> str:
@@ -138,16 +140,19 @@ def test_a_function_named_like_a_module_is_refused_and_another_name_proposed(tmp
     """A name is a module's or a definition's, never both: `from library import data` would give the module or the
     function depending on what was imported first. Either order is refused, by one check."""
     assert "module data" in save(tmp_path, "def growth(v):\n    '''Growth.'''\n    return v\n", module="data")
-    refused = save(tmp_path, "def data(points):\n    '''Points of a chart.'''\n    return points\n",
-                   module="charts")
+    refused = save(tmp_path, "def data(points):\n    '''Points of a chart.'''\n    return points\n", module="charts")
     assert refused.startswith("Nothing was saved") and "library/data.py" in refused, refused
     assert "`chart_data`" in refused and "write_code" in refused, "another name is proposed"
     assert not (tmp_path / "library" / "charts.py").exists()
     by_topic = save(tmp_path, "def data(points):\n    '''Points of a chart.'''\n    return points\n")
     assert by_topic.startswith("Nothing was saved") and "library/data.py" in by_topic, "its topic's module too"
     assert "module charts" in save(tmp_path, "def chart_data(points):\n    return points\n", module="charts")
-    assert run_python(tmp_path, "from library import data, chart_data; print(data.__name__, chart_data([1]))"
-                      ).stdout.strip() == "library.data [1]"
+    assert (
+        run_python(
+            tmp_path, "from library import data, chart_data; print(data.__name__, chart_data([1]))"
+        ).stdout.strip()
+        == "library.data [1]"
+    )
 
 
 def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatch):
@@ -160,8 +165,7 @@ def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatc
     for module in (package_module, save_module):
         real_read, real_write = module.read_text, module.atomic_write
         monkeypatch.setattr(module, "read_text", lambda p, r=real_read: touched["read"].append(p) or r(p))
-        monkeypatch.setattr(module, "atomic_write",
-                            lambda p, t, w=real_write: touched["written"].append(p) or w(p, t))
+        monkeypatch.setattr(module, "atomic_write", lambda p, t, w=real_write: touched["written"].append(p) or w(p, t))
     real_entries = package_module.entries_of_source
     counting = lambda s, r=real_entries: touched["parsed"].append(len(s)) or r(s)  # noqa: E731
     monkeypatch.setattr(package_module, "entries_of_source", counting)
@@ -171,8 +175,10 @@ def test_a_save_reads_and_writes_only_the_module_it_changes(tmp_path, monkeypatc
     python = lambda paths: sorted({os.path.relpath(p, package) for p in paths if p.endswith(".py")})  # noqa: E731
     assert python(touched["read"]) == ["topic_7.py"], "another module was read"
     assert python(touched["written"]) == ["topic_7.py"], "another module was written"
-    assert sorted(os.path.basename(p) for p in touched["written"] if p.endswith(".json")) == \
-        ["names.json", "topic_7.json"], touched["written"]
+    assert sorted(os.path.basename(p) for p in touched["written"] if p.endswith(".json")) == [
+        "names.json",
+        "topic_7.json",
+    ], touched["written"]
     assert max(touched["parsed"]) < 200, "more than the saved code was indexed (its module of 200 functions was)"
     assert "from .topic_3 import f_3_1" in (package / "topic_7.py").read_text()
     assert run_python(tmp_path, "from library import added; print(added(1))").stdout.strip() == "2"
@@ -195,8 +201,9 @@ _KILLED_SAVE = textwrap.dedent("""\
 
 def test_a_save_killed_between_the_module_and_its_index_loses_nothing(tmp_path):
     save(tmp_path, "def first(x):\n    return x\n", module="m0")
-    child = subprocess.run([sys.executable, "-c", _KILLED_SAVE, str(tmp_path), "between"], capture_output=True,
-                           text=True, timeout=120)
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_SAVE, str(tmp_path), "between"], capture_output=True, text=True, timeout=120
+    )
     assert child.returncode == -signal.SIGKILL and child.stdout == ""
     names = [e["name"] for e in library_entries(str(tmp_path / "library.py"))]
     assert names == ["first", "saved_0"], "the module newer than its index is indexed again"
@@ -206,8 +213,9 @@ def test_a_save_killed_between_the_module_and_its_index_loses_nothing(tmp_path):
 
 def test_saves_killed_at_any_moment_lose_no_function_reported_saved(tmp_path):
     for attempt in range(3):
-        child = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(tmp_path), "any"], stdout=subprocess.PIPE,
-                                 text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_SAVE, str(tmp_path), "any"], stdout=subprocess.PIPE, text=True
+        )
         reported = [child.stdout.readline().strip() for _ in range(5 + 7 * attempt)]
         child.kill()
         child.wait()
@@ -228,14 +236,19 @@ def test_entries_and_structure_are_read_from_the_index_and_kept_while_nothing_ch
     save(tmp_path, "class Chart:\n    '''An SVG chart.'''\n    def draw(self, path):\n        '''Draws it.'''\n")
     where = str(tmp_path / "library.py")
     entries = library_entries(where)
-    assert [(e["module"], e["name"], e["kind"]) for e in entries] == [("text", "slugify", "function"),
-                                                                      ("charts", "Chart", "class")]
+    assert [(e["module"], e["name"], e["kind"]) for e in entries] == [
+        ("text", "slugify", "function"),
+        ("charts", "Chart", "class"),
+    ]
     assert entries[0]["signature"] == "def slugify(text: str) -> str:" and entries[0]["doc"].endswith("Lowercase.")
     assert entries[1]["methods"] == [["def draw(self, path):", "Draws it."]]
     assert [s["module"] for s in library_structure(where)] == ["text", "charts"]
     parsed = []
-    monkeypatch.setattr(package_module, "entries_of_source", lambda s: parsed.append(s) or (_ for _ in ()).throw(
-        AssertionError("parsed")))
+    monkeypatch.setattr(
+        package_module,
+        "entries_of_source",
+        lambda s: parsed.append(s) or (_ for _ in ()).throw(AssertionError("parsed")),
+    )
     assert library_entries(where) == entries and library_entries(str(tmp_path / "library")) == entries
     assert parsed == []
     chosen = package_summary(where, 4000, chosen=[("charts", "Chart")])
@@ -253,12 +266,15 @@ def test_a_module_edited_by_hand_is_indexed_again_and_imports(tmp_path):
     assert "def shout(t):" in summary
 
 
-@pytest.mark.parametrize("damage, why", [
-    (b'{"version": 1, "modules": {"text": "\xe9"}}', "not UTF-8"),  # a Latin-1 byte
-    (b'{"version": 1, "modules": {"te', "not JSON"),  # cut by a kill
-    (b'{"version": 1, "modules": 5, "names": []}', "not an index"),
-    (b"", "empty"),
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (b'{"version": 1, "modules": {"text": "\xe9"}}', "not UTF-8"),  # a Latin-1 byte
+        (b'{"version": 1, "modules": {"te', "not JSON"),  # cut by a kill
+        (b'{"version": 1, "modules": 5, "names": []}', "not an index"),
+        (b"", "empty"),
+    ],
+)
 def test_a_names_index_that_does_not_read_is_rebuilt_from_the_modules_and_said(tmp_path, quiet_console, damage, why):
     save(tmp_path, "def slugify(t):\n    '''Slug.'''\n    return t\n")
     save(tmp_path, "def growth(v):\n    '''Growth.'''\n    return v\n", module="data")
@@ -273,16 +289,20 @@ def test_a_names_index_that_does_not_read_is_rebuilt_from_the_modules_and_said(t
     assert quiet_console.text.count("names.json") == 1, "said once"
 
 
-@pytest.mark.parametrize("damage, why", [
-    (b"", "empty"),
-    (b"\xff\x00 garbage", "not UTF-8"),
-    (b"\x00\x01 garbage", "not JSON"),
-    (b'{"entries": [{"name": 3}]}', "not an index"),
-    (b'{"entries": []}', "does not match"),  # valid, but not what the module defines
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (b"", "empty"),
+        (b"\xff\x00 garbage", "not UTF-8"),
+        (b"\x00\x01 garbage", "not JSON"),
+        (b'{"entries": [{"name": 3}]}', "not an index"),
+        (b'{"entries": []}', "does not match"),  # valid, but not what the module defines
+    ],
+)
 def test_a_module_index_that_is_garbage_or_empty_is_rebuilt_and_said(tmp_path, quiet_console, damage, why):
-    body = "".join(f"def tide_{n}(hour):\n    '''The tide at harbour {n}.'''\n    return hour\n\n\n"
-                   for n in range(200))
+    body = "".join(
+        f"def tide_{n}(hour):\n    '''The tide at harbour {n}.'''\n    return hour\n\n\n" for n in range(200)
+    )
     save(tmp_path, body, module="tides")
     save(tmp_path, "def slugify(t):\n    return t\n", module="text")
     (tmp_path / "library" / "_index" / "tides.json").write_bytes(damage)
@@ -304,13 +324,10 @@ def test_a_module_index_changed_during_a_run_is_not_taken_as_it_is(tmp_path, qui
     index = tmp_path / "library" / "_index" / "text.json"
     same_size = index.read_bytes().replace(b'"slugify"', b'"sluggo!"')  # valid, not the module's
     index.write_bytes(same_size)
-    assert [e["name"] for e in package_module.module_entries(str(tmp_path / "library"), "text")] == \
-        ["slugify", "shout"]
+    assert [e["name"] for e in package_module.module_entries(str(tmp_path / "library"), "text")] == ["slugify", "shout"]
     index.write_bytes(b'{"entries": []}')
-    assert [e["name"] for e in package_module.module_entries(str(tmp_path / "library"), "text")] == \
-        ["slugify", "shout"]
-    assert quiet_console.text.count("text.json") == 2 and "does not match" in quiet_console.text, \
-        quiet_console.text
+    assert [e["name"] for e in package_module.module_entries(str(tmp_path / "library"), "text")] == ["slugify", "shout"]
+    assert quiet_console.text.count("text.json") == 2 and "does not match" in quiet_console.text, quiet_console.text
 
 
 def test_the_module_is_shown_to_the_user_who_can_change_it(tmp_path, user):
@@ -358,13 +375,19 @@ save_module.migrate_library(os.path.join(sys.argv[1], "library"))
 @pytest.mark.parametrize("point", ["before_rename", "after_rename"])
 def test_a_migration_killed_at_any_point_is_finished_by_the_next_use(tmp_path, point):
     (tmp_path / "library.py").write_text(LEGACY)
-    child = subprocess.run([sys.executable, "-c", _KILLED_MIGRATION, str(tmp_path), point], capture_output=True,
-                           text=True, timeout=120)
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_MIGRATION, str(tmp_path), point], capture_output=True, text=True, timeout=120
+    )
     assert child.returncode == -signal.SIGKILL, child.stderr
     assert (tmp_path / "library.py").read_text() == LEGACY, "the original is still there"
     names = [e["name"] for e in library_entries(str(tmp_path / "library.py"))]
-    assert sorted(n for n in names if n[0].islower() or n == "Shape") == \
-        ["Shape", "circle_area", "count_words", "growth_rates", "largest_growth"]
+    assert sorted(n for n in names if n[0].islower() or n == "Shape") == [
+        "Shape",
+        "circle_area",
+        "count_words",
+        "growth_rates",
+        "largest_growth",
+    ]
     assert not (tmp_path / "library.py").exists()
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".library-migrating-")], "the staging folder is left"
     assert any(p.read_text() == LEGACY for p in (tmp_path / "archive").iterdir())
@@ -450,15 +473,17 @@ def _profile_events(call) -> int:
 
 
 def _constants(count: int) -> str:
-    return "".join(f"RATE_{n} = {n} * 0.01\n\n\ndef tool_{n}(values):\n    '''Tool {n}.'''\n"
-                   f"    return [v * RATE_{n} for v in values]\n\n\n" for n in range(count))
+    return "".join(
+        f"RATE_{n} = {n} * 0.01\n\n\ndef tool_{n}(values):\n    '''Tool {n}.'''\n"
+        f"    return [v * RATE_{n} for v in values]\n\n\n"
+        for n in range(count)
+    )
 
 
 def test_indexing_a_module_of_many_constants_is_linear_in_its_size():
     """ast.get_source_segment splits the whole source at each call: one per constant made a module of 25,000
     constants cost minutes to index (a 5 MB library.py took 96 s to migrate)."""
-    small, large = (_profile_events(lambda n=n: package_module.entries_of_source(_constants(n)))
-                    for n in (300, 600))
+    small, large = (_profile_events(lambda n=n: package_module.entries_of_source(_constants(n))) for n in (300, 600))
     assert large < 2.5 * small, f"{small} calls for 300 constants, {large} for 600: not linear"
 
 
@@ -483,13 +508,14 @@ def _lines_run_in(function, call) -> int:
 def test_planning_a_migration_is_linear_in_the_librarys_size():
     """Each statement that is not a definition was matched against every module until nothing changed: with a
     constant per function, statements x modules grew as the square of the library."""
-    small, large = (_lines_run_in(save_module.plan_migration, lambda n=n: save_module.plan_migration(
-        _constants(n), {})) for n in (1000, 2000))
+    small, large = (
+        _lines_run_in(save_module.plan_migration, lambda n=n: save_module.plan_migration(_constants(n), {}))
+        for n in (1000, 2000)
+    )
     assert large < 2.5 * small, f"{small} lines run for 1,000 functions, {large} for 2,000: not linear"
 
 
-def test_a_migration_says_what_it_moves_where_the_original_goes_and_how_far_it_is(tmp_path, quiet_console,
-                                                                                   monkeypatch):
+def test_a_migration_says_what_it_moves_where_the_original_goes_and_how_far_it_is(tmp_path, quiet_console, monkeypatch):
     from aiflows_jarvis.CoreFlowModule.console import interaction
 
     monkeypatch.setattr(interaction, "PROGRESS_EVERY", 0)  # (a line at every step: this library moves quickly)
@@ -500,5 +526,6 @@ def test_a_migration_says_what_it_moves_where_the_original_goes_and_how_far_it_i
     assert f"kept in {tmp_path / 'archive'}" in said[0], "where the original goes"
     assert any("MB read" in line for line in said[1:-1]) and any("modules indexed" in line for line in said[1:-1])
     (copy,) = (tmp_path / "archive").iterdir()
-    assert said[-1].startswith("Moved 2000 functions and classes of library.py into ") and str(copy) in said[-1], \
-        said[-1]
+    assert said[-1].startswith("Moved 2000 functions and classes of library.py into ") and str(copy) in said[-1], said[
+        -1
+    ]

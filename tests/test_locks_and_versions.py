@@ -6,6 +6,7 @@
 * A plan replaced beyond its done marks (update_plan, re_plan) is copied to archive/ first, and the controller is
   told which steps an update_plan dropped; a library changed by code that run_code ran is archived and reported.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,20 +17,24 @@ import sys
 import textwrap
 
 import pytest
-
 from fakes import command, finish
-from helpers import (DEMO, ROOT, SAVER, dead_pid, kernels_in, make_boss, not_blocked, run_code, run_jarvis,
-                     run_until)
+from helpers import DEMO, ROOT, SAVER, dead_pid, kernels_in, make_boss, not_blocked, run_code, run_jarvis, run_until
 from loopback_llm import HTTPError, LoopbackLLMServer, Slow
 from waiting import HANG_GUARD, eventually
 
 from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput, MemoryFileError
-from aiflows_jarvis.CoreFlowModule import MemoryInUseError
-from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME, RunLock, file_lock
-from aiflows_jarvis.CoreFlowModule.memory.locks import lock_path_of
 from aiflows_jarvis.CodeLibraryFlowModule import library_entries, package_dir
-from aiflows_jarvis.CoreFlowModule import atomic_write, read_text
+from aiflows_jarvis.CoreFlowModule import (
+    RUN_LOCK_NAME,
+    AutoApproveInput,
+    MemoryFileError,
+    MemoryInUseError,
+    RunLock,
+    atomic_write,
+    file_lock,
+    read_text,
+)
+from aiflows_jarvis.CoreFlowModule.memory.locks import lock_path_of
 from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
 
 
@@ -37,8 +42,15 @@ def python_child(script: str, *args: str) -> subprocess.Popen:
     """A Python process running ``script`` with the project importable; stdout and stdin piped (a script that
     waits for its cue reads a line)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1"}
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.PIPE,
+    )
 
 
 def wait_for_line(process: subprocess.Popen, expected: str) -> None:
@@ -63,8 +75,9 @@ def test_two_processes_saving_into_one_library_lose_no_function(tmp_path):
     expected = ["mine"] + [f"{p}_{i}" for p in ("first", "second") for i in range(20)]
     assert sorted(names) == sorted(expected), f"lost: {sorted(set(expected) - set(names))}"
     package = package_dir(library)
-    assert os.path.exists(lock_path_of(package)) and read_text(lock_path_of(package)) == "", \
+    assert os.path.exists(lock_path_of(package)) and read_text(lock_path_of(package)) == "", (
         "the lock's sidecar is left, emptied (deleting it would let two processes hold different files)"
+    )
 
 
 HOLDER = """
@@ -108,8 +121,9 @@ def test_a_second_run_on_a_memory_folder_in_use_is_refused_before_anything_is_mo
             assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
             assert f"process {first.pid}" in second.stdout and f"kill {first.pid}" in second.stdout
             assert "--memory-dir" in second.stdout and "Traceback" not in second.stdout + second.stderr
-            assert sorted(str(p.relative_to(memory)) for p in memory.rglob("*")) == before, \
+            assert sorted(str(p.relative_to(memory)) for p in memory.rglob("*")) == before, (
                 "the second run moved, wrote or archived nothing"
+            )
             assert json.loads(read_text(memory / "jarvis_run.json"))["goal"] == "the first goal"
             assert len(server.requests) == 1, "the second run called no LLM"
             held = json.loads(read_text(memory / RUN_LOCK_NAME))
@@ -167,7 +181,8 @@ APPROVED = "1. Load the sales.\n2. Compute the growth.\n3. Plot it.\n"
 def update_plan(tmp_path, updated_plan: str) -> str:
     files = {"plan": str(tmp_path / "plan.txt")}
     return UpdatePlanAtomicFlow.instantiate_from_default_config().run(
-        {"updated_plan": updated_plan, "memory_files": files})["result"]
+        {"updated_plan": updated_plan, "memory_files": files}
+    )["result"]
 
 
 def archived(tmp_path):
@@ -191,8 +206,9 @@ def test_an_update_plan_that_drops_one_step_names_it(tmp_path):
     result = update_plan(tmp_path, "1. Load the sales. [done]\n2. Plot it.")
     (copy,) = archived(tmp_path)
     assert "1 step of the previous plan is no longer in it: 2. Compute the growth." in result
-    assert "Plot it" not in result.split("no longer in it:")[1].split(". The previous")[0], \
+    assert "Plot it" not in result.split("no longer in it:")[1].split(". The previous")[0], (
         "a step only renumbered is not dropped"
+    )
     assert copy.read_text() == APPROVED
 
 
@@ -249,7 +265,8 @@ def test_a_module_of_the_library_package_overwritten_by_run_code_is_archived_and
     from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
 
     SaveCodeAtomicFlow.instantiate_from_default_config().run(
-        {"code": LIBRARY, "memory_files": {"code_library": str(tmp_path / "library.py")}, "module": "data"})
+        {"code": LIBRARY, "memory_files": {"code_library": str(tmp_path / "library.py")}, "module": "data"}
+    )
     before = (tmp_path / "library" / "data.py").read_text()
     out = run_code(tmp_path, "open('library/data.py', 'w').write('x = 1\\n')")
     (copy,) = archived(tmp_path)

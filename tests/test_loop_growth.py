@@ -4,10 +4,12 @@ Stock aiflows 0.1.7 copies each subflow's whole history into every output messag
 a round carries grows with the round number (quadratic time and memory over a run). See benchmarks/loop_rounds.py
 for the timings.
 """
+
 from __future__ import annotations
 
 from fakes import carried_messages, carried_size, command, finish
 from helpers import word_count_loop
+
 from aiflows_jarvis.CoreFlowModule import count_message_tokens
 from aiflows_jarvis.CoreFlowModule.flows.lean import DEFAULT_HISTORY_SIZE
 
@@ -31,6 +33,7 @@ def test_what_a_round_carries_is_bounded_and_flat_up_to_round_200(tmp_path, scri
             measured[round_number] = (carried_size(flow), carried_messages(flow))
             prompts[round_number] = [dict(m) for m in messages]
             return command("count_words", text=f"words of round {round_number}")
+
         return answer
 
     scripted_llm.add(*[reply(i) for i in range(1, ROUNDS + 1)], finish("counted"))
@@ -52,7 +55,7 @@ def test_what_a_round_carries_is_bounded_and_flat_up_to_round_200(tmp_path, scri
     assert tokens[200] / tokens[20] <= 1.1, (tokens[20], tokens[200])
     early, late = max(tokens[n] for n in range(1, 21)), max(tokens[n] for n in range(181, 201))
     assert late / early <= 1.1, "the prompt at its longest is as long late in the run as early"
-    rebuilt = [n for n in range(2, ROUNDS + 1) if prompts[n][:len(prompts[n - 1])] != prompts[n - 1]]
+    rebuilt = [n for n in range(2, ROUNDS + 1) if prompts[n][: len(prompts[n - 1])] != prompts[n - 1]]
     assert rebuilt == list(range(11, ROUNDS + 1, 10)), "the chat is rebuilt once per block of 10 calls, no more"
 
 
@@ -66,16 +69,20 @@ def test_consecutive_calls_share_their_prefix_and_the_window_slides_in_blocks(tm
     calls = [c["messages"] for c in scripted_llm.calls]
     for n in range(1, 10):  # calls 2..10
         previous, current = calls[n - 1], calls[n]
-        assert current[:len(previous)] == previous, f"call {n + 1} starts with call {n}'s messages"
-        assert current[len(previous)] == {"role": "assistant", "content": command("count_words",
-                                                                                  text=f"words of round {n}")}
+        assert current[: len(previous)] == previous, f"call {n + 1} starts with call {n}'s messages"
+        assert current[len(previous)] == {
+            "role": "assistant",
+            "content": command("count_words", text=f"words of round {n}"),
+        }
         assert len(current) == len(previous) + 2
     rebuilt = calls[10]
     assert rebuilt[0] == calls[9][0], "the head is the same after a rebuild"
-    assert [m["role"] for m in rebuilt] == ["system", "user", "assistant", "user"], \
+    assert [m["role"] for m in rebuilt] == ["system", "user", "assistant", "user"], (
         "head, memory snapshot, the last exchange, the new result"
+    )
     snapshot = rebuilt[1]["content"]
-    assert "--- [9] " in snapshot and "--- [10] " not in snapshot, \
+    assert "--- [9] " in snapshot and "--- [10] " not in snapshot, (
         "the snapshot holds the log entries up to the kept exchange; its own entry is not repeated"
+    )
     assert rebuilt[2]["content"] == command("count_words", text="words of round 10")
     assert calls[11][:4] == rebuilt, "and the next block is appended to again"

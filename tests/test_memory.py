@@ -1,12 +1,14 @@
 """Memory files: logs (append, tail), atomic writes, the code library read as signatures, the memory flows."""
+
 from __future__ import annotations
 
 import os
 
 import pytest
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError
+from aiflows_jarvis.CodeLibraryFlowModule import library_summary
 from aiflows_jarvis.CoreFlowModule import (
+    ConfigurationError,
     append_log_entry,
     atomic_write,
     read_log_tail,
@@ -14,7 +16,6 @@ from aiflows_jarvis.CoreFlowModule import (
     shorten,
     split_log_entries,
 )
-from aiflows_jarvis.CodeLibraryFlowModule import library_summary
 from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow
 from aiflows_jarvis.MemoryWritingFlowModule import MemoryWritingAtomicFlow
 from aiflows_jarvis.UpdatePlanFlowModule import UpdatePlanAtomicFlow
@@ -55,7 +56,7 @@ class Portfolio:
 
 def test_library_is_read_as_signatures_and_docstrings_not_bodies():
     summary = library_summary(LIBRARY)
-    assert 'def download_stock_data(ticker_symbol: str, start_date: str, end_date: str) -> \'pd.DataFrame\':' in summary
+    assert "def download_stock_data(ticker_symbol: str, start_date: str, end_date: str) -> 'pd.DataFrame':" in summary
     assert "Downloads the stock data" in summary and "ticker_symbol (str)" in summary
     assert "def no_doc(x, *args, y=2, **kw):" in summary and "(no docstring)" in summary
     assert "class Portfolio:" in summary and "def value(self) -> float:" in summary
@@ -118,7 +119,8 @@ def test_memory_reading_flow_reads_each_memory_its_own_way(tmp_path):
     for i in range(3):
         append_log_entry(files["logs"], "ask_user", {"question": f"q{i}"}, f"a{i}")
     flow = MemoryReadingAtomicFlow.instantiate_from_default_config(
-        output_interface=["plan", "logs", "code_library"], max_log_entries=2)
+        output_interface=["plan", "logs", "code_library"], max_log_entries=2
+    )
     out = flow.run({"memory_files": files})
     assert out["plan"] == "1. do it"
     assert out["logs"].startswith("[1 earlier entries") and "q2" in out["logs"] and "q0" not in out["logs"]
@@ -136,9 +138,17 @@ def test_memory_flows_name_a_missing_memory(tmp_path):
 def test_memory_writing_flow_appends_one_entry_per_command(tmp_path):
     files = {"plan": str(tmp_path / "plan.txt"), "logs": str(tmp_path / "logs.txt")}
     flow = MemoryWritingAtomicFlow.instantiate_from_default_config()
-    assert flow.run({"memory_files": files, "command": "ask_user", "command_args": {"question": "q"},
-                     "result": "The user replied: yes"}) == {"log_entries": 1}
-    assert flow.run({"memory_files": files, "command": "finish", "command_args": {}, "result": ""}) == {"log_entries": 2}
+    assert flow.run(
+        {
+            "memory_files": files,
+            "command": "ask_user",
+            "command_args": {"question": "q"},
+            "result": "The user replied: yes",
+        }
+    ) == {"log_entries": 1}
+    assert flow.run({"memory_files": files, "command": "finish", "command_args": {}, "result": ""}) == {
+        "log_entries": 2
+    }
     assert "ask_user" in read_text(files["logs"]) and "The user replied: yes" in read_text(files["logs"])
 
 
@@ -155,15 +165,25 @@ def test_update_plan_tells_the_controller_what_changed(tmp_path):
     files = {"plan": str(tmp_path / "plan.txt")}
     atomic_write(files["plan"], "1. Write growth_rates.\n2. Run code: compute\n   the growth.\n3. Answer.\n")
     flow = UpdatePlanAtomicFlow.instantiate_from_default_config()
-    out = flow.run({"updated_plan": "1. Write growth_rates. [done]\n2. Run code: compute\n   the growth.\n3. Answer.",
-                    "memory_files": files})
-    assert out["result"] == ("The plan was updated: step 1 now marked done (1 of 3 steps done; next: step 2: Run "
-                             "code: compute the growth.).")
-    out = flow.run({"updated_plan": "1. Write growth_rates. [done]\n2. Run code: plot instead. [done]\n3. Answer.",
-                    "memory_files": files})
+    out = flow.run(
+        {
+            "updated_plan": "1. Write growth_rates. [done]\n2. Run code: compute\n   the growth.\n3. Answer.",
+            "memory_files": files,
+        }
+    )
+    assert out["result"] == (
+        "The plan was updated: step 1 now marked done (1 of 3 steps done; next: step 2: Run code: compute the growth.)."
+    )
+    out = flow.run(
+        {
+            "updated_plan": "1. Write growth_rates. [done]\n2. Run code: plot instead. [done]\n3. Answer.",
+            "memory_files": files,
+        }
+    )
     assert "step 2 now marked done (2 of 3 steps done" in out["result"]
-    assert "the steps themselves changed too" in out["result"] and "re_plan" in out["result"], \
+    assert "the steps themselves changed too" in out["result"] and "re_plan" in out["result"], (
         "a rewrite passed off as marking steps done is pointed out"
+    )
     out = flow.run({"updated_plan": read_text(files["plan"]), "memory_files": files})
     assert out["result"] == "The plan file already held this plan; nothing changed."
 
@@ -173,7 +193,8 @@ def test_update_plan_counts_the_top_level_steps_and_says_when_a_mark_is_taken_ba
 
     old = "1. Prepare:\n   1) load the data\n   2) clean it\n2. Plot it."
     assert describe_update(old, old.replace("Prepare:", "Prepare: [done]")) == (
-        "The plan was updated: step 1 now marked done (1 of 2 steps done; next: step 2: Plot it.).")
+        "The plan was updated: step 1 now marked done (1 of 2 steps done; next: step 2: Plot it.)."
+    )
     taken_back = describe_update("1. a [done]\n2. b [done]\n3. c", "1. a [done]\n2. b\n3. c [done]")
     assert "step 3 now marked done; step 2 no longer marked done" in taken_back
 
@@ -186,7 +207,8 @@ def test_marking_every_step_of_a_long_plan_says_it_in_a_few_words(tmp_path, quie
     atomic_write(files["plan"], "".join(f"{i}. Step {i}.\n" for i in range(1, 5001)))
     flow = UpdatePlanAtomicFlow.instantiate_from_default_config()
     out = flow.run({"done_steps": list(range(1, 5001)), "memory_files": files})
-    assert out["result"] == "The plan was updated: steps 1 to 5000 now marked done (all 5000 steps are done).", \
-        out["result"][:300]
+    assert out["result"] == "The plan was updated: steps 1 to 5000 now marked done (all 5000 steps are done).", out[
+        "result"
+    ][:300]
     assert "steps 1 to 5000 done; all 5000 steps are done" in quiet_console.text
     assert read_text(files["plan"]).count("[done]") == 5000

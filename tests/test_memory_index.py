@@ -3,6 +3,7 @@ between rounds; the library's index caught up with the package entry by entry; a
 stale or torn (a kill -9 in the middle of its update); a large library's index kept between runs, built again when
 its file does not read; the local ranking by default, offline; a goal reached by
 reusing a function buried among 2,000 others."""
+
 from __future__ import annotations
 
 import os
@@ -12,15 +13,13 @@ import sys
 import textwrap
 
 import pytest
-
 from fakes import command, finish
 from waiting import wait_until
-from aiflows_jarvis.MemoryReadingFlowModule import search_index
-from aiflows_jarvis.CoreFlowModule import append_log_entry, atomic_write, read_text, set_memory_files
-from aiflows_jarvis.MemoryReadingFlowModule.search_index import index_path_of, library_index, log_index
-from aiflows_jarvis.CoreFlowModule import count_tokens
+
+from aiflows_jarvis.CoreFlowModule import append_log_entry, atomic_write, count_tokens, read_text, set_memory_files
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
-from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow, MemorySearchAtomicFlow
+from aiflows_jarvis.MemoryReadingFlowModule import MemoryReadingAtomicFlow, MemorySearchAtomicFlow, search_index
+from aiflows_jarvis.MemoryReadingFlowModule.search_index import index_path_of, library_index, log_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -44,7 +43,8 @@ def a_library(tmp_path, count):
 
 def reader(**overrides):
     return MemoryReadingAtomicFlow.instantiate_from_default_config(
-        output_interface=["logs", "code_library"], **overrides)
+        output_interface=["logs", "code_library"], **overrides
+    )
 
 
 # ~~~ The offline default: a large library's relevant entries, said so ~~~
@@ -57,19 +57,26 @@ def test_a_library_over_its_budget_shows_the_entries_a_task_needs_and_says_what_
     shown = flow.run({"memory_files": files, "goal": task, "result": ""})["code_library"]
     assert f"def {needed}(" in shown, f"the function {task!r} needs is in the prompt"
     structure, _, entries = shown.partition("\n\n")
-    assert structure.startswith("The library is the package `library`") and "\n- data: " in structure, \
+    assert structure.startswith("The library is the package `library`") and "\n- data: " in structure, (
         "the package's modules come first, one line each"
+    )
     note = entries.split("\n")[0]
     left_out = 500 - shown.count("\ndef ")
     assert "the library defines 500 functions" in note and f"{left_out} are left out" in note
     assert "search_library" in note, "the prompt says how to see the others"
-    module = next(m for m in os.listdir(tmp_path / "library") if m.endswith(".py") and
-                  f"def {needed}(" in (tmp_path / "library" / m).read_text())
+    module = next(
+        m
+        for m in os.listdir(tmp_path / "library")
+        if m.endswith(".py") and f"def {needed}(" in (tmp_path / "library" / m).read_text()
+    )
     assert f"# library/{module}\n" in shown.split(f"def {needed}(")[0], "under its module's header"
     assert len(shown) <= flow.flow_config["max_library_chars"]
-    SaveCodeAtomicFlow.instantiate_from_default_config().run({
-        "code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
-        "memory_files": files})
+    SaveCodeAtomicFlow.instantiate_from_default_config().run(
+        {
+            "code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
+            "memory_files": files,
+        }
+    )
     again = flow.run({"memory_files": files, "goal": task, "result": "Saved tide_height"})["code_library"]
     assert "def tide_height(" in again and f"def {needed}(" in again, "the last function saved is always shown"
 
@@ -89,8 +96,9 @@ def test_recall_over_paraphrased_tasks_at_2000_functions(tmp_path):
     tasks = make_tasks(functions, 50)
     for task, name in tasks:
         flow.flow_state["picked"] = {}
-        shown = flow.run({"memory_files": {"code_library": library, "logs": str(tmp_path / "l.txt")},
-                          "goal": task})["code_library"]
+        shown = flow.run({"memory_files": {"code_library": library, "logs": str(tmp_path / "l.txt")}, "goal": task})[
+            "code_library"
+        ]
         found += f"def {name}(" in shown
     assert found / len(tasks) >= 0.9, f"recall {found / len(tasks):.2f} over {len(tasks)} paraphrased tasks"
 
@@ -112,8 +120,13 @@ def test_a_long_log_keeps_its_last_entries_and_brings_back_an_early_relevant_one
     for i in range(60):
         append_log_entry(logs, "run_code", {"code": f"x = {i}"}, f"result {i}")
     flow = reader(max_log_entries=20)
-    out = flow.run({"memory_files": {"logs": logs, "code_library": str(tmp_path / "library.py")},
-                    "goal": "plot the tide tables of Brest", "result": ""})["logs"]
+    out = flow.run(
+        {
+            "memory_files": {"logs": logs, "code_library": str(tmp_path / "library.py")},
+            "goal": "plot the tide tables of Brest",
+            "result": "",
+        }
+    )["logs"]
     assert "tides.csv" in out, "the early entry relevant to the goal is shown"
     assert "result 59" in out and "result 45" in out, "the last entries are kept"
     assert out.startswith("[46 earlier entries are in logs.txt: the 1 most relevant"), out[:200]
@@ -122,8 +135,9 @@ def test_a_long_log_keeps_its_last_entries_and_brings_back_an_early_relevant_one
     append_log_entry(short, "ask_user", {"question": "q"}, "a")
     from aiflows_jarvis.CoreFlowModule import read_log_tail
 
-    assert flow.run({"memory_files": {"logs": short, "code_library": str(tmp_path / "library.py")}, "goal": "q"}
-                    )["logs"] == read_log_tail(short, 20, 6000), "a short log reads as before"
+    assert flow.run({"memory_files": {"logs": short, "code_library": str(tmp_path / "library.py")}, "goal": "q"})[
+        "logs"
+    ] == read_log_tail(short, 20, 6000), "a short log reads as before"
 
 
 def test_search_commands_answer_from_the_index(tmp_path):
@@ -150,11 +164,16 @@ def test_the_library_index_takes_a_save_entry_by_entry_and_a_module_edited_by_ha
     real_features = search_index.features
     monkeypatch.setattr(search_index, "features", lambda text: indexed.append(text) or real_features(text))
     save = SaveCodeAtomicFlow.instantiate_from_default_config()
-    save.run({"code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
-              "memory_files": {"code_library": library}})
+    save.run(
+        {
+            "code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
+            "memory_files": {"code_library": library},
+        }
+    )
     assert library_index(library) is index
-    assert indexed == ['def tide_height(hour):\n    """Height of the tide at an hour."""'], \
+    assert indexed == ['def tide_height(hour):\n    """Height of the tide at an hour."""'], (
         "only the saved function is indexed again"
+    )
     assert library_index(library).search("tide height", 1)[0][0] == "dates.tide_height"
     with open(tmp_path / "library" / "dates.py", "a") as f:  # edited by hand: the package indexes it again
         f.write("\n\ndef lunar_calendar(year):\n    '''The moon phases of a year.'''\n    return year\n")
@@ -178,6 +197,7 @@ def test_a_large_library_keeps_its_index_for_the_next_run_which_puts_only_what_c
     library, functions = a_library(tmp_path, 60)
     cache = tmp_path / "library" / "_index" / "search.bin"
     from aiflows_jarvis.CodeLibraryFlowModule import migrate_library
+
     migrate_library(str(tmp_path / "library"))
     assert not cache.exists(), "the migration (a writer) leaves the index to its reader"
     library_index(library)
@@ -192,16 +212,25 @@ def test_a_large_library_keeps_its_index_for_the_next_run_which_puts_only_what_c
     assert index.search(query, 5) == expected and list(index.texts) == list(built.texts)
     assert indexed == [query], "the next run tokenizes no entry of the library (only the query)"
     save = SaveCodeAtomicFlow.instantiate_from_default_config()
-    save.run({"code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
-              "memory_files": {"code_library": library}})
+    save.run(
+        {
+            "code": "def tide_height(hour):\n    '''Height of the tide at an hour.'''\n    return hour\n",
+            "memory_files": {"code_library": library},
+        }
+    )
     search_index.forget_cached_indexes()
     indexed.clear()
     assert library_index(library).search("tide height", 1)[0][0] == "dates.tide_height"
-    assert indexed == ['def tide_height(hour):\n    """Height of the tide at an hour."""', "tide height"], \
+    assert indexed == ['def tide_height(hour):\n    """Height of the tide at an hour."""', "tide height"], (
         "a run after a save puts the saved function only: the cache is a catch-up away"
+    )
     for place in ("oslo", "lima", "kyoto", "cairo", "perth", "quito"):
-        save.run({"code": f"def ebb_{place}(hour):\n    '''The ebb at {place}.'''\n    return hour\n",
-                  "memory_files": {"code_library": library}})
+        save.run(
+            {
+                "code": f"def ebb_{place}(hour):\n    '''The ebb at {place}.'''\n    return hour\n",
+                "memory_files": {"code_library": library},
+            }
+        )
         library_index(library)
     search_index.forget_cached_indexes()
     indexed.clear()
@@ -220,7 +249,7 @@ def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch
     data = cache.read_bytes()
     cache.unlink()
     if damage == "cut":
-        cache.write_bytes(data[:len(data) // 2])
+        cache.write_bytes(data[: len(data) // 2])
     elif damage == "flipped":
         cache.write_bytes(data[:-10] + bytes([data[-10] ^ 1]) + data[-9:])
     elif damage == "other_rules":  # a cache an older Jarvis made with other stems
@@ -237,8 +266,9 @@ def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch
     assert len(indexed) == 50, "built again from the package's entries"
     assert index.search("temperature", 5) == expected
     if damage == "link":
-        assert not cache.is_symlink() and (tmp_path / "elsewhere.bin").read_bytes() == data, \
+        assert not cache.is_symlink() and (tmp_path / "elsewhere.bin").read_bytes() == data, (
             "the link is replaced by the rebuilt cache; what it pointed to is never written"
+        )
     if damage in ("cut", "flipped", "other_rules", "link"):
         search_index.forget_cached_indexes()
         indexed.clear()
@@ -246,19 +276,23 @@ def test_a_library_cache_that_does_not_read_is_built_again(tmp_path, monkeypatch
         assert indexed == [], "the rebuilt index was kept in place of the bad one"
 
 
-def test_a_name_defined_twice_in_a_module_is_indexed_by_its_last_definition_whatever_the_cache_held(tmp_path,
-                                                                                                    monkeypatch):
+def test_a_name_defined_twice_in_a_module_is_indexed_by_its_last_definition_whatever_the_cache_held(
+    tmp_path, monkeypatch
+):
     monkeypatch.setattr(search_index, "_CACHE_FROM", 40)
     library, _ = a_library(tmp_path, 50)
     library_index(library)
     with open(tmp_path / "library" / "dates.py", "a") as f:  # edited by hand: one name, two definitions
-        f.write("\n\ndef tide(x):\n    '''The zebra crossing.'''\n    return x\n"
-                "\n\ndef tide(x):\n    '''The giraffe crossing.'''\n    return x\n")
+        f.write(
+            "\n\ndef tide(x):\n    '''The zebra crossing.'''\n    return x\n"
+            "\n\ndef tide(x):\n    '''The giraffe crossing.'''\n    return x\n"
+        )
     for when in ("caught up", "after another change", "in a new run, from the cache"):
         index = library_index(library)
         assert [key for key, _ in index.search("giraffe", 3)] == ["dates.tide"], when
-        assert index.search("zebra", 3) == [], f"{when}: the first definition is not what `from library import " \
-                                               "tide` gets"
+        assert index.search("zebra", 3) == [], (
+            f"{when}: the first definition is not what `from library import tide` gets"
+        )
         if when == "caught up":
             with open(tmp_path / "library" / "text.py", "a") as f:
                 f.write("\n\ndef lunar_calendar(year):\n    return year\n")
@@ -276,8 +310,11 @@ def test_a_cache_of_the_wrong_shape_with_a_right_checksum_is_built_again(tmp_pat
     cache = tmp_path / "library" / "_index" / "search.bin"
     postings = dict(index._postings, zebra={"nowhere.held": 1})  # a posting of an entry the index does not hold
     payload = marshal.dumps((index.source, index.texts, index._lengths, index._terms, postings, index._total))
-    cache.write_bytes(search_index._CACHE_MAGIC + f"{search_index._CACHE_RULES} {zlib.crc32(payload):08x} "
-                      f"{len(payload)}\n".encode("ascii") + payload)
+    cache.write_bytes(
+        search_index._CACHE_MAGIC
+        + f"{search_index._CACHE_RULES} {zlib.crc32(payload):08x} {len(payload)}\n".encode("ascii")
+        + payload
+    )
     search_index.forget_cached_indexes()
     indexed = counting_features(monkeypatch)
     assert library_index(library).search("zebra", 3) == [] and len(indexed) == 51, "built again"
@@ -322,7 +359,7 @@ def test_a_torn_journal_is_detected_and_rebuilt(tmp_path, damage):
     log_index(logs)  # built whole by its first reader: one line per entry
     data = open(path, "rb").read()
     with open(path, "wb") as f:
-        f.write(data[:len(data) // 2] if damage == "cut" else data.replace(b"Computes", b"Cumputes", 1))
+        f.write(data[: len(data) // 2] if damage == "cut" else data.replace(b"Computes", b"Cumputes", 1))
     search_index.forget_cached_indexes()
     index = log_index(logs)
     assert len(index) == 40 and list(index.texts) == [str(n) for n in range(1, 41)]
@@ -389,9 +426,13 @@ def coder_policy(target: str, calls: list):
         if "RESULT=" in str(messages[-1].get("content", "")):
             return finish("ran it")
         if sees:
-            return command("run_code", language="python",
-                           code=f"from library import {target}\nprint('RESULT=', {target}([{{'x': 1}}], key='x'))")
+            return command(
+                "run_code",
+                language="python",
+                code=f"from library import {target}\nprint('RESULT=', {target}([{{'x': 1}}], key='x'))",
+            )
         return command("search_library", query="the function the goal needs")
+
     return reply
 
 
@@ -460,11 +501,15 @@ def test_jarvis_gives_the_memory_readers_the_servers_embeddings_and_a_replay_loc
     from types import SimpleNamespace
 
     from aiflows.backends.api_info import ApiInfo
+
     from aiflows_jarvis.app.jarvis import JARVIS
     from aiflows_jarvis.VectorStoreFlowModule.embeddings import HashEmbeddings
 
-    live = SimpleNamespace(transcript=None, run_settings={},
-                           api_infos=[ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)])
+    live = SimpleNamespace(
+        transcript=None,
+        run_settings={},
+        api_infos=[ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)],
+    )
     JARVIS.hooks.sources(live)
     embeddings = live.run_settings["embeddings_factory"]({"model_name": "text-embedding-3-small"}, "MemoryReading")
     vectors = embeddings.embed(["count the words of a file"])
@@ -475,8 +520,9 @@ def test_jarvis_gives_the_memory_readers_the_servers_embeddings_and_a_replay_loc
     assert isinstance(replayed, HashEmbeddings)
 
 
-def test_a_search_of_the_library_answers_from_the_index_and_shows_in_the_logs_and_the_report(tmp_path, scripted_llm,
-                                                                                              run_context):
+def test_a_search_of_the_library_answers_from_the_index_and_shows_in_the_logs_and_the_report(
+    tmp_path, scripted_llm, run_context
+):
     """The controller asks search_library; the answer names the function (from the index), goes into Coder's log
     like any result, and the run's report shows the command and its answer."""
     from aiflows_jarvis.app import run_report

@@ -1,6 +1,7 @@
 """Memory files under faults and hostile folders: links never followed, cut log entries repaired, temporary files of
 killed writes swept, every check of a run done before its previous plans are archived, no performance cliff on a log
 without headers, a library with a byte-order mark saved into."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,11 @@ import sys
 import time
 
 import pytest
+from helpers import ROOT, not_blocked, run_jarvis
 
-from aiflows_jarvis.CoreFlowModule import MemoryFileError
 from aiflows_jarvis.CoreFlowModule import (
     CUT_ENTRY_MARKER,
+    MemoryFileError,
     append_log_entry,
     append_text,
     atomic_write,
@@ -26,8 +28,6 @@ from aiflows_jarvis.CoreFlowModule import (
     sweep_temporary_files,
 )
 from aiflows_jarvis.ExtendLibraryFlowModule import SaveCodeAtomicFlow
-
-from helpers import ROOT, not_blocked, run_jarvis
 
 
 def numbers(path) -> list:
@@ -85,9 +85,13 @@ def test_a_memory_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, k
     for path in (plan, log):
         os.mkfifo(path) if kind == "fifo" else path.mkdir()
     said = "a FIFO (named pipe), not a regular file" if kind == "fifo" else "a folder, not a regular file"
-    for call in (lambda: read_text(str(plan)), lambda: read_log_tail(str(log), 5, 1000),
-                 lambda: last_log_number(str(log)), lambda: append_text(str(plan), "more\n"),
-                 lambda: append_log_entry(str(log), "run_code", {"code": "x"}, "ok")):
+    for call in (
+        lambda: read_text(str(plan)),
+        lambda: read_log_tail(str(log), 5, 1000),
+        lambda: last_log_number(str(log)),
+        lambda: append_text(str(plan), "more\n"),
+        lambda: append_log_entry(str(log), "run_code", {"code": "x"}, "ok"),
+    ):
         with pytest.raises(MemoryFileError, match=re.escape(said)) as refused:
             not_blocked(call, plan, log)
         assert "Remove it" in str(refused.value), "the message says what to do"
@@ -156,8 +160,9 @@ def test_an_entry_cut_by_a_kill_is_closed_and_the_next_one_is_seen_with_the_next
     with open(log, "ab") as f:  # a kill in the middle of the write
         f.write(cut.encode()[:-8])
 
-    assert append_log_entry(str(log), "save_code", {"code": "def f(): pass"}, "Saved f") == 5, \
+    assert append_log_entry(str(log), "save_code", {"code": "def f(): pass"}, "Saved f") == 5, (
         "the cut entry's number is taken: none repeats"
+    )
 
     assert numbers(log) == [1, 2, 3, 4, 5], "the reader sees the cut entry and the new one"
     entries = dict(split_log_entries(read_text(str(log))))
@@ -222,10 +227,12 @@ def test_only_old_temporary_files_of_atomic_writes_are_swept(tmp_path):
 def test_a_killed_atomic_write_leaves_the_file_whole(tmp_path):
     path = tmp_path / "plan.txt"
     atomic_write(str(path), "1. the approved plan\n")
-    script = ("import os, sys; sys.path.insert(0, %r)\n"
-              "from aiflows_jarvis.CoreFlowModule import atomic_write\n"
-              "os.fsync = lambda fd: os.kill(os.getpid(), 9)\n"
-              "atomic_write(%r, 'half')\n") % (ROOT, str(path))
+    script = (
+        "import os, sys; sys.path.insert(0, %r)\n"
+        "from aiflows_jarvis.CoreFlowModule import atomic_write\n"
+        "os.fsync = lambda fd: os.kill(os.getpid(), 9)\n"
+        "atomic_write(%r, 'half')\n"
+    ) % (ROOT, str(path))
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
     assert killed.returncode == -9
     assert path.read_text() == "1. the approved plan\n"
@@ -316,8 +323,8 @@ def test_a_library_with_a_byte_order_mark_is_read_and_saved_into(tmp_path):
     library = tmp_path / "library.py"
     library.write_bytes(b"\xef\xbb\xbf" + b'def f(x):\n    """Doubles x."""\n    return 2 * x\n')
     saved = SaveCodeAtomicFlow.instantiate_from_default_config().run(
-        {"code": 'def g(x):\n    """Triples x."""\n    return 3 * x\n',
-         "memory_files": {"code_library": str(library)}})
+        {"code": 'def g(x):\n    """Triples x."""\n    return 3 * x\n', "memory_files": {"code_library": str(library)}}
+    )
     assert saved["result"].startswith("Saved g"), saved["result"]
     module = tmp_path / "library" / "general.py"
     text = module.read_bytes()
@@ -329,8 +336,8 @@ def test_a_run_file_that_cannot_be_written_leaves_the_previous_run_whole(tmp_pat
     """A full disk when the run starts: the run file is replaced atomically, before the previous plans are archived,
     so the previous run is still there, whole, for the --resume the error suggests."""
     monkeypatch.syspath_prepend(ROOT)
-    from aiflows_jarvis.app import jarvis as cli
     import aiflows_jarvis.CoreFlowModule as memory_module  # run.py imports atomic_write from it when it runs
+    from aiflows_jarvis.app import jarvis as cli
 
     memory = tmp_path / "memory"
     _previous_run(memory)

@@ -2,6 +2,7 @@
 every prompt template renders with its declared variables (and fails on an undefined one), every loop's controller
 commands and executor branches are derived from its one declaration of each command, and no module syncs
 dependencies at import."""
+
 from __future__ import annotations
 
 import glob
@@ -23,10 +24,14 @@ from aiflows_jarvis.HumanStandardInputFlowModule import HumanStandardInputFlow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES_DIR = os.path.join(ROOT, "flow_modules", "aiflows_jarvis")
-MODULES = sorted(d for d in os.listdir(MODULES_DIR) if d.endswith("Module") and os.path.isdir(os.path.join(MODULES_DIR, d)))
+MODULES = sorted(
+    d for d in os.listdir(MODULES_DIR) if d.endswith("Module") and os.path.isdir(os.path.join(MODULES_DIR, d))
+)
 YAMLS = sorted(glob.glob(os.path.join(MODULES_DIR, "*", "*.yaml")))
-REGISTRIES = (CircularFlow._CircularFlow__input_msg_payload_builder_registry,
-              CircularFlow._CircularFlow__output_msg_payload_processor_registry)
+REGISTRIES = (
+    CircularFlow._CircularFlow__input_msg_payload_builder_registry,
+    CircularFlow._CircularFlow__output_msg_payload_processor_registry,
+)
 
 
 def flow_classes():
@@ -91,8 +96,9 @@ def test_every_flow_instantiates_from_its_default_config_and_its_templates_rende
         if isinstance(sub, ChatAtomicFlow):
             # what the chat adds to its input: the working folder; a controller also its plan file and whether its
             # loop does the bookkeeping
-            derived = {"workdir"} | ({"plan_file_location", "bookkeeping_by_code"}
-                                     if isinstance(sub, ControllerAtomicFlow) else set())
+            derived = {"workdir"} | (
+                {"plan_file_location", "bookkeeping_by_code"} if isinstance(sub, ControllerAtomicFlow) else set()
+            )
             checks = [
                 (sub.system_message_prompt_template, sub.flow_config["input_interface_non_initialized"]),
                 (sub.init_human_message_prompt_template, sub.flow_config["input_interface_non_initialized"]),

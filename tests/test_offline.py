@@ -1,4 +1,5 @@
 """The package works with no network and no tokenizer cache anywhere but its own (checked in a fresh process)."""
+
 from __future__ import annotations
 
 import filecmp
@@ -12,18 +13,23 @@ import textwrap
 import zipfile
 
 import pytest
-
-from aiflows_jarvis.CoreFlowModule.startup import tokenizer_seed
-from aiflows_jarvis.CoreFlowModule.startup.tokenizer_seed import TOKENIZER_DIR, TOKENIZER_FILE
-from aiflows_jarvis.CoreFlowModule.startup.offline import bundled_tokenizer_ok
-from aiflows_jarvis.CoreFlowModule.startup.tokenizer_seed import OPT_OUT, TOKENIZER_SHA256, TOKENIZER_SIZE
 from helpers import pip
 from linked_venv import linked_venv
 from subprocess_guard import check_guarded_run, guarded_environment
 
+from aiflows_jarvis.CoreFlowModule.startup import tokenizer_seed
+from aiflows_jarvis.CoreFlowModule.startup.offline import bundled_tokenizer_ok
+from aiflows_jarvis.CoreFlowModule.startup.tokenizer_seed import (
+    OPT_OUT,
+    TOKENIZER_DIR,
+    TOKENIZER_FILE,
+    TOKENIZER_SHA256,
+    TOKENIZER_SIZE,
+)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SCRIPT = '''
+SCRIPT = """
 import importlib, os, pkgutil
 import aiflows_jarvis as package
 assert os.environ["TIKTOKEN_CACHE_DIR"].endswith("tiktoken_cache"), os.environ["TIKTOKEN_CACHE_DIR"]
@@ -39,14 +45,14 @@ assert isinstance(flow.backend, LiteLLMBackend), type(flow.backend)
 assert litellm.telemetry is False and litellm.suppress_debug_info is True
 assert tiktoken.get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
 print("OK", len(names), "modules")
-'''
+"""
 
 
 def test_the_bundled_tokenizer_is_intact():
     assert bundled_tokenizer_ok(), f"{TOKENIZER_DIR}/{TOKENIZER_FILE} is missing or corrupt"
 
 
-USER_SCRIPT = '''
+USER_SCRIPT = """
 import aiflows_jarvis  # a user's own script: the package first, then aiflows' backends directly
 from aiflows.backends.api_info import ApiInfo
 from aiflows.backends.llm_lite import LiteLLMBackend
@@ -54,7 +60,7 @@ import litellm
 assert litellm.telemetry is False and litellm.suppress_debug_info is True
 LiteLLMBackend(api_infos=[ApiInfo(backend_used="openai", api_key="sk-test")], model_name="gpt-4")
 print("OK")
-'''
+"""
 
 
 def offline_environment(tmp_path, pythonpath=os.path.join(ROOT, "flow_modules")):
@@ -83,43 +89,63 @@ def tokenizer_downloads(attempts):
 @pytest.mark.parametrize("script", [SCRIPT, USER_SCRIPT], ids=["every-module", "user-script"])
 def test_import_and_build_a_chat_flow_with_the_network_down(tmp_path, script):
     env, attempts, empty_tmp = offline_environment(tmp_path)
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("OK")
     check_guarded_run(attempts)
     # tiktoken's default cache holds the bundled file only (seeded for processes that import litellm first)
     assert os.listdir(empty_tmp / "data-gym-cache") == [TOKENIZER_FILE], "tiktoken downloaded into its cache"
-    assert filecmp.cmp(empty_tmp / "data-gym-cache" / TOKENIZER_FILE, os.path.join(TOKENIZER_DIR, TOKENIZER_FILE),
-                       shallow=False)
+    assert filecmp.cmp(
+        empty_tmp / "data-gym-cache" / TOKENIZER_FILE, os.path.join(TOKENIZER_DIR, TOKENIZER_FILE), shallow=False
+    )
     assert not (tmp_path / ".flow_cache").exists(), "no disk cache is opened by the package's flows"
 
 
 def test_the_command_line_needs_no_network_to_start(tmp_path):
     env, attempts, _ = offline_environment(tmp_path)
     env = {k: v for k, v in env.items() if k not in ("OPENAI_API_KEY", "AZURE_API_KEY")}
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "run_jarvis.py"), "a goal"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "run_jarvis.py"), "a goal"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 2 and "OPENAI_API_KEY" in done.stdout, done.stdout + done.stderr
     check_guarded_run(attempts)
 
 
-LITELLM_FIRST = '''
+LITELLM_FIRST = """
 from aiflows.backends.api_info import ApiInfo  # the aiflows authors' order: litellm is imported first
 import litellm
 assert litellm.utils.encoding.encode("hello world") == [15339, 1917]
 print("OK")
-'''
+"""
 
 
 def test_litellm_imported_before_the_package_finds_the_tokenizer_once_the_package_ran_here(tmp_path):
     env, attempts, empty_tmp = offline_environment(tmp_path)
-    first = subprocess.run([sys.executable, "-c", "import aiflows_jarvis"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=180)
+    first = subprocess.run(
+        [sys.executable, "-c", "import aiflows_jarvis"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     check_guarded_run(attempts)
-    done = subprocess.run([sys.executable, "-c", LITELLM_FIRST], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-c", LITELLM_FIRST], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+    )
     assert done.returncode == 0 and done.stdout.startswith("OK"), done.stderr[-3000:]
     assert not tokenizer_downloads(attempts)
 
@@ -184,8 +210,7 @@ def test_the_seed_follows_tiktokens_cache_variables(seed_environment, tmp_path, 
     assert tokenizer_seed.tiktoken_cache_dir() is None and tokenizer_seed.seed_default_tokenizer_cache() is None
 
 
-def test_the_seed_can_be_turned_off_and_a_folder_it_cannot_write_is_left_alone(seed_environment, tmp_path,
-                                                                                 monkeypatch):
+def test_the_seed_can_be_turned_off_and_a_folder_it_cannot_write_is_left_alone(seed_environment, tmp_path, monkeypatch):
     monkeypatch.setenv(OPT_OUT, "1")
     assert tokenizer_seed.seed_default_tokenizer_cache() is None and not seed_environment.exists()
     monkeypatch.setenv(OPT_OUT, "0")
@@ -195,7 +220,7 @@ def test_the_seed_can_be_turned_off_and_a_folder_it_cannot_write_is_left_alone(s
     assert tokenizer_seed.seed_default_tokenizer_cache() is None
 
 
-LITELLM_FIRST_INSTALLED = '''
+LITELLM_FIRST_INSTALLED = """
 import subprocess, sys
 subprocess.run([sys.executable, "-c", "import aiflows_jarvis"], check=True)  # the package ran once on this machine
 from aiflows.backends.api_info import ApiInfo  # then a script that imports litellm first
@@ -204,15 +229,16 @@ assert "aiflows_jarvis" not in sys.modules
 assert litellm.utils.encoding.encode("hello world") == [15339, 1917]
 import aiflows_jarvis
 print(aiflows_jarvis.__file__)
-'''
+"""
 
 
 def check_installed_package_runs_offline(python, folder, package_folder):
     """In ``folder``, offline with an empty temporary folder: the package imports from ``package_folder``, and once
     it ran, a script importing litellm first finds the tokenizer."""
     env, attempts, empty_tmp = offline_environment(folder, pythonpath=None)
-    done = subprocess.run([python, "-c", LITELLM_FIRST_INSTALLED], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [python, "-c", LITELLM_FIRST_INSTALLED], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert os.path.dirname(done.stdout.strip()) == str(package_folder), done.stdout
     assert not tokenizer_downloads(attempts) and os.listdir(empty_tmp / "data-gym-cache") == [TOKENIZER_FILE]
@@ -231,8 +257,9 @@ def test_a_wheel_holds_the_package_alone_and_runs_offline(tmp_path, project_copy
     (tmp_path / "run").mkdir()
     check_installed_package_runs_offline(python, tmp_path / "run", os.path.join(site, "aiflows_jarvis"))
     for command in ("jarvis", "autogpt"):
-        done = subprocess.run([os.path.join(os.path.dirname(python), command), "--help"], capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [os.path.join(os.path.dirname(python), command), "--help"], capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0 and f"usage: {command}" in done.stdout, done.stdout + done.stderr
     pip(python, "uninstall", "-y", "aiflows-jarvis")
     assert not os.path.exists(os.path.join(site, "aiflows_jarvis"))
@@ -242,6 +269,7 @@ def test_an_editable_install_imports_the_checkouts_sources(tmp_path, project_cop
     python, site = linked_venv(tmp_path / "venv")
     pip(python, "install", "--no-deps", "--no-build-isolation", "--ignore-installed", "-e", str(project_copy))
     (tmp_path / "run").mkdir()
-    check_installed_package_runs_offline(python, tmp_path / "run",
-                                         os.path.join(str(project_copy), "flow_modules", "aiflows_jarvis"))
+    check_installed_package_runs_offline(
+        python, tmp_path / "run", os.path.join(str(project_copy), "flow_modules", "aiflows_jarvis")
+    )
     pip(python, "uninstall", "-y", "aiflows-jarvis")

@@ -1,5 +1,6 @@
 """The chat completions the backend sends itself (``openai_http``): which requests go without litellm, kept-alive
 connections, server-sent events, errors sorted as litellm's are, and a run that never imports litellm."""
+
 from __future__ import annotations
 
 import http.server
@@ -12,11 +13,11 @@ import textwrap
 import threading
 
 import pytest
+from loopback_llm import Cut, HTTPError, LoopbackLLMServer, Malformed, Slow, chunk_json, completion_json
 
 from aiflows_jarvis.ChatFlowModule import openai_http
 from aiflows_jarvis.ChatFlowModule.openai_http import plan_request
 from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
-from loopback_llm import Cut, HTTPError, LoopbackLLMServer, Malformed, Slow, chunk_json, completion_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -30,14 +31,27 @@ def _fresh_connections():
 
 
 def params(**extra):
-    return {"model": "openai/local-model", "messages": MESSAGES, "api_base": "http://127.0.0.1:9/v1",
-            "api_key": "sk-test", "api_version": None, **extra}
+    return {
+        "model": "openai/local-model",
+        "messages": MESSAGES,
+        "api_base": "http://127.0.0.1:9/v1",
+        "api_key": "sk-test",
+        "api_version": None,
+        **extra,
+    }
 
 
 # ~~~ Which requests go directly ~~~
-@pytest.mark.parametrize("model, sent", [("openai/local-model", "local-model"), ("openai/meta-llama/Llama-3-8B",
-                                                                                 "meta-llama/Llama-3-8B"),
-                                         ("gpt-4", "gpt-4"), ("gpt-4o-mini", "gpt-4o-mini"), ("o3-mini", "o3-mini")])
+@pytest.mark.parametrize(
+    "model, sent",
+    [
+        ("openai/local-model", "local-model"),
+        ("openai/meta-llama/Llama-3-8B", "meta-llama/Llama-3-8B"),
+        ("gpt-4", "gpt-4"),
+        ("gpt-4o-mini", "gpt-4o-mini"),
+        ("o3-mini", "o3-mini"),
+    ],
+)
 def test_openai_models_are_sent_directly_under_the_name_the_server_knows(model, sent):
     request = plan_request(params(model=model, temperature=0.3, max_tokens=None, request_timeout=7))
     assert request.url == "http://127.0.0.1:9/v1/chat/completions"
@@ -45,10 +59,19 @@ def test_openai_models_are_sent_directly_under_the_name_the_server_knows(model, 
     assert request.timeout == 7 and request.api_key == "sk-test"
 
 
-@pytest.mark.parametrize("change", [{"model": "azure/gpt-4"}, {"api_version": "2023-07-01-preview"},
-                                    {"model": "anthropic/claude-3"}, {"model": "claude-2"},
-                                    {"model": "ollama/llama3"}, {"caching": True}, {"transport": "litellm"},
-                                    {"api_base": "not a url"}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "azure/gpt-4"},
+        {"api_version": "2023-07-01-preview"},
+        {"model": "anthropic/claude-3"},
+        {"model": "claude-2"},
+        {"model": "ollama/llama3"},
+        {"caching": True},
+        {"transport": "litellm"},
+        {"api_base": "not a url"},
+    ],
+)
 def test_everything_else_goes_through_litellm(change):
     assert plan_request(params(**change)) is None
 
@@ -86,12 +109,15 @@ def test_a_completion_and_what_the_server_was_sent():
         sent = server.requests[0]
     assert reply["choices"][0]["message"]["content"] == "hello" and reply["usage"]["prompt_tokens"] == 5
     assert sent["model"] == "local-model" and sent["messages"] == MESSAGES and sent["json"]["temperature"] == 0.1
-    assert sent["headers"]["authorization"] == "Bearer sk-test" and sent["headers"]["content-type"] == "application/json"
+    assert (
+        sent["headers"]["authorization"] == "Bearer sk-test" and sent["headers"]["content-type"] == "application/json"
+    )
 
 
 def test_errors_carry_status_headers_and_the_servers_words():
-    with LoopbackLLMServer([HTTPError(429, "slow down", headers={"Retry-After": "3"}), HTTPError(401, "bad key"),
-                            HTTPError(500, "boom")]) as server:
+    with LoopbackLLMServer(
+        [HTTPError(429, "slow down", headers={"Retry-After": "3"}), HTTPError(401, "bad key"), HTTPError(500, "boom")]
+    ) as server:
         request = plan_request(params(api_base=server.url))
         errors = []
         for _ in range(3):
@@ -101,15 +127,24 @@ def test_errors_carry_status_headers_and_the_servers_words():
     rate, auth, server_error = errors
     assert isinstance(rate, openai_http.RateLimitError) and isinstance(auth, openai_http.AuthenticationError)
     info = classify(rate)
-    assert (info.kind, info.status, info.retryable, info.retry_after, info.detail) == ("rate_limit", 429, True, 3.0,
-                                                                                     "slow down")
+    assert (info.kind, info.status, info.retryable, info.retry_after, info.detail) == (
+        "rate_limit",
+        429,
+        True,
+        3.0,
+        "slow down",
+    )
     assert (classify(auth).kind, classify(auth).retryable) == ("auth", False)
     assert (classify(server_error).kind, classify(server_error).status) == ("server", 500)
 
 
 def test_malformed_bodies_are_malformed_replies():
-    replies = [Malformed(b"{not json"), Malformed(b"\xff\xfe{}"), Malformed(b"[1, 2]"),
-               Malformed(b'{"choices": [{"text": "a text completion"}]}')]
+    replies = [
+        Malformed(b"{not json"),
+        Malformed(b"\xff\xfe{}"),
+        Malformed(b"[1, 2]"),
+        Malformed(b'{"choices": [{"text": "a text completion"}]}'),
+    ]
     with LoopbackLLMServer(replies) as server:
         request = plan_request(params(api_base=server.url))
         kinds = []
@@ -131,8 +166,9 @@ def test_a_slow_server_times_out_and_a_closed_port_is_a_connection_error():
         port = unused.getsockname()[1]
     with pytest.raises(openai_http.APIConnectionError) as caught:
         openai_http.complete(plan_request(params(api_base=f"http://127.0.0.1:{port}/v1")))
-    assert (classify(caught.value).kind, classify(caught.value).retryable) == ("connection", False), \
+    assert (classify(caught.value).kind, classify(caught.value).retryable) == ("connection", False), (
         "nothing listens there: asking again will not help"
+    )
 
 
 def test_a_prompt_that_is_not_valid_text_is_refused_before_sending():
@@ -165,8 +201,14 @@ class _KeepAliveHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            events = ["data: [DONE]\n\n"] if mode == "only_done" else \
-                [f"data: {json.dumps(chunk_json({'content': 'kept'}, finish_reason='stop'))}\n\n", "data: [DONE]\n\n"]
+            events = (
+                ["data: [DONE]\n\n"]
+                if mode == "only_done"
+                else [
+                    f"data: {json.dumps(chunk_json({'content': 'kept'}, finish_reason='stop'))}\n\n",
+                    "data: [DONE]\n\n",
+                ]
+            )
             for event in events:
                 data = event.encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -179,11 +221,14 @@ class _KeepAliveHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            events = [": keep-alive comment\n\n", f"data: {json.dumps(chunk_json({'role': 'assistant'}))}\n\n",
-                      f"data: {json.dumps(chunk_json({'content': 'Par'}))}\n\n",
-                      f"data: {json.dumps(chunk_json({'content': None}))}\n\n",
-                      f"data: {json.dumps(chunk_json({'content': 'is'}, finish_reason='stop'))}\n\n",
-                      "data: [DONE]\n\n"]
+            events = [
+                ": keep-alive comment\n\n",
+                f"data: {json.dumps(chunk_json({'role': 'assistant'}))}\n\n",
+                f"data: {json.dumps(chunk_json({'content': 'Par'}))}\n\n",
+                f"data: {json.dumps(chunk_json({'content': None}))}\n\n",
+                f"data: {json.dumps(chunk_json({'content': 'is'}, finish_reason='stop'))}\n\n",
+                "data: [DONE]\n\n",
+            ]
             for event in events:
                 data = event.encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -311,10 +356,17 @@ def test_through_litellm_too_a_stream_cut_off_is_an_error_not_a_reply(chunked):
     from aiflows_jarvis.ChatFlowModule.backends import instantiate_backend
 
     with LoopbackLLMServer([Cut("Mar 120, Apr 150, May 180", after=3, chunked=chunked)]) as server:
-        backend = instantiate_backend({"_target_": "aiflows.backends.llm_lite.LiteLLMBackend", "model_name": "gpt-4",
-                                       "wait_time_per_key": 0, "transport": "litellm", "stream": True,
-                                       "api_infos": [ApiInfo(backend_used="openai", api_key="sk-test",
-                                                             api_base=server.url)]}, "Asker")
+        backend = instantiate_backend(
+            {
+                "_target_": "aiflows.backends.llm_lite.LiteLLMBackend",
+                "model_name": "gpt-4",
+                "wait_time_per_key": 0,
+                "transport": "litellm",
+                "stream": True,
+                "api_infos": [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)],
+            },
+            "Asker",
+        )
         with pytest.raises(openai_http.StreamCutOff) as caught:
             backend(messages=MESSAGES)
     assert classify(caught.value).retryable
@@ -345,7 +397,7 @@ def test_litellms_defaults_are_not_sent_and_instruct_models_go_through_litellm()
 
 
 # ~~~ A run that never imports litellm ~~~
-NO_LITELLM = '''
+NO_LITELLM = """
 import sys
 import aiflows_jarvis
 from aiflows.backends.api_info import ApiInfo
@@ -355,14 +407,20 @@ flow = ChatAtomicFlow.instantiate_from_default_config(backend={
     "model_name": {"openai": "openai/local-model"}})
 reply = flow.call({"query": "hi"})
 print(reply["api_output"], "litellm" in sys.modules, "openai" in sys.modules)
-'''
+"""
 
 
 def test_a_chat_with_an_openai_compatible_server_never_imports_litellm(tmp_path):
     with LoopbackLLMServer(["hello"]) as server:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(NO_LITELLM), server.url], cwd=tmp_path,
-                              env={**env, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(NO_LITELLM), server.url],
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": ROOT},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-3:] == ["hello", "False", "False"], done.stdout
 
@@ -370,9 +428,11 @@ def test_a_chat_with_an_openai_compatible_server_never_imports_litellm(tmp_path)
 # ~~~ Redirects and refused connections ~~~
 def test_a_redirect_is_not_followed_and_names_the_status_the_location_and_the_api_base_to_use():
     provider = {"model": "local-model", "backend_used": "openai"}
-    replies = [HTTPError(301, "moved", headers={"Location": "https://llm.example/v1/chat/completions"}),
-               HTTPError(308, "moved", headers={"Location": "/api/v1/chat/completions"}),
-               HTTPError(302, "moved")]
+    replies = [
+        HTTPError(301, "moved", headers={"Location": "https://llm.example/v1/chat/completions"}),
+        HTTPError(308, "moved", headers={"Location": "/api/v1/chat/completions"}),
+        HTTPError(302, "moved"),
+    ]
     with LoopbackLLMServer(replies) as server:
         request = plan_request(params(api_base=server.url))
         infos = []
@@ -401,23 +461,24 @@ def test_http_redirected_to_https_on_the_same_host_says_use_https():
 
 
 def test_a_refused_connection_is_not_retried_and_names_the_url(loopback_llm, run_context):
-    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
-    from aiflows_jarvis.CoreFlowModule import LLMCallError
-    from aiflows_jarvis.ChatFlowModule import with_api_infos
     from aiflows.backends.api_info import ApiInfo
+
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, with_api_infos
+    from aiflows_jarvis.CoreFlowModule import LLMCallError
 
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     dead = f"http://127.0.0.1:{port}/v1"
     run_context.backend_factory = with_api_infos([ApiInfo(backend_used="openai", api_key="sk-test", api_base=dead)])
-    chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker",
-                                                          retry={"max_attempts": 6, "initial_delay": 5})
+    chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker", retry={"max_attempts": 6, "initial_delay": 5})
     with pytest.raises(LLMCallError) as error:
         chat.call({"query": "hi"})
     message = str(error.value)
-    assert message.startswith(f"Asker: the LLM call failed: cannot connect to the LLM server: nothing is listening "
-                              f"at {dead} (connection refused)"), message
+    assert message.startswith(
+        f"Asker: the LLM call failed: cannot connect to the LLM server: nothing is listening "
+        f"at {dead} (connection refused)"
+    ), message
     assert error.value.info.retryable is False and "failed 6 times" not in message
 
 
@@ -446,7 +507,8 @@ def test_a_401_to_credentials_in_the_api_base_blames_them_not_the_api_key(transp
         api = ApiInfo(backend_used="openai", api_key="sk-test", api_base=api_base)
         run_context.backend_factory = with_api_infos([api])
         chat = ChatAtomicFlow.instantiate_from_default_config(
-            name="Asker", backend={"transport": transport, "model_name": {"openai": "openai/local-model"}})
+            name="Asker", backend={"transport": transport, "model_name": {"openai": "openai/local-model"}}
+        )
         with pytest.raises(LLMCallError) as caught:
             chat.call({"query": "hi"})
         assert server.requests[0]["headers"]["authorization"].startswith("Basic "), transport

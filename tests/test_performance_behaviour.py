@@ -2,6 +2,7 @@
 a prompt template is compiled once, each YAML file is parsed once per process, the cl100k tokenizer is not loaded
 when the API reports usage, subflows are built without hydra, and starting a run leaves unloaded what only other
 uses need (litellm's tokenizer, aiflows' hub client, hydra, rich, aiohttp) until something uses it."""
+
 from __future__ import annotations
 
 import builtins
@@ -18,15 +19,15 @@ import jinja2
 import pytest
 import tiktoken.registry
 from aiflows.backends.api_info import ApiInfo
-
 from fakes import command, scripted_factory
 from loopback_llm import completion_json
 from subprocess_guard import network_guarded
+
+from aiflows_jarvis.app import launcher
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.CoreFlowModule import ConfigurationError, StrictJinjaPrompt
 from aiflows_jarvis.CoreFlowModule.flows import config_cache, prompts
 from aiflows_jarvis.CoreFlowModule.run import usage
-from aiflows_jarvis.app import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -61,10 +62,14 @@ def test_a_chat_compiles_each_of_its_templates_once_over_many_rounds(compiles, s
     for i in range(6):
         scripted_llm.add(f"answer {i}")
         assert chat.call({"query": f"question {i}"}) == {"api_output": f"answer {i}"}
-    sources = [chat.system_message_prompt_template.template, chat.init_human_message_prompt_template.template,
-               chat.human_message_prompt_template.template]
-    assert all(compiles.get(source) == 1 for source in sources), \
+    sources = [
+        chat.system_message_prompt_template.template,
+        chat.init_human_message_prompt_template.template,
+        chat.human_message_prompt_template.template,
+    ]
+    assert all(compiles.get(source) == 1 for source in sources), (
         f"six rounds compile each template once: {[compiles.get(s) for s in sources]}"
+    )
 
 
 @pytest.fixture
@@ -123,8 +128,9 @@ def test_the_tokenizer_is_not_loaded_when_the_api_reports_usage(fresh_tokenizer_
     loopback_llm.add(completion_json("Paris.", prompt_tokens=25))
     chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker")
     assert chat.call({"query": "Capital of France?"}) == {"api_output": "Paris."}
-    assert not usage.tokenizer_loaded() and "cl100k_base" not in tiktoken.registry.ENCODINGS, \
+    assert not usage.tokenizer_loaded() and "cl100k_base" not in tiktoken.registry.ENCODINGS, (
         "the API counted the tokens and the prompt fits for sure: nothing needed the tokenizer"
+    )
 
     no_usage = completion_json("Rome.")
     del no_usage["usage"]
@@ -137,8 +143,13 @@ def test_the_tokenizer_is_not_loaded_when_the_api_reports_usage(fresh_tokenizer_
 def test_a_prompt_that_may_not_fit_is_still_counted_and_shortened(fresh_tokenizer_state, scripted_llm):
     """The byte bound only skips the count for prompts that fit for sure; a long one is counted and fitted."""
     chat = ChatAtomicFlow.instantiate_from_default_config(
-        name="Asker", context_window=1024, announce_fitting=False,
-        backend={"max_tokens": 200}, shrinkable_inputs=["query"], min_input_chars=100)
+        name="Asker",
+        context_window=1024,
+        announce_fitting=False,
+        backend={"max_tokens": 200},
+        shrinkable_inputs=["query"],
+        min_input_chars=100,
+    )
     scripted_llm.add("ok")
     assert chat.call({"query": "word " * 3000}) == {"api_output": "ok"}
     sent = scripted_llm.calls[-1]["messages"]
@@ -169,17 +180,26 @@ def counting_encoder(fresh_tokenizer_state, monkeypatch):
     return encoder
 
 
-RESULT_TEMPLATE = {"_target_": "aiflows.prompt_template.JinjaPrompt", "template": "Output:\n{{result}}\nQ: {{query}}",
-                   "input_variables": ["query", "result"]}
+RESULT_TEMPLATE = {
+    "_target_": "aiflows.prompt_template.JinjaPrompt",
+    "template": "Output:\n{{result}}\nQ: {{query}}",
+    "input_variables": ["query", "result"],
+}
 
 
 def reading_chat(window):
     """A chat given a run's output as ``result``, whose window keeps the first exchange (where the output is)."""
     return ChatAtomicFlow.instantiate_from_default_config(
-        name="Reader", context_window=window, announce_fitting=False, backend={"max_tokens": 200},
-        previous_messages={"first_k": 1}, init_human_message_prompt_template=RESULT_TEMPLATE,
-        human_message_prompt_template=RESULT_TEMPLATE, input_interface_non_initialized=["query", "result"],
-        input_interface_initialized=["query", "result"])
+        name="Reader",
+        context_window=window,
+        announce_fitting=False,
+        backend={"max_tokens": 200},
+        previous_messages={"first_k": 1},
+        init_human_message_prompt_template=RESULT_TEMPLATE,
+        human_message_prompt_template=RESULT_TEMPLATE,
+        input_interface_non_initialized=["query", "result"],
+        input_interface_initialized=["query", "result"],
+    )
 
 
 def test_a_long_message_is_counted_once_not_at_every_later_call(counting_encoder, scripted_llm):
@@ -205,8 +225,17 @@ def test_an_output_that_cannot_fit_is_cut_before_it_is_counted(counting_encoder,
 
 
 def test_the_byte_bound_is_never_below_the_token_count():
-    texts = ["", "plain English words", "日本語のテキスト", "🙂" * 10, "\x00\x01\x02", "<|endoftext|>", "a" * 500,
-             "x = {'k': [1, 2, 3]}\n" * 20, "\ud800 lone surrogate"]
+    texts = [
+        "",
+        "plain English words",
+        "日本語のテキスト",
+        "🙂" * 10,
+        "\x00\x01\x02",
+        "<|endoftext|>",
+        "a" * 500,
+        "x = {'k': [1, 2, 3]}\n" * 20,
+        "\ud800 lone surrogate",
+    ]
     for text in texts:
         messages = [{"role": "user", "content": text}]
         assert usage.message_tokens_at_most(messages) >= usage.count_message_tokens(messages), repr(text)
@@ -239,13 +268,21 @@ def test_starting_a_run_loads_neither_the_tokenizer_nor_what_only_other_uses_nee
         "state['litellm'] = [litellm.telemetry, litellm.suppress_debug_info,\n"
         "                    len(litellm.utils.encoding.encode('hello world'))]\n"
         "from aiflows.base_flows import abstract\n"
-        "state['omegaconf_when_used'] = abstract.OmegaConf.to_container(abstract.OmegaConf.create({'a': '${b}', 'b': 1}),\n"
+        "state['omegaconf_when_used'] = abstract.OmegaConf.to_container("
+        "abstract.OmegaConf.create({'a': '${b}', 'b': 1}),\n"
         "                                                              resolve=True)\n"
         "print(json.dumps(state))\n"
     )
     with network_guarded() as env:
-        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=120, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     state = json.loads(done.stdout.strip().splitlines()[-1])
     assert state["executed"] == [], state
@@ -268,14 +305,19 @@ def test_a_plain_subflow_configuration_is_built_without_hydra(monkeypatch, scrip
     real = hydra.utils.instantiate
     monkeypatch.setattr(hydra.utils, "instantiate", lambda *a, **k: calls.append(a) or real(*a, **k))
     target = "aiflows_jarvis.ChatFlowModule.ChatAtomicFlow.instantiate_from_default_config"
-    chat = instantiate({"_target_": target, "name": "Direct", "backend": {"api_infos": [ApiInfo(backend_used="openai", api_key="k")]}})
+    chat = instantiate(
+        {"_target_": target, "name": "Direct", "backend": {"api_infos": [ApiInfo(backend_used="openai", api_key="k")]}}
+    )
     assert isinstance(chat, ChatAtomicFlow) and chat.flow_config["name"] == "Direct" and not calls
     assert not is_plain({"_target_": target, "name": "${other}"}), "an interpolation goes through hydra"
     with pytest.raises(InstantiationException, match="Error in call to target 'posixpath.join'"):
         instantiate({"_target_": "os.path.join", "a": 1})
     for through_hydra in (False, True):
-        bad = {"_target_": target, "system_message_prompt_template": 1, **({"_convert_": "all"} if through_hydra
-                                                                            else {})}
+        bad = {
+            "_target_": target,
+            "system_message_prompt_template": 1,
+            **({"_convert_": "all"} if through_hydra else {}),
+        }
         with pytest.raises(ConfigurationError, match="A prompt template must be a JinjaPrompt"):
             instantiate(bad)
     assert len(calls) == 1, "only the configuration with a hydra key went through hydra"
@@ -357,20 +399,25 @@ def test_a_log_changed_otherwise_than_by_appending_is_read_again(tail_reads, tmp
 
 
 def test_the_kernel_starts_in_the_background_when_the_first_plan_goes_up_for_review(
-        scripted_llm, user, quiet_console, monkeypatch, tmp_path, run_context):
+    scripted_llm, user, quiet_console, monkeypatch, tmp_path, run_context
+):
     """run_jarvis.py sets the warm-up (the tree's interpreters' prestart); the plan writer calls it when a draft is put
     up for review, once, before the user is asked; no kernel starts before the plan was written."""
     from aiflows_jarvis.InterpreterFlowModule import InterpreterAtomicFlow
     from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow
 
     started = []
-    monkeypatch.setattr(InterpreterAtomicFlow, "prestart",
-                        lambda self, workspace=None: started.append((self.workspace, len(user.asked))))
+    monkeypatch.setattr(
+        InterpreterAtomicFlow,
+        "prestart",
+        lambda self, workspace=None: started.append((self.workspace, len(user.asked))),
+    )
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     jarvis = launcher.instantiate(config, [ApiInfo(backend_used="openai", api_key="sk-test")], str(tmp_path))
     launcher.prepare_memory(jarvis, str(tmp_path), resume=False)
-    assert launcher.prestart_interpreters(jarvis) == 1 and started == [(str(tmp_path), 0)], \
+    assert launcher.prestart_interpreters(jarvis) == 1 and started == [(str(tmp_path), 0)], (
         "the code runner's interpreter, in the memory folder (where the library is), as its first run would"
+    )
     started.clear()
 
     planner = InteractivePlanGenFlow.instantiate_from_default_config()
@@ -400,8 +447,9 @@ def test_copy_config_copies_as_deepcopy_does_for_configurations_and_messages():
     copied["a"][1]["b"] = "changed"
     copied["info"].keys.append("more")
     copied["t"][1].append(3)
-    assert original == {"a": [1, {"b": "x", "c": None}], "d": 2.5, "e": True, "info": Info(["k"]), "t": (1, [2])}, \
+    assert original == {"a": [1, {"b": "x", "c": None}], "d": 2.5, "e": True, "info": Info(["k"]), "t": (1, [2])}, (
         "nothing of the original is shared but immutable values"
+    )
 
 
 def test_a_flow_state_does_not_share_what_it_was_given(scripted_llm):
@@ -432,13 +480,16 @@ def _word_count_rounds(rounds: int, tmp_path, scripted_llm, deepcopies: list) ->
     real = copy.deepcopy
 
     def counting(value, *args, **kwargs):
-        deepcopies.append(type(value).__name__ + (":" + ",".join(sorted(value))[:80] if isinstance(value, dict) else ""))
+        deepcopies.append(
+            type(value).__name__ + (":" + ",".join(sorted(value))[:80] if isinstance(value, dict) else "")
+        )
         return real(value, *args, **kwargs)
 
     copy.deepcopy = counting
     try:
-        out = flow.call({"goal": "count words", "memory_files": memory, "plan": open(memory["plan"]).read(),
-                         "logs": ""})
+        out = flow.call(
+            {"goal": "count words", "memory_files": memory, "plan": open(memory["plan"]).read(), "logs": ""}
+        )
     finally:
         copy.deepcopy = real
     return out["status"]
@@ -460,8 +511,12 @@ def test_the_lean_key_interface_gives_what_aiflows_gives_and_leaves_the_state_al
 
     from aiflows_jarvis.CoreFlowModule.flows.lean import LeanKeyInterface
 
-    options = dict(keys_to_rename={"a": "renamed"}, keys_to_set={"set": [1]},
-                   keys_to_select=["renamed", "b", "set", "nested"], keys_to_delete=["set"])
+    options = dict(
+        keys_to_rename={"a": "renamed"},
+        keys_to_set={"set": [1]},
+        keys_to_select=["renamed", "b", "set", "nested"],
+        keys_to_delete=["set"],
+    )
     state = {"a": 1, "b": {"deep": ["x"]}, "nested": {"list": [1, 2]}, "unused": "big " * 1000}
     expected = KeyInterface(**options)(goal="g", src_flow=None, dst_flow=None, data_dict=state)
     got = LeanKeyInterface.of(KeyInterface(**options))(goal="g", src_flow=None, dst_flow=None, data_dict=state)
@@ -505,14 +560,17 @@ def test_configurations_are_read_as_omegaconf_reads_them_without_importing_it():
 
     from aiflows_jarvis.CoreFlowModule.flows.yaml_loader import load_yaml_text
 
-    files = glob.glob(os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "**", "*.yaml"), recursive=True) + \
-        glob.glob(os.path.join(ROOT, "configs", "*.yaml"))
+    files = glob.glob(os.path.join(ROOT, "flow_modules", "aiflows_jarvis", "**", "*.yaml"), recursive=True) + glob.glob(
+        os.path.join(ROOT, "configs", "*.yaml")
+    )
     assert len(files) > 20
     for path in files:
         text = open(path, encoding="utf-8").read()
         assert load_yaml_text(text) == yaml.load(text, Loader=get_yaml_loader()), path
-    tricky = ("a: 1e3\nb: 1_000\nc: 2001-12-14\nd: .inf\ne: 6.8523015e+5\nf: 190:20:30.15\ng: -.5\nh: 1.\n"
-              "i: !!python/object/apply:pathlib.Path [a, b]\nj: ${k}\n")
+    tricky = (
+        "a: 1e3\nb: 1_000\nc: 2001-12-14\nd: .inf\ne: 6.8523015e+5\nf: 190:20:30.15\ng: -.5\nh: 1.\n"
+        "i: !!python/object/apply:pathlib.Path [a, b]\nj: ${k}\n"
+    )
     assert load_yaml_text(tricky) == yaml.load(tricky, Loader=get_yaml_loader())
     assert load_yaml_text(tricky)["c"] == "2001-12-14" and load_yaml_text(tricky)["a"] == 1000.0
     with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key a"):
@@ -522,16 +580,17 @@ def test_configurations_are_read_as_omegaconf_reads_them_without_importing_it():
 def test_an_interface_that_sets_values_hands_out_copies_of_them():
     from aiflows.interfaces import KeyInterface
 
-    from aiflows_jarvis.CoreFlowModule.flows.lean import LeanKeyInterface
     from aiflows_jarvis.CoreFlowModule import LeanFlowMixin
+    from aiflows_jarvis.CoreFlowModule.flows.lean import LeanKeyInterface
 
     interface = LeanKeyInterface.of(KeyInterface(keys_to_set={"items": []}, keys_to_select=["items"]))
     assert not interface.copies_all
     flow = type("Caller", (), {"flow_config": {"name": "caller"}, "name": "caller"})()
     destination = type("Callee", (), {"flow_config": {"name": "callee", "private_keys": []}})()
     first = interface(goal="g", src_flow=flow, dst_flow=destination, data_dict={})
-    message = LeanFlowMixin._package_input_message(flow, payload=first, dst_flow=destination,
-                                                   fresh=interface.copies_all)
+    message = LeanFlowMixin._package_input_message(
+        flow, payload=first, dst_flow=destination, fresh=interface.copies_all
+    )
     message.data["items"].append("from call 1")
     assert interface(goal="g", src_flow=flow, dst_flow=destination, data_dict={}) == {"items": []}
 

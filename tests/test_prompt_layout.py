@@ -1,16 +1,20 @@
 """Controllers' prompts laid out for prefix caches (ChatFlowModule/layout.py): a head that never changes, memory
 changes appended as messages, the chat rebuilt in blocks."""
+
 from __future__ import annotations
 
 import json
 
 from fakes import command
+
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow
 from aiflows_jarvis.CoreFlowModule import format_log_entry
 
-COMMANDS = {"ask_user": {"description": "ask", "input_args": ["question"]},
-            "run_code": {"description": "run", "input_args": ["code"]},
-            "re_plan": {"description": "plan again", "input_args": ["goal"]}}
+COMMANDS = {
+    "ask_user": {"description": "ask", "input_args": ["question"]},
+    "run_code": {"description": "run", "input_args": ["code"]},
+    "re_plan": {"description": "plan again", "input_args": ["goal"]},
+}
 FILES = {"plan": "/memory/plan.txt", "logs": "/memory/logs.txt"}
 
 
@@ -31,18 +35,28 @@ def data(plan="1. ask", logs="", result=None, **more):
 
 def test_each_call_begins_with_the_previous_one_and_a_new_plan_comes_as_a_message(scripted_llm):
     flow = controller()
-    scripted_llm.add(command("ask_user", question="Colour?"), command("ask_user", question="Shade?"),
-                     command("ask_user", question="Why?"))
+    scripted_llm.add(
+        command("ask_user", question="Colour?"),
+        command("ask_user", question="Shade?"),
+        command("ask_user", question="Why?"),
+    )
     flow.run(data())
     flow.run(data(logs=entry(1, "ask_user"), result="blue"))
-    flow.run(data(plan="1. ask [done]\n2. ask the shade", logs=entry(1, "ask_user") + "\n" + entry(2, "ask_user"),
-                  result="navy"))
+    flow.run(
+        data(
+            plan="1. ask [done]\n2. ask the shade",
+            logs=entry(1, "ask_user") + "\n" + entry(2, "ask_user"),
+            result="navy",
+        )
+    )
     first, second, third = (c["messages"] for c in scripted_llm.calls)
-    assert second[:len(first)] == first and third[:len(second)] == second, "append only, byte for byte"
-    assert second[-1]["content"] == "Here is the result of your previous command:\nblue", \
+    assert second[: len(first)] == first and third[: len(second)] == second, "append only, byte for byte"
+    assert second[-1]["content"] == "Here is the result of your previous command:\nblue", (
         "nothing else changed: the entry of its own command is not repeated"
-    assert third[-1]["content"].endswith("The plan is now:\n1. ask [done]\n2. ask the shade"), \
+    )
+    assert third[-1]["content"].endswith("The plan is now:\n1. ask [done]\n2. ask the shade"), (
         "the controller is told of the new plan by a message"
+    )
     assert third[0]["content"] == first[0]["content"] and "1. ask" not in first[0]["content"].split("commands")[0]
 
 
@@ -60,10 +74,13 @@ def test_log_entries_it_did_not_write_are_sent_and_its_own_are_not(scripted_llm)
 def test_a_plan_it_gave_or_a_result_holds_is_named_not_repeated_and_a_long_argument_is_not_echoed(scripted_llm):
     flow = controller()
     code = "print('hello')\n" * 20
-    new_plan = ("1. a new first step that is long enough to be worth naming\n2. and a second one, as long as the "
-                "first.\n3. and a third one, to make it long.")
-    scripted_llm.add(command("run_code", code=code), command("re_plan", goal="again"),
-                     command("ask_user", question="?"))
+    new_plan = (
+        "1. a new first step that is long enough to be worth naming\n2. and a second one, as long as the "
+        "first.\n3. and a third one, to make it long."
+    )
+    scripted_llm.add(
+        command("run_code", code=code), command("re_plan", goal="again"), command("ask_user", question="?")
+    )
     flow.run(data())
     flow.run(data(result=f"result: hello\ncode: {code}"))
     flow.run(data(plan=new_plan, result=f"The plan has been rewritten. The new plan:\n{new_plan}\nContinue."))
@@ -74,10 +91,13 @@ def test_a_plan_it_gave_or_a_result_holds_is_named_not_repeated_and_a_long_argum
 
 def test_the_library_sends_only_the_functions_not_shown_yet(scripted_llm):
     flow = controller(
-        memory_message_prompt_template={"template": "Library:\n{{code_library}}\nPlan:\n{{plan}}",
-                                        "input_variables": ["code_library", "plan"]},
+        memory_message_prompt_template={
+            "template": "Library:\n{{code_library}}\nPlan:\n{{plan}}",
+            "input_variables": ["code_library", "plan"],
+        },
         memory_updates={"code_library": {"heading": "New in the library", "items": "^(?:def |class )"}},
-        input_interface_initialized=["goal", "plan", "logs", "memory_files", "code_library", "result"])
+        input_interface_initialized=["goal", "plan", "logs", "memory_files", "code_library", "result"],
+    )
     one = 'def one():\n    """One."""'
     two = 'def two(x):\n    """Two."""'
     scripted_llm.add(*[command("ask_user", question=str(i)) for i in range(3)])
@@ -103,8 +123,9 @@ def test_the_chat_is_rebuilt_once_per_block_with_a_fresh_snapshot_and_the_last_e
     assert rebuilt[0] == calls[0][0], "the head does not change"
     snapshot = rebuilt[1]["content"]
     assert "plan v4" in snapshot, "the snapshot shows the memory as it is now"
-    assert "--- [2]" in snapshot and "--- [1]" not in snapshot and "[1 earlier entries are in logs.txt" in snapshot, \
+    assert "--- [2]" in snapshot and "--- [1]" not in snapshot and "[1 earlier entries are in logs.txt" in snapshot, (
         "at most snapshot_log_entries entries, a line saying where the others are"
+    )
     assert "--- [3]" not in snapshot, "the kept exchange's own entry is not in the snapshot"
     assert rebuilt[2]["content"] == command("ask_user", question="q3")
     assert "The plan is now" not in rebuilt[3]["content"], "the snapshot holds the new plan already"
@@ -118,7 +139,7 @@ def test_a_block_is_rebuilt_sooner_when_its_messages_pass_max_chars(scripted_llm
     flow.run(data(result="x" * 300))
     flow.run(data(result="y" * 800))
     second, third = (c["messages"] for c in scripted_llm.calls[1:])
-    assert third[:len(second)] != second and len(third) == 4, "the appended messages passed 1,000 characters"
+    assert third[: len(second)] != second and len(third) == 4, "the appended messages passed 1,000 characters"
 
 
 def test_a_prompt_that_does_not_fit_starts_a_new_block_before_anything_is_cut(scripted_llm, quiet_console):
@@ -139,8 +160,9 @@ def test_a_prompt_that_does_not_fit_starts_a_new_block_before_anything_is_cut(sc
 
 
 def test_a_failed_call_leaves_the_block_as_it_was(scripted_llm):
-    from aiflows_jarvis.CoreFlowModule import LLMCallError
     import pytest
+
+    from aiflows_jarvis.CoreFlowModule import LLMCallError
 
     flow = controller()
     scripted_llm.add(command("ask_user", question="1"), LLMCallError("boom"), command("ask_user", question="2"))
@@ -149,7 +171,7 @@ def test_a_failed_call_leaves_the_block_as_it_was(scripted_llm):
         flow.run(data(result="a"))
     flow.run(data(result="a"))
     first, _, third = (c["messages"] for c in scripted_llm.calls)
-    assert third[:len(first)] == first and len(third) == len(first) + 2
+    assert third[: len(first)] == first and len(third) == len(first) + 2
 
 
 def test_a_function_saved_into_the_library_package_comes_alone_under_its_modules_header(scripted_llm, tmp_path):
@@ -177,7 +199,8 @@ def test_a_function_saved_into_the_library_package_comes_alone_under_its_modules
     flow = controller(
         memory_message_prompt_template={"template": "Library:\n{{code_library}}", "input_variables": ["code_library"]},
         memory_updates={"code_library": updates["code_library"]},
-        input_interface_initialized=["goal", "plan", "logs", "memory_files", "code_library", "result"])
+        input_interface_initialized=["goal", "plan", "logs", "memory_files", "code_library", "result"],
+    )
     scripted_llm.add(*[command("ask_user", question=str(i)) for i in range(4)])
     flow.run(data(code_library=summary))
     summary = saved('def mean_of(values):\n    """The mean of the values."""\n    return 0', "data")

@@ -1,6 +1,7 @@
 """scripts/publish.py: staged modules work in another aiflows project (offline, through FlowVerse, without this
 repository's `aiflows_jarvis` in reach), the pre-write check catches what would break there, nothing leaves
 the machine without --push (pushing: test_publish_push.py), READMEs and pip requirements are right."""
+
 from __future__ import annotations
 
 import ast
@@ -15,9 +16,8 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 import guards
+import pytest
 from fakes import command, finish
 from helpers import load_script, publish
 from loopback_llm import LoopbackLLMServer
@@ -72,8 +72,9 @@ def run_in_new_project(tmp_path, script: str, **env):
     environment = publish.project_env()
     environment.update(env)
     runner = publish.project_python("import runpy\nrunpy.run_path('main.py', run_name='__main__')")
-    done = subprocess.run(runner, cwd=project, env=environment, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        runner, cwd=project, env=environment, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return project, json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -85,17 +86,22 @@ def assert_staged_code_ran(out, staged, module):
     assert not where["source_importable"] and not where["source_loaded"], "aiflows_jarvis is out of reach"
 
 
-SYNC = '''
+SYNC = (
+    """
 import json, os, sys
 from aiflows import flow_verse
 from aiflows.utils import logging
 logging.set_verbosity_error()
 flow_verse.sync_dependencies([{"url": "alice/MODULE", "revision": os.environ["STAGED"] + "/MODULE"}])
-''' + PROVENANCE
+"""
+    + PROVENANCE
+)
 
 
 def test_coder_from_the_staged_modules_runs_in_another_project(tmp_path, staged):
-    script = SYNC.replace("MODULE", "CoderFlowModule") + '''
+    script = (
+        SYNC.replace("MODULE", "CoderFlowModule")
+        + """
 from flow_modules.alice.CoderFlowModule import CoderFlow
 from aiflows.backends.api_info import ApiInfo
 from aiflows.utils.general_helpers import quick_load
@@ -114,11 +120,17 @@ try:
 finally:
     coder.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"].close()
 print(json.dumps({"output": output, "module": CoderFlow.__module__, "provenance": _provenance(CoderFlow)}))
-'''
-    replies = ["1. Run code that prints the primes below 20.\n2. Give the final answer.",
-               command("run_code", language="python",
-                       code="primes = [n for n in range(2, 20) if all(n % d for d in range(2, n))]\nprint(primes)"),
-               finish("The primes below 20 are 2, 3, 5, 7, 11, 13, 17, 19 (in `primes`).")]
+"""
+    )
+    replies = [
+        "1. Run code that prints the primes below 20.\n2. Give the final answer.",
+        command(
+            "run_code",
+            language="python",
+            code="primes = [n for n in range(2, 20) if all(n % d for d in range(2, n))]\nprint(primes)",
+        ),
+        finish("The primes below 20 are 2, 3, 5, 7, 11, 13, 17, 19 (in `primes`)."),
+    ]
     with LoopbackLLMServer(replies=replies) as server:
         project, out = run_in_new_project(tmp_path, script, STAGED=str(staged), LOOPBACK_URL=server.url)
         assert len(server.requests) == 3 and not server.errors
@@ -133,7 +145,9 @@ print(json.dumps({"output": output, "module": CoderFlow.__module__, "provenance"
 
 
 def test_the_interpreter_alone_from_the_staged_modules(tmp_path, staged):
-    script = SYNC.replace("MODULE", "InterpreterFlowModule") + '''
+    script = (
+        SYNC.replace("MODULE", "InterpreterFlowModule")
+        + """
 from flow_modules.alice.InterpreterFlowModule import InterpreterAtomicFlow
 flow = InterpreterAtomicFlow.instantiate_from_default_config(workspace="work")
 try:
@@ -144,17 +158,21 @@ finally:
     flow.close()
 print(json.dumps({"second": second["interpreter_output"], "shell": shell["interpreter_output"],
                   "provenance": _provenance(InterpreterAtomicFlow)}))
-'''
+"""
+    )
     project, out = run_in_new_project(tmp_path, script, STAGED=str(staged))
     assert_staged_code_ran(out, staged, "InterpreterFlowModule")
     assert (out["second"], out["shell"]) == ("42", "from bash")
     synced = sorted(os.listdir(project / "flow_modules" / NAMESPACE))
-    assert [s for s in synced if s.endswith("Module")] == ["CoreFlowModule", "InterpreterFlowModule"], \
+    assert [s for s in synced if s.endswith("Module")] == ["CoreFlowModule", "InterpreterFlowModule"], (
         "only what it depends on"
+    )
 
 
 def test_the_generic_controller_from_the_staged_modules(tmp_path, staged):
-    script = SYNC.replace("MODULE", "ControllerFlowModule") + '''
+    script = (
+        SYNC.replace("MODULE", "ControllerFlowModule")
+        + """
 from flow_modules.alice.ControllerFlowModule import ControllerAtomicFlow
 from aiflows.backends.api_info import ApiInfo
 from aiflows.utils.general_helpers import quick_load
@@ -165,7 +183,8 @@ quick_load(config, [ApiInfo(backend_used="openai", api_key="sk-test", api_base=o
 controller = ControllerAtomicFlow.instantiate_from_default_config(**config)
 output = controller.run({"goal": "Greet Ada.", "plan": "1. Greet Ada.", "logs": "", "memory_files": {}})
 print(json.dumps({"output": output, "provenance": _provenance(ControllerAtomicFlow)}))
-'''
+"""
+    )
     fenced = "Sure! Here it is:\n```json\n" + command("greet", name="Ada") + "\n```"
     with LoopbackLLMServer(replies=[fenced]) as server:
         _, out = run_in_new_project(tmp_path, script, STAGED=str(staged), LOOPBACK_URL=server.url)
@@ -185,23 +204,33 @@ def test_through_a_symlinked_out_a_module_and_its_dependency_sync_together(tmp_p
         assert '"revision": "main"' not in readme, "a --local README syncs from the staged folder"
         revisions[module] = re.search(r'"revision": "([^"]+)"', readme).group(1)
         assert revisions[module] == str(staged / module) == os.path.realpath(revisions[module])
-    script = '''
+    script = (
+        """
 import json, os, sys
 from aiflows import flow_verse
 flow_verse.sync_dependencies([{"url": "alice/InterpreterFlowModule", "revision": os.environ["INTERPRETER"]},
                               {"url": "alice/CoreFlowModule", "revision": os.environ["CORE"]}])
 from flow_modules.alice.InterpreterFlowModule import InterpreterAtomicFlow
-''' + PROVENANCE + '''
+"""
+        + PROVENANCE
+        + """
 print(json.dumps({"provenance": _provenance(InterpreterAtomicFlow)}))
-'''
-    _, out = run_in_new_project(tmp_path, script, STAGED=str(staged), INTERPRETER=revisions["InterpreterFlowModule"],
-                                CORE=revisions["CoreFlowModule"])
+"""
+    )
+    _, out = run_in_new_project(
+        tmp_path,
+        script,
+        STAGED=str(staged),
+        INTERPRETER=revisions["InterpreterFlowModule"],
+        CORE=revisions["CoreFlowModule"],
+    )
     assert_staged_code_ran(out, staged, "InterpreterFlowModule")
 
 
 def run_staged_demo(staged, tmp_path, module, *args, flow=None, **env):
-    """A copy of a staged module (and of its dependencies) runs its own demo (`python run.py ARGS` in its folder, as another project with no
-    network but loopback), ``flow`` merged into its demo.yaml's flow overrides; returns (the folder, the process)."""
+    """A copy of a staged module (and of its dependencies) runs its own demo (`python run.py ARGS` in its folder, as
+    another project with no network but loopback), ``flow`` merged into its demo.yaml's flow overrides; returns (the
+    folder, the process)."""
     for needed in publish.dependency_closure([module]):  # its dependencies are found beside it, as in the staging
         # copied, not linked: a dependency synced through a link and again through its real path (by another
         # dependency) would make FlowVerse ask whether to overwrite it
@@ -215,8 +244,15 @@ def run_staged_demo(staged, tmp_path, module, *args, flow=None, **env):
         demo["flow"] = recursive_dictionary_update(demo.get("flow") or {}, flow)
         (folder / "demo.yaml").write_text(yaml.safe_dump(demo))
     runner = publish.project_python("import runpy\nrunpy.run_path('run.py', run_name='__main__')") + list(args)
-    done = subprocess.run(runner, cwd=folder, env={**publish.project_env(), **env}, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        runner,
+        cwd=folder,
+        env={**publish.project_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return folder, done
 
@@ -243,10 +279,15 @@ def test_the_staged_autogpt_runs_its_demo_with_an_llm_server(staged, tmp_path, l
     stands in for Wikipedia (the one change to demo.yaml)."""
     loopback.wiki_pages["Eiffel Tower"] = "The Eiffel Tower was finished in 1889."
     loopback.add(command("wiki_search", search_term="Eiffel Tower"), command("finish", answer="In 1889."))
-    _, done = run_staged_demo(staged, tmp_path, "AutoGPTFlowModule", "--yes",
-                              flow={"subflows_config": {"Executor": {"subflows_config": {
-                                  "wiki_search": {"api_url": loopback.wiki_url}}}}},
-                              OPENAI_API_KEY="sk-test", OPENAI_API_BASE=loopback.url)
+    _, done = run_staged_demo(
+        staged,
+        tmp_path,
+        "AutoGPTFlowModule",
+        "--yes",
+        flow={"subflows_config": {"Executor": {"subflows_config": {"wiki_search": {"api_url": loopback.wiki_url}}}}},
+        OPENAI_API_KEY="sk-test",
+        OPENAI_API_BASE=loopback.url,
+    )
     assert "{'answer': 'In 1889.', 'status': 'finished'}" in done.stdout
     assert loopback.embedding_requests, "the memory embedded through the server"
     assert {r["headers"]["authorization"] for r in loopback.embedding_requests} == {"Bearer sk-test"}
@@ -254,14 +295,17 @@ def test_the_staged_autogpt_runs_its_demo_with_an_llm_server(staged, tmp_path, l
     assert "finished in 1889" in second_prompt, "the memory written after the search is read back"
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("--revision", "v1.0", "letters, digits and '_'"),
-    ("--revision", "my-branch", "letters, digits and '_'"),
-    ("--revision", "", "letters, digits and '_'"),
-    ("--namespace", "my-org", "starting with a letter"),
-    ("--namespace", "9lives", "starting with a letter"),
-    ("--namespace", "a.b", "starting with a letter"),
-])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--revision", "v1.0", "letters, digits and '_'"),
+        ("--revision", "my-branch", "letters, digits and '_'"),
+        ("--revision", "", "letters, digits and '_'"),
+        ("--namespace", "my-org", "starting with a letter"),
+        ("--namespace", "9lives", "starting with a letter"),
+        ("--namespace", "a.b", "starting with a letter"),
+    ],
+)
 def test_a_revision_or_namespace_flow_verse_cannot_use_is_refused(tmp_path, capsys, option, value, message):
     args = {"--namespace": "bob", "--revision": "main", option: value}
     out = tmp_path / "out"
@@ -326,11 +370,16 @@ def test_each_module_is_checked_in_its_own_process(tmp_path, monkeypatch, capsys
     """A module that fails to sync a dependency fails its check even when the dependency is checked too (in one
     process, the dependency loaded first would hide the omission)."""
     real = publish.direct_dependencies
-    monkeypatch.setattr(publish.staging, "direct_dependencies",  # what the staged __init__.py syncs
-                        lambda module: set() if module == "InterpreterFlowModule" else real(module))
+    monkeypatch.setattr(
+        publish.staging,
+        "direct_dependencies",  # what the staged __init__.py syncs
+        lambda module: set() if module == "InterpreterFlowModule" else real(module),
+    )
     out = tmp_path / "out"
-    assert publish.main(["--namespace", "bob", "--out", str(out), "--modules",
-                         "CoreFlowModule,InterpreterFlowModule"]) == 2
+    assert (
+        publish.main(["--namespace", "bob", "--out", str(out), "--modules", "CoreFlowModule,InterpreterFlowModule"])
+        == 2
+    )
     error = capsys.readouterr().err
     assert "--- InterpreterFlowModule:" in error and "--- CoreFlowModule:" not in error
     assert "No module named 'flow_modules.bob.CoreFlowModule'" in error
@@ -359,14 +408,17 @@ def test_verify_venv_checks_a_local_staging_and_writes_the_requested_one(tmp_pat
     monkeypatch.setattr(publish.checks, "fresh_venv", fake_fresh_venv)
     monkeypatch.setattr(publish.checks, "run_demo", recorded_run_demo)
     out = tmp_path / "out"
-    assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "MemoryReadingFlowModule",
-                         "--verify-venv"]) == 0
+    assert (
+        publish.main(["--namespace", "bob", "--out", str(out), "--modules", "MemoryReadingFlowModule", "--verify-venv"])
+        == 0
+    )
     printed = capsys.readouterr().out
     assert [m for m, _ in environments] == ["CodeLibraryFlowModule", "CoreFlowModule", "MemoryReadingFlowModule"]
-    assert demos == [("CodeLibraryFlowModule", "ok"), ("CoreFlowModule", "ok"), ("MemoryReadingFlowModule", "ok")], \
+    assert demos == [("CodeLibraryFlowModule", "ok"), ("CoreFlowModule", "ok"), ("MemoryReadingFlowModule", "ok")], (
         "their demos ran there"
+    )
     verified_init = dict(environments)["MemoryReadingFlowModule"]
-    assert "os.path.join(_STAGED, \"CoreFlowModule\")" in verified_init and '"revision": "main"' not in verified_init
+    assert 'os.path.join(_STAGED, "CoreFlowModule")' in verified_init and '"revision": "main"' not in verified_init
     assert "MemoryReadingFlowModule: ok in a fresh virtual environment" in printed, "check and run.py --yes passed"
     written = (out / "bob" / "MemoryReadingFlowModule" / "__init__.py").read_text()
     assert '{"url": "bob/CoreFlowModule", "revision": "main", "digest": ' in written
@@ -378,12 +430,16 @@ def test_a_failed_verify_venv_writes_nothing(tmp_path, monkeypatch, capsys):
     (out / "bob" / "CoreFlowModule").mkdir(parents=True)
     (out / "bob" / "CoreFlowModule" / "previous.txt").write_text("kept")
     (out / "bob" / "CoreFlowModule" / publish.STAGED_MARK).write_text("")  # a previous staging
-    monkeypatch.setattr(publish, "verify_venv",
-                        lambda staged_dir, namespace, modules, say=print: {m: "pip failed: no index" for m in modules})
+    monkeypatch.setattr(
+        publish,
+        "verify_venv",
+        lambda staged_dir, namespace, modules, say=print: {m: "pip failed: no index" for m in modules},
+    )
     assert publish.main(["--namespace", "bob", "--out", str(out), "--modules", "CoreFlowModule", "--verify-venv"]) == 2
     assert "pip failed: no index" in capsys.readouterr().err
-    assert sorted(os.listdir(out / "bob" / "CoreFlowModule")) == [publish.STAGED_MARK, "previous.txt"], \
+    assert sorted(os.listdir(out / "bob" / "CoreFlowModule")) == [publish.STAGED_MARK, "previous.txt"], (
         "the previous staging is untouched"
+    )
     assert os.listdir(out / "bob") == ["CoreFlowModule"]
 
 
@@ -399,8 +455,10 @@ def test_every_staged_readme_lists_parameters_and_interfaces(staged):
             section = text.split(f"## {cls}\n", 1)[1].split("\n## ", 1)[0]
             assert "### Configuration parameters" in section, f"{module}.{cls}"
             config = getattr(package, cls).get_config()
-            expected = {"Input interface": config.get("input_interface", config.get("input_interface_non_initialized")),
-                        "Output interface": config.get("output_interface")}
+            expected = {
+                "Input interface": config.get("input_interface", config.get("input_interface_non_initialized")),
+                "Output interface": config.get("output_interface"),
+            }
             for heading, keys in expected.items():
                 listed = section.split(f"### {heading}\n\n", 1)[1].split("\n\n", 1)[0]
                 assert keys, f"{module}.{cls} has no {heading.lower()} to list"
@@ -432,15 +490,19 @@ def test_every_module_declares_the_dependencies_its_code_uses_as_the_script_writ
 def test_the_dependencies_script_replaces_the_list_or_adds_one_after_the_docstring():
     script = load_script("update_dependencies")
     text = script.dependencies_text({"ChatFlowModule", "CoreFlowModule", "AbstractBossFlowModule"}, "aiflows")
-    assert text == ('dependencies = [\n    {"url": "aiflows/CoreFlowModule", "revision": "main"},\n'
-                    '    {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},\n'
-                    '    {"url": "aiflows/ChatFlowModule", "revision": "main"},\n]\n'), "Core first, then by name"
+    assert text == (
+        'dependencies = [\n    {"url": "aiflows/CoreFlowModule", "revision": "main"},\n'
+        '    {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},\n'
+        '    {"url": "aiflows/ChatFlowModule", "revision": "main"},\n]\n'
+    ), "Core first, then by name"
     old = '"""A module."""\ndependencies = [\n    {"url": "aiflows/GoneFlowModule", "revision": "main"},\n]\n\nx = 1\n'
     assert script.with_dependencies(old, "dependencies = []\n") == '"""A module."""\ndependencies = []\n\nx = 1\n'
     new = '"""A new module,\nof two lines."""\nfrom __future__ import annotations\n\nfrom .Flow import Flow\n'
-    assert script.with_dependencies(new, "dependencies = []\n") == ('"""A new module,\nof two lines."""\n'
-                                                                    'from __future__ import annotations\n'
-                                                                    'dependencies = []\n\nfrom .Flow import Flow\n')
+    assert script.with_dependencies(new, "dependencies = []\n") == (
+        '"""A new module,\nof two lines."""\n'
+        "from __future__ import annotations\n"
+        "dependencies = []\n\nfrom .Flow import Flow\n"
+    )
 
 
 def _provided_by_aiflows():
@@ -467,7 +529,9 @@ def _provided_by_aiflows():
 
 
 def test_pip_requirements_cover_every_import_beyond_aiflows():
-    provided = _provided_by_aiflows() | set(sys.stdlib_module_names) | {"flow_modules", "__future__", publish.SOURCE_PACKAGE}
+    provided = (
+        _provided_by_aiflows() | set(sys.stdlib_module_names) | {"flow_modules", "__future__", publish.SOURCE_PACKAGE}
+    )
     for module in publish.module_names():
         needed = set()
         for dep in publish.dependency_closure([module]):

@@ -3,6 +3,7 @@ the token and namespace are checked before anything is staged, modules are pushe
 dependencies pinned at the commit just pushed, a failure stops the push with a summary and the command that pushes
 the rest, a dry run writes nothing, --private reaches create_repo, files removed here are deleted upstream, and
 --out never replaces a folder publish.py did not write."""
+
 from __future__ import annotations
 
 import functools
@@ -15,11 +16,10 @@ import shlex
 import huggingface_hub
 import pytest
 import requests
+from helpers import publish
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from huggingface_hub.hf_api import CommitInfo, ModelInfo
 from huggingface_hub.utils import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
-
-from helpers import publish
 
 TOKEN = "hf_test_token"
 ALL = publish.module_names()
@@ -81,8 +81,10 @@ class FakeHub:
 
     def _commit(self, repo_id, branch, files):
         repo = self.repos[repo_id]
-        sha = hashlib.sha1(f"{repo_id}:{branch}:{len(repo['commits'])}".encode() +
-                           b"".join(k.encode() + v for k, v in sorted(files.items()))).hexdigest()
+        sha = hashlib.sha1(
+            f"{repo_id}:{branch}:{len(repo['commits'])}".encode()
+            + b"".join(k.encode() + v for k, v in sorted(files.items()))
+        ).hexdigest()
         repo["commits"][sha] = dict(files)
         repo["branches"][branch] = sha
         return sha
@@ -100,8 +102,12 @@ class FakeHub:
         self.calls.append(("whoami", None, {}))
         if token != TOKEN:
             raise requests.HTTPError("Invalid user token.", response=http_error(401).response)
-        return {"type": "user", "name": self.user, "orgs": self.orgs,
-                "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": self.role}}}
+        return {
+            "type": "user",
+            "name": self.user,
+            "orgs": self.orgs,
+            "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": self.role}},
+        }
 
     @like_hf_api
     def repo_info(self, repo_id, revision=None, files_metadata=False, token=None):
@@ -112,10 +118,19 @@ class FakeHub:
         if (revision or "main") not in branches:
             raise http_error(404, RevisionNotFoundError, "Invalid rev id")
         sha = branches[revision or "main"]
-        siblings = [{"rfilename": path, "size": len(data), "blobId": blob_id(data) if files_metadata else None}
-                    for path, data in self.repos[repo_id]["commits"][sha].items()]
-        return ModelInfo(id=repo_id, sha=sha, private=self.repos[repo_id]["private"], downloads=0, likes=0, tags=[],
-                         siblings=siblings)
+        siblings = [
+            {"rfilename": path, "size": len(data), "blobId": blob_id(data) if files_metadata else None}
+            for path, data in self.repos[repo_id]["commits"][sha].items()
+        ]
+        return ModelInfo(
+            id=repo_id,
+            sha=sha,
+            private=self.repos[repo_id]["private"],
+            downloads=0,
+            likes=0,
+            tags=[],
+            siblings=siblings,
+        )
 
     @like_hf_api
     def create_repo(self, repo_id, private=False, exist_ok=False, token=None, **kwargs):
@@ -145,8 +160,12 @@ class FakeHub:
                 assert isinstance(op, CommitOperationAdd) and isinstance(op.path_or_fileobj, bytes)
                 files[op.path_in_repo] = op.path_or_fileobj
         sha = self._commit(repo_id, revision or "main", files)
-        return CommitInfo(commit_url=f"https://huggingface.co/{repo_id}/commit/{sha}", commit_message=commit_message,
-                          commit_description="", oid=sha)
+        return CommitInfo(
+            commit_url=f"https://huggingface.co/{repo_id}/commit/{sha}",
+            commit_message=commit_message,
+            commit_description="",
+            oid=sha,
+        )
 
 
 def pinned(init_text: str):
@@ -180,8 +199,9 @@ def run(hub, *args):
 
 def test_push_order_puts_each_module_after_its_dependencies():
     order = publish.push_order(ALL)
-    assert sorted(order) == ALL and order[0] == "CoreFlowModule" and order[-1] in ("JarvisFlowModule",
-                                                                                   "AutoGPTFlowModule")
+    assert (
+        sorted(order) == ALL and order[0] == "CoreFlowModule" and order[-1] in ("JarvisFlowModule", "AutoGPTFlowModule")
+    )
     assert order != ALL, "not alphabetical"
     for index, module in enumerate(order):
         assert publish.direct_dependencies(module) <= set(order[:index]), module
@@ -232,24 +252,29 @@ def test_a_403_stops_the_push_and_the_printed_command_pushes_the_rest(tmp_path, 
     captured = capsys.readouterr()
     order = publish.push_order(ALL)
     failed_at = order.index("InterpreterFlowModule")
-    assert sorted(hub.repos) == sorted(f"bob/{m}" for m in order[:failed_at + 1]), "stopped at the failure"
+    assert sorted(hub.repos) == sorted(f"bob/{m}" for m in order[: failed_at + 1]), "stopped at the failure"
     for module in order[failed_at:]:
         if module != "InterpreterFlowModule":
             assert hub.writes(f"bob/{module}") == [], f"{module} comes after the failure"
-    dependents = [m for m in ALL if m != "InterpreterFlowModule"
-                  and "InterpreterFlowModule" in publish.dependency_closure([m])]
-    assert len(dependents) > 5 and not [m for m in dependents if f"bob/{m}" in hub.repos], \
+    dependents = [
+        m for m in ALL if m != "InterpreterFlowModule" and "InterpreterFlowModule" in publish.dependency_closure([m])
+    ]
+    assert len(dependents) > 5 and not [m for m in dependents if f"bob/{m}" in hub.repos], (
         "nothing that depends on the failed module was pushed"
+    )
     out = captured.out
     assert "Traceback" not in out + captured.err
     assert "FAILED      bob/InterpreterFlowModule: uploading to bob/InterpreterFlowModule: HTTP 403 Forbidden" in out
     assert "huggingface-cli login" in out and "HF_TOKEN" in out and "write access" in out
     for module in order[:failed_at]:
         assert f"pushed      bob/{module} at commit {hub.head(f'bob/{module}')}" in out
-    assert "not pushed  " + ", ".join(f"bob/{m}" for m in order[failed_at + 1:]) in out
+    assert "not pushed  " + ", ".join(f"bob/{m}" for m in order[failed_at + 1 :]) in out
     retry = out.split("push the rest")[1].splitlines()[1].strip()
     argv = shlex.split(retry)
-    assert argv[:2] == [os.path.normpath(publish.sys.executable), os.path.relpath(os.path.join(publish.ROOT, "scripts", "publish.py"))]
+    assert argv[:2] == [
+        os.path.normpath(publish.sys.executable),
+        os.path.relpath(os.path.join(publish.ROOT, "scripts", "publish.py")),
+    ]
     assert argv[argv.index("--only") + 1] == ",".join(order[failed_at:])
     assert argv[argv.index("--out") + 1] == str(tmp_path) and "--push" in argv
 
@@ -260,21 +285,34 @@ def test_a_403_stops_the_push_and_the_printed_command_pushes_the_rest(tmp_path, 
     assert publish.main(argv[2:], api=hub) == 0
     assert [c[1].split("/")[1] for c in hub.calls if c[0] == "create_commit"] == order[failed_at:]
     assert {m: hub.head(f"bob/{m}") for m in order[:failed_at]} == first, "not pushed again"
-    assert pinned(hub.files("bob/RunCodeFlowModule")["__init__.py"].decode())["CoreFlowModule"] == \
-        first["CoreFlowModule"]
+    assert (
+        pinned(hub.files("bob/RunCodeFlowModule")["__init__.py"].decode())["CoreFlowModule"] == first["CoreFlowModule"]
+    )
 
 
 def test_only_needs_its_dependencies_on_the_hub(tmp_path, hub, checked, capsys):
-    assert run(hub, "--out", str(tmp_path), "--modules", "InterpreterFlowModule", "--push",
-               "--only", "InterpreterFlowModule") == 2
+    assert (
+        run(
+            hub,
+            "--out",
+            str(tmp_path),
+            "--modules",
+            "InterpreterFlowModule",
+            "--push",
+            "--only",
+            "InterpreterFlowModule",
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert "CoreFlowModule, not on the hub at main under bob: add CoreFlowModule to --only" in error
     assert "Nothing was pushed" in error and hub.writes() == []
 
 
 def test_dry_run_lists_uploads_and_deletions_and_pushes_nothing(tmp_path, hub, checked, capsys):
-    hub.add_repo("bob/InterpreterFlowModule", {"old_helper.py": b"# gone from the staging\n",
-                                               "README.md": b"an older README\n"})
+    hub.add_repo(
+        "bob/InterpreterFlowModule", {"old_helper.py": b"# gone from the staging\n", "README.md": b"an older README\n"}
+    )
     assert run(hub, "--out", str(tmp_path), "--modules", "InterpreterFlowModule", "--dry-run") == 0
     out = capsys.readouterr().out
     assert hub.writes() == [], "read requests only"
@@ -344,13 +382,19 @@ def no_token(monkeypatch, tmp_path):
     monkeypatch.setattr(huggingface_hub.HfFolder, "_old_path_token", tmp_path / "no_old_token")
 
 
-@pytest.mark.parametrize("case, message", [
-    ("no token", "pushing needs a Hugging Face token with write access: run `huggingface-cli login`"),
-    ("refused", "HTTP 401, the token was refused (invalid, expired or revoked): run `huggingface-cli login`"),
-    ("read-only", "the token of bob is read-only; pushing needs one with write access"),
-    ("other namespace", "--namespace alice: the token is bob's, who can push to bob, team only. Pass --namespace bob"),
-    ("read in org", "--namespace alice: bob has only read access to the organisation alice"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("no token", "pushing needs a Hugging Face token with write access: run `huggingface-cli login`"),
+        ("refused", "HTTP 401, the token was refused (invalid, expired or revoked): run `huggingface-cli login`"),
+        ("read-only", "the token of bob is read-only; pushing needs one with write access"),
+        (
+            "other namespace",
+            "--namespace alice: the token is bob's, who can push to bob, team only. Pass --namespace bob",
+        ),
+        ("read in org", "--namespace alice: bob has only read access to the organisation alice"),
+    ],
+)
 def test_token_and_namespace_are_checked_before_anything_is_staged(tmp_path, monkeypatch, capsys, case, message):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     hub = FakeHub(orgs=[{"name": "team", "roleInOrg": "write"}])
@@ -370,8 +414,10 @@ def test_token_and_namespace_are_checked_before_anything_is_staged(tmp_path, mon
     namespace = "alice" if case in ("other namespace", "read in org") else "bob"
     out = tmp_path / "out"
     for mode in ("--push", "--dry-run"):
-        assert publish.main(["--namespace", namespace, "--out", str(out), "--modules", "CoreFlowModule", mode],
-                            api=hub) == 2
+        assert (
+            publish.main(["--namespace", namespace, "--out", str(out), "--modules", "CoreFlowModule", mode], api=hub)
+            == 2
+        )
         error = capsys.readouterr().err
         assert message in error and "Traceback" not in error, error
         assert "HF_TOKEN" in error or "--namespace bob" in error, "says what to do"
@@ -381,8 +427,10 @@ def test_token_and_namespace_are_checked_before_anything_is_staged(tmp_path, mon
 
 def test_an_organisation_of_the_user_is_a_namespace_it_may_push_to(tmp_path, hub, checked):
     hub.orgs = [{"name": "team", "roleInOrg": "contributor"}]
-    assert publish.main(["--namespace", "team", "--out", str(tmp_path), "--modules", "CoreFlowModule", "--push"],
-                        api=hub) == 0
+    assert (
+        publish.main(["--namespace", "team", "--out", str(tmp_path), "--modules", "CoreFlowModule", "--push"], api=hub)
+        == 0
+    )
     assert "team/CoreFlowModule" in hub.repos
 
 

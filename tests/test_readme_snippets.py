@@ -1,6 +1,7 @@
 """Every Python snippet of README.md and docs/using-the-flows.md runs when pasted alone into a new file: each is run
 in a fresh process, in an empty folder, with no OPENAI_API_KEY, the LLM a loopback server given as OPENAI_API_BASE
 (the network guarded). A snippet with no LLM configured at all stops with a message that says what to set."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from fakes import command, finish
 from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
@@ -17,8 +17,11 @@ from subprocess_guard import network_guarded
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = ("README.md", os.path.join("docs", "using-the-flows.md"))
 # what a snippet that calls a flow is answered: a plan, a command, the end
-REPLIES = ["1. Run code that prints 6 * 7.\n2. Finish.", command("run_code", language="python", code="print(6 * 7)"),
-           finish("42")]
+REPLIES = [
+    "1. Run code that prints 6 * 7.\n2. Finish.",
+    command("run_code", language="python", code="print(6 * 7)"),
+    finish("42"),
+]
 
 
 def snippets():
@@ -36,8 +39,15 @@ def run_alone(folder, code, environ):
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_", "PYTHONPATH"))}
     base.update(environ)
     with network_guarded(base, keep_pythonpath=False) as env:
-        return subprocess.run([sys.executable, "snippet.py"], cwd=folder, env=env, capture_output=True, text=True,
-                              timeout=300, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, "snippet.py"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def test_the_pages_have_python_snippets():

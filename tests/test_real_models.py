@@ -1,23 +1,27 @@
 """What a real model meets, through the loopback server: the reply's format in the HTTP body, a server that
 refuses a format, prompts fitted to the context window, the run's budget, the per-call deadline."""
+
 from __future__ import annotations
 
 import json
 import time
 
 import pytest
-from aiflows.backends.api_info import ApiInfo
-
 from fakes import command, finish
 from helpers import controller, goal_input, long_logs, use_server
 from loopback_llm import HTTPError, Slow, completion_json
-from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, with_api_infos
+
+from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 from aiflows_jarvis.ChatFlowModule.context import ContextOverflow
-from aiflows_jarvis.CoreFlowModule import USAGE, LLMCallError
-from aiflows_jarvis.CoreFlowModule import BudgetExceeded, RunBudget, check_budget, current_run
-from aiflows_jarvis.CoreFlowModule import count_message_tokens
-
-
+from aiflows_jarvis.CoreFlowModule import (
+    USAGE,
+    BudgetExceeded,
+    LLMCallError,
+    RunBudget,
+    check_budget,
+    count_message_tokens,
+    current_run,
+)
 
 
 # ~~~ The format of the reply, in the HTTP body ~~~
@@ -52,8 +56,9 @@ def test_a_plain_chat_sends_no_response_format(loopback, quiet_console):
     assert "response_format" not in loopback.requests[-1]["json"]
 
 
-@pytest.mark.parametrize("model, expected", [("gpt-4", None), ("openai/gpt-4o", "json_schema"),
-                                             ("openai/gpt-4-1106-preview", "json_object")])
+@pytest.mark.parametrize(
+    "model, expected", [("gpt-4", None), ("openai/gpt-4o", "json_schema"), ("openai/gpt-4-1106-preview", "json_object")]
+)
 def test_auto_asks_openai_models_for_what_they_are_known_to_accept(loopback, quiet_console, model, expected):
     # api.openai.com cannot be reached from a test: the loopback server stands in for it under that name.
     use_server(loopback, model=model)
@@ -77,8 +82,11 @@ def test_auto_asks_openai_models_for_what_they_are_known_to_accept(loopback, qui
 # ~~~ A server that refuses a format ~~~
 def test_a_server_refusing_json_schema_is_asked_again_one_level_down_and_keeps_it(loopback, quiet_console):
     use_server(loopback)
-    refusal = HTTPError(422, "1 validation error: {'loc': ('body', 'response_format', 'type'), "
-                             "'msg': \"Input should be 'text' or 'json_object'\"}")
+    refusal = HTTPError(
+        422,
+        "1 validation error: {'loc': ('body', 'response_format', 'type'), "
+        "'msg': \"Input should be 'text' or 'json_object'\"}",
+    )
     loopback.add(refusal, finish("one"), finish("two"))
     first, second = controller(), controller()
     assert first.call(goal_input())["command_args"] == {"summary": "one"}
@@ -91,9 +99,14 @@ def test_a_server_refusing_json_schema_is_asked_again_one_level_down_and_keeps_i
 def test_llama_cpp_python_500_validation_error_on_response_format_is_a_refusal_not_a_retry(loopback, quiet_console):
     """llama-cpp-python's server answers json_schema with HTTP 500 and a pydantic error naming response_format."""
     use_server(loopback)
-    loopback.add(HTTPError(500, "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
-                                "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}"),
-                 finish())
+    loopback.add(
+        HTTPError(
+            500,
+            "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+            "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}",
+        ),
+        finish(),
+    )
     assert controller().call(goal_input())["command"] == "finish"
     assert len(loopback.requests) == 2, "no retries with backoff: one refusal, one request one level down"
     assert "retrying" not in quiet_console.text
@@ -101,8 +114,11 @@ def test_llama_cpp_python_500_validation_error_on_response_format_is_a_refusal_n
 
 def test_a_server_refusing_every_format_is_asked_without_one(loopback, quiet_console):
     use_server(loopback)
-    loopback.add(HTTPError(400, "response_format is not supported"),
-                 HTTPError(400, "unknown field: response_format.schema"), finish())
+    loopback.add(
+        HTTPError(400, "response_format is not supported"),
+        HTTPError(400, "unknown field: response_format.schema"),
+        finish(),
+    )
     assert controller().call(goal_input())["command"] == "finish"
     kinds = [r["json"].get("response_format", {}).get("type") for r in loopback.requests]
     assert kinds == ["json_schema", "json_object", None]
@@ -152,9 +168,11 @@ def test_max_tokens_is_lowered_when_the_shortened_prompt_still_needs_the_room(lo
 
 def test_a_prompt_that_cannot_fit_is_not_sent_and_the_advice_fits_a_local_server(loopback, quiet_console):
     use_server(loopback)
-    flow = controller(context_window=300, backend={"max_tokens": 100},
-                      system_message_prompt_template={"template": "{{goal}} " + "rule " * 400,
-                                                      "input_variables": ["goal"]})
+    flow = controller(
+        context_window=300,
+        backend={"max_tokens": 100},
+        system_message_prompt_template={"template": "{{goal}} " + "rule " * 400, "input_variables": ["goal"]},
+    )
     with pytest.raises(ContextOverflow) as error:
         flow.call(goal_input())
     assert not loopback.requests, "a prompt is never sent to fail"
@@ -176,9 +194,11 @@ def test_a_goal_too_long_for_the_window_is_named_as_what_does_not_fit(loopback, 
 
 def test_a_prompt_too_long_for_another_reason_does_not_blame_the_goal(loopback, quiet_console):
     use_server(loopback)
-    flow = controller(context_window=300, backend={"max_tokens": 100},
-                      system_message_prompt_template={"template": "{{goal}} " + "rule " * 400,
-                                                      "input_variables": ["goal"]})
+    flow = controller(
+        context_window=300,
+        backend={"max_tokens": 100},
+        system_message_prompt_template={"template": "{{goal}} " + "rule " * 400, "input_variables": ["goal"]},
+    )
     with pytest.raises(ContextOverflow) as error:
         flow.call(goal_input(goal="say hi " * 20))
     assert "the goal" not in str(error.value)
@@ -186,8 +206,14 @@ def test_a_prompt_too_long_for_another_reason_does_not_blame_the_goal(loopback, 
 
 def test_a_server_stating_a_smaller_window_is_believed_and_the_call_is_fitted_again(loopback, quiet_console):
     use_server(loopback)
-    loopback.add(HTTPError(400, "This model's maximum context length is 1024 tokens. However, you requested 5000 "
-                                "tokens. Please reduce the length of the messages."), finish())
+    loopback.add(
+        HTTPError(
+            400,
+            "This model's maximum context length is 1024 tokens. However, you requested 5000 "
+            "tokens. Please reduce the length of the messages.",
+        ),
+        finish(),
+    )
     flow = controller(backend={"max_tokens": 300})
     assert flow.call(goal_input(logs=long_logs(20)))["command"] == "finish"
     first, second = loopback.requests
@@ -221,8 +247,10 @@ def test_the_budget_stops_before_the_call_that_would_exceed_it(loopback, quiet_c
     assert isinstance(error.value, KeyboardInterrupt), "it stops the run the way Ctrl+C does"
 
 
-@pytest.mark.parametrize("limit, flag", [({"max_tokens": 10}, "--max-tokens"), ({"max_cost": 0.0001}, "--max-cost"),
-                                         ({"max_time": 0.001}, "--max-time")])
+@pytest.mark.parametrize(
+    "limit, flag",
+    [({"max_tokens": 10}, "--max-tokens"), ({"max_cost": 0.0001}, "--max-cost"), ({"max_time": 0.001}, "--max-time")],
+)
 def test_each_limit_of_the_budget(limit, flag):
     USAGE.record("Jarvis/Controller", 5000, 100, 1.0, model="gpt-4", reported=True)
     budget = RunBudget(**limit)
@@ -266,8 +294,10 @@ def test_usage_comes_from_the_api_when_the_server_reports_it(loopback, quiet_con
 
 def test_a_controller_reply_cut_by_max_tokens_is_corrected_as_cut(loopback, quiet_console):
     use_server(loopback)
-    loopback.add(completion_json('{"command": "ask_user", "command_args": {"question": "a very long', finish_reason="length"),
-                 finish())
+    loopback.add(
+        completion_json('{"command": "ask_user", "command_args": {"question": "a very long', finish_reason="length"),
+        finish(),
+    )
     assert controller().call(goal_input())["command"] == "finish"
     correction = loopback.requests[-1]["messages"][-1]["content"]
     assert "cut off" in correction and "max_tokens" in correction
@@ -278,7 +308,8 @@ def code_writer(tmp_path):
     from aiflows_jarvis.InteractiveCodeGenFlowModule import InteractiveCodeGenFlow
 
     return InteractiveCodeGenFlow.instantiate_from_default_config(
-        memory_files={"code_library": str(tmp_path / "library.py")})
+        memory_files={"code_library": str(tmp_path / "library.py")}
+    )
 
 
 def test_code_cut_by_max_tokens_is_asked_for_again_before_the_user_sees_it(tmp_path, loopback, quiet_console, user):

@@ -1,5 +1,6 @@
 """benchmarks/real_server_check.py against the loopback server: every controller is asked (or named with the reason),
 and the figures it reports (first token, prefill tokens, reusable prefix) are printed (never asserted as timings)."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,14 @@ def first_command(body: dict) -> str:
 def run_check(url: str, *extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
     with network_guarded(env) as guarded:
-        return subprocess.run([sys.executable, CHECK, "--api-base", url, "--model", "local-model", "--rounds", "1",
-                               *extra], cwd=ROOT, env=guarded, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, CHECK, "--api-base", url, "--model", "local-model", "--rounds", "1", *extra],
+            cwd=ROOT,
+            env=guarded,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
 
 def controller_rows(stdout: str) -> dict:
@@ -71,19 +78,32 @@ def test_prefill_and_reusable_prefix_figures(monkeypatch):
 
     assert Call("c", [], True, timings={"prompt_n": 12, "prompt_ms": 250.0}).prefill_tokens == 12
     assert Call("c", [], True, timings={"prompt_ms": 250.0}).prefill_seconds == 0.25
-    assert Call("c", [], False, usage={"prompt_tokens": 100,
-                                       "prompt_tokens_details": {"cached_tokens": 64}}).prefill_tokens == 36
+    assert (
+        Call(
+            "c", [], False, usage={"prompt_tokens": 100, "prompt_tokens_details": {"cached_tokens": 64}}
+        ).prefill_tokens
+        == 36
+    )
     assert Call("c", [], False, usage={"prompt_tokens": 100}).prefill_tokens is None, "unknown is not 100"
 
     monkeypatch.syspath_prepend(ROOT)
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("real_server_check", CHECK)
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)
     head = [{"role": "system", "content": "rules " * 200}]
     first = Call("c", head + [{"role": "user", "content": "one"}], True)
-    second = Call("c", head + [{"role": "user", "content": "one"}, {"role": "assistant", "content": "ok"},
-                               {"role": "user", "content": "two"}], True)
+    second = Call(
+        "c",
+        head
+        + [
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "two"},
+        ],
+        True,
+    )
     changed = Call("c", [{"role": "system", "content": "new plan " + "rules " * 200}], True)
     reused, total = check.reused_prefix([first, second])
     assert 0.9 < reused / total < 1.0, "the second prompt begins with the first"

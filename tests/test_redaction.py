@@ -1,6 +1,7 @@
 """Secrets the process knows never leave it: what code prints of them is redacted by value from the prompts, the logs,
 the report, the trace and the recording; a password in --api-base is kept in no file, and --resume takes it from the
 environment."""
+
 from __future__ import annotations
 
 import json
@@ -9,14 +10,20 @@ import subprocess
 import sys
 
 import pytest
-
+from helpers import DEMO, RUN_JARVIS, files_holding
 from loopback_llm import LoopbackLLMServer
 from subprocess_guard import network_guarded
-from helpers import DEMO, RUN_JARVIS, files_holding
+
 from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule import get_console
+from aiflows_jarvis.CoreFlowModule import (
+    get_console,
+    redact,
+    redact_data,
+    remember_secret,
+    with_credentials,
+    without_credentials,
+)
 from aiflows_jarvis.CoreFlowModule.run.redaction import known_secret_names
-from aiflows_jarvis.CoreFlowModule import redact, redact_data, remember_secret, with_credentials, without_credentials
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter, secrets_to_redact
 
 KEY = "sk-proj-Zq8XbW3nK2LmP0tRv7YsA1cD"
@@ -27,8 +34,9 @@ PASSWORD = "pw-Hj4kL9mN2bV8"
 def test_a_remembered_value_is_redacted_by_name_wherever_it_is():
     remember_secret("OPENAI_API_KEY", KEY)
     assert redact(f"export OPENAI_API_KEY={KEY}\n") == "export OPENAI_API_KEY=[redacted: OPENAI_API_KEY]\n"
-    assert redact_data({"messages": [{"content": f"key: {KEY}"}]}) == \
-        {"messages": [{"content": "key: [redacted: OPENAI_API_KEY]"}]}
+    assert redact_data({"messages": [{"content": f"key: {KEY}"}]}) == {
+        "messages": [{"content": "key: [redacted: OPENAI_API_KEY]"}]
+    }
     assert known_secret_names() == ["OPENAI_API_KEY"], "names only, never values"
 
 
@@ -48,14 +56,18 @@ def test_a_secret_with_quotes_is_redacted_inside_json_too():
 
 def test_a_url_with_a_password_is_redacted_whole_and_its_password_alone():
     remember_secret("DATABASE_URL", f"postgres://app:{PASSWORD}@db.local/sales")
-    assert redact(f"url postgres://app:{PASSWORD}@db.local/sales, password {PASSWORD}") == \
-        "url [redacted: DATABASE_URL], password [redacted: DATABASE_URL]"
+    assert (
+        redact(f"url postgres://app:{PASSWORD}@db.local/sales, password {PASSWORD}")
+        == "url [redacted: DATABASE_URL], password [redacted: DATABASE_URL]"
+    )
 
 
 def test_credentials_come_out_of_a_url_and_go_back_in():
     assert without_credentials(f"http://alice:{PASSWORD}@h:8000/v1") == ("http://alice@h:8000/v1", PASSWORD)
-    assert without_credentials("https://ghp_abcdefghijklmnopqrstuv@git.example/x") == \
-        ("https://git.example/x", "ghp_abcdefghijklmnopqrstuv")
+    assert without_credentials("https://ghp_abcdefghijklmnopqrstuv@git.example/x") == (
+        "https://git.example/x",
+        "ghp_abcdefghijklmnopqrstuv",
+    )
     assert without_credentials("http://localhost:8000/v1") == ("http://localhost:8000/v1", None)
     assert with_credentials("http://alice@h:8000/v1", "p@ss") == "http://alice:p%40ss@h:8000/v1"
     assert with_credentials("https://git.example/x", "tok") == "https://tok@git.example/x"
@@ -63,8 +75,13 @@ def test_credentials_come_out_of_a_url_and_go_back_in():
 
 
 def test_the_interpreter_says_which_secrets_it_keeps_from_the_code_but_not_endpoints():
-    env = {"OPENAI_API_KEY": KEY, "OPENAI_API_BASE": "https://api.openai.com/v1", "AZURE_API_VERSION": "2023-07-01",
-           "DATABASE_URL": f"postgres://app:{PASSWORD}@db/sales", "HOME": "/home/u"}
+    env = {
+        "OPENAI_API_KEY": KEY,
+        "OPENAI_API_BASE": "https://api.openai.com/v1",
+        "AZURE_API_VERSION": "2023-07-01",
+        "DATABASE_URL": f"postgres://app:{PASSWORD}@db/sales",
+        "HOME": "/home/u",
+    }
     assert secrets_to_redact(base=env) == {"OPENAI_API_KEY": KEY, "DATABASE_URL": env["DATABASE_URL"]}
 
 
@@ -83,8 +100,9 @@ def test_the_environments_secrets_are_looked_for_again_only_when_it_changed(tmp_
     from aiflows_jarvis.InterpreterFlowModule import interpreter as interpreter_module
 
     looks = []
-    monkeypatch.setattr(interpreter_module, "secrets_to_redact",
-                        lambda *args: looks.append(1) or secrets_to_redact(*args))
+    monkeypatch.setattr(
+        interpreter_module, "secrets_to_redact", lambda *args: looks.append(1) or secrets_to_redact(*args)
+    )
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     (tmp_path / "later.txt").write_text("sk-later-0123456789abcdef0123")
     with CodeInterpreter(str(tmp_path), timeout=30) as interpreter:
@@ -101,8 +119,15 @@ def _jarvis(cwd, *args, env_extra=None, timeout=240):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_", "FAKE_EDITOR"))}
     env.update({"NO_COLOR": "1", "OPENAI_API_KEY": KEY, **(env_extra or {})})
     with network_guarded(env) as guarded:
-        return subprocess.run([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, RUN_JARVIS, *args],
+            cwd=cwd,
+            env=guarded,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def test_a_key_printed_by_code_and_the_api_base_password_reach_no_file_and_no_prompt(tmp_path):
@@ -117,10 +142,21 @@ def test_a_key_printed_by_code_and_the_api_base_password_reach_no_file_and_no_pr
     work = tmp_path / "work"
     work.mkdir()
     calls = at + 2  # the run_code's result goes to Coder's next prompt, then the budget stops the run
-    with LoopbackLLMServer(replies=replies[:calls + 1]) as server:
+    with LoopbackLLMServer(replies=replies[: calls + 1]) as server:
         host = server.url.split("://", 1)[1]
-        done = _jarvis(work, "--api-base", f"http://alice:{PASSWORD}@{host}", "--yes", "--max-calls", str(calls),
-                       "--trace", "trace.jsonl", "--record", "record.jsonl", Transcript.load(DEMO).header["goal"])
+        done = _jarvis(
+            work,
+            "--api-base",
+            f"http://alice:{PASSWORD}@{host}",
+            "--yes",
+            "--max-calls",
+            str(calls),
+            "--trace",
+            "trace.jsonl",
+            "--record",
+            "record.jsonl",
+            Transcript.load(DEMO).header["goal"],
+        )
         assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-2000:]
         prompts = json.dumps([request["json"] for request in server.requests])  # not the headers: the key is sent
         assert KEY not in prompts and "[redacted: OPENAI_API_KEY]" in prompts, "the next prompts say it was redacted"
@@ -135,8 +171,9 @@ def test_a_key_printed_by_code_and_the_api_base_password_reach_no_file_and_no_pr
 
         # --resume: the URL comes from the run file, its password from the environment, else the user is told how
         refused = _jarvis(work, "--resume")
-        assert refused.returncode == 2 and "JARVIS_API_BASE_PASSWORD" in refused.stdout + refused.stderr, \
+        assert refused.returncode == 2 and "JARVIS_API_BASE_PASSWORD" in refused.stdout + refused.stderr, (
             refused.stdout[-2000:] + refused.stderr[-2000:]
+        )
         resumed = _jarvis(work, "--resume", "--max-calls", "1", env_extra={"JARVIS_API_BASE_PASSWORD": PASSWORD})
         assert len(server.requests) == calls + 1, resumed.stdout[-3000:] + resumed.stderr[-2000:]
     assert resumed.returncode == 3, resumed.stdout[-3000:] + resumed.stderr[-2000:]
@@ -148,10 +185,10 @@ def test_each_file_a_run_writes_redacts_what_reached_it_another_way(tmp_path):
     is caught as it is written."""
     from aiflows.messages import Message
 
-    from aiflows_jarvis.ChatFlowModule.transcripts import TranscriptRecorder
-    from aiflows_jarvis.CoreFlowModule.flows.lean import RunTrace
-    from aiflows_jarvis.CoreFlowModule import append_log_entry
     from aiflows_jarvis.app.report_html import esc
+    from aiflows_jarvis.ChatFlowModule.transcripts import TranscriptRecorder
+    from aiflows_jarvis.CoreFlowModule import append_log_entry
+    from aiflows_jarvis.CoreFlowModule.flows.lean import RunTrace
 
     remember_secret("OPENAI_API_KEY", KEY)
     append_log_entry(str(tmp_path / "logs.txt"), "run_code", {"code": f"print('{KEY}')"}, f"key={KEY}")
@@ -162,8 +199,10 @@ def test_each_file_a_run_writes_redacts_what_reached_it_another_way(tmp_path):
     recorder.record("Jarvis", [{"role": "user", "content": KEY}], f"ok {KEY}")
     recorder.close()
     assert files_holding(tmp_path, KEY) == []
-    assert all("[redacted: OPENAI_API_KEY]" in (tmp_path / name).read_text()
-               for name in ("logs.txt", "trace.jsonl", "record.jsonl"))
+    assert all(
+        "[redacted: OPENAI_API_KEY]" in (tmp_path / name).read_text()
+        for name in ("logs.txt", "trace.jsonl", "record.jsonl")
+    )
     assert esc(f"<{KEY}>") == "&lt;[redacted: OPENAI_API_KEY]&gt;"
 
 
@@ -187,13 +226,14 @@ def test_what_the_console_shows_is_redacted_however_it_is_cut_into_lines():
 
 def test_a_server_error_holding_the_key_is_shown_redacted(quiet_console, run_context):
     from aiflows.backends.api_info import ApiInfo
+    from loopback_llm import HTTPError
 
     from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, with_api_infos
     from aiflows_jarvis.CoreFlowModule import LLMCallError
-    from loopback_llm import HTTPError
 
-    with LoopbackLLMServer([HTTPError(500, f"bad request with key {KEY}"),
-                            HTTPError(401, f"Incorrect API key provided: {KEY}")]) as server:
+    with LoopbackLLMServer(
+        [HTTPError(500, f"bad request with key {KEY}"), HTTPError(401, f"Incorrect API key provided: {KEY}")]
+    ) as server:
         run_context.backend_factory = with_api_infos([ApiInfo(backend_used="openai", api_key=KEY, api_base=server.url)])
         chat = ChatAtomicFlow.instantiate_from_default_config(name="Asker", retry={"initial_delay": 0.01})
         with pytest.raises(LLMCallError) as caught:
@@ -208,16 +248,26 @@ GOAL_URL = "https://bob:s3cret@example.com/data.csv"
 GOAL_WITH_PASSWORD = f"Download the prices from {GOAL_URL} and say the last one."
 
 
-def test_a_password_in_a_url_of_the_goal_reaches_the_llm_but_no_file_and_resume_takes_it_from_the_environment(
-        tmp_path):
+def test_a_password_in_a_url_of_the_goal_reaches_the_llm_but_no_file_and_resume_takes_it_from_the_environment(tmp_path):
     from fakes import command
 
     work = tmp_path / "work"
     work.mkdir()
     replies = ["1. Download the file and read its last price.", command("final_answer", answer="42")]
     with LoopbackLLMServer(replies=replies) as server:
-        done = _jarvis(work, "--api-base", server.url, "--yes", "--max-calls", "1", "--trace", "trace.jsonl",
-                       "--record", "record.jsonl", GOAL_WITH_PASSWORD)
+        done = _jarvis(
+            work,
+            "--api-base",
+            server.url,
+            "--yes",
+            "--max-calls",
+            "1",
+            "--trace",
+            "trace.jsonl",
+            "--record",
+            "record.jsonl",
+            GOAL_WITH_PASSWORD,
+        )
         assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-2000:]
         assert GOAL_URL in json.dumps(server.requests[0]["json"]), "the LLM needs it"
         warnings = [line for line in done.stdout.splitlines() if "JARVIS_GOAL_PASSWORD" in line]
@@ -231,15 +281,18 @@ def test_a_password_in_a_url_of_the_goal_reaches_the_llm_but_no_file_and_resume_
         assert run_file["goal_passwords"] == ["https://bob@example.com/data.csv"]
 
         refused = _jarvis(work, "--api-base", server.url, "--resume")
-        assert refused.returncode == 2 and "JARVIS_GOAL_PASSWORD" in refused.stdout + refused.stderr, \
+        assert refused.returncode == 2 and "JARVIS_GOAL_PASSWORD" in refused.stdout + refused.stderr, (
             refused.stdout[-2000:] + refused.stderr[-2000:]
+        )
         assert len(server.requests) == 1
-        resumed = _jarvis(work, "--api-base", server.url, "--resume", "--max-calls", "1",
-                          env_extra={"JARVIS_GOAL_PASSWORD": "s3cret"})
+        resumed = _jarvis(
+            work, "--api-base", server.url, "--resume", "--max-calls", "1", env_extra={"JARVIS_GOAL_PASSWORD": "s3cret"}
+        )
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]  # answer accepted: the end
         assert len(server.requests) == 2 and GOAL_URL in json.dumps(server.requests[1]["json"])
-        assert "was stopped during this task and is resumed" in json.dumps(server.requests[1]["json"]), \
+        assert "was stopped during this task and is resumed" in json.dumps(server.requests[1]["json"]), (
             "the same task, resumed"
+        )
     assert files_holding(work, "bob:s3cret") == []
 
 
@@ -249,8 +302,10 @@ def test_the_goal_given_again_with_its_password_resumes_the_run():
     from aiflows_jarvis.app.jarvis import JARVIS
     from aiflows_jarvis.app.resume import RESUMED, apply_previous
 
-    previous = {"goal": GOAL_WITH_PASSWORD.replace(GOAL_URL, "https://bob@example.com/data.csv"),
-                "goal_passwords": ["https://bob@example.com/data.csv"]}
+    previous = {
+        "goal": GOAL_WITH_PASSWORD.replace(GOAL_URL, "https://bob@example.com/data.csv"),
+        "goal_passwords": ["https://bob@example.com/data.csv"],
+    }
     args = SimpleNamespace(goal=GOAL_WITH_PASSWORD, yes=None, **{name: None for name in RESUMED + JARVIS.resumed})
     apply_previous(JARVIS, args, previous, "memory")
     assert args.goal == GOAL_WITH_PASSWORD
@@ -262,9 +317,11 @@ def test_a_password_of_the_goal_is_shown_redacted_in_its_url_but_sent_to_the_llm
     token = "ghp_0123456789abcdefghij0123"
     goal = f"{GOAL_WITH_PASSWORD} Then push to https://{token}@github.com/bob/prices.git."
     assert remember_goal_passwords(goal) == ["https://bob@example.com/data.csv", "https://github.com/bob/prices.git"]
-    assert redact(goal) == ("Download the prices from https://bob:[redacted: password in the goal]@example.com/data.csv"
-                            " and say the last one. Then push to https://[redacted: password in the goal]@github.com/"
-                            "bob/prices.git.")
+    assert redact(goal) == (
+        "Download the prices from https://bob:[redacted: password in the goal]@example.com/data.csv"
+        " and say the last one. Then push to https://[redacted: password in the goal]@github.com/"
+        "bob/prices.git."
+    )
     assert redact(goal, outgoing=True) is goal and redact_data([{"content": goal}], outgoing=True)[0]["content"] == goal
     assert json.dumps(goal)[1:-1] not in redact(json.dumps({"goal": goal})) and "s3cret" not in redact(json.dumps(goal))
     assert remember_goal_passwords("x" * 1_000_000 + "://" + "y" * 1_000_000 + "@") == [], "linear in a long goal"

@@ -1,6 +1,7 @@
 """The repetition guard reads a reply in one pass: what it holds and what each new piece costs do not grow with what
 came before, so a 10 MB reply (a long script, a huge line in a stream) is read as fast per megabyte as a short one.
 Costs are measured in memory allocated, not in seconds (benchmarks/repetition_guard.py prints MB per second)."""
+
 from __future__ import annotations
 
 import tracemalloc
@@ -34,7 +35,7 @@ def test_a_piece_costs_no_more_after_40_kb_than_the_windows_hold():
     for text in (_prose(40_000), _prose(40_000, line_every=9), "x" * 40_000):
         guard = RepetitionGuard()
         for start in range(0, len(text), CHECK_EVERY):
-            assert guard.feed(text[start:start + CHECK_EVERY]) is None
+            assert guard.feed(text[start : start + CHECK_EVERY]) is None
         peak = _peak_of_one_more_piece(guard, "y" * (CHECK_EVERY - 1) + "\n")
         assert peak < 64_000, f"one piece allocated {peak} bytes: the guard copies or scans what came before"
 
@@ -59,13 +60,16 @@ def test_a_streamed_reply_in_odd_pieces_gives_what_the_whole_text_gives():
     text = _prose(5_000, line_every=7) + "\n" + "Step 3. Save the chart to out.png now.\n" * 9
     guard, found = RepetitionGuard(), None
     for start in range(0, len(text), 37):  # pieces that cut words, sentences and runs of ". "
-        found = guard.feed(text[start:start + 37])
+        found = guard.feed(text[start : start + 37])
         if found is not None:
             break
     whole = find_repetition(text)
     assert found is not None and whole is not None
-    assert (found.unit, found.keep) == (whole.unit, whole.keep) == (
-        "save the chart to out.png now.", len(text) - 8 * len("Step 3. Save the chart to out.png now.\n") - 1)
+    assert (
+        (found.unit, found.keep)
+        == (whole.unit, whole.keep)
+        == ("save the chart to out.png now.", len(text) - 8 * len("Step 3. Save the chart to out.png now.\n") - 1)
+    )
 
 
 def test_sentences_end_only_at_a_space_after_their_full_stop():
@@ -73,6 +77,6 @@ def test_sentences_end_only_at_a_space_after_their_full_stop():
     text = "The value is 3.14 and e.g.x stays one word here. " * 9
     guard, found = RepetitionGuard(), None
     for start in range(0, len(text), 50):  # each piece ends on the full stop, before its space
-        found = found or guard.feed(text[start:start + 50])
+        found = found or guard.feed(text[start : start + 50])
     assert found is not None and found.unit == "the value is 3.14 and e.g.x stays one word here."
     assert found.keep == len("The value is 3.14 and e.g.x stays one word here.")

@@ -1,6 +1,7 @@
 """Real-looking bad replies, run through every controller of Jarvis's tree: each is either repaired (the command is
 read, the repair counted, no second LLM call) or corrected (the correction says exactly what was wrong, and a valid
 reply is then accepted). And the reply schemas generated from each controller's commands, in both dialects."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
-
 from fakes import finish, last_user_message, scripted_factory
-from aiflows_jarvis.CoreFlowModule import RunContext
+
 from aiflows_jarvis.ControllerFlowModule import ControllerAtomicFlow, InvalidReply
 from aiflows_jarvis.ControllerFlowModule.commands import (
     Command,
@@ -20,7 +20,7 @@ from aiflows_jarvis.ControllerFlowModule.commands import (
     render_commands,
     reply_schema,
 )
-from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError
+from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, RunContext
 
 # Every controller configuration of the package appears in Jarvis's tree (its path ends with one of these).
 FAMILIES = {
@@ -31,16 +31,22 @@ FAMILIES = {
     "PlanWriter": "Planner/Controller",
     "Replanning": "re_plan/Controller",
 }
-INPUT = {"goal": "Plot the monthly sales of sales.csv", "plan": "1. load sales.csv\n2. plot it", "logs": "",
-         "memory_files": {"plan": "plan.txt"}, "code_library": "", "result": "done"}
+INPUT = {
+    "goal": "Plot the monthly sales of sales.csv",
+    "plan": "1. load sales.csv\n2. plot it",
+    "logs": "",
+    "memory_files": {"plan": "plan.txt"},
+    "code_library": "",
+    "result": "done",
+}
 SAMPLE_VALUES = {"language": "python", "code": "import pandas as pd\nprint(pd.read_csv('sales.csv').head())"}
 
 
 @pytest.fixture(scope="module")
 def controllers() -> Dict[str, ControllerAtomicFlow]:
     """Every controller of Jarvis's tree, built from its real configuration, answering from the scripted LLM."""
-    from aiflows_jarvis.JarvisFlowModule import JarvisFlow
     from aiflows_jarvis.app import launcher
+    from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 
     with RunContext(backend_factory=scripted_factory):  # the chats take their backend when they are built
         jarvis = JarvisFlow.instantiate_from_default_config()
@@ -61,8 +67,9 @@ class Profile:
         self.first = commands[0]
         self.first_args = {a: SAMPLE_VALUES.get(a, f"the {a} of the first step") for a in self.first.input_args}
         self.optional = next(((c.name, a) for c in commands for a in c.optional_args if not c.input_args), None)
-        self.boolean = next(((c.name, a) for c in commands for a in c.optional_args + c.input_args
-                             if c.type_of(a) == "boolean"), None)
+        self.boolean = next(
+            ((c.name, a) for c in commands for a in c.optional_args + c.input_args if c.type_of(a) == "boolean"), None
+        )
 
 
 @dataclass
@@ -80,6 +87,7 @@ def entry(name: str):
     def register(build):
         CORPUS[name] = build
         return build
+
     return register
 
 
@@ -131,8 +139,13 @@ def _(p):
 
 @entry("prose around a fence")
 def _(p):
-    return repaired(f"I will now start with the first step of the plan.\n```json\n{json.dumps(first(p))}\n```\n"
-                    "Let me know if you want me to change anything.", first(p), "code fence", "prose")
+    return repaired(
+        f"I will now start with the first step of the plan.\n```json\n{json.dumps(first(p))}\n```\n"
+        "Let me know if you want me to change anything.",
+        first(p),
+        "code fence",
+        "prose",
+    )
 
 
 @entry("python dict")
@@ -142,8 +155,11 @@ def _(p):
 
 @entry("python dict with a double-quoted apostrophe")
 def _(p):
-    return repaired("{'command': 'finish', 'command_args': {'summary': \"The user's chart is in sales.png.\"}}",
-                    cmd("finish", summary="The user's chart is in sales.png."), "python dict")
+    return repaired(
+        "{'command': 'finish', 'command_args': {'summary': \"The user's chart is in sales.png.\"}}",
+        cmd("finish", summary="The user's chart is in sales.png."),
+        "python dict",
+    )
 
 
 @entry("python dict with True for a boolean argument")
@@ -151,38 +167,52 @@ def _(p):
     if p.boolean is None:
         return None
     name, arg = p.boolean
-    return repaired(f"{{'command': '{name}', 'command_args': {{'{arg}': True}}}}", cmd(name, **{arg: True}),
-                    "python dict")
+    return repaired(
+        f"{{'command': '{name}', 'command_args': {{'{arg}': True}}}}", cmd(name, **{arg: True}), "python dict"
+    )
 
 
 @entry("trailing commas")
 def _(p):
-    return repaired('{"command": "finish", "command_args": {"summary": "The chart is in sales.png.",},}', DONE,
-                    "trailing comma")
+    return repaired(
+        '{"command": "finish", "command_args": {"summary": "The chart is in sales.png.",},}', DONE, "trailing comma"
+    )
 
 
 @entry("trailing comma in a fence after prose")
 def _(p):
-    return repaired('Here you go:\n```json\n{"command": "ask_user", "command_args": {"question": '
-                    '"Which file holds the sales?",}}\n```', ASK, "code fence", "trailing comma", "prose")
+    return repaired(
+        'Here you go:\n```json\n{"command": "ask_user", "command_args": {"question": '
+        '"Which file holds the sales?",}}\n```',
+        ASK,
+        "code fence",
+        "trailing comma",
+        "prose",
+    )
 
 
 @entry("invalid escape in a string (a regex)")
 def _(p):
-    return repaired('{"command": "finish", "command_args": {"summary": "Matched \\d+ rows with \\s*sales"}}',
-                    cmd("finish", summary="Matched \\d+ rows with \\s*sales"), "invalid escape")
+    return repaired(
+        '{"command": "finish", "command_args": {"summary": "Matched \\d+ rows with \\s*sales"}}',
+        cmd("finish", summary="Matched \\d+ rows with \\s*sales"),
+        "invalid escape",
+    )
 
 
 @entry("raw line breaks inside a string (accepted as they are)")
 def _(p):
-    return repaired('{"command": "finish", "command_args": {"summary": "Loaded the data.\nPlotted it."}}',
-                    cmd("finish", summary="Loaded the data.\nPlotted it."))
+    return repaired(
+        '{"command": "finish", "command_args": {"summary": "Loaded the data.\nPlotted it."}}',
+        cmd("finish", summary="Loaded the data.\nPlotted it."),
+    )
 
 
 @entry("command_args as a JSON string")
 def _(p):
-    return repaired(json.dumps({"command": "ask_user", "command_args": json.dumps(ASK["command_args"])}), ASK,
-                    "args as string")
+    return repaired(
+        json.dumps({"command": "ask_user", "command_args": json.dumps(ASK["command_args"])}), ASK, "args as string"
+    )
 
 
 @entry("args instead of command_args")
@@ -259,8 +289,10 @@ def _(p):
 
 @entry("French prose, no JSON")
 def _(p):
-    return corrected("Je vais d'abord demander à l'utilisateur quel fichier contient les ventes.",
-                     "not valid JSON: it holds no JSON object")
+    return corrected(
+        "Je vais d'abord demander à l'utilisateur quel fichier contient les ventes.",
+        "not valid JSON: it holds no JSON object",
+    )
 
 
 @entry("YAML instead of JSON")
@@ -270,8 +302,10 @@ def _(p):
 
 @entry("ReAct-style text")
 def _(p):
-    return corrected("Thought: I need the file name.\nAction: ask_user\nAction Input: Which file holds the sales?",
-                     "holds no JSON object")
+    return corrected(
+        "Thought: I need the file name.\nAction: ask_user\nAction Input: Which file holds the sales?",
+        "holds no JSON object",
+    )
 
 
 @entry("two different commands")
@@ -281,8 +315,9 @@ def _(p):
 
 @entry("two commands in two fences")
 def _(p):
-    return corrected(f"First:\n```json\n{json.dumps(first(p))}\n```\nThen:\n```json\n{json.dumps(DONE)}\n```",
-                     "2 JSON objects")
+    return corrected(
+        f"First:\n```json\n{json.dumps(first(p))}\n```\nThen:\n```json\n{json.dumps(DONE)}\n```", "2 JSON objects"
+    )
 
 
 @entry("the same command twice")
@@ -297,8 +332,9 @@ def _(p):
 
 @entry("cut off")
 def _(p):
-    return corrected('{"command": "finish", "command_args": {"summary": "The analysis shows that the sales grew',
-                     "cut off")
+    return corrected(
+        '{"command": "finish", "command_args": {"summary": "The analysis shows that the sales grew', "cut off"
+    )
 
 
 @entry("cut off in a fence")
@@ -308,8 +344,7 @@ def _(p):
 
 @entry("a command, then a cut-off one")
 def _(p):
-    return corrected(f'{json.dumps(ASK)}\n{{"command": "finish", "command_args": {{"summ',
-                     "more than one JSON object")
+    return corrected(f'{json.dumps(ASK)}\n{{"command": "finish", "command_args": {{"summ', "more than one JSON object")
 
 
 @entry("unknown command")
@@ -329,8 +364,9 @@ def _(p):
 
 @entry("the arguments of another command")
 def _(p):
-    return corrected(json.dumps(cmd("finish", question="Which file?")),
-                     "missing argument(s): summary; unknown argument(s): question")
+    return corrected(
+        json.dumps(cmd("finish", question="Which file?")), "missing argument(s): summary; unknown argument(s): question"
+    )
 
 
 @entry("no command_args")
@@ -345,8 +381,9 @@ def _(p):
 
 @entry("command_args as plain text")
 def _(p):
-    return corrected(json.dumps({"command": "ask_user", "command_args": "Which file?"}),
-                     "must be a JSON object mapping")
+    return corrected(
+        json.dumps({"command": "ask_user", "command_args": "Which file?"}), "must be a JSON object mapping"
+    )
 
 
 @entry("an array where a string is declared")
@@ -376,8 +413,9 @@ def _(p):
 
 @entry("a command name that is not a string")
 def _(p):
-    return corrected(json.dumps({"command": ["finish"], "command_args": DONE["command_args"]}),
-                     "['finish'] is not a command")
+    return corrected(
+        json.dumps({"command": ["finish"], "command_args": DONE["command_args"]}), "['finish'] is not a command"
+    )
 
 
 @entry("a word for a boolean argument")
@@ -389,9 +427,14 @@ def _(p):
 
 
 def test_the_corpus_is_large_and_mixed():
-    profile = Profile([Command("write_code", "w", ["goal"]), Command("ask_user", "a", ["question"]),
-                       Command("save_code", "s", [], ["replace_existing"], {"replace_existing": "boolean"}),
-                       Command("finish", "f", ["summary"])])
+    profile = Profile(
+        [
+            Command("write_code", "w", ["goal"]),
+            Command("ask_user", "a", ["question"]),
+            Command("save_code", "s", [], ["replace_existing"], {"replace_existing": "boolean"}),
+            Command("finish", "f", ["summary"]),
+        ]
+    )
     cases = [build(profile) for build in CORPUS.values()]
     assert len(cases) >= 30 and None not in cases
     assert sum(c.says is None for c in cases) >= 15 and sum(c.says is not None for c in cases) >= 15
@@ -410,8 +453,9 @@ def drive(controller: ControllerAtomicFlow, case: Case, llm, where: str) -> None
         assert out == case.expect, f"{where}: read {out}"
         assert len(llm.calls) == 1, f"{where}: a repaired reply needs no second call"
         total = USAGE.total()
-        assert total.repair_kinds == Counter(case.repairs) and total.corrections == 0, \
+        assert total.repair_kinds == Counter(case.repairs) and total.corrections == 0, (
             f"{where}: repairs {total.repair_kinds}, corrections {total.corrections}"
+        )
         return
     llm.add(case.reply, finish("done"))
     out = controller.run(dict(INPUT))
@@ -435,8 +479,9 @@ def test_each_bad_reply_is_repaired_or_corrected_by_every_controller(name, contr
     assert ran, "the entry applies to at least one controller"
 
 
-def test_a_cut_off_reply_at_max_tokens_asks_every_controller_for_a_shorter_command(controllers, scripted_llm,
-                                                                                    quiet_console, monkeypatch):
+def test_a_cut_off_reply_at_max_tokens_asks_every_controller_for_a_shorter_command(
+    controllers, scripted_llm, quiet_console, monkeypatch
+):
     for path, controller in controllers.items():
         controller.set_up_flow_state()
         scripted_llm.calls.clear()
@@ -517,8 +562,11 @@ def nodes(schema: Any):
 def test_the_strict_json_schema_has_an_object_root_no_oneof_or_const_and_closed_objects(controllers):
     for path, controller in controllers.items():
         response_format = controller.response_format("json_schema")
-        assert response_format["type"] == "json_schema" and set(response_format["json_schema"]) == \
-            {"name", "strict", "schema"} and response_format["json_schema"]["strict"] is True, path
+        assert (
+            response_format["type"] == "json_schema"
+            and set(response_format["json_schema"]) == {"name", "strict", "schema"}
+            and response_format["json_schema"]["strict"] is True
+        ), path
         schema = response_format["json_schema"]["schema"]
         assert schema["type"] == "object" and schema["required"] == ["command", "command_args"], path
         assert schema["properties"]["command"]["enum"] == [c.name for c in controller.commands], path
@@ -555,13 +603,15 @@ def test_each_variant_validates_a_correct_reply_and_a_wrong_pairing_is_rejected(
             assert validates(schema, good), f"{path}: {good}"
             assert read_command(json.dumps(good), controller.commands)[:2] == (c.name, good_args(c, strict=False))
             if c.optional_args and not strict:
-                with_optional = cmd(c.name, **good_args(c, strict), **{a: SAMPLES[c.type_of(a)]
-                                                                       for a in c.optional_args})
+                with_optional = cmd(
+                    c.name, **good_args(c, strict), **{a: SAMPLES[c.type_of(a)] for a in c.optional_args}
+                )
                 assert validates(schema, with_optional), f"{path}: {with_optional}"
             assert not validates(schema, cmd(c.name, **good_args(c, strict), unexpected="x")), path
             if c.input_args:
-                assert not validates(schema, cmd(c.name, **{a: v for a, v in good_args(c, strict).items()
-                                                            if a != c.input_args[0]})), path
+                assert not validates(
+                    schema, cmd(c.name, **{a: v for a, v in good_args(c, strict).items() if a != c.input_args[0]})
+                ), path
             for other in controller.commands:
                 given = set(good_args(other, strict=False))
                 if set(c.input_args) <= given <= set(c.input_args + c.optional_args):
@@ -590,39 +640,55 @@ def test_argument_types_come_from_the_yaml(controllers):
     save_code = next(c for c in extend_library.commands if c.name == "save_code")
     assert save_code.type_of("replace_existing") == "boolean", "SaveCode reads it as a boolean"
     (code_writer,) = [c for p, c in controllers.items() if p.endswith(FAMILIES["CodeWriter"])]
-    assert next(c for c in code_writer.commands if c.name == "test").type_of("tests") == "string", \
+    assert next(c for c in code_writer.commands if c.name == "test").type_of("tests") == "string", (
         "TestCode parses the tests as Python source"
+    )
     assert "optional: module, replace_existing (boolean)" in render_commands(extend_library.commands)
     strict = reply_schema([save_code], "json_schema")["json_schema"]["schema"]
-    assert strict["properties"]["command_args"]["anyOf"][0]["properties"]["replace_existing"] == \
-        {"type": ["boolean", "null"], "description": "optional: null to leave it out"}, \
-        "strict mode lists every argument as required: an optional one says it is optional, and may be null"
+    assert strict["properties"]["command_args"]["anyOf"][0]["properties"]["replace_existing"] == {
+        "type": ["boolean", "null"],
+        "description": "optional: null to leave it out",
+    }, "strict mode lists every argument as required: an optional one says it is optional, and may be null"
 
 
-@pytest.mark.parametrize("arg_types, says", [
-    ({"colour": "string"}, "names 'colour', which is not one of its arguments"),
-    ({"question": "str"}, "the type 'str'; the types are string, integer"),
-    (["question"], "must be a mapping argument -> type"),
-])
+@pytest.mark.parametrize(
+    "arg_types, says",
+    [
+        ({"colour": "string"}, "names 'colour', which is not one of its arguments"),
+        ({"question": "str"}, "the type 'str'; the types are string, integer"),
+        (["question"], "must be a mapping argument -> type"),
+    ],
+)
 def test_a_wrong_arg_types_entry_is_a_clear_configuration_error(arg_types, says):
     with pytest.raises(ConfigurationError) as error:
-        commands_from_config({"ask_user": {"description": "a", "input_args": ["question"], "arg_types": arg_types}},
-                             "Boss/Controller")
+        commands_from_config(
+            {"ask_user": {"description": "a", "input_args": ["question"], "arg_types": arg_types}}, "Boss/Controller"
+        )
     assert says in str(error.value) and "Boss/Controller" in str(error.value)
 
 
 def test_typed_arguments_are_converted_or_precisely_refused():
-    commands = [Command("plot", "p", ["points", "width", "scale", "options"], ["log"],
-                        {"points": "array", "width": "integer", "scale": "number", "options": "object",
-                         "log": "boolean"}),
-                Command("finish", "f", ["summary"])]
-    name, args, repairs = read_command(json.dumps(cmd("plot", points='["a", "b"]', width="640", scale=1,
-                                                      options='{"grid": true}', log="false")), commands)
+    commands = [
+        Command(
+            "plot",
+            "p",
+            ["points", "width", "scale", "options"],
+            ["log"],
+            {"points": "array", "width": "integer", "scale": "number", "options": "object", "log": "boolean"},
+        ),
+        Command("finish", "f", ["summary"]),
+    ]
+    name, args, repairs = read_command(
+        json.dumps(cmd("plot", points='["a", "b"]', width="640", scale=1, options='{"grid": true}', log="false")),
+        commands,
+    )
     assert args == {"points": ["a", "b"], "width": 640, "scale": 1, "options": {"grid": True}, "log": False}
     assert repairs == ["argument type"]
-    for bad, says in [({"width": 6.5}, "'width' of command 'plot' must be an integer, not a number"),
-                      ({"log": 1}, "'log' of command 'plot' must be a boolean, not an integer"),
-                      ({"options": "grid"}, "'options' of command 'plot' must be an object, not a string")]:
+    for bad, says in [
+        ({"width": 6.5}, "'width' of command 'plot' must be an integer, not a number"),
+        ({"log": 1}, "'log' of command 'plot' must be a boolean, not an integer"),
+        ({"options": "grid"}, "'options' of command 'plot' must be an object, not a string"),
+    ]:
         reply = cmd("plot", **{"points": [], "width": 1, "scale": 1, "options": {}, **bad})
         with pytest.raises(InvalidReply) as error:
             read_command(json.dumps(reply), commands)

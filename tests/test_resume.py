@@ -5,35 +5,39 @@ its log says what its controller must know (the Python session is new; code writ
 function saved just before the run stopped has its plan steps marked done, and a resumed unattended run stays
 unattended (`jarvis_run.json` keeps --yes).
 """
+
 from __future__ import annotations
 
 import json
 import os
 
 import pytest
-
 from fakes import command, finish, library_text
 from helpers import DEMO, commands, run_jarvis
 from loopback_llm import LoopbackLLMServer
+
 from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import task_record_path
+from aiflows_jarvis.app import launcher
 from aiflows_jarvis.ChatFlowModule import Transcript
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput
-from aiflows_jarvis.CoreFlowModule import BudgetExceeded
 from aiflows_jarvis.CodeLibraryFlowModule import library_entries
-from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
-from aiflows_jarvis.CoreFlowModule import undone_steps
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, BudgetExceeded, read_text, split_log_entries, undone_steps
 from aiflows_jarvis.ExtendLibraryFlowModule.ExtendLibraryFlow import steps_done_by_saving
 from aiflows_jarvis.ExtendLibraryFlowModule.SaveCodeAtomicFlow import definition_digests
-from aiflows_jarvis.app import launcher
 
 SESSION_NOTE = "The Python session is new"
 UNSAVED_NOTE = "Code written with write_code and not saved is gone"
 LOGS = ("logs_jarvis.txt", "logs_coder.txt", "logs_extlib.txt")
 # What Coder's controller does after reading that the session is new: the second run_code of the demo uses `months`
 # and `sales` from the first, so it defines them again.
-DRAW_AGAIN = command("run_code", language="python", code=(
-    'from library import svg_bar_chart\n\nmonths = ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]\n'
-    'sales = [120, 135, 128, 150, 171, 165]\nprint(svg_bar_chart(months, sales, "sales_chart.svg", "Monthly sales"))'))
+DRAW_AGAIN = command(
+    "run_code",
+    language="python",
+    code=(
+        'from library import svg_bar_chart\n\nmonths = ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]\n'
+        "sales = [120, 135, 128, 150, 171, 165]\n"
+        'print(svg_bar_chart(months, sales, "sales_chart.svg", "Monthly sales"))'
+    ),
+)
 
 
 def library_names(memory) -> list:
@@ -85,8 +89,16 @@ def seed_config(tmp_path):
 def first_run(tmp_path, replies, calls, *options):
     """A --yes run on the demo's goal, stopped by --max-calls after ``calls`` LLM calls (exit code 3)."""
     with LoopbackLLMServer(replies=replies[:calls]) as server:
-        done = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--max-calls", str(calls), *options,
-                          Transcript.load(DEMO).header["goal"])
+        done = run_jarvis(
+            tmp_path,
+            "--api-base",
+            server.url,
+            "--yes",
+            "--max-calls",
+            str(calls),
+            *options,
+            Transcript.load(DEMO).header["goal"],
+        )
         assert len(server.requests) == calls
     assert done.returncode == 3 and "reached its budget" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
     return done
@@ -101,8 +113,9 @@ def resumed_run(tmp_path, replies):
         return done, server.requests
 
 
-def test_a_run_stopped_in_extend_library_between_save_code_and_update_plan_resumes_there(tmp_path, seed_replies,
-                                                                                          seed_config):
+def test_a_run_stopped_in_extend_library_between_save_code_and_update_plan_resumes_there(
+    tmp_path, seed_replies, seed_config
+):
     replies, memory = seed_replies, tmp_path / "memory"
     first_run(tmp_path, replies, 31, "--config", seed_config)  # ExtendLibrary's call after save_code is not made
     assert library_names(memory) == ["growth_rates", "svg_bar_chart"]
@@ -114,38 +127,56 @@ def test_a_run_stopped_in_extend_library_between_save_code_and_update_plan_resum
     # Jarvis calls Coder with the same task, Coder calls ExtendLibrary with the same task: both resume it.
     done, requests = resumed_run(tmp_path, [replies[3], replies[21], *replies[31:33], DRAW_AGAIN, *replies[34:]])
     assert "(auto)" in done.stdout, "--yes was remembered: plans and code are approved with nobody asked"
-    assert not any("plan how to" in r["messages"][0]["content"] for r in requests), \
+    assert not any("plan how to" in r["messages"][0]["content"] for r in requests), (
         "no boss wrote a new plan: each continued with the one it had"
+    )
     extlib_prompt = "\n".join(m["content"] for m in requests[2]["messages"])  # its head, then its memory
     assert "You are ExtendLibrary" in extlib_prompt
-    assert "Standard library only. [done]\n2. Save it to the code library. [done]" in extlib_prompt, \
+    assert "Standard library only. [done]\n2. Save it to the code library. [done]" in extlib_prompt, (
         "the function saved before the run stopped has its steps marked done before the controller is asked"
+    )
 
     assert commands(memory / "logs_jarvis.txt", markers=True)[0] == "resume"
     assert commands(memory / "logs_coder.txt", markers=True) == [
-        "extend_library", "update_plan", "run_code", "resume", "extend_library", "run_code", "update_plan"]
+        "extend_library",
+        "update_plan",
+        "run_code",
+        "resume",
+        "extend_library",
+        "run_code",
+        "update_plan",
+    ]
     coder_resume = entry(memory / "logs_coder.txt", "resume")
     assert SESSION_NOTE in coder_resume and "Entries [1] to [3] above are this task's" in coder_resume
     assert commands(memory / "logs_extlib.txt", markers=True) == [
-        "write_code", "save_code", "update_plan", "new_task", "write_code", "save_code", "resume", "update_plan"]
+        "write_code",
+        "save_code",
+        "update_plan",
+        "new_task",
+        "write_code",
+        "save_code",
+        "resume",
+        "update_plan",
+    ]
     extlib_resume = entry(memory / "logs_extlib.txt", "resume")
     assert "svg_bar_chart was saved into the library before the run stopped" in extlib_resume
     assert "steps 1, 2 now marked done" in extlib_resume and UNSAVED_NOTE in extlib_resume
     last = split_log_entries(read_text(memory / "logs_extlib.txt"))[-1][1]
-    assert " update_plan ---" in last and "already held this plan" in last, \
+    assert " update_plan ---" in last and "already held this plan" in last, (
         "the controller's own update then changes nothing"
+    )
 
     plan = read_text(memory / "plan_extlib.txt")
     assert plan.count("[done]") == 2
-    assert library_names(memory) == ["growth_rates", "svg_bar_chart"], \
-        "every function saved is in the library once"
-    assert "<svg" in read_text(tmp_path / "sales_chart.svg"), "the code ran in the working folder (the run's, remembered)"
+    assert library_names(memory) == ["growth_rates", "svg_bar_chart"], "every function saved is in the library once"
+    assert "<svg" in read_text(tmp_path / "sales_chart.svg"), (
+        "the code ran in the working folder (the run's, remembered)"
+    )
     assert json.loads(read_text(memory / "jarvis_run.json"))["yes"] is True
     assert task_records(memory) == [], "every task ended"
 
 
-def test_a_run_stopped_in_coder_resumes_coder_and_its_log_says_the_session_is_new(tmp_path, seed_replies,
-                                                                                 seed_config):
+def test_a_run_stopped_in_coder_resumes_coder_and_its_log_says_the_session_is_new(tmp_path, seed_replies, seed_config):
     replies, memory = seed_replies, tmp_path / "memory"
     first_run(tmp_path, replies, 21, "--config", seed_config)  # after Coder's first run_code: `months` and `sales`
     assert commands(memory / "logs_coder.txt") == ["extend_library", "update_plan", "run_code"]
@@ -154,16 +185,26 @@ def test_a_run_stopped_in_coder_resumes_coder_and_its_log_says_the_session_is_ne
     done, requests = resumed_run(tmp_path, [replies[3], *replies[21:33], DRAW_AGAIN, *replies[34:]])
     assert "You are Coder" in requests[1]["messages"][0]["content"], "Coder did not plan again"
     assert commands(memory / "logs_coder.txt", markers=True) == [
-        "extend_library", "update_plan", "run_code", "resume", "extend_library", "run_code", "update_plan"]
-    assert SESSION_NOTE in entry(memory / "logs_coder.txt", "resume"), \
+        "extend_library",
+        "update_plan",
+        "run_code",
+        "resume",
+        "extend_library",
+        "run_code",
+        "update_plan",
+    ]
+    assert SESSION_NOTE in entry(memory / "logs_coder.txt", "resume"), (
         "Coder's controller, which uses the session's variables, is told they are gone"
+    )
     assert SESSION_NOTE in requests[1]["messages"][1]["content"], "... in its prompt (its memory: the first message)"
     extlib = commands(memory / "logs_extlib.txt", markers=True)
     assert extlib == ["write_code", "save_code", "update_plan", "new_task", "write_code", "save_code", "update_plan"]
-    assert "The run was stopped and resumed before this task" in entry(memory / "logs_extlib.txt", "new_task"), \
+    assert "The run was stopped and resumed before this task" in entry(memory / "logs_extlib.txt", "new_task"), (
         "ExtendLibrary's finished task is not resumed: its next one is new"
-    assert read_text(memory / "plan_coder.txt").strip() == json.loads(replies[34])["command_args"]["updated_plan"], \
+    )
+    assert read_text(memory / "plan_coder.txt").strip() == json.loads(replies[34])["command_args"]["updated_plan"], (
         "Coder's plan is the one it resumed, updated by its controller"
+    )
     assert library_names(memory) == ["growth_rates", "svg_bar_chart"]
     assert task_records(memory) == []
 
@@ -179,10 +220,18 @@ def test_with_bookkeeping_by_code_a_stopped_coder_resumes_its_one_step_plan(tmp_
     draw_again = json.loads(DRAW_AGAIN)
     draw_again["command_args"]["completes_step"] = 1
     done, requests = resumed_run(tmp_path, [replies[1], *replies[chart:-2], json.dumps(draw_again), replies[-1]])
-    assert SESSION_NOTE in requests[1]["messages"][1]["content"] and "1. Reach the goal above." in \
-        requests[1]["messages"][1]["content"], "Coder resumed its plan of one step, told the session is new"
+    assert (
+        SESSION_NOTE in requests[1]["messages"][1]["content"]
+        and "1. Reach the goal above." in requests[1]["messages"][1]["content"]
+    ), "Coder resumed its plan of one step, told the session is new"
     assert commands(memory / "logs_coder.txt", markers=True) == [
-        "extend_library", "run_code", "resume", "extend_library", "run_code", "update_plan"]
+        "extend_library",
+        "run_code",
+        "resume",
+        "extend_library",
+        "run_code",
+        "update_plan",
+    ]
     assert not undone_steps(read_text(memory / "plan_coder.txt")) and task_records(memory) == []
     assert "<svg" in read_text(tmp_path / "sales_chart.svg")
 
@@ -224,8 +273,11 @@ def jarvis(tmp_path, scripted_llm, quiet_console, run_context):
 def stopped_inside_coder(start, scripted_llm, coder_done=False):
     """A run stopped by its budget inside Coder's task, after one command (or, with ``coder_done``, after the task,
     in Jarvis's loop). Coder's plan is its goal, written by code."""
-    scripted_llm.add("1. Ask Coder to count the words.", command("Coder", goal=CODER_GOAL),
-                     command("ask_user", question="Which text?"))
+    scripted_llm.add(
+        "1. Ask Coder to count the words.",
+        command("Coder", goal=CODER_GOAL),
+        command("ask_user", question="Which text?"),
+    )
     if coder_done:
         scripted_llm.add(finish("3 words"))
     scripted_llm.add(BudgetExceeded("The run reached its budget."))
@@ -243,8 +295,9 @@ def test_the_interrupted_task_given_again_is_resumed_with_its_plan(jarvis, scrip
     assert commands(memory / "logs_coder.txt", markers=True) == ["ask_user", "resume"]
     resume = entry(memory / "logs_coder.txt", "resume")
     assert SESSION_NOTE in resume and "Entries [1] to [1] above are this task's" in resume
-    assert plan.startswith(f"1. {CODER_GOAL}") and read_text(memory / "plan_coder.txt").startswith(plan.strip()), \
+    assert plan.startswith(f"1. {CODER_GOAL}") and read_text(memory / "plan_coder.txt").startswith(plan.strip()), (
         "the plan is the one it had"
+    )
 
 
 def test_another_task_after_a_resume_is_new_but_told_the_session_is_new(jarvis, scripted_llm):
@@ -276,24 +329,38 @@ def planned(plan):
 def test_a_function_saved_just_before_the_stop_has_its_steps_marked_done_on_resume(jarvis, scripted_llm):
     start, memory = jarvis  # in the seed's mode, where a budget can stop the run between save_code and update_plan
     extlib_plan = "1. Write and test `double(x)`: twice x.\n2. Save it to the code library."
-    scripted_llm.add(*planned("1. Ask Coder for double."), command("Coder", goal=CODER_GOAL),
-                     *planned("1. Extend the library with `double(x)`."),
-                     command("extend_library", goal="double(x): 2 * x"),
-                     *planned(extlib_plan), command("write_code", goal="double(x): 2 * x"),
-                     command("write_code", goal="double(x): 2 * x"),
-                     "```python\ndef double(x):\n    \"\"\"Twice x.\"\"\"\n    return 2 * x\n```", finish("written"),
-                     command("save_code"), BudgetExceeded("The run reached its budget."))
+    scripted_llm.add(
+        *planned("1. Ask Coder for double."),
+        command("Coder", goal=CODER_GOAL),
+        *planned("1. Extend the library with `double(x)`."),
+        command("extend_library", goal="double(x): 2 * x"),
+        *planned(extlib_plan),
+        command("write_code", goal="double(x): 2 * x"),
+        command("write_code", goal="double(x): 2 * x"),
+        '```python\ndef double(x):\n    """Twice x."""\n    return 2 * x\n```',
+        finish("written"),
+        command("save_code"),
+        BudgetExceeded("The run reached its budget."),
+    )
     with pytest.raises(BudgetExceeded):
         start(False, seed=True).call({"goal": GOAL})
-    assert "def double" in library_text(str(memory / "library.py")) and "[done]" not in read_text(memory / "plan_extlib.txt")
+    assert "def double" in library_text(str(memory / "library.py")) and "[done]" not in read_text(
+        memory / "plan_extlib.txt"
+    )
 
     seen = {}
 
     def extlib_controller(messages):
         seen["prompt"] = "\n".join(m["content"] for m in messages)
         return finish("The library has double.")
-    scripted_llm.add(command("Coder", goal=CODER_GOAL), command("extend_library", goal="double(x): 2 * x"),
-                     extlib_controller, finish("done"), finish("done"))
+
+    scripted_llm.add(
+        command("Coder", goal=CODER_GOAL),
+        command("extend_library", goal="double(x): 2 * x"),
+        extlib_controller,
+        finish("done"),
+        finish("done"),
+    )
     start(True, seed=True).call({"goal": GOAL})
     marked = "1. Write and test `double(x)`: twice x. [done]\n2. Save it to the code library. [done]"
     assert marked in seen["prompt"], "the controller reads a plan that says what was saved"
@@ -315,26 +382,32 @@ def test_a_new_run_archives_the_task_records_with_the_logs(jarvis, scripted_llm)
 
 
 # ~~~ ExtendLibrary's plan, brought up to date with the library ~~~
-DEMO_PLAN = ("1. Write and test `svg_bar_chart(labels: list[str], values: list[float], path: str) -> str`: one bar "
-             "per value.\n2. Save it to the code library.\n3. Write and test `legend(labels)`.\n4. Save it.")
+DEMO_PLAN = (
+    "1. Write and test `svg_bar_chart(labels: list[str], values: list[float], path: str) -> str`: one bar "
+    "per value.\n2. Save it to the code library.\n3. Write and test `legend(labels)`.\n4. Save it."
+)
 
 
-@pytest.mark.parametrize("plan, saved, expected", [
-    (DEMO_PLAN, ["svg_bar_chart"], ["1", "2"]),
-    (DEMO_PLAN, ["legend"], ["3", "4"]),
-    (DEMO_PLAN, ["svg_bar_chart", "legend"], ["1", "2", "3", "4"]),
-    ("1. Write `f(x)` and save it.\n2. Write `g(x)` and save it.", ["g"], ["2"]),
-    ("1. Write `f(x)`. [done]\n2. Save it.", ["f"], ["1", "2"]),   # mark_steps_done leaves a step marked as it is
-    ("1. Write `f2(x)`.\n2. Save it.", ["f"], []),                   # names are whole words
-    ("no numbered steps", ["f"], []),
-])
+@pytest.mark.parametrize(
+    "plan, saved, expected",
+    [
+        (DEMO_PLAN, ["svg_bar_chart"], ["1", "2"]),
+        (DEMO_PLAN, ["legend"], ["3", "4"]),
+        (DEMO_PLAN, ["svg_bar_chart", "legend"], ["1", "2", "3", "4"]),
+        ("1. Write `f(x)` and save it.\n2. Write `g(x)` and save it.", ["g"], ["2"]),
+        ("1. Write `f(x)`. [done]\n2. Save it.", ["f"], ["1", "2"]),  # mark_steps_done leaves a step marked as it is
+        ("1. Write `f2(x)`.\n2. Save it.", ["f"], []),  # names are whole words
+        ("no numbered steps", ["f"], []),
+    ],
+)
 def test_the_steps_a_saved_function_completes(plan, saved, expected):
     assert steps_done_by_saving(plan, saved) == expected
 
 
 def test_definition_digests_tell_a_changed_function_from_one_left_as_it_was():
     before = definition_digests("import os\n\n\ndef f():\n    return 1\n\n\n@cache\ndef g():\n    return 2\n")
-    after = definition_digests("import os\n\n\ndef f():\n    return 1\n\n\n@cache\ndef g():\n    return 3\n\n\n"
-                               "class H:\n    pass\n")
+    after = definition_digests(
+        "import os\n\n\ndef f():\n    return 1\n\n\n@cache\ndef g():\n    return 3\n\n\nclass H:\n    pass\n"
+    )
     assert sorted(before) == ["f", "g"] and sorted(after) == ["H", "f", "g"]
     assert [name for name in after if after[name] != before.get(name)] == ["g", "H"]

@@ -1,5 +1,6 @@
 """RunContext: one object holds what a run uses, built once and entered once. The runs are a ContextVar: contexts
 nest, a thread sees the run only if started with ``start_thread``, two runs in two threads each see their own."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,6 @@ import sys
 import threading
 
 import pytest
-
 from fakes import SCRIPT, Sink, scripted_factory
 from subprocess_guard import network_guarded
 
@@ -17,20 +17,21 @@ from aiflows_jarvis.ChatFlowModule.servers import server_settings
 from aiflows_jarvis.CoreFlowModule import (
     USAGE,
     Console,
+    RunBudget,
     RunContext,
     ScriptedInput,
+    TerminalInput,
     current_run,
     entered_run,
     get_closed_input_hint,
     get_console,
     get_input_source,
+    get_run_budget,
+    run_tool,
     start_thread,
+    warm_up,
 )
 from aiflows_jarvis.CoreFlowModule.errors import InputUnavailableError
-from aiflows_jarvis.CoreFlowModule import TerminalInput
-from aiflows_jarvis.CoreFlowModule import RunBudget, get_run_budget
-from aiflows_jarvis.CoreFlowModule import run_tool
-from aiflows_jarvis.CoreFlowModule import warm_up
 from aiflows_jarvis.HumanStandardInputFlowModule import HumanStandardInputFlow
 from aiflows_jarvis.VectorStoreFlowModule import hash_embeddings_factory
 from aiflows_jarvis.VectorStoreFlowModule.embeddings import build_embeddings
@@ -105,16 +106,25 @@ def test_the_defaults_are_the_terminal_stdout_and_no_limit(monkeypatch):
 def test_a_bare_flow_call_works_with_the_defaults(tmp_path):
     """In a fresh process, with no context entered and nothing set: the flow prints its question on stdout and reads
     the answer from the terminal's input."""
-    script = ("from aiflows_jarvis.HumanStandardInputFlowModule import HumanStandardInputFlow\n"
-              "from aiflows_jarvis.CoreFlowModule import current_run, entered_run\n"
-              "assert entered_run() is None, 'nothing entered yet'\n"
-              "flow = HumanStandardInputFlow.instantiate_from_default_config()\n"
-              "print('ANSWER=' + flow.call({'question': 'Which colour?'})['human_input'])\n"
-              "assert entered_run() is current_run(), 'the run made with the defaults stays for what follows'\n")
+    script = (
+        "from aiflows_jarvis.HumanStandardInputFlowModule import HumanStandardInputFlow\n"
+        "from aiflows_jarvis.CoreFlowModule import current_run, entered_run\n"
+        "assert entered_run() is None, 'nothing entered yet'\n"
+        "flow = HumanStandardInputFlow.instantiate_from_default_config()\n"
+        "print('ANSWER=' + flow.call({'question': 'Which colour?'})['human_input'])\n"
+        "assert entered_run() is current_run(), 'the run made with the defaults stays for what follows'\n"
+    )
     env = {**os.environ, "NO_COLOR": "1"}
     with network_guarded(env) as guarded:
-        done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=guarded, input="blue\n",
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=tmp_path,
+            env=guarded,
+            input="blue\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Which colour?" in done.stdout, "the default console printed the question"
     assert "ANSWER=blue" in done.stdout, "the default input source read the line given on stdin"
@@ -172,8 +182,12 @@ def test_two_runs_in_two_threads_do_not_see_each_other(run_context):
             for _ in range(calls):
                 USAGE.record(f"{name}/Asker", 10, 2, 0.1)
             both_entered.wait()  # the other run is entered, and has counted its calls, at this point
-            seen[name] = (get_input_source() is source, get_input_source().ask("Who?"), USAGE.total().calls,
-                          current_run() is run)
+            seen[name] = (
+                get_input_source() is source,
+                get_input_source().ask("Who?"),
+                USAGE.total().calls,
+                current_run() is run,
+            )
             both_entered.wait()  # neither leaves before both have looked
 
     threads = [plain_thread(lambda n=name, c=calls: one_run(n, c), name) for name, calls in (("A", 1), ("B", 3))]
@@ -208,10 +222,17 @@ def test_the_warm_up_runs_once_per_run_and_its_thread_sees_the_run():
 def test_state_does_not_leak_between_two_contexts(tmp_path):
     trace = tmp_path / "trace.jsonl"
     recorded = []
-    with RunContext(input_source=ScriptedInput(["red"]), backend_factory=scripted_factory,
-                    backend_wrappers=[lambda backend, name: backend], embeddings_factory=hash_embeddings_factory,
-                    budget=RunBudget(max_calls=5), tool_recorder=lambda *args: recorded.append(args),
-                    warm_up=lambda: None, closed_input_hint="pass --yes", trace_file=str(trace)) as first:
+    with RunContext(
+        input_source=ScriptedInput(["red"]),
+        backend_factory=scripted_factory,
+        backend_wrappers=[lambda backend, name: backend],
+        embeddings_factory=hash_embeddings_factory,
+        budget=RunBudget(max_calls=5),
+        tool_recorder=lambda *args: recorded.append(args),
+        warm_up=lambda: None,
+        closed_input_hint="pass --yes",
+        trace_file=str(trace),
+    ) as first:
         USAGE.record("Asker", 10, 2, 0.1)
         server_settings(scripted_factory({"model_name": "m"}, "Asker")).context_window = 1024
         assert run_tool("Search", {"query": "q"}, lambda: "found") == "found" and recorded
@@ -266,8 +287,9 @@ def test_a_step_record_is_opened_at_the_first_flow_message_and_keeps_only_steps(
 def test_close_records_closes_the_trace_and_the_step_record_for_good(tmp_path):
     trace_path, steps_path = tmp_path / "trace.jsonl", tmp_path / "steps.jsonl"
     flow = HumanStandardInputFlow.instantiate_from_default_config()
-    with RunContext(trace_file=str(trace_path), step_record=str(steps_path),
-                    input_source=ScriptedInput(["red", "blue"])) as run:
+    with RunContext(
+        trace_file=str(trace_path), step_record=str(steps_path), input_source=ScriptedInput(["red", "blue"])
+    ) as run:
         flow.call({"question": "Which colour?"})
         trace, steps = run.trace, run.steps
         assert trace is not None and steps is not None
@@ -301,8 +323,7 @@ def test_embeddings_follow_the_context():
 
 
 def test_the_memory_folder_of_the_run_is_the_default_of_set_memory_files(tmp_path):
-    from aiflows_jarvis.CoreFlowModule import ConfigurationError
-    from aiflows_jarvis.CoreFlowModule import set_memory_files
+    from aiflows_jarvis.CoreFlowModule import ConfigurationError, set_memory_files
     from aiflows_jarvis.JarvisFlowModule import JarvisFlow
 
     config = JarvisFlow.get_config()
@@ -310,19 +331,23 @@ def test_the_memory_folder_of_the_run_is_the_default_of_set_memory_files(tmp_pat
         set_memory_files(dict(config))
     with RunContext(memory_dir=str(tmp_path / "mem")):
         layout = set_memory_files(config)
-    assert layout and all(path.startswith(str(tmp_path / "mem")) for files in layout.values()
-                          for path in files.values())
+    assert layout and all(
+        path.startswith(str(tmp_path / "mem")) for files in layout.values() for path in files.values()
+    )
 
 
-@pytest.mark.parametrize("setting, value, expected", [
-    ("input_source", "yes", "an InputSource"),
-    ("console", print, "a Console"),
-    ("backend_factory", "gpt-4", "a function"),
-    ("budget", {"max_calls": 3}, "a RunBudget"),
-    ("backend_wrappers", ["recorder"], "a list of functions"),
-    ("step_record", "", "a file path"),
-    ("tool_provider", object(), "a tool provider"),
-])
+@pytest.mark.parametrize(
+    "setting, value, expected",
+    [
+        ("input_source", "yes", "an InputSource"),
+        ("console", print, "a Console"),
+        ("backend_factory", "gpt-4", "a function"),
+        ("budget", {"max_calls": 3}, "a RunBudget"),
+        ("backend_wrappers", ["recorder"], "a list of functions"),
+        ("step_record", "", "a file path"),
+        ("tool_provider", object(), "a tool provider"),
+    ],
+)
 def test_a_wrong_setting_says_what_it_must_be(setting, value, expected):
     with pytest.raises(TypeError, match=f"RunContext\\({setting}=...\\) must be {expected}"):
         RunContext(**{setting: value})

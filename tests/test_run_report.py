@@ -4,6 +4,7 @@ the demo's report opened in a real headless Chromium (skipped when none is insta
 
 `python tests/test_run_report.py --screenshots docs/` makes the README's screenshots again.
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,17 +25,19 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fakes import Sink  # noqa: E402
-from loopback_llm import HTTPError, LoopbackLLMServer  # noqa: E402
 from helpers import DEMO, DEMO_CALLS, run_jarvis, transcript_answering  # noqa: E402
+from loopback_llm import HTTPError, LoopbackLLMServer  # noqa: E402
 
-from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import Console  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import format_log_entry  # noqa: E402
 from aiflows_jarvis.app import report_html, run_report  # noqa: E402
+from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
+from aiflows_jarvis.CoreFlowModule import (
+    Console,  # noqa: E402
+    format_log_entry,  # noqa: E402
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTILE_ANSWER = "April grew the most. <script>window.pwned = 1; alert('answer')</script> <img src=x onerror=alert(2)>"
-HOSTILE_PRINT = "print(\"</pre><script>window.pwned = 2</script>\")\n"
+HOSTILE_PRINT = 'print("</pre><script>window.pwned = 2</script>")\n'
 
 
 # ~~~ Reading a report ~~~
@@ -98,59 +101,84 @@ def test_the_demo_writes_a_self_contained_report_of_the_whole_run(demo_run):
     assert "a replay of the recorded demo" in shown and "finished" in shown
     plans = section(page, "plans")
     # a sub-boss's plan is its goal, one step: Coder's is the goal Jarvis gave it, ExtendLibrary's the function
-    for boss, step in (("Jarvis", "Ask Coder to write a reusable function"), ("Coder", "The monthly sales of a shop"),
-                       ("ExtendLibrary", "svg_bar_chart(labels: list[str]")):
+    for boss, step in (
+        ("Jarvis", "Ask Coder to write a reusable function"),
+        ("Coder", "The monthly sales of a shop"),
+        ("ExtendLibrary", "svg_bar_chart(labels: list[str]"),
+    ):
         assert boss in plans and step in plans, f"{boss}'s plan"
     assert "\u2713 done" in plans, "the done marks"
     assert summaries(page) == [
         ("Jarvis", "Coder"),
-        ("Coder", "extend_library"), ("ExtendLibrary", "write_code"), ("ExtendLibrary", "save_code"),
+        ("Coder", "extend_library"),
+        ("ExtendLibrary", "write_code"),
+        ("ExtendLibrary", "save_code"),
         ("ExtendLibrary", "update_plan"),
         ("Coder", "run_code"),
-        ("Coder", "extend_library"), ("ExtendLibrary", "write_code"), ("ExtendLibrary", "save_code"),
+        ("Coder", "extend_library"),
+        ("ExtendLibrary", "write_code"),
+        ("ExtendLibrary", "save_code"),
         ("ExtendLibrary", "update_plan"),
-        ("Coder", "run_code"), ("Coder", "update_plan"),
-        ("Jarvis", "update_plan"), ("Jarvis", "final_answer"), ("Jarvis", "update_plan")], \
-        "each sub-boss's task inside the command that ran it"
+        ("Coder", "run_code"),
+        ("Coder", "update_plan"),
+        ("Jarvis", "update_plan"),
+        ("Jarvis", "final_answer"),
+        ("Jarvis", "update_plan"),
+    ], "each sub-boss's task inside the command that ran it"
     assert "a new task starts" in shown, "ExtendLibrary's second task is marked"
     run = section(page, "run")
-    assert "characters left out at" not in run and "[... " not in run, \
+    assert "characters left out at" not in run and "[... " not in run, (
         "without --trace too, arguments and results are whole (the run's step record, mem/jarvis_steps.jsonl)"
+    )
     spec = json.loads(Transcript.load(DEMO).replies()[6])["command_args"]["goal"]
     assert " ".join(spec.split()) in " ".join(run.split()), "the second function's spec, whole (the log cuts it)"
     assert run.count("by code") >= 6, "the steps made by code say so: write_code, save_code, update_plan"
     run_code = section(page, "run").split("run_code")[1]
-    assert "Highest growth: Apr (+17.2%)" in run_code and "growth = growth_rates(sales)" in run_code, \
+    assert "Highest growth: Apr (+17.2%)" in run_code and "growth = growth_rates(sales)" in run_code, (
         "a code run with its code and output"
-    assert run_code.count("best = max(range(len(growth)), key=lambda i: growth[i])") == 1, \
+    )
+    assert run_code.count("best = max(range(len(growth)), key=lambda i: growth[i])") == 1, (
         "the code the log shortened in the arguments is whole again, from code_runs/ (the result does not repeat it)"
-    assert re.search(r'<img src="data:image/svg\+xml;base64,[A-Za-z0-9+/=]+" alt="sales_chart.svg">', page), \
+    )
+    assert re.search(r'<img src="data:image/svg\+xml;base64,[A-Za-z0-9+/=]+" alt="sales_chart.svg">', page), (
         "the chart is inlined"
+    )
     assert '<a href="#figure-1">sales_chart.svg</a>' in page, "the code run that drew it links to it"
     library = section(page, "library")
     assert "def growth_rates(values: list[float]) -> list[float]:" in library
-    assert "def svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = \"\") -> str:" in library
+    assert 'def svg_bar_chart(labels: list[str], values: list[float], path: str, title: str = "") -> str:' in library
     assert "growth_rates (library/data.py)" in library and "svg_bar_chart (library/charts.py)" in library
     assert "The library's modules" in library
     assert re.search(r"charts\s+\(1\): Charts and images", library), "the library's modules, one line each"
     usage = section(page, "usage")
-    assert f"{DEMO_CALLS} LLM calls" in usage and "extend_library/write_code/CodeGenerator" in usage and "total" in usage
+    assert (
+        f"{DEMO_CALLS} LLM calls" in usage and "extend_library/write_code/CodeGenerator" in usage and "total" in usage
+    )
 
 
 def test_hostile_text_is_shown_as_text_and_report_writes_elsewhere(tmp_path):
     """A final answer and code with <script> (and the code's output) are shown as text; --report FILE writes there."""
     transcript = hostile_transcript(tmp_path)
     report = tmp_path / "out" / "run.html"
-    done = run_jarvis(tmp_path, "--replay", str(transcript), "--yes", "--report", str(report),
-                      "--trace", str(tmp_path / "trace.jsonl"))
+    done = run_jarvis(
+        tmp_path,
+        "--replay",
+        str(transcript),
+        "--yes",
+        "--report",
+        str(report),
+        "--trace",
+        str(tmp_path / "trace.jsonl"),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f"Run report: out/run.html" in done.stdout
+    assert "Run report: out/run.html" in done.stdout
     assert not (tmp_path / "memory" / "report.html").exists(), "--report FILE instead of the memory folder's"
     page = report.read_text(encoding="utf-8")
     assert page.count("<script") == 1 and "<img src=x" not in page and "window.pwned" in page
     shown = text_of(page)
-    assert "<script>window.pwned = 1; alert('answer')</script> <img src=x onerror=alert(2)>" in shown, \
+    assert "<script>window.pwned = 1; alert('answer')</script> <img src=x onerror=alert(2)>" in shown, (
         "the answer is shown as the LLM wrote it"
+    )
     assert shown.count("</pre><script>window.pwned = 2</script>") >= 2, "in the code, and in its output"
     assert f"a replay of {transcript}" in shown
     coder_goal = json.loads(Transcript.load(DEMO).replies()[1])["command_args"]["goal"]
@@ -177,21 +205,29 @@ def hostile_transcript(tmp_path):
 def test_the_report_does_not_contradict_or_repeat_itself(demo_run):
     page, shown = demo_run.page, text_of(demo_run.page)
     progress = re.findall(r'<b>(\w+)</b> <span class="meta">([^<]*)', page)
-    assert progress == [("Jarvis", "finished"), ("Coder", "finished"), ("ExtendLibrary", "finished")], \
+    assert progress == [("Jarvis", "finished"), ("Coder", "finished"), ("ExtendLibrary", "finished")], (
         "a boss that finished is not shown with steps left (the answer step is done by finishing)"
+    )
     assert "result: result:" not in shown, "a boss's result carries its last step's: one key"
     assert "A new task starts here" not in shown and "ExtendLibrary: a new task starts." in shown
     assert "characters cut" not in shown, "the log's cut marker is not shown inside the text"
-    assert "the configured model" not in shown and "a replay of the recorded demo (LLM replies written by hand)" in \
-        shown and "model:" not in shown, "where the replies come from, once"
-    assert "repaired" not in section(page, "usage") and "\u2713" not in section(page, "usage"), \
+    assert (
+        "the configured model" not in shown
+        and "a replay of the recorded demo (LLM replies written by hand)" in shown
+        and "model:" not in shown
+    ), "where the replies come from, once"
+    assert "repaired" not in section(page, "usage") and "\u2713" not in section(page, "usage"), (
         "no column of zeros, no legend of marks the table does not have"
+    )
     assert "(no plan" not in section(page, "plans")
     for step in re.findall(r'<details class="step">.*?</details>', section(page, "run"), re.S):
         results = step.split("<h4>Result</h4>")[1:] if "<h4>Result</h4>" in step else []
         for result in results:
-            assert "<dt>failed</dt>" not in result and "<dt>code</dt>" not in result.split("<h4>")[0] or \
-                "write_code" in step, "a result shows what the arguments do not: not the code run again, no flag"
+            assert (
+                "<dt>failed</dt>" not in result
+                and "<dt>code</dt>" not in result.split("<h4>")[0]
+                or "write_code" in step
+            ), "a result shows what the arguments do not: not the code run again, no flag"
     files = section(page, "files")
     assert "made by the run: sales_chart.svg" in " ".join(files.split()), "the files the run made"
     assert str(demo_run.memory) not in files, "paths relative to the memory folder"
@@ -223,8 +259,9 @@ def test_an_unexpected_failure_of_the_report_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(run_report, "build_report", broken)
     sink = Sink()
     args = SimpleNamespace(demo=False, replay=None, resume=False, report=None)
-    ending.write_run_report(Session(JARVIS, args, Console(stream=sink, color=False), str(tmp_path), 0.0, memory={}),
-                            None)
+    ending.write_run_report(
+        Session(JARVIS, args, Console(stream=sink, color=False), str(tmp_path), 0.0, memory={}), None
+    )
     assert sink.text.strip() == "(The run report could not be written: RuntimeError: something unexpected)"
 
 
@@ -249,15 +286,16 @@ def test_a_stopped_run_and_its_resumed_run_each_have_a_report(tmp_path):
     assert said and not said[0].startswith(" "), "the stop is said at the margin, not at the depth of the stop"
     stopped = report_of(tmp_path / "memory")
     assert "stopped before the end" in stopped and "No final answer" in stopped
-    assert summaries(stopped) == [("Coder", "task under way when the run stopped"),
-                                  ("ExtendLibrary", "task under way when the run stopped")], \
-        "Coder's task and ExtendLibrary's were under way: nothing of them was done yet"
+    assert summaries(stopped) == [
+        ("Coder", "task under way when the run stopped"),
+        ("ExtendLibrary", "task under way when the run stopped"),
+    ], "Coder's task and ExtendLibrary's were under way: nothing of them was done yet"
     assert text_of(stopped).count("task under way when the run stopped") == 2, "Coder's task and ExtendLibrary's"
     started = json.loads((tmp_path / "memory" / "jarvis_run.json").read_text())["task_started"]
 
     # Jarvis asks Coder again, Coder (its plan kept) asks ExtendLibrary again, which writes the code again (code
     # written and not saved is gone after a stop) and goes on as recorded.
-    with LoopbackLLMServer(replies=[replies[1], replies[extend]] + replies[extend + 1:]) as server:
+    with LoopbackLLMServer(replies=[replies[1], replies[extend]] + replies[extend + 1 :]) as server:
         second = run_jarvis(tmp_path, "--api-base", server.url, "--yes", "--resume")
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
     run = json.loads((tmp_path / "memory" / "jarvis_run.json").read_text())
@@ -285,9 +323,9 @@ def test_a_later_run_archives_the_report_of_the_run_before_with_its_plans_and_lo
     kept = [p for p in (tmp_path / "mem" / "archive").iterdir() if (p / "report.html").exists()]
     assert len(kept) == 1 and (kept[0] / "logs_jarvis.txt").exists(), "the report went with its plans and logs"
     page = (kept[0] / "report.html").read_text()
-    assert "badge ok\">finished" in page and "April grew the most" in section(page, "answer"), "the good run's"
+    assert 'badge ok">finished' in page and "April grew the most" in section(page, "answer"), "the good run's"
     newest = report_of(tmp_path / "mem")
-    assert "No final answer" in newest and "badge bad\">failed" in newest, "the newest is the failed run's"
+    assert "No final answer" in newest and 'badge bad">failed' in newest, "the newest is the failed run's"
     assert f"kept in {os.path.join('mem', 'archive', kept[0].name)}" in later.stdout
 
 
@@ -310,12 +348,18 @@ def write_log(path, entries):
 def test_a_task_without_entries_does_not_shift_the_tasks_after_it(tmp_path):
     """Coder ran twice; its first task logged nothing, so its second has no `new_task` line: by their times, the
     entries go to the second command."""
-    layout = {"Jarvis": {"plan": str(tmp_path / "plan_j.txt"), "logs": str(tmp_path / "logs_j.txt")},
-              "Jarvis/CtrlExMem/Executor/Coder": {"plan": str(tmp_path / "plan_c.txt"),
-                                                  "logs": str(tmp_path / "logs_c.txt")}}
+    layout = {
+        "Jarvis": {"plan": str(tmp_path / "plan_j.txt"), "logs": str(tmp_path / "logs_j.txt")},
+        "Jarvis/CtrlExMem/Executor/Coder": {"plan": str(tmp_path / "plan_c.txt"), "logs": str(tmp_path / "logs_c.txt")},
+    }
     t = 1_800_000_000
-    write_log(tmp_path / "logs_j.txt", [(t + 10, "Coder", {"goal": "first"}, "status: stopped: gave up"),
-                                        (t + 20, "Coder", {"goal": "second"}, "status: finished")])
+    write_log(
+        tmp_path / "logs_j.txt",
+        [
+            (t + 10, "Coder", {"goal": "first"}, "status: stopped: gave up"),
+            (t + 20, "Coder", {"goal": "second"}, "status: finished"),
+        ],
+    )
     write_log(tmp_path / "logs_c.txt", [(t + 15, "run_code", {"code": "print(2)"}, "2")])
     tree = run_report.build_tree(run_report.bosses_of(layout), t)
     assert [len(node.children) for node in tree] == [0, 1]
@@ -324,17 +368,25 @@ def test_a_task_without_entries_does_not_shift_the_tasks_after_it(tmp_path):
     assert "stopped: gave up" in page and "5 s" in page, "the stopped sub-boss, and the time since the step before"
 
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAfbLI3wAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAfbLI3wAAAABJRU5ErkJggg=="
+)
 
 
 def test_a_boss_the_run_never_used_has_no_plan_and_no_files_in_the_report(tmp_path):
     """Coder ran code only: ExtendLibrary wrote nothing, so neither Plans nor Files name it (they said "(no plan)"
     and "ExtendLibrary:" over nothing)."""
-    layout = {"Jarvis": {"plan": str(tmp_path / "plan_jarvis.txt"), "logs": str(tmp_path / "logs_jarvis.txt")},
-              "Jarvis/CtrlExMem/Executor/Coder": {"plan": str(tmp_path / "plan_coder.txt"),
-                                                  "logs": str(tmp_path / "logs_coder.txt")},
-              "Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library": {
-                  "plan": str(tmp_path / "plan_extlib.txt"), "logs": str(tmp_path / "logs_extlib.txt")}}
+    layout = {
+        "Jarvis": {"plan": str(tmp_path / "plan_jarvis.txt"), "logs": str(tmp_path / "logs_jarvis.txt")},
+        "Jarvis/CtrlExMem/Executor/Coder": {
+            "plan": str(tmp_path / "plan_coder.txt"),
+            "logs": str(tmp_path / "logs_coder.txt"),
+        },
+        "Jarvis/CtrlExMem/Executor/Coder/CtrlExMem/Executor/extend_library": {
+            "plan": str(tmp_path / "plan_extlib.txt"),
+            "logs": str(tmp_path / "logs_extlib.txt"),
+        },
+    }
     (tmp_path / "plan_jarvis.txt").write_text("1. Print it. [done]\n")
     (tmp_path / "plan_coder.txt").write_text("1. Print it. [done]\n")
     write_log(tmp_path / "logs_jarvis.txt", [(None, "Coder", {"goal": "Print it."}, "Coder finished: 42")])
@@ -350,8 +402,9 @@ def test_each_legend_of_the_usage_table_only_when_it_applies():
     reported = UsageMeter()
     reported.record("Jarvis/CtrlExMem/Controller", 1_000, 100, 0.2, model="gpt-4", reported=True)
     page = run_report._usage_html(reported)
-    assert "cl100k" not in page and "~" not in text_of(page) and "repaired" not in page, \
+    assert "cl100k" not in page and "~" not in text_of(page) and "repaired" not in page, (
         "the API reported every count: no estimate to explain, no column of zeros"
+    )
     assert "$ from litellm's price list" in text_of(page)
     mended = UsageMeter()
     mended.record("Jarvis/CtrlExMem/Controller", 1_000, 100, 0.2, model="openai/local", reported=False)
@@ -377,24 +430,30 @@ def test_plan_versions_of_this_run_and_figures_only_from_where_code_ran(tmp_path
         path.write_bytes(PNG)
     os.symlink(outside / "secret.png", memory / "link.png")
     (memory / "fake.png").write_text("<html>not a png</html>")
-    notes = (f"[figure saved: {outside / 'secret.png'}]\n[files created or modified: chart.png, ../outside/secret.png, "
-             "link.png, fake.png]")
+    notes = (
+        f"[figure saved: {outside / 'secret.png'}]\n[files created or modified: chart.png, ../outside/secret.png, "
+        "link.png, fake.png]"
+    )
     write_log(memory / "logs_jarvis.txt", [(None, "run_code", {"code": "draw()"}, notes)])
     page = run_report.build_report(str(memory), layout, outcome={"status": "finished", "answer": "drawn"})
     plans = section(page, "plans")
     assert "finished, 1 earlier version" in plans and "Draw it again." in plans
-    assert "Earlier version 1" in plans and "Draw it." in plans and "earlier run" not in plans, \
+    assert "Earlier version 1" in plans and "Draw it." in plans and "earlier run" not in plans, (
         "the copy re_plan kept in this run, not one of an earlier run"
+    )
     figures = section(page, "figures")
     assert page.count("data:image/png;base64,") == 1 and "chart.png" in figures, "the figure made where code ran"
-    assert "secret.png" not in figures and "link.png" not in figures, \
+    assert "secret.png" not in figures and "link.png" not in figures, (
         "a file outside where code ran is not brought in, named or through a link"
+    )
     assert "fake.png (not shown" in figures, "a file named like a figure that is not one is named, not shown"
 
 
 # ~~~ In a real browser ~~~
-CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome", "chrome")
-                 if shutil.which(name)), None)
+CHROMIUM = next(
+    (shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome", "chrome") if shutil.which(name)),
+    None,
+)
 
 
 class Chromium:
@@ -411,13 +470,30 @@ class Chromium:
             os.dup2(from_w, 4)
 
         self.process = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-             f"--user-data-dir={profile}", "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--mute-audio",
-             "--hide-scrollbars", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=pipes_as_3_and_4, pass_fds=(3, 4),
-            env={**os.environ, "HOME": profile, "XDG_CONFIG_HOME": profile, "XDG_CACHE_HOME": profile})  # all in it
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--mute-audio",
+                "--hide-scrollbars",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=pipes_as_3_and_4,
+            pass_fds=(3, 4),
+            env={**os.environ, "HOME": profile, "XDG_CONFIG_HOME": profile, "XDG_CACHE_HOME": profile},
+        )  # all in it
         os.close(self._to_r)
         os.close(self._from_w)
         self._buffer, self._next_id, self.events = b"", 0, []
@@ -458,29 +534,34 @@ class Chromium:
 
     def open(self, url: str, width: int = 1200, height: int = 900) -> None:
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
-        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
-                                 session=False)["sessionId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)[
+            "sessionId"
+        ]
         for domain in ("Page", "Runtime", "Network"):
             self.send(f"{domain}.enable")
-        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
-                                                         "mobile": False})
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
         self.send("Page.navigate", {"url": url})
         self.wait_for("Page.loadEventFired")
 
     def js(self, expression: str):
-        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                "awaitPromise": True})
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
         assert "exceptionDetails" not in result, result
         return result["result"].get("value")
 
     def click(self, selector: str) -> None:
         """A real mouse click (pressed and released) in the middle of the element."""
-        box = self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.scrollIntoView("
-                      "{block: 'center'}); const r = e.getBoundingClientRect(); return [r.x + Math.min(r.width / 2, "
-                      "40), r.y + r.height / 2]; })()")
+        box = self.js(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.scrollIntoView("
+            "{block: 'center'}); const r = e.getBoundingClientRect(); return [r.x + Math.min(r.width / 2, "
+            "40), r.y + r.height / 2]; })()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",
-                                                   "clickCount": 1})
+            self.send(
+                "Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1}
+            )
 
     def screenshot(self, path: str) -> None:
         data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
@@ -510,12 +591,16 @@ def look_at(report: str, screenshot: str = None) -> dict:
             browser.open("file://" + os.path.abspath(report), height=1700 if screenshot else 900)
             seen = {"images": browser.js("Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])")}
             step = "#run details.step"
-            seen["step_before"] = browser.js(f"(() => {{ const d = document.querySelector('{step}'); return [d.open, "
-                                             "d.querySelector(':scope > div').checkVisibility()]; })()")
+            seen["step_before"] = browser.js(
+                f"(() => {{ const d = document.querySelector('{step}'); return [d.open, "
+                "d.querySelector(':scope > div').checkVisibility()]; })()"
+            )
             browser.click(f"{step} > summary")
-            seen["step_after"] = browser.js(f"(() => {{ const d = document.querySelector('{step}'); return [d.open, "
-                                            "d.querySelector(':scope > div').checkVisibility(), "
-                                            "d.querySelector(':scope > div').getBoundingClientRect().height]; })()")
+            seen["step_after"] = browser.js(
+                f"(() => {{ const d = document.querySelector('{step}'); return [d.open, "
+                "d.querySelector(':scope > div').checkVisibility(), "
+                "d.querySelector(':scope > div').getBoundingClientRect().height]; })()"
+            )
             seen["closed_before_all"] = browser.js("document.querySelectorAll('#run details:not([open])').length")
             browser.click("button[data-open=yes]")
             seen["closed_after_all"] = browser.js("document.querySelectorAll('#run details:not([open])').length")
@@ -523,26 +608,31 @@ def look_at(report: str, screenshot: str = None) -> dict:
             seen["text"] = browser.js("document.body.innerText")
             if screenshot:  # the bosses open, and the first code run
                 browser.click("button[data-open=no]")
-                browser.js("document.querySelectorAll('#run details.boss').forEach(d => d.open = true);"
-                           "Array.from(document.querySelectorAll('#run details.step > summary')).find("
-                           "s => s.querySelector('.cmd').textContent === 'run_code').id = 'shot'")
+                browser.js(
+                    "document.querySelectorAll('#run details.boss').forEach(d => d.open = true);"
+                    "Array.from(document.querySelectorAll('#run details.step > summary')).find("
+                    "s => s.querySelector('.cmd').textContent === 'run_code').id = 'shot'"
+                )
                 browser.click("#shot")
                 browser.js("window.scrollTo(0, 0)")
                 browser.screenshot(screenshot)
-            seen["requests"] = [e["params"]["request"]["url"] for e in browser.events
-                                if e.get("method") == "Network.requestWillBeSent"]
+            seen["requests"] = [
+                e["params"]["request"]["url"] for e in browser.events if e.get("method") == "Network.requestWillBeSent"
+            ]
             seen["dialogs"] = [e for e in browser.events if e.get("method") == "Page.javascriptDialogOpening"]
         finally:
             browser.close()
     return seen
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium): the report is not "
-                                             "opened in a browser")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium): the report is not opened in a browser"
+)
 def test_the_demo_report_in_headless_chromium(demo_run, tmp_path):
     seen = look_at(str(demo_run.memory / "report.html"), screenshot=str(tmp_path / "report.png"))
-    assert seen["images"] == [["sales_chart.svg", True, seen["images"][0][2]]] and seen["images"][0][2] > 0, \
+    assert seen["images"] == [["sales_chart.svg", True, seen["images"][0][2]]] and seen["images"][0][2] > 0, (
         "the figure shows"
+    )
     assert seen["step_before"] == [False, False], "a step starts closed, its content hidden"
     assert seen["step_after"][:2] == [True, True] and seen["step_after"][2] > 0, "a click opens it"
     assert seen["closed_before_all"] > 0 and seen["closed_after_all"] == 0, "Expand all opens every step"
@@ -573,15 +663,23 @@ def test_at_phone_width_the_triangles_of_the_top_steps_are_on_the_page(demo_run)
 def test_hostile_text_runs_nothing_in_the_browser(tmp_path):
     layout = {"Jarvis": {"plan": str(tmp_path / "plan.txt"), "logs": str(tmp_path / "logs.txt")}}
     (tmp_path / "plan.txt").write_text("1. <script>window.pwned = 3</script> [done]\n")
-    write_log(tmp_path / "logs.txt", [(None, "run_code", {"code": HOSTILE_PRINT}, "</pre><script>window.pwned=4"
-                                                                                  "</script>\nfeedback: <b>hi</b>")])
+    write_log(
+        tmp_path / "logs.txt",
+        [(None, "run_code", {"code": HOSTILE_PRINT}, "</pre><script>window.pwned=4</script>\nfeedback: <b>hi</b>")],
+    )
     (tmp_path / "jarvis_run.json").write_text(json.dumps({"goal": "<script>window.pwned = 5</script>"}))
-    run_report.write_report(str(tmp_path / "report.html"), str(tmp_path), layout,
-                            outcome={"status": "finished", "answer": HOSTILE_ANSWER})
+    run_report.write_report(
+        str(tmp_path / "report.html"), str(tmp_path), layout, outcome={"status": "finished", "answer": HOSTILE_ANSWER}
+    )
     seen = look_at(str(tmp_path / "report.html"))
     assert seen["pwned"] == "undefined" and not seen["dialogs"]
-    for text in ("<script>window.pwned = 5</script>", "<script>window.pwned = 3</script>", "<b>hi</b>",
-                 "</pre><script>window.pwned=4</script>", HOSTILE_ANSWER):
+    for text in (
+        "<script>window.pwned = 5</script>",
+        "<script>window.pwned = 3</script>",
+        "<b>hi</b>",
+        "</pre><script>window.pwned=4</script>",
+        HOSTILE_ANSWER,
+    ):
         assert text in seen["text"], text
 
 
@@ -595,9 +693,11 @@ def _shot(report: str, path: str, width: int, height: int, expand: str) -> None:
             if expand == "all":
                 browser.click("button[data-open=yes]")
             else:
-                browser.js("document.querySelectorAll('#run details.boss').forEach(d => d.open = true);"
-                           "const s = Array.from(document.querySelectorAll('#run details.step')).find("
-                           "d => d.querySelector('.cmd').textContent === 'run_code'); if (s) s.open = true;")
+                browser.js(
+                    "document.querySelectorAll('#run details.boss').forEach(d => d.open = true);"
+                    "const s = Array.from(document.querySelectorAll('#run details.step')).find("
+                    "d => d.querySelector('.cmd').textContent === 'run_code'); if (s) s.open = true;"
+                )
             browser.js("window.scrollTo(0, 0)")
             browser.screenshot(path)
         finally:
@@ -610,8 +710,13 @@ def make_screenshots(folder: str) -> None:
     env = {**os.environ, "NO_COLOR": "1"}
     with tempfile.TemporaryDirectory() as scratch:
         for script in ("run_jarvis.py", "run_autogpt.py"):
-            done = subprocess.run([sys.executable, os.path.join(ROOT, script), "--demo"], cwd=scratch,
-                                  capture_output=True, text=True, env=env)
+            done = subprocess.run(
+                [sys.executable, os.path.join(ROOT, script), "--demo"],
+                cwd=scratch,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         replies = Transcript.load(DEMO).replies()
         cut = next(i for i, r in enumerate(replies) if '"run_code"' in r) + 1  # after the first code run
@@ -621,16 +726,37 @@ def make_screenshots(folder: str) -> None:
             return HTTPError(503, "overloaded")
 
         with LoopbackLLMServer(replies=replies[:cut] + [server_goes_away]) as server:
-            done = subprocess.run([sys.executable, os.path.join(ROOT, "run_jarvis.py"), "--api-base", server.url,
-                                   "--yes", "--memory-dir", "failed", Transcript.load(DEMO).header["goal"]],
-                                  cwd=scratch, capture_output=True, text=True, env=env)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    os.path.join(ROOT, "run_jarvis.py"),
+                    "--api-base",
+                    server.url,
+                    "--yes",
+                    "--memory-dir",
+                    "failed",
+                    Transcript.load(DEMO).header["goal"],
+                ],
+                cwd=scratch,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
         assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-        reports = {"jarvis": ("memory/report.html", "bosses"), "autogpt": ("memory/autogpt_report.html", "all"),
-                   "failed": ("failed/report.html", "bosses")}
+        reports = {
+            "jarvis": ("memory/report.html", "bosses"),
+            "autogpt": ("memory/autogpt_report.html", "all"),
+            "failed": ("failed/report.html", "bosses"),
+        }
         for name, (report, expand) in reports.items():
             for width, height in ((1400, 1500), (420, 1500)):
-                _shot(os.path.join(scratch, report), os.path.join(folder, f"report-{name}-{width}.png"), width,
-                      height, expand)
+                _shot(
+                    os.path.join(scratch, report),
+                    os.path.join(folder, f"report-{name}-{width}.png"),
+                    width,
+                    height,
+                    expand,
+                )
 
 
 if __name__ == "__main__":

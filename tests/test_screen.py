@@ -1,8 +1,10 @@
 """What the user sees (issue 14): the demo through a pseudo-terminal and piped, the status line while a slow call
 runs, --stream, --plain. The terminal's own escape sequences (colours, rich's highlighting) are removed before the
 text is read; the checks are on what is left."""
+
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
@@ -13,13 +15,12 @@ import struct
 import subprocess
 import sys
 import termios
-import fcntl
 
 import pytest
-
 from helpers import DEMO, DEMO_CALLS, KEYS, RUN_JARVIS, run_jarvis
 from loopback_llm import LoopbackLLMServer, Slow
 from subprocess_guard import network_guarded
+
 from aiflows_jarvis.ChatFlowModule import Transcript
 
 COLUMNS = 100
@@ -40,9 +41,16 @@ class Terminal:
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
         # a session of its own whose controlling terminal is the pseudo-terminal: Ctrl+C typed there is a SIGINT
-        self.process = subprocess.Popen([sys.executable, RUN_JARVIS, *args], cwd=cwd, env=guarded, stdin=slave,
-                                        stdout=slave, stderr=slave, start_new_session=True,
-                                        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        self.process = subprocess.Popen(
+            [sys.executable, RUN_JARVIS, *args],
+            cwd=cwd,
+            env=guarded,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+        )
         os.close(slave)
         self.raw = b""
 
@@ -89,7 +97,8 @@ def screen_lines(raw: str):
 
 def demo_answer() -> str:
     return next(json.loads(r) for r in Transcript.load(DEMO).replies() if '"final_answer"' in r)["command_args"][
-        "answer"]
+        "answer"
+    ]
 
 
 def check_conversation(lines, width=None):
@@ -98,7 +107,7 @@ def check_conversation(lines, width=None):
     steps = [i for i, line in enumerate(lines) if " > " in line and line.lstrip().startswith("Jarvis")]
     assert "Jarvis > Coder > ExtendLibrary > write_code" in text and "CtrlExMem" not in text
     for i in steps:  # a step's arguments: real line breaks, never escapes
-        for line in lines[i + 1:i + 6]:
+        for line in lines[i + 1 : i + 6]:
             assert "\\n" not in line, line
     assert text.count(" ".join(demo_answer().split()[:12])) == 1, "the final answer is shown once"
     assert "starts on:" not in text and "Plan: Enter" not in text and "Code: Enter" not in text, "one heading a review"
@@ -125,11 +134,13 @@ def check_code_is_cut_not_wrapped(lines):
     code = [line.strip() for line in demo_code() if line.strip()]
     start = next(i for i, line in enumerate(lines) if line.strip() == "Code:")
     end = next(i for i in range(start, len(lines)) if lines[i].strip().startswith("Enter to approve"))
-    shown = [line.strip() for line in lines[start + 1:end] if line.strip()]
+    shown = [line.strip() for line in lines[start + 1 : end] if line.strip()]
     assert any(line.endswith("\u2026") for line in shown), "a long line is cut, with a marker"
     for line in shown:
         whole = line.removesuffix("\u2026")
-        assert any(c == whole or (line != whole and c.startswith(whole)) for c in code), f"not a line of the code: {line}"
+        assert any(c == whole or (line != whole and c.startswith(whole)) for c in code), (
+            f"not a line of the code: {line}"
+        )
     heading = next(i for i, line in enumerate(lines) if line.strip() == "Proposed tests:")
     indent = len(lines[heading]) - len(lines[heading].lstrip())
     assert lines[heading + 1].startswith(" " * (indent + 4) + "assert"), "the tests are indented as code is"
@@ -182,8 +193,13 @@ def test_a_status_line_shows_while_a_slow_call_runs_and_stream_counts_tokens(tmp
     with LoopbackLLMServer(replies=[Slow(None, demo.replies()[0])]) as server:
         terminal = Terminal(tmp_path, "--api-base", server.url, "--yes", demo.header["goal"])
         try:
-            assert terminal.read_until(lambda text: re.search(r"Jarvis > Planner > PlanGenerator: waiting for the "
-                                                              r"LLM \([1-9]\d*s\)", text)), terminal.text[-2000:]
+            assert terminal.read_until(
+                lambda text: re.search(
+                    r"Jarvis > Planner > PlanGenerator: waiting for the "
+                    r"LLM \([1-9]\d*s\)",
+                    text,
+                )
+            ), terminal.text[-2000:]
         finally:
             assert terminal.close(stop=True) == 143, "SIGTERM ends the run"
     with LoopbackLLMServer(replies=demo.replies()) as server:
@@ -214,29 +230,41 @@ def test_reviews_the_editor_and_ctrl_c_work_through_a_pseudo_terminal(tmp_path):
         return text.count("Enter to approve")
 
     with LoopbackLLMServer(replies=demo.replies()) as server:
-        terminal = Terminal(tmp_path / "work", "--api-base", server.url, "--memory-dir", str(tmp_path / "memory"),
-                            demo.header["goal"], env_extra={"EDITOR": str(editor)})
+        terminal = Terminal(
+            tmp_path / "work",
+            "--api-base",
+            server.url,
+            "--memory-dir",
+            str(tmp_path / "memory"),
+            demo.header["goal"],
+            env_extra={"EDITOR": str(editor)},
+        )
         try:
-            assert terminal.read_until(lambda text: reviews(text) == 1 and text.endswith("> \x1b[0m")), \
-                terminal.text[-2000:]
+            assert terminal.read_until(lambda text: reviews(text) == 1 and text.endswith("> \x1b[0m")), terminal.text[
+                -2000:
+            ]
             assert "'e' to edit it in" in terminal.text and f"{editor.name}." in terminal.text
             terminal.type("e\n")
-            assert terminal.read_until(lambda text: reviews(text) == 2 and text.endswith("> \x1b[0m")), \
-                terminal.text[-2000:]
+            assert terminal.read_until(lambda text: reviews(text) == 2 and text.endswith("> \x1b[0m")), terminal.text[
+                -2000:
+            ]
             edited = screen_lines(terminal.text)
             assert "> e" in edited, "what the user types is echoed"
             assert "Your edited version:" in edited[-5] and "edited in the editor." in edited[-4], edited[-6:]
             terminal.type("\n")  # Enter: the edited plan is approved, Jarvis goes on with it
-            assert terminal.read_until(lambda text: reviews(text) == 3 and text.endswith("> \x1b[0m")), \
-                terminal.text[-2000:]
+            assert terminal.read_until(lambda text: reviews(text) == 3 and text.endswith("> \x1b[0m")), terminal.text[
+                -2000:
+            ]
             plan = (tmp_path / "memory" / "plan_jarvis.txt").read_text()
             assert "edited in the editor." in plan, plan
-            assert "edited in the editor." in server.requests[1]["json"]["messages"][1]["content"], \
+            assert "edited in the editor." in server.requests[1]["json"]["messages"][1]["content"], (
                 "the controller works from the plan as edited"
+            )
             requests = len(server.requests)
             terminal.type("\x03")  # Ctrl+C at Coder's plan review: what should be done instead?
-            assert terminal.read_until(lambda text: "(Enter to stop" in text and text.endswith("> \x1b[0m")), \
+            assert terminal.read_until(lambda text: "(Enter to stop" in text and text.endswith("> \x1b[0m")), (
                 terminal.text[-2000:]
+            )
             assert "Interrupted `write_plan` (in Jarvis > Coder > Planner)." in "\n".join(screen_lines(terminal.text))
             terminal.type("\n")  # nothing: stop the whole run
         finally:

@@ -1,17 +1,18 @@
 """Waiting for a slow local server while it writes, never sending a request twice into its queue, and stopping a
 reply that repeats itself: against a paced loopback server (one generation at a time, an abandoned non-streamed
 request still written to its end). Time scales are small; the tests count generations and events, not seconds."""
+
 from __future__ import annotations
 
 import pytest
 from aiflows.backends.api_info import ApiInfo
+from paced_llm import Drop, PacedLLMServer, Stall
 
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow, openai_http, with_api_infos
 from aiflows_jarvis.ChatFlowModule.generation import pace_of, send
 from aiflows_jarvis.ChatFlowModule.repetition import find_repetition
 from aiflows_jarvis.CoreFlowModule import USAGE, current_run
 from aiflows_jarvis.CoreFlowModule.console.interaction import Status
-from paced_llm import Drop, PacedLLMServer, Stall
 
 LONG = " ".join(f"word{i}" for i in range(60))  # 60 tokens: 3 s at 20 tokens/s
 LOOP = "Plan:\n" + "".join(f"{i}. Compute the first primes and write them to the file.\n" for i in range(1, 200))
@@ -28,9 +29,11 @@ def chat_on(server, timeout=0.5, **overrides):
     """A chat of the test's run on ``server``."""
     api = ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)
     current_run().backend_factory = with_api_infos([api])
-    config = {"name": "Asker", "retry": {"max_attempts": 3, "initial_delay": 0.01, "max_delay": 0.05,
-                                         "call_deadline": 1.0},
-              "backend": {"request_timeout": timeout}}
+    config = {
+        "name": "Asker",
+        "retry": {"max_attempts": 3, "initial_delay": 0.01, "max_delay": 0.05, "call_deadline": 1.0},
+        "backend": {"request_timeout": timeout},
+    }
     config.update(overrides)
     return ChatAtomicFlow.instantiate_from_default_config(**config)
 
@@ -123,16 +126,21 @@ def test_a_non_streamed_reply_that_repeats_itself_is_cut_the_same_way(quiet_cons
     with PacedLLMServer([LOOP], tokens_per_second=2000, streams=False) as server:
         chat = chat_on(server, timeout=5.0)
         pace_of(server.url + "/chat/completions").streams = False
-        assert chat.call({"query": "plan"})["api_output"] == \
-            "Plan:\n1. Compute the first primes and write them to the file."
+        assert (
+            chat.call({"query": "plan"})["api_output"]
+            == "Plan:\n1. Compute the first primes and write them to the file."
+        )
         assert chat.last_finish_reason == "repetition"
 
 
-@pytest.mark.parametrize("text", [
-    "def f():\n    connection.close()\n    return 1\n" * 3 + "x = 1\n" * 30,
-    "\n".join(f"Step {i}: check the value of item {i} against the limit." for i in range(40)),
-    "A sound paragraph. " + "It says one thing, then another thing. " + "Each sentence differs from the rest. ",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "def f():\n    connection.close()\n    return 1\n" * 3 + "x = 1\n" * 30,
+        "\n".join(f"Step {i}: check the value of item {i} against the limit." for i in range(40)),
+        "A sound paragraph. " + "It says one thing, then another thing. " + "Each sentence differs from the rest. ",
+    ],
+)
 def test_sound_text_is_not_taken_for_a_loop(text):
     assert find_repetition(text) is None
 

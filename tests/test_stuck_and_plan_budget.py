@@ -5,20 +5,20 @@ that loop; the user says what to do instead (the command is not run again) or, w
 stops with a status saying so. Plans (InteractivePlanGenFlow's `max_plan_chars`): a plan over the limit, or cut off
 by `max_tokens`, goes back to the plan generator with the limit; only a plan within it is shown for approval.
 """
+
 from __future__ import annotations
 
 import os
 
 from aiflows.backends.api_info import ApiInfo
-
 from fakes import command, finish, last_user_message, system_message
 from helpers import make_boss
+from loopback_llm import completion_json
+
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
 from aiflows_jarvis.ControllerFlowModule.ControllerExecutorFlow import command_signature
-from aiflows_jarvis.CoreFlowModule import AutoApproveInput
-from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries
+from aiflows_jarvis.CoreFlowModule import AutoApproveInput, read_text, split_log_entries
 from aiflows_jarvis.PlanWriterFlowModule import InteractivePlanGenFlow, PlanWriterFlow
-from loopback_llm import completion_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,8 +62,9 @@ LOOP_INPUT = {"goal": "count the words", "plan": "1. count", "logs": "", "memory
 
 
 # ~~~ Stuck loops ~~~
-def test_the_same_command_three_times_asks_the_user_and_their_answer_replaces_the_command(scripted_llm, user,
-                                                                                       quiet_console):
+def test_the_same_command_three_times_asks_the_user_and_their_answer_replaces_the_command(
+    scripted_llm, user, quiet_console
+):
     flow = make_loop()
     runs = record_runs(flow)
     same = command("count_words", text="a b")
@@ -76,8 +77,10 @@ def test_the_same_command_three_times_asks_the_user_and_their_answer_replaces_th
     assert len(runs) == 2, "the third identical command is not executed"
     (asked,) = user.asked
     assert asked["kind"] == "question"
-    assert asked["prompt"] == ("The controller of ControllerExecutorFlow issued `count_words` with the same arguments "
-                               "3 times in a row. What should it do instead? (Enter to stop this loop)")
+    assert asked["prompt"] == (
+        "The controller of ControllerExecutorFlow issued `count_words` with the same arguments "
+        "3 times in a row. What should it do instead? (Enter to stop this loop)"
+    )
     told = last_user_message(scripted_llm.calls[3]["messages"])
     assert "`count_words` was NOT executed" in told and "3 times in a row" in told, "the controller is told why"
     assert "count 'a b c' instead" in told, "and what the user wants instead"
@@ -152,18 +155,21 @@ def test_the_signature_ignores_key_order_and_its_size_does_not_grow(scripted_llm
     big = command("count_words", text=" ".join(f"word{i}" for i in range(20_000)))  # long, and not a loop
     scripted_llm.add(big, big, finish())
     flow.call(LOOP_INPUT)
-    assert flow.flow_state["repeat_count"] == 2 and len(flow.flow_state["repeat_signature"]) == 64, \
+    assert flow.flow_state["repeat_count"] == 2 and len(flow.flow_state["repeat_signature"]) == 64, (
         "what the check keeps between rounds is one digest and one number"
+    )
 
 
 def test_a_loop_above_sees_the_stuck_status_of_the_loop_below(scripted_llm, quiet_console, run_context):
     run_context.input_source = AutoApproveInput()
     inner = loop_config(name="counter", input_interface=["goal", "plan", "logs", "memory_files"])
     inner["_target_"] = "aiflows_jarvis.ControllerFlowModule.ControllerExecutorFlow.instantiate_from_default_config"
-    outer = ControllerExecutorFlow.instantiate_from_default_config(subflows_config={
-        "Controller": {"commands": {"counter": {"description": "Have the counter count.", "input_args": ["goal"]}}},
-        "Executor": {"subflows_config": {"counter": inner}},
-    })
+    outer = ControllerExecutorFlow.instantiate_from_default_config(
+        subflows_config={
+            "Controller": {"commands": {"counter": {"description": "Have the counter count.", "input_args": ["goal"]}}},
+            "Executor": {"subflows_config": {"counter": inner}},
+        }
+    )
     same = command("count_words", text="a b")
     scripted_llm.add(command("counter", goal="count a b"), same, same, same, finish("the counter got stuck"))
 
@@ -171,8 +177,9 @@ def test_a_loop_above_sees_the_stuck_status_of_the_loop_below(scripted_llm, quie
 
     assert out["status"] == "finished" and out["summary"] == "the counter got stuck"
     told = last_user_message(scripted_llm.calls[4]["messages"])
-    assert f"counter stopped ({STUCK_STATUS.removeprefix('stopped: ')})" in told, \
+    assert f"counter stopped ({STUCK_STATUS.removeprefix('stopped: ')})" in told, (
         "the outer controller reads the inner loop's status"
+    )
 
 
 def test_a_boss_logs_the_command_that_was_not_executed_and_goes_on(tmp_path, scripted_llm, user, quiet_console):
@@ -200,7 +207,7 @@ def test_under_yes_a_stuck_boss_stops_with_the_status(tmp_path, scripted_llm, qu
 
 
 # ~~~ Plan budget ~~~
-LONG_PLAN = "1. " + "Do a very detailed thing. " * 6   # 158 characters once stripped: over a limit of 100
+LONG_PLAN = "1. " + "Do a very detailed thing. " * 6  # 158 characters once stripped: over a limit of 100
 SHORT_PLAN = "1. Do it.\n2. Check it."
 
 
@@ -229,8 +236,14 @@ def test_a_plan_over_the_limit_is_rewritten_and_only_the_short_plan_is_shown(scr
 
     out = flow.call({"goal": "do it", "plan": ""})
 
-    assert out == {"plan": SHORT_PLAN, "feedback": "", "approved": True, "edited": False, "over_limit": False,
-                   "result": f"The user approved the plan:\n{SHORT_PLAN}"}
+    assert out == {
+        "plan": SHORT_PLAN,
+        "feedback": "",
+        "approved": True,
+        "edited": False,
+        "over_limit": False,
+        "result": f"The user approved the plan:\n{SHORT_PLAN}",
+    }
     assert len(user.asked) == 1 and user.asked[0]["kind"] == "approval", "no question about the long draft"
     assert "under 100 characters" in system_message(scripted_llm.calls[0]["messages"]), "the prompt says the limit"
     rewrite = last_user_message(scripted_llm.calls[1]["messages"])
@@ -270,17 +283,23 @@ def test_after_the_rewrites_a_plan_still_too_long_is_not_shown_for_approval(scri
     assert again["approved"] and again["plan"] == SHORT_PLAN and again["over_limit"] is False
 
 
-def test_under_yes_an_oversize_plan_is_never_approved_and_the_plan_writer_acts(tmp_path, scripted_llm, quiet_console,
-                                                                              run_context):
+def test_under_yes_an_oversize_plan_is_never_approved_and_the_plan_writer_acts(
+    tmp_path, scripted_llm, quiet_console, run_context
+):
     auto = AutoApproveInput()
     run_context.input_source = auto
     flow = PlanWriterFlow.instantiate_from_default_config(
-        subflows_config={"Executor": {"subflows_config": {"write_plan": {"max_plan_chars": 100,
-                                                                        "max_plan_rewrites": 1}}}})
+        subflows_config={
+            "Executor": {"subflows_config": {"write_plan": {"max_plan_chars": 100, "max_plan_rewrites": 1}}}
+        }
+    )
     memory_files = {"plan": str(tmp_path / "plan.txt")}
-    scripted_llm.add(LONG_PLAN, LONG_PLAN,                             # write_plan (the opening command): 1 rewrite
-                     command("write_plan", goal="Two steps at most."),  # the controller reads the feedback
-                     SHORT_PLAN)                                        # within the limit: auto-approved
+    scripted_llm.add(
+        LONG_PLAN,
+        LONG_PLAN,  # write_plan (the opening command): 1 rewrite
+        command("write_plan", goal="Two steps at most."),  # the controller reads the feedback
+        SHORT_PLAN,
+    )  # within the limit: auto-approved
 
     out = flow.call({"goal": "do it", "memory_files": memory_files})
 
@@ -291,12 +310,15 @@ def test_under_yes_an_oversize_plan_is_never_approved_and_the_plan_writer_acts(t
     assert read_text(memory_files["plan"]).strip() == SHORT_PLAN
 
 
-def test_a_plan_writer_that_finishes_on_an_oversize_draft_writes_no_plan(tmp_path, scripted_llm, quiet_console,
-                                                                        run_context):
+def test_a_plan_writer_that_finishes_on_an_oversize_draft_writes_no_plan(
+    tmp_path, scripted_llm, quiet_console, run_context
+):
     run_context.input_source = AutoApproveInput()
     flow = PlanWriterFlow.instantiate_from_default_config(
-        subflows_config={"Executor": {"subflows_config": {"write_plan": {"max_plan_chars": 100,
-                                                                        "max_plan_rewrites": 0}}}})
+        subflows_config={
+            "Executor": {"subflows_config": {"write_plan": {"max_plan_chars": 100, "max_plan_rewrites": 0}}}
+        }
+    )
     memory_files = {"plan": str(tmp_path / "plan.txt")}
     scripted_llm.add(LONG_PLAN, finish("good enough"))
     out = flow.call({"goal": "do it", "memory_files": memory_files})
@@ -304,14 +326,18 @@ def test_a_plan_writer_that_finishes_on_an_oversize_draft_writes_no_plan(tmp_pat
     assert read_text(memory_files["plan"]) == ""
 
 
-def test_the_coder_planner_rewrites_a_plan_although_its_prompt_needs_the_library(tmp_path, scripted_llm, user,
-                                                                                 quiet_console):
+def test_the_coder_planner_rewrites_a_plan_although_its_prompt_needs_the_library(
+    tmp_path, scripted_llm, user, quiet_console
+):
     from aiflows_jarvis.CoderFlowModule import CoderFlow
 
     planner = CoderFlow.instantiate_from_default_config().subflows["Planner"]
     planner.subflows["Executor"].subflows["write_plan"].flow_config["max_plan_chars"] = 100
-    memory_files = {"plan": str(tmp_path / "plan.txt"), "logs": str(tmp_path / "logs.txt"),
-                    "code_library": str(tmp_path / "library.py")}
+    memory_files = {
+        "plan": str(tmp_path / "plan.txt"),
+        "logs": str(tmp_path / "logs.txt"),
+        "code_library": str(tmp_path / "library.py"),
+    }
     scripted_llm.add(LONG_PLAN, SHORT_PLAN)
     user.add("")
     out = planner.call({"goal": "do it", "memory_files": memory_files, "code_library": "def f(): ..."})
@@ -333,14 +359,17 @@ def test_through_http_a_reply_cut_by_max_tokens_is_sent_back(loopback_llm, user,
 
 
 def test_every_plan_generator_of_jarvis_keeps_its_max_tokens_with_the_shipped_config(tmp_path):
-    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
     from aiflows_jarvis.app import launcher
+    from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
 
     config = launcher.load_config(os.path.join(ROOT, "configs", "jarvis.yaml"))
     flow = launcher.instantiate(config, [ApiInfo(backend_used="openai", api_key="sk-test")], str(tmp_path))
     try:
-        generators = [(path, node) for path, node in launcher.walk(flow)
-                      if isinstance(node, ChatAtomicFlow) and path.endswith("PlanGenerator")]
+        generators = [
+            (path, node)
+            for path, node in launcher.walk(flow)
+            if isinstance(node, ChatAtomicFlow) and path.endswith("PlanGenerator")
+        ]
         assert len(generators) == 6, [p for p, _ in generators]  # 3 planners and 3 re_plan branches
         for path, node in generators:
             backend = node.flow_config["backend"]

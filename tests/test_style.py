@@ -1,5 +1,6 @@
 """Every file is formatted and linted as pyproject.toml's [tool.ruff] says: `ruff format` and `ruff check` (installed
 with the test extra) would change nothing. To fix what this finds: `ruff format . && ruff check --fix .`."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def ruff(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ruff", *args, "--no-cache", "."], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--no-cache", "."], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_ruff_format_would_change_no_file():

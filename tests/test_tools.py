@@ -1,6 +1,7 @@
 """AutoGPT's tools: LCToolFlow (any LangChain tool; errors and timeouts become observations), the DuckDuckGo tool
 with its network call replaced, WikiSearchAtomicFlow against the loopback stand-in for the MediaWiki API, and tool
 calls recorded to / replayed from a transcript."""
+
 from __future__ import annotations
 
 import threading
@@ -12,7 +13,9 @@ from aiflows_jarvis.CoreFlowModule import ConfigurationError, TranscriptError
 from aiflows_jarvis.LCToolFlowModule import LCToolFlow
 from aiflows_jarvis.WikiSearchFlowModule import WikiSearchAtomicFlow
 
-langchain_core = pytest.importorskip("langchain_core", reason='LangChain is not installed (pip install -e ".[autogpt]")')
+langchain_core = pytest.importorskip(
+    "langchain_core", reason='LangChain is not installed (pip install -e ".[autogpt]")'
+)
 from langchain_core.tools import BaseTool  # noqa: E402
 
 RELEASE = threading.Event()
@@ -100,14 +103,19 @@ def test_the_duckduckgo_tool_runs_with_its_network_call_replaced(monkeypatch):
 
 
 def wiki(loopback, **overrides) -> WikiSearchAtomicFlow:
-    return WikiSearchAtomicFlow.instantiate_from_default_config(name="wiki_search", api_url=loopback.wiki_url,
-                                                                **overrides)
+    return WikiSearchAtomicFlow.instantiate_from_default_config(
+        name="wiki_search", api_url=loopback.wiki_url, **overrides
+    )
 
 
 def test_wiki_search_reads_the_introductions_of_the_pages_found(loopback):
-    loopback.wiki_pages.update({"Eiffel Tower": "The Eiffel Tower is a wrought-iron lattice tower in Paris.",
-                                "Gustave Eiffel": "Alexandre Gustave Eiffel was a French civil engineer.",
-                                "Banana": "A banana is a fruit."})
+    loopback.wiki_pages.update(
+        {
+            "Eiffel Tower": "The Eiffel Tower is a wrought-iron lattice tower in Paris.",
+            "Gustave Eiffel": "Alexandre Gustave Eiffel was a French civil engineer.",
+            "Banana": "A banana is a fruit.",
+        }
+    )
     out = wiki(loopback).call({"search_term": "Eiffel"})["wiki_content"]
     assert out.startswith("Page: Eiffel Tower\nSummary: The Eiffel Tower is a wrought-iron")
     assert "Page: Gustave Eiffel" in out and "Banana" not in out

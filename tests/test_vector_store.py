@@ -1,5 +1,6 @@
 """VectorStoreFlow: the seed's read/write interface, Chroma and FAISS persisted and read back, embeddings through
 litellm against the loopback server's /v1/embeddings (batched, retried, counted), clear errors."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -8,11 +9,9 @@ import os
 
 import pytest
 from aiflows.backends.api_info import ApiInfo
-
 from loopback_llm import HTTPError, Malformed
 
-from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, current_run
-from aiflows_jarvis.CoreFlowModule import LLMCallError
+from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, LLMCallError, current_run
 from aiflows_jarvis.VectorStoreFlowModule import (
     HashEmbeddings,
     LiteLLMEmbeddings,
@@ -27,20 +26,24 @@ needs_chroma = pytest.mark.skipif(not HAVE_CHROMA, reason='chromadb is not insta
 needs_faiss = pytest.mark.skipif(not HAVE_FAISS, reason='faiss-cpu is not installed (pip install -e ".[autogpt]")')
 BACKENDS = [pytest.param("chroma", marks=needs_chroma), pytest.param("faiss", marks=needs_faiss)]
 
-FACTS = ["The Eiffel Tower is in Paris and was finished in 1889.",
-         "Bananas are rich in potassium.",
-         "Mount Everest is the highest mountain on Earth."]
+FACTS = [
+    "The Eiffel Tower is in Paris and was finished in 1889.",
+    "Bananas are rich in potassium.",
+    "Mount Everest is the highest mountain on Earth.",
+]
 
 
 def loopback_embeddings(server, **config):
     """Every VectorStoreFlow of the test's run embeds through litellm against the loopback server."""
     current_run().embeddings_factory = embeddings_with_api_infos(
-        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)], **config)
+        [ApiInfo(backend_used="openai", api_key="sk-test", api_base=server.url)], **config
+    )
 
 
 def store(tmp_path, kind, **overrides):
     return VectorStoreFlow.instantiate_from_default_config(
-        type=kind, persist_directory=str(tmp_path / f"store_{kind}"), **overrides)
+        type=kind, persist_directory=str(tmp_path / f"store_{kind}"), **overrides
+    )
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -65,20 +68,22 @@ def test_write_persist_and_read_back_through_the_loopback_embeddings(tmp_path, l
 
 def test_embeddings_are_batched_and_retried_like_chat_calls(tmp_path, loopback):
     loopback.embedding_errors.extend([HTTPError(500, "busy"), Malformed("{oops")])
-    embeddings = LiteLLMEmbeddings(api_infos=[ApiInfo(backend_used="openai", api_key="sk-test",
-                                                      api_base=loopback.url)],
-                                   batch_size=2, retry={"initial_delay": 0.01, "max_delay": 0.02, "jitter": 0})
+    embeddings = LiteLLMEmbeddings(
+        api_infos=[ApiInfo(backend_used="openai", api_key="sk-test", api_base=loopback.url)],
+        batch_size=2,
+        retry={"initial_delay": 0.01, "max_delay": 0.02, "jitter": 0},
+    )
     vectors = embeddings.embed(["a b", "c", "d e f"], where="Test")
     assert len(vectors) == 3 and len(vectors[0]) == loopback.embedding_dimension
-    assert [len(r["json"]["input"]) for r in loopback.embedding_requests] == [2, 2, 2, 1], \
+    assert [len(r["json"]["input"]) for r in loopback.embedding_requests] == [2, 2, 2, 1], (
         "two failed attempts of the first batch, then the batches of 2 and 1"
+    )
     assert USAGE.per_flow["Test/embeddings"].retries == 2
 
 
 def test_an_embedding_error_that_retrying_cannot_fix_stops_at_once(loopback):
     loopback.embedding_errors.append(HTTPError(401))
-    embeddings = LiteLLMEmbeddings(api_infos=[ApiInfo(backend_used="openai", api_key="sk-bad",
-                                                      api_base=loopback.url)])
+    embeddings = LiteLLMEmbeddings(api_infos=[ApiInfo(backend_used="openai", api_key="sk-bad", api_base=loopback.url)])
     with pytest.raises(LLMCallError, match="Test/embeddings"):
         embeddings.embed(["x"], where="Test")
     assert len(loopback.embedding_requests) == 1, "a 401 is not retried"
@@ -174,8 +179,10 @@ def test_the_folder_comes_from_memory_files_when_no_persist_directory(tmp_path):
 
 
 # ~~~ The store's kind, recorded in its folder; another kind refused or migrated ~~~
-KINDS = [pytest.param("chroma", "faiss", marks=[needs_chroma, needs_faiss], id="chroma-to-faiss"),
-         pytest.param("faiss", "chroma", marks=[needs_chroma, needs_faiss], id="faiss-to-chroma")]
+KINDS = [
+    pytest.param("chroma", "faiss", marks=[needs_chroma, needs_faiss], id="chroma-to-faiss"),
+    pytest.param("faiss", "chroma", marks=[needs_chroma, needs_faiss], id="faiss-to-chroma"),
+]
 
 
 def written(tmp_path, kind, record=True):
@@ -189,8 +196,9 @@ def written(tmp_path, kind, record=True):
 
 
 def at(folder, kind, **overrides):
-    return VectorStoreFlow.instantiate_from_default_config(type=kind, persist_directory=str(folder),
-                                                           embedding={"type": "hash"}, **overrides)
+    return VectorStoreFlow.instantiate_from_default_config(
+        type=kind, persist_directory=str(folder), embedding={"type": "hash"}, **overrides
+    )
 
 
 def files(folder):
@@ -236,9 +244,9 @@ def test_migrate_copies_the_memories_into_the_other_kind_and_keeps_the_old_store
 @needs_chroma
 @needs_faiss
 def test_a_folder_holding_both_kinds_is_refused_then_merged_by_migrate(tmp_path):
-    from aiflows_jarvis.VectorStoreFlowModule import StoreKindMismatch
-
     import shutil
+
+    from aiflows_jarvis.VectorStoreFlowModule import StoreKindMismatch
 
     folder = written(tmp_path, "chroma", record=False)  # then an older version opened it as FAISS and wrote
     at(tmp_path / "elsewhere", "faiss").call({"operation": "write", "content": "Paris is the capital of France."})
@@ -246,8 +254,7 @@ def test_a_folder_holding_both_kinds_is_refused_then_merged_by_migrate(tmp_path)
     for kind in ("chroma", "faiss"):
         with pytest.raises(StoreKindMismatch, match="holds both a Chroma and a FAISS store"):
             at(folder, kind).prepare_store()
-    merged = at(folder, "faiss",
-                   migrate=True)
+    merged = at(folder, "faiss", migrate=True)
     assert merged.read("capital of France", 1) == ["Paris is the capital of France."]
     assert merged._set_up_retriever().count() == 4 and (tmp_path / "vs.chroma+faiss").is_dir()
 

@@ -4,6 +4,7 @@ A test waits for what it needs (a process gone, a file written, a server's reque
 against a hang: it is long enough for a machine busy with other work, so a test that passes never comes near it, and
 when it expires the failure says what was waited for.
 """
+
 from __future__ import annotations
 
 import time

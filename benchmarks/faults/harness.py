@@ -6,6 +6,7 @@ empty temporary folder, and says what it expects with ``ctx.expect(condition, wh
 its own, its output going to a log file; the runner kills the session and every process working in the case's folder
 when the case ends (or after its time limit), unmounts what the case mounted there, and removes the folder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ CLASSES = {
     "resume": "--resume after an interruption inside Coder and ExtendLibrary, after kill -9, with bad run files",
     "scale": "a 5 MB library.py, 50 MB logs, a 5 MB log without headers, 200 MB printed at once",
     "mcp": "MCP servers missing, crashing or hanging at start, printing to stdout, leaving a process; a 10 MB result, "
-           "a tool that never answers under --max-time, an unset ${VAR}, a secret in env",
+    "a tool that never answers under --max-time, an unset ${VAR}, a secret in env",
 }
 
 
@@ -67,8 +68,16 @@ class Case:
 REGISTRY: List[Case] = []
 
 
-def case(klass: str, name: str, *, handled: str, lost: str, slow: bool = False, timeout: float = 180.0,
-         exclusive: bool = False):
+def case(
+    klass: str,
+    name: str,
+    *,
+    handled: str,
+    lost: str,
+    slow: bool = False,
+    timeout: float = 180.0,
+    exclusive: bool = False,
+):
     """Register a case of class ``klass``; ``handled`` and ``lost`` say what the words mean for it."""
     if klass not in CLASSES:
         raise ValueError(f"unknown class {klass!r}")
@@ -93,13 +102,17 @@ _SHOWN_AS_IS = {"\n", "\t"}
 def visible(text: Any) -> str:
     """``text`` with what a terminal would act on (C0/C1 controls, DEL, bidirectional controls) written as escapes:
     the report quotes hostile text and must not obey it."""
-    return "".join(c if (c.isprintable() or c in _SHOWN_AS_IS) and not 0x202A <= ord(c) <= 0x202E
-                   and not 0x2066 <= ord(c) <= 0x2069 else repr(c)[1:-1] for c in str(text))
+    return "".join(
+        c
+        if (c.isprintable() or c in _SHOWN_AS_IS) and not 0x202A <= ord(c) <= 0x202E and not 0x2066 <= ord(c) <= 0x2069
+        else repr(c)[1:-1]
+        for c in str(text)
+    )
 
 
 def _short(text: Any, limit: int = 400) -> str:
     text = visible(text)
-    return text if len(text) <= limit else text[:limit - 20] + f" ... [{len(text) - limit + 20} more]"
+    return text if len(text) <= limit else text[: limit - 20] + f" ... [{len(text) - limit + 20} more]"
 
 
 class Ctx:
@@ -164,8 +177,14 @@ class _Running:
 
 def _crash_text(error: BaseException) -> str:
     frames = traceback.extract_tb(error.__traceback__)
-    where = next((f"{os.path.relpath(f.filename, HERE)}:{f.lineno}" for f in reversed(frames)
-                  if os.path.abspath(f.filename).startswith(HERE + os.sep)), "")
+    where = next(
+        (
+            f"{os.path.relpath(f.filename, HERE)}:{f.lineno}"
+            for f in reversed(frames)
+            if os.path.abspath(f.filename).startswith(HERE + os.sep)
+        ),
+        "",
+    )
     return f"the case crashed: {type(error).__name__}: {error}" + (f" ({where})" if where else "")
 
 
@@ -195,11 +214,17 @@ def _run_in_child(found: Case, folder: str, write_fd: int) -> None:
             ctx.failures.append(_crash_text(error))
         finally:
             ctx.run_cleanups()
-        result = {"seconds": round(time.monotonic() - started, 2), "skipped": skipped, "failures": ctx.failures,
-                  "losses": ctx.losses, "notes": ctx.notes, "figures": ctx.figures}
+        result = {
+            "seconds": round(time.monotonic() - started, 2),
+            "skipped": skipped,
+            "failures": ctx.failures,
+            "losses": ctx.losses,
+            "notes": ctx.notes,
+            "figures": ctx.figures,
+        }
         data = json.dumps(result, default=str).encode()
         while data:
-            data = data[os.write(write_fd, data):]
+            data = data[os.write(write_fd, data) :]
     except BaseException:  # noqa: BLE001
         code = 70
     finally:
@@ -256,6 +281,7 @@ def _remove(folder: str) -> None:
             function(path)
         except OSError:
             pass
+
     shutil.rmtree(folder, onerror=writable)
     try:
         os.remove(folder + ".log")
@@ -307,12 +333,20 @@ def _finish(running: _Running, timed_out: bool, keep: bool) -> Dict[str, Any]:
     try:
         result = json.loads(b"".join(running.chunks).decode())
     except ValueError:
-        why = (f"the case took longer than its limit of {found.timeout:.0f} s and was killed" if timed_out
-               else "the case's process died without a result")
+        why = (
+            f"the case took longer than its limit of {found.timeout:.0f} s and was killed"
+            if timed_out
+            else "the case's process died without a result"
+        )
         tail = _log_tail(running.folder).strip().splitlines()
-        result = {"seconds": round(time.monotonic() - running.started, 2), "skipped": None,
-                  "failures": [why + (f" (its log ends: {_short(tail[-1], 200)})" if tail else "")],
-                  "losses": [], "notes": [], "figures": {}}
+        result = {
+            "seconds": round(time.monotonic() - running.started, 2),
+            "skipped": None,
+            "failures": [why + (f" (its log ends: {_short(tail[-1], 200)})" if tail else "")],
+            "losses": [],
+            "notes": [],
+            "figures": {},
+        }
     if keep:
         result["notes"].append(f"kept: {running.folder} (log {running.folder}.log)")
         left = []
@@ -320,15 +354,25 @@ def _finish(running: _Running, timed_out: bool, keep: bool) -> Dict[str, Any]:
         left = _clean_up(pid, running.folder)
     if left:
         result["notes"].append(f"{len(left)} process(es) left behind were killed: " + "; ".join(left[:3]))
-    result.update(id=found.id, klass=found.klass, name=found.name, slow=found.slow, handled_means=found.handled,
-                  lost_means=found.lost)
+    result.update(
+        id=found.id,
+        klass=found.klass,
+        name=found.name,
+        slow=found.slow,
+        handled_means=found.handled,
+        lost_means=found.lost,
+    )
     result["handled"] = not result["failures"] and not result["skipped"]
     result["data_lost"] = bool(result["losses"])
     return result
 
 
-def run_cases(cases: List[Case], jobs: int = 2, keep: bool = False,
-              progress: Optional[Callable[[Dict[str, Any], int, int], None]] = None) -> List[Dict[str, Any]]:
+def run_cases(
+    cases: List[Case],
+    jobs: int = 2,
+    keep: bool = False,
+    progress: Optional[Callable[[Dict[str, Any], int, int], None]] = None,
+) -> List[Dict[str, Any]]:
     """Run ``cases``, ``jobs`` at a time (an exclusive case alone); returns their results in the order given."""
     root = tempfile.mkdtemp(prefix="jarvis-faults-")
     queue = list(cases)
@@ -404,8 +448,9 @@ def report(results: List[Dict[str, Any]], pending: Dict[str, str], seconds: floa
         if klass == "total":
             lines.append("-" * 52)
         skipped = f"   ({row['skipped']} skipped)" if row["skipped"] else ""
-        lines.append(f"{klass:<16}{row['tried']:>7}{row['handled']:>9}{row['data_lost']:>11}{row['pending']:>9}"
-                     f"{skipped}")
+        lines.append(
+            f"{klass:<16}{row['tried']:>7}{row['handled']:>9}{row['data_lost']:>11}{row['pending']:>9}{skipped}"
+        )
     lines.append(f"{part}: {len(results)} cases in {seconds:.0f} s")
     lost = [r for r in results if r["data_lost"]]
     if lost:
@@ -437,17 +482,22 @@ def report(results: List[Dict[str, Any]], pending: Dict[str, str], seconds: floa
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from . import PENDING
-    from . import cases  # noqa: F401  (registers every case)
+    from . import (
+        PENDING,
+        cases,  # noqa: F401  (registers every case)
+    )
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.faults",
-                                     description="Jarvis tried as a careless or hostile user would: per class of "
-                                                 "fault, the cases tried, handled and with data lost "
-                                                 "(see benchmarks/faults/__init__.py).")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.faults",
+        description="Jarvis tried as a careless or hostile user would: per class of "
+        "fault, the cases tried, handled and with data lost "
+        "(see benchmarks/faults/__init__.py).",
+    )
     parser.add_argument("--fast", action="store_true", help="only the fast part (what CI runs)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("-k", dest="only", action="append", metavar="NAME",
-                        help="only the cases whose id contains NAME (repeatable)")
+    parser.add_argument(
+        "-k", dest="only", action="append", metavar="NAME", help="only the cases whose id contains NAME (repeatable)"
+    )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="cases run at once (2)")
     parser.add_argument("--list", action="store_true", help="list the cases and what they check")
     parser.add_argument("--keep", action="store_true", help="keep each case's folder and log (for debugging)")
@@ -475,8 +525,10 @@ def _main(args: argparse.Namespace, PENDING: Dict[str, str]) -> int:
     chosen.sort(key=lambda c: list(CLASSES).index(c.klass))
     if args.list:
         for c in chosen:
-            print(f"{c.id}  ({'slow' if c.slow else 'fast'}){'  PENDING: ' + PENDING[c.id] if c.id in PENDING else ''}"
-                  f"\n    handled: {c.handled}\n    data lost: {c.lost}")
+            print(
+                f"{c.id}  ({'slow' if c.slow else 'fast'}){'  PENDING: ' + PENDING[c.id] if c.id in PENDING else ''}"
+                f"\n    handled: {c.handled}\n    data lost: {c.lost}"
+            )
         return 0
     unknown = sorted(set(PENDING) - {c.id for c in REGISTRY})
     if unknown:
@@ -486,11 +538,21 @@ def _main(args: argparse.Namespace, PENDING: Dict[str, str]) -> int:
     def progress(result, done, total):
         if args.quiet:
             return
-        state = ("skipped" if result["skipped"] else "handled" if result["handled"] else
-                 "pending" if result["id"] in PENDING else "NOT handled")
+        state = (
+            "skipped"
+            if result["skipped"]
+            else "handled"
+            if result["handled"]
+            else "pending"
+            if result["id"] in PENDING
+            else "NOT handled"
+        )
         lost = "  DATA LOST" if result["data_lost"] else ""
-        print(f"[{done:>3}/{total}] {result['id']:<48} {state}{lost}  {result['seconds']:.1f}s", file=sys.stderr,
-              flush=True)
+        print(
+            f"[{done:>3}/{total}] {result['id']:<48} {state}{lost}  {result['seconds']:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
 
     started = time.monotonic()
     results = run_cases(chosen, jobs=max(1, args.jobs), keep=args.keep, progress=progress)
@@ -499,8 +561,12 @@ def _main(args: argparse.Namespace, PENDING: Dict[str, str]) -> int:
     for result in results:
         result["pending"] = PENDING.get(result["id"])
     if args.json:
-        print(json.dumps({"part": part, "seconds": round(seconds, 1), "classes": summary(results, PENDING),
-                          "cases": results}, indent=1))
+        print(
+            json.dumps(
+                {"part": part, "seconds": round(seconds, 1), "classes": summary(results, PENDING), "cases": results},
+                indent=1,
+            )
+        )
     else:
         print(report(results, PENDING, seconds, part))
     bad = [r for r in results if r["data_lost"] or (not r["handled"] and not r["skipped"] and r["id"] not in PENDING)]

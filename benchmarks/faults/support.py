@@ -1,6 +1,7 @@
 """What the cases share: run_jarvis.py in a child process, scripted LLM replies, and the checks of "handled" and
 "nothing lost". The loopback server, the network guard and the character sets come from tests/ (imported, not
 copied)."""
+
 from __future__ import annotations
 
 import ast
@@ -14,17 +15,16 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import yaml
-
-from .harness import ROOT, Ctx
-
 from fakes import command  # noqa: E402  (tests/ is on sys.path: see harness)
+from helpers import CONTROLS, DEMO, KEYS, RUN_JARVIS  # noqa: E402
 from loopback_llm import Cut, HTTPError, LoopbackLLMServer, Malformed, Slow  # noqa: E402,F401
 from subprocess_guard import guarded_environment  # noqa: E402
-from helpers import CONTROLS, DEMO, KEYS, RUN_JARVIS  # noqa: E402
 
 import aiflows_jarvis  # noqa: E402,F401  (the offline tokenizer before anything imports litellm)
 from aiflows_jarvis.ChatFlowModule import Transcript  # noqa: E402
 from aiflows_jarvis.CoreFlowModule import split_log_entries  # noqa: E402
+
+from .harness import ROOT, Ctx
 
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
 CONFIG = os.path.join(ROOT, "configs", "jarvis.yaml")
@@ -49,13 +49,19 @@ def coder_run(code: str, language: str = "python", answer: str = "The code ran."
     """A run through Coder: Jarvis's plan, Coder with a goal (its plan), run_code completing it, Jarvis's final
     answer (the code is run in the interpreter, in the memory folder). Code that fails does not complete Coder's
     step: its controller is asked again and finishes; so the two last replies answer whoever asks."""
+
     def then(request: Dict[str, Any]) -> str:
         if str(request["messages"][0]["content"]).startswith("You are Coder"):
             return command("finish", summary="The code ran.")
         return command("final_answer", answer=answer)
 
-    return [PLAN, command("Coder", goal=CODER_GOAL, completes_step=1),
-            command("run_code", language=language, code=code, completes_step=1), then, then]
+    return [
+        PLAN,
+        command("Coder", goal=CODER_GOAL, completes_step=1),
+        command("run_code", language=language, code=code, completes_step=1),
+        then,
+        then,
+    ]
 
 
 def demo() -> Transcript:
@@ -68,8 +74,16 @@ def fast_retry_config(ctx: Ctx, request_timeout: float = 60, call_deadline: floa
     the case's folder; returns its path (for --config)."""
     with open(CONFIG, encoding="utf-8") as f:
         config = yaml.safe_load(f)
-    policy = {"max_attempts": 4, "initial_delay": 0.05, "max_delay": 0.1, "backoff": 1.0, "jitter": 0.0,
-              "max_retry_after": 2.0, "call_deadline": call_deadline, **retry}
+    policy = {
+        "max_attempts": 4,
+        "initial_delay": 0.05,
+        "max_delay": 0.1,
+        "backoff": 1.0,
+        "jitter": 0.0,
+        "max_retry_after": 2.0,
+        "call_deadline": call_deadline,
+        **retry,
+    }
 
     def walk(node):
         if isinstance(node, dict):
@@ -115,8 +129,11 @@ class Done:
 def child_environment(ctx: Ctx, **extra: str) -> Tuple[Dict[str, str], str]:
     """This environment without LLM keys, editors or a trace, no colours, with ``extra``; the network guard of
     tests/ installed. Returns it and the file where the guard logs network attempts."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in KEYS and not k.startswith("FAKE_EDITOR") and k not in ("VISUAL", "EDITOR", "JARVIS_TRACE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in KEYS and not k.startswith("FAKE_EDITOR") and k not in ("VISUAL", "EDITOR", "JARVIS_TRACE")
+    }
     env["NO_COLOR"] = "1"
     env, attempts = guarded_environment(str(ctx.path(f".guard-{time.monotonic_ns()}")), env)
     env.update(extra)
@@ -126,9 +143,18 @@ def child_environment(ctx: Ctx, **extra: str) -> Tuple[Dict[str, str], str]:
 class Run:
     """run_jarvis.py in a child process (in the case's session), its output read as it comes."""
 
-    def __init__(self, ctx: Ctx, *args: str, server: Optional[LoopbackLLMServer] = None, yes: bool = True,
-                 cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None, stdin: Optional[str] = None,
-                 keep_stdin_open: bool = False, argv: Optional[List[Any]] = None):
+    def __init__(
+        self,
+        ctx: Ctx,
+        *args: str,
+        server: Optional[LoopbackLLMServer] = None,
+        yes: bool = True,
+        cwd: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        stdin: Optional[str] = None,
+        keep_stdin_open: bool = False,
+        argv: Optional[List[Any]] = None,
+    ):
         self.ctx = ctx
         prefix = (["--api-base", server.url] if server is not None else []) + (["--yes"] if yes else [])
         self.argv = argv if argv is not None else [PYTHON, RUN_JARVIS, *prefix, *args]
@@ -143,12 +169,19 @@ class Run:
     def start(self) -> "Run":
         piped = self.stdin_text is not None or self.keep_stdin_open
         self.started = time.monotonic()
-        self.process = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env,
-                                        stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            self.argv,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.ctx.on_exit(self.kill)
-        self._readers = [threading.Thread(target=self._read, args=(stream, into), daemon=True)
-                         for stream, into in ((self.process.stdout, self.out), (self.process.stderr, self.err))]
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream, into), daemon=True)
+            for stream, into in ((self.process.stdout, self.out), (self.process.stderr, self.err))
+        ]
         for reader in self._readers:
             reader.start()
         if self.stdin_text:
@@ -218,8 +251,11 @@ class Run:
             reader.join(timeout=10)
         done = Done(code, bytes(self.out), bytes(self.err), time.monotonic() - self.started, self.attempts)
         # the case's log (its stdout), read with --keep
-        print(f"=== {' '.join(map(str, self.argv[1:]))[:300]}\n--- exit {code}, stdout:\n{done.out[-20000:]}\n"
-              f"--- stderr:\n{done.err[-5000:]}", flush=True)
+        print(
+            f"=== {' '.join(map(str, self.argv[1:]))[:300]}\n--- exit {code}, stdout:\n{done.out[-20000:]}\n"
+            f"--- stderr:\n{done.err[-5000:]}",
+            flush=True,
+        )
         return done
 
     def kill(self) -> None:
@@ -239,19 +275,22 @@ def raw_controls(text: str) -> List[str]:
     return sorted({repr(c) for c in text if c in CONTROLS})
 
 
-def handled_exit(ctx: Ctx, done: Done, codes: Sequence[Optional[int]], says: Iterable[str] = (),
-                 not_says: Iterable[str] = ()) -> bool:
+def handled_exit(
+    ctx: Ctx, done: Done, codes: Sequence[Optional[int]], says: Iterable[str] = (), not_says: Iterable[str] = ()
+) -> bool:
     """The run ended with one of ``codes``, its output says each of ``says`` and none of ``not_says``, with no
     traceback, no "Unexpected error", no raw control character, and nothing tried the network."""
-    ok = ctx.expect(done.code in codes, f"exit code {done.code}, expected {' or '.join(map(str, codes))}: "
-                                        f"{done.tail()}")
+    ok = ctx.expect(
+        done.code in codes, f"exit code {done.code}, expected {' or '.join(map(str, codes))}: {done.tail()}"
+    )
     for text in says:
         ok &= ctx.expect(text in done.text, f"the output does not say {text!r}: {done.tail()}")
     for text in not_says:
         ok &= ctx.expect(text not in done.text, f"the output says {text!r}")
     ok &= ctx.expect(not _TRACEBACK.search(done.text), "a traceback: " + _traceback_end(done.text))
-    ok &= ctx.expect("Unexpected error" not in done.out, "an 'Unexpected error': " + done.out.split(
-        "Unexpected error")[-1][:200])
+    ok &= ctx.expect(
+        "Unexpected error" not in done.out, "an 'Unexpected error': " + done.out.split("Unexpected error")[-1][:200]
+    )
     controls = raw_controls(done.out + done.err)
     ok &= ctx.expect(not controls, f"raw control characters reached the terminal: {', '.join(controls[:6])}")
     ok &= ctx.expect(os.path.exists(done.attempts + ".armed"), "the network guard did not load in run_jarvis.py")
@@ -265,8 +304,11 @@ _TRACEBACK = re.compile(r"^Traceback \(most recent call last\)", re.M)
 
 
 def _traceback_end(text: str) -> str:
-    lines = text[[m.start() for m in _TRACEBACK.finditer(text)][-1]:].strip().splitlines() if _TRACEBACK.search(
-        text) else []
+    lines = (
+        text[[m.start() for m in _TRACEBACK.finditer(text)][-1] :].strip().splitlines()
+        if _TRACEBACK.search(text)
+        else []
+    )
     return lines[-1] if lines else ""
 
 
@@ -331,8 +373,11 @@ def library_modules(memory) -> List[str]:
     """The files of the code library in a memory folder: the package's modules (`library/*.py`), and a `library.py`
     not migrated yet (links are left out: they are not followed)."""
     package = os.path.join(str(memory), "library")
-    found = [os.path.join(package, n) for n in sorted(os.listdir(package)) if n.endswith(".py")] \
-        if os.path.isdir(package) and not os.path.islink(package) else []
+    found = (
+        [os.path.join(package, n) for n in sorted(os.listdir(package)) if n.endswith(".py")]
+        if os.path.isdir(package) and not os.path.islink(package)
+        else []
+    )
     legacy = os.path.join(str(memory), "library.py")
     return found + ([legacy] if os.path.isfile(legacy) and not os.path.islink(legacy) else [])
 
@@ -354,8 +399,16 @@ def defined(source: str) -> List[str]:
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
-def memory_whole(ctx: Ctx, memory, *, goal: Optional[str] = None, run_file: bool = False,
-                 plan: Optional[str] = None, saved: Iterable[str] = (), logs_end_whole: bool = False) -> bool:
+def memory_whole(
+    ctx: Ctx,
+    memory,
+    *,
+    goal: Optional[str] = None,
+    run_file: bool = False,
+    plan: Optional[str] = None,
+    saved: Iterable[str] = (),
+    logs_end_whole: bool = False,
+) -> bool:
     """Nothing of the memory folder is lost or corrupted: ``jarvis_run.json`` (required with ``run_file``) is JSON
     with a goal (``goal`` if given); every log's entries are numbered in order, none glued to a cut one (and, with
     ``logs_end_whole``, no log ends cut without its marker); ``library.py`` compiles and defines every function the
@@ -399,6 +452,7 @@ def memory_whole(ctx: Ctx, memory, *, goal: Optional[str] = None, run_file: bool
 
 def plan_kept(memory: str, plan: str, name: str = "plan_jarvis") -> bool:
     """Whether the steps of ``plan`` (done marks aside) are in the plan file or a copy of it in the archive."""
+
     def steps(text: str) -> List[str]:
         return [re.sub(r"\s*(\[done\]|\(done\))\s*$", "", line).strip() for line in text.splitlines() if line.strip()]
 
@@ -462,8 +516,10 @@ def previous_run_kept(ctx: Ctx, memory, files: Dict[str, bytes]) -> bool:
         places = [os.path.join(str(memory), name)]
         for root, _, names in os.walk(os.path.join(str(memory), "archive")):
             places += [os.path.join(root, n) for n in names if n == name]
-        ok &= ctx.keep(any(os.path.isfile(p) and open(p, "rb").read() == data for p in places),
-                       f"the earlier run's {name} is lost or changed")
+        ok &= ctx.keep(
+            any(os.path.isfile(p) and open(p, "rb").read() == data for p in places),
+            f"the earlier run's {name} is lost or changed",
+        )
     return ok
 
 
@@ -473,16 +529,23 @@ def previous_run_untouched(ctx: Ctx, memory, files: Dict[str, bytes]) -> bool:
     ok = ctx.expect(not os.path.exists(os.path.join(str(memory), "archive")), "the earlier run was archived")
     for name, data in files.items():
         path = os.path.join(str(memory), name)
-        ok &= ctx.expect(os.path.isfile(path) and open(path, "rb").read() == data,
-                         f"the earlier run's {name} was moved or changed")
+        ok &= ctx.expect(
+            os.path.isfile(path) and open(path, "rb").read() == data, f"the earlier run's {name} was moved or changed"
+        )
     return ok & previous_run_kept(ctx, memory, files)
 
 
 def python_child(ctx: Ctx, script: str, *args: str, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
     """A Python process running ``script`` with the project importable (killed when the case ends)."""
-    process = subprocess.Popen([PYTHON, "-c", script, *args], cwd=str(ctx.folder),
-                               env={**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1", **(env or {})},
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [PYTHON, "-c", script, *args],
+        cwd=str(ctx.folder),
+        env={**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1", **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def stop():
         if process.poll() is None:
@@ -491,4 +554,3 @@ def python_child(ctx: Ctx, script: str, *args: str, env: Optional[Dict[str, str]
 
     ctx.on_exit(stop)
     return process
-

@@ -9,6 +9,7 @@ the project's interpreter but without importing the project.
 
 aiflows opens a disk cache in the current folder (``.flow_cache``): run it in a scratch folder.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,18 +42,26 @@ def rounds(count: int) -> dict:
     import aiflows_loop.scripted as scripted
 
     scripted.CLOCK = clock = RoundClock(
-        count, lambda i: json.dumps({"command": "count_words", "command_args": {"text": word_count_task(i)}}),
-        json.dumps({"command": "finish", "command_args": {"summary": "all rounds done"}}))
+        count,
+        lambda i: json.dumps({"command": "count_words", "command_args": {"text": word_count_task(i)}}),
+        json.dumps({"command": "finish", "command_args": {"summary": "all rounds done"}}),
+    )
     flow = build(max_rounds=count + 1)
     output = call(flow, "count words, many times")
     return clock.result(status="finished" if output.get("summary") else f"stopped: {output}")
 
 
 def first_request(url: str) -> dict:
-    backend = {"_target_": "aiflows.backends.llm_lite.LiteLLMBackend",
-               "api_infos": [{"backend_used": "openai", "api_key": "sk-benchmark", "api_base": url}],
-               "model_name": {"openai": "openai/local-model"}, "wait_time_per_key": 0, "n": 1,
-               "max_tokens": 200, "temperature": 0.0, "stream": False}
+    backend = {
+        "_target_": "aiflows.backends.llm_lite.LiteLLMBackend",
+        "api_infos": [{"backend_used": "openai", "api_key": "sk-benchmark", "api_base": url}],
+        "model_name": {"openai": "openai/local-model"},
+        "wait_time_per_key": 0,
+        "n": 1,
+        "max_tokens": 200,
+        "temperature": 0.0,
+        "stream": False,
+    }
     flow = build(subflows_config={"Controller": {"backend": backend}})
     return {"output": call(flow, "say you are done")}
 

@@ -4,6 +4,7 @@
 the ``openai`` extra its OpenAIServerModel needs) installed, installing it the first time: smolagents 1.26 if pip
 can get it, else the newest version pip finds. Nothing is installed into the project's own environment.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,9 @@ def _version(python: str) -> Optional[str]:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def smolagents_python(peers_dir: str = DEFAULT_PEERS_DIR,
-                      say: Callable[[str], None] = lambda text: None) -> Tuple[str, str]:
+def smolagents_python(
+    peers_dir: str = DEFAULT_PEERS_DIR, say: Callable[[str], None] = lambda text: None
+) -> Tuple[str, str]:
     """``(python, smolagents version)``; raises PeerUnavailable saying why not (a failed venv or pip install)."""
     venv = os.path.join(os.path.abspath(os.path.expanduser(peers_dir)), "smolagents-venv")
     python = os.path.join(venv, "bin", "python")
@@ -54,8 +56,12 @@ def smolagents_python(peers_dir: str = DEFAULT_PEERS_DIR,
     problem = ""
     for spec in SMOLAGENTS_SPECS:
         try:
-            done = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", spec],
-                                  capture_output=True, text=True, timeout=900)
+            done = subprocess.run(
+                [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", spec],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
         except subprocess.TimeoutExpired:
             problem = f"pip install {spec} took more than 15 minutes"
             continue

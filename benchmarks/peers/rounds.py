@@ -5,6 +5,7 @@ what some calls were asked, so that every loop is measured the same way (the tim
 calls is one round; the prompts of two calls show how a chat grows). ``report`` prints what a child process
 measured as one JSON line, the last line of its output, which ``benchmarks/run.py`` reads.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,9 +64,13 @@ class RoundClock:
     def result(self, **extra: Any) -> Dict[str, Any]:
         """Round durations (ms, between consecutive calls), the kept prompts, the process's peak RSS (MB)."""
         durations = [(b - a) * 1000 for a, b in zip(self.stamps, self.stamps[1:])]
-        return {"calls": len(self.stamps), "round_ms": durations,
-                "prompts": {str(k): v for k, v in sorted(self.prompts.items())},
-                "peak_rss_mb": peak_rss_mb(), **extra}
+        return {
+            "calls": len(self.stamps),
+            "round_ms": durations,
+            "prompts": {str(k): v for k, v in sorted(self.prompts.items())},
+            "peak_rss_mb": peak_rss_mb(),
+            **extra,
+        }
 
 
 def word_count_task(call: int) -> str:
@@ -96,7 +101,9 @@ def report(result: Dict[str, Any], stream=None) -> None:
     stream.flush()
 
 
-def peer_main(doc: str, rounds: Callable[[int], Dict[str, Any]], first_request: Callable[[str], Dict[str, Any]]) -> None:
+def peer_main(
+    doc: str, rounds: Callable[[int], Dict[str, Any]], first_request: Callable[[str], Dict[str, Any]]
+) -> None:
     """The command line of a peer's script: ``rounds [--rounds N]`` or ``first-request URL``; reports the result."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=("rounds", "first-request"))

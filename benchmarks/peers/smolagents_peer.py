@@ -8,6 +8,7 @@ environment smolagents was installed into (see ``install.py``); standard library
         a CodeAgent with OpenAIServerModel pointed at an OpenAI-compatible server (URL ends in /v1); the server's
         first reply should end the run (a final_answer code block)
 """
+
 from __future__ import annotations
 
 import os
@@ -37,19 +38,29 @@ def rounds(count: int) -> dict:
     from smolagents.models import ChatMessage, MessageRole, Model
     from smolagents.monitoring import TokenUsage
 
-    clock = RoundClock(count, lambda i: code_reply(f"print(len({word_count_task(i)!r}.split()))"),
-                       code_reply('final_answer("all rounds done")'))
+    clock = RoundClock(
+        count,
+        lambda i: code_reply(f"print(len({word_count_task(i)!r}.split()))"),
+        code_reply('final_answer("all rounds done")'),
+    )
 
     class ScriptedModel(Model):
         """Answers from the clock, after the per-call message preparation every API model of smolagents does."""
 
         def generate(self, messages, stop_sequences=None, response_format=None, tools_to_call_from=None, **kwargs):
-            prepared = self._prepare_completion_kwargs(messages=messages, stop_sequences=stop_sequences,
-                                                       response_format=response_format,
-                                                       tools_to_call_from=tools_to_call_from, model=self.model_id,
-                                                       **kwargs)
-            return ChatMessage(role=MessageRole.ASSISTANT, content=clock.reply(prepared["messages"]),
-                               token_usage=TokenUsage(input_tokens=0, output_tokens=0))
+            prepared = self._prepare_completion_kwargs(
+                messages=messages,
+                stop_sequences=stop_sequences,
+                response_format=response_format,
+                tools_to_call_from=tools_to_call_from,
+                model=self.model_id,
+                **kwargs,
+            )
+            return ChatMessage(
+                role=MessageRole.ASSISTANT,
+                content=clock.reply(prepared["messages"]),
+                token_usage=TokenUsage(input_tokens=0, output_tokens=0),
+            )
 
     output = agent(ScriptedModel(model_id="scripted"), max_steps=count + 1).run(GOAL)
     return clock.result(status="finished" if output == "all rounds done" else f"stopped: {output!r}")

@@ -5,10 +5,12 @@ copy the package carries (unless ``TIKTOKEN_CACHE_DIR`` is set) and copies it wh
 litellm works offline, its import is quiet and skips its price-list request; later processes that import litellm
 first are offline too.
 """
+
 if __name__ != "aiflows_jarvis":  # e.g. flow_modules.aiflows_jarvis, from a checkout's root (docs/layout.md)
     raise ImportError(
         f"aiflows_jarvis was imported as {__name__!r}. Import it as aiflows_jarvis: its sources sit in flow_modules/, "
-        "but a second name for them would make a second copy of every class and setting.")
+        "but a second name for them would make a second copy of every class and setting."
+    )
 
 from aiflows_jarvis.CoreFlowModule import ensure_offline_tokenizer as _ensure_offline_tokenizer
 

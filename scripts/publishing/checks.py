@@ -1,5 +1,6 @@
 """Checking staged modules: each in its own Python process that stands for another aiflows project (offline,
 without this repository's package), and optionally in a fresh virtual environment."""
+
 from __future__ import annotations
 
 import json
@@ -92,7 +93,7 @@ def foreign_flow_modules(staged, namespace):
     return foreign
 '''
 
-_CHECK = r'''
+_CHECK = r"""
 import importlib, json, traceback
 namespace, staged, module = _sys.argv[1], _os.path.realpath(_sys.argv[2]), _sys.argv[3]
 classes = json.loads(_sys.argv[4])
@@ -120,7 +121,7 @@ try:
 except BaseException:
     result = traceback.format_exc(limit=-8)  # the innermost frames: where it failed
 print("\n" + json.dumps({"check": result}))
-'''
+"""
 
 
 def project_env() -> Dict[str, str]:
@@ -137,12 +138,23 @@ def project_python(code: str, python: Optional[str] = None) -> List[str]:
 
 def check_module(staged_namespace_dir: str, namespace: str, module: str, python: Optional[str] = None) -> str:
     """Check one staged module in its own process, started in a fresh project folder: "ok", or what went wrong."""
-    command = project_python(_CHECK, python) + [namespace, staged_namespace_dir, module,
-                                                json.dumps(flow_classes(module))]
+    command = project_python(_CHECK, python) + [
+        namespace,
+        staged_namespace_dir,
+        module,
+        json.dumps(flow_classes(module)),
+    ]
     with tempfile.TemporaryDirectory(prefix="publish_check_") as project:
         try:
-            done = subprocess.run(command, cwd=project, env=project_env(), capture_output=True, text=True,
-                                  timeout=600, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                command,
+                cwd=project,
+                env=project_env(),
+                capture_output=True,
+                text=True,
+                timeout=600,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             return "the check did not finish within 600 s"
     lines = [line for line in done.stdout.splitlines() if line.startswith('{"check": ')]
@@ -181,8 +193,15 @@ def run_demo(python: str, module_dir: str) -> str:
     # what the demo makes, removed after it; a folder of the module's own (CoreFlowModule/memory/, code) is kept
     made = [name for name in ("flow_modules", "memory") if not os.path.lexists(os.path.join(module_dir, name))]
     try:
-        done = subprocess.run(project_python(code, python), cwd=module_dir, env=project_env(), capture_output=True,
-                              text=True, timeout=300, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            project_python(code, python),
+            cwd=module_dir,
+            env=project_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return "run.py did not finish within 300 s"
     finally:
@@ -205,8 +224,9 @@ def verify_venv(staged_namespace_dir: str, namespace: str, modules: List[str], s
                 report[module] = f"no virtual environment: {error}"
             else:
                 report[module] = check_module(staged_namespace_dir, namespace, module, python)
-                if report[module] == "ok" and not (DEMOS.get(module, {}).get("llm")
-                                                   or DEMOS.get(module, {}).get("network")):
+                if report[module] == "ok" and not (
+                    DEMOS.get(module, {}).get("llm") or DEMOS.get(module, {}).get("network")
+                ):
                     report[module] = run_demo(python, module_dir)
         say(f"{module}: {report[module] if report[module] == 'ok' else 'FAILED'} in a fresh virtual environment")
     return report

@@ -17,6 +17,7 @@ FlowVerse and it share a project, but it decides differently (docs/using-the-flo
 
 This file must import nothing but the standard library and aiflows: it runs before any dependency is synced.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -63,17 +64,22 @@ def _conflict(caller: str, url: str, sync_dir: str, previous, wanted: str, base:
     shown = os.path.relpath(sync_dir, base)  # as seen from the project folder, where the sync runs
     loaded = sys.modules.get("flow_modules." + url.replace("/", "."))
     if os.path.islink(sync_dir):
-        fix = (f"`rm {shown}` (it removes the link only), then run again: {caller} links its own {url}. "
-               f"Or restage all the modules you use from one checkout (scripts/publish.py --out DIR), so that they "
-               f"share one {url}")
+        fix = (
+            f"`rm {shown}` (it removes the link only), then run again: {caller} links its own {url}. "
+            f"Or restage all the modules you use from one checkout (scripts/publish.py --out DIR), so that they "
+            f"share one {url}"
+        )
     else:
-        fix = (f"move it away, e.g. `mv {shown} {shown}.mine` (nothing is deleted), then run again: {caller} links "
-               f"its own {url}")
+        fix = (
+            f"move it away, e.g. `mv {shown} {shown}.mine` (nothing is deleted), then run again: {caller} links "
+            f"its own {url}"
+        )
     if loaded is not None:
         fix += f". This process has already imported {url}: start a new process after that"
     return DependencyConflict(
         f"{caller} needs {url} from {wanted}, but {shown} is already there as {_describe(sync_dir, previous)}, with "
-        f"other code. Nothing was changed. To use the one {caller} needs: {fix}.")
+        f"other code. Nothing was changed. To use the one {caller} needs: {fix}."
+    )
 
 
 def _append_gitignore(sync_root: str, line: str) -> None:
@@ -101,8 +107,9 @@ def project_of(module_file: str) -> Optional[str]:
     return os.path.dirname(sync_root) if os.path.basename(sync_root) == "flow_modules" else None
 
 
-def sync_dependencies(dependencies: List[Dict[str, str]], caller: str = "<this module>",
-                      base_dir: Optional[str] = None) -> List[str]:
+def sync_dependencies(
+    dependencies: List[Dict[str, str]], caller: str = "<this module>", base_dir: Optional[str] = None
+) -> List[str]:
     """Make each dependency (``{"url": "user/Repo", "revision": <folder or hub revision>, "digest"?: <content
     digest>}``) importable as `flow_modules.user.Repo` from `<base_dir>/flow_modules`, and return the sync folders.
     ``base_dir``: the working directory by default, as with FlowVerse; a staged module passes the project it was
@@ -141,11 +148,18 @@ def sync_dependencies(dependencies: List[Dict[str, str]], caller: str = "<this m
             if os.path.lexists(sync_dir):
                 if local and os.path.realpath(sync_dir) == os.path.realpath(revision):
                     pass  # the same folder (perhaps reached through another path)
-                elif (not local and previous is not None and revision in (previous.revision, previous.commit_hash)
-                      and not os.path.islink(sync_dir)):
+                elif (
+                    not local
+                    and previous is not None
+                    and revision in (previous.revision, previous.commit_hash)
+                    and not os.path.islink(sync_dir)
+                ):
                     pass  # synced from the hub at this revision
-                elif dependency.get("digest") and os.path.isdir(sync_dir) and \
-                        content_digest(sync_dir) == dependency["digest"]:
+                elif (
+                    dependency.get("digest")
+                    and os.path.isdir(sync_dir)
+                    and content_digest(sync_dir) == dependency["digest"]
+                ):
                     pass  # the same code, from another staging: taken as it is
                 else:
                     raise _conflict(caller, url, sync_dir, previous, revision, base)

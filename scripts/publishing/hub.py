@@ -1,5 +1,6 @@
 """Pushing staged modules to the aiflows hub (Hugging Face): the token and namespace check, what the hub holds,
 the push in dependency order with pinned dependencies, and its summary."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,8 +11,10 @@ from .source import PublishError, dependency_closure, direct_dependencies, folde
 from .staging import staged_digests, staged_init
 
 HUB_OWN_FILES = {".gitattributes"}  # the hub writes it into every new repository: never deleted
-TOKEN_HELP = ("run `huggingface-cli login` (it stores a token) or set HF_TOKEN to a token with write access "
-              "(https://huggingface.co/settings/tokens)")
+TOKEN_HELP = (
+    "run `huggingface-cli login` (it stores a token) or set HF_TOKEN to a token with write access "
+    "(https://huggingface.co/settings/tokens)"
+)
 
 
 def push_order(modules: Iterable[str]) -> List[str]:
@@ -48,16 +51,20 @@ def describe_hub_error(error: BaseException, doing: str) -> str:
     if status == 401:
         return f"{doing}: HTTP 401, the token was refused (invalid, expired or revoked): {TOKEN_HELP}"
     if status == 403:
-        return (f"{doing}: HTTP 403 Forbidden, the token may not write there. Pushing needs a token with write access "
-                f"to the namespace (a read token, or a fine-grained one without write permission on it, cannot "
-                f"push): {TOKEN_HELP}")
+        return (
+            f"{doing}: HTTP 403 Forbidden, the token may not write there. Pushing needs a token with write access "
+            f"to the namespace (a read token, or a fine-grained one without write permission on it, cannot "
+            f"push): {TOKEN_HELP}"
+        )
     if status is not None:
         return f"{doing}: HTTP {status}: {getattr(error, 'server_message', None) or first_line}"
     import requests
 
     if isinstance(error, (requests.ConnectionError, requests.Timeout)):
-        return (f"{doing}: the Hugging Face Hub could not be reached ({first_line}); check the network (and "
-                "HF_ENDPOINT if set), then retry")
+        return (
+            f"{doing}: the Hugging Face Hub could not be reached ({first_line}); check the network (and "
+            "HF_ENDPOINT if set), then retry"
+        )
     return f"{doing}: {type(error).__name__}" + (f": {first_line}" if first_line else "")
 
 
@@ -74,20 +81,29 @@ def check_hub_access(api, token: str, namespace: str) -> str:
     orgs = {org.get("name"): org.get("roleInOrg") for org in me.get("orgs") or []}
     if namespace != user and namespace not in orgs:
         yours = ", ".join([str(user)] + sorted(map(str, orgs)))
-        raise PublishError(f"--namespace {namespace}: the token is {user}'s, who can push to {yours} only. Pass "
-                           f"--namespace {user} (or one of those organisations), or log in as an account that can "
-                           f"write to {namespace}: {TOKEN_HELP}")
+        raise PublishError(
+            f"--namespace {namespace}: the token is {user}'s, who can push to {yours} only. Pass "
+            f"--namespace {user} (or one of those organisations), or log in as an account that can "
+            f"write to {namespace}: {TOKEN_HELP}"
+        )
     if orgs.get(namespace) == "read":
-        raise PublishError(f"--namespace {namespace}: {user} has only read access to the organisation {namespace}. "
-                           f"Ask one of its admins for write access, or pass --namespace {user}")
+        raise PublishError(
+            f"--namespace {namespace}: {user} has only read access to the organisation {namespace}. "
+            f"Ask one of its admins for write access, or pass --namespace {user}"
+        )
     return user
 
 
 class Remote:
     """A repository as it stands on the hub at the branch pushed to, read before anything is pushed."""
 
-    def __init__(self, exists: bool = False, private: Optional[bool] = None, head: Optional[str] = None,
-                 files: Optional[Dict[str, object]] = None):
+    def __init__(
+        self,
+        exists: bool = False,
+        private: Optional[bool] = None,
+        head: Optional[str] = None,
+        files: Optional[Dict[str, object]] = None,
+    ):
         self.exists, self.private = exists, private
         self.head = head  # the branch's commit; None if the repository or the branch does not exist yet
         self.files = files or {}  # path -> RepoSibling, at the branch (or at main, which a missing branch starts from)
@@ -107,8 +123,9 @@ def read_remote(api, repo_id: str, revision: str, token: str) -> Remote:
     except RepositoryNotFoundError:
         return Remote()
     except Exception as error:  # noqa: BLE001 - any failure becomes a message
-        raise PublishError(describe_hub_error(error, f"reading {repo_id} on the hub") +
-                           "\nNothing was pushed.") from None
+        raise PublishError(
+            describe_hub_error(error, f"reading {repo_id} on the hub") + "\nNothing was pushed."
+        ) from None
     return Remote(True, info.private, head, {sibling.rfilename: sibling for sibling in info.siblings or []})
 
 
@@ -134,8 +151,18 @@ class PushResult:
         self.dependents_on_hub: List[str] = []  # modules on the hub, not pushed now, that depend on some pushed now
 
 
-def push(staged_dir: str, namespace: str, modules: List[str], revision: str, token: str, api, private: bool = False,
-         pin: bool = True, dry_run: bool = False, say: Callable[[str], None] = print) -> PushResult:
+def push(
+    staged_dir: str,
+    namespace: str,
+    modules: List[str],
+    revision: str,
+    token: str,
+    api,
+    private: bool = False,
+    pin: bool = True,
+    dry_run: bool = False,
+    say: Callable[[str], None] = print,
+) -> PushResult:
     """Push each staged module to its repository NAMESPACE/<Module> on the hub (branch ``revision``), each after the
     modules it depends on, stopping at the first failure.
 
@@ -152,13 +179,16 @@ def push(staged_dir: str, namespace: str, modules: List[str], revision: str, tok
     remotes = {m: read_remote(api, f"{namespace}/{m}", revision, token) for m in outside + order}
     missing = [d for d in outside if remotes[d].head is None]
     if missing:
-        raise PublishError(f"the modules to push depend on {', '.join(missing)}, not on the hub at {revision} under "
-                           f"{namespace}: add {','.join(missing)} to --only. Nothing was pushed.")
+        raise PublishError(
+            f"the modules to push depend on {', '.join(missing)}, not on the hub at {revision} under "
+            f"{namespace}: add {','.join(missing)} to --only. Nothing was pushed."
+        )
     result = PushResult({d: remotes[d].head for d in outside})
     # modules not pushed now that depend on some that are: those on the hub keep pinning the commits they were pushed
     # with, which the summary warns about
-    dependents = [m for m in module_names() if m not in order and m not in outside
-                  and set(order) & set(dependency_closure([m]))]
+    dependents = [
+        m for m in module_names() if m not in order and m not in outside and set(order) & set(dependency_closure([m]))
+    ]
     result.dependents_on_hub = [m for m in dependents if read_remote(api, f"{namespace}/{m}", revision, token).head]
     for index, module in enumerate(order):
         repo_id, remote, doing = f"{namespace}/{module}", remotes[module], f"reading the staged {module}"
@@ -171,8 +201,9 @@ def push(staged_dir: str, namespace: str, modules: List[str], revision: str, tok
             deps = sorted(direct_dependencies(module))
             if pin and deps:
                 pins = {d: result.commits[d] for d in deps}
-                files["__init__.py"] = staged_init(module, namespace, revision, False, pins,
-                                                   staged_digests(staged_dir, module)).encode("utf-8")
+                files["__init__.py"] = staged_init(
+                    module, namespace, revision, False, pins, staged_digests(staged_dir, module)
+                ).encode("utf-8")
                 if not dry_run:  # the staging shows what the hub holds
                     with open(os.path.join(folder, "__init__.py"), "wb") as f:
                         f.write(files["__init__.py"])
@@ -183,16 +214,26 @@ def push(staged_dir: str, namespace: str, modules: List[str], revision: str, tok
                 say(f"{repo_id}: unchanged, already at commit {remote.head}")
                 continue
             if dry_run:
-                where = ("new repository, " + ("private" if private else "public") if not remote.exists else
-                         "exists, " + ("private" if remote.private else "public") +
-                         (f", branch {revision} to be created from main" if remote.head is None else ""))
+                where = (
+                    "new repository, " + ("private" if private else "public")
+                    if not remote.exists
+                    else "exists, "
+                    + ("private" if remote.private else "public")
+                    + (f", branch {revision} to be created from main" if remote.head is None else "")
+                )
                 say(f"{repo_id} ({where}): would upload {len(upload)} of {len(files)} files, delete {len(delete)}")
                 for line in [f"    + {rel}" for rel in upload] + [f"    - {rel} (deleted upstream)" for rel in delete]:
                     say(line)
                 if pin and deps:
-                    say("    dependencies pinned: " + ", ".join(
-                        f"{d} at the commit this push makes" if result.status.get(d) == "would push" else
-                        f"{d} at {result.commits[d]}" for d in deps))
+                    say(
+                        "    dependencies pinned: "
+                        + ", ".join(
+                            f"{d} at the commit this push makes"
+                            if result.status.get(d) == "would push"
+                            else f"{d} at {result.commits[d]}"
+                            for d in deps
+                        )
+                    )
                 result.status[module], result.commits[module] = "would push", f"<new commit of {repo_id}>"
                 continue
             if not remote.exists:
@@ -203,10 +244,12 @@ def push(staged_dir: str, namespace: str, modules: List[str], revision: str, tok
                 api.create_branch(repo_id, branch=revision, exist_ok=True, token=token)
             if upload or delete:
                 doing = f"uploading to {repo_id}"
-                operations = ([CommitOperationDelete(path_in_repo=rel) for rel in delete] +
-                              [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=files[rel]) for rel in upload])
-                commit = api.create_commit(repo_id, operations, commit_message=f"Publish {module}",
-                                           revision=revision, token=token).oid
+                operations = [CommitOperationDelete(path_in_repo=rel) for rel in delete] + [
+                    CommitOperationAdd(path_in_repo=rel, path_or_fileobj=files[rel]) for rel in upload
+                ]
+                commit = api.create_commit(
+                    repo_id, operations, commit_message=f"Publish {module}", revision=revision, token=token
+                ).oid
             else:  # a new branch that holds exactly what main holds
                 doing = f"reading the branch {revision} of {repo_id}"
                 commit = api.repo_info(repo_id, revision=revision, token=token).sha
@@ -230,20 +273,29 @@ def push_summary(result: PushResult, namespace: str, revision: str, private: boo
         lines.append(f"  FAILED      {namespace}/{module}: {why}")
         rest = result.not_pushed[1:]
         if rest:
-            lines.append(f"  not pushed  {', '.join(f'{namespace}/{m}' for m in rest)} (stopped at the failure: "
-                         f"nothing that depends on {module} was pushed)")
-        lines += ["What was pushed stays on the hub. Once the cause is fixed, push the rest (the modules already "
-                  "pushed are not pushed again; they are pinned at their commit on the hub) with:", f"  {retry}"]
+            lines.append(
+                f"  not pushed  {', '.join(f'{namespace}/{m}' for m in rest)} (stopped at the failure: "
+                f"nothing that depends on {module} was pushed)"
+            )
+        lines += [
+            "What was pushed stays on the hub. Once the cause is fixed, push the rest (the modules already "
+            "pushed are not pushed again; they are pinned at their commit on the hub) with:",
+            f"  {retry}",
+        ]
     elif dry:
-        lines.append("Nothing was created, uploaded or deleted (a dry run makes read requests only); without "
-                     "--dry-run, the repositories above are pushed" + (" (new ones private)." if private else "."))
+        lines.append(
+            "Nothing was created, uploaded or deleted (a dry run makes read requests only); without "
+            "--dry-run, the repositories above are pushed" + (" (new ones private)." if private else ".")
+        )
     changed = {m for m, status in result.status.items() if status != "unchanged"}
     left = [m for m in result.dependents_on_hub if changed & set(dependency_closure([m]))]
     if left:
         one = len(left) == 1
-        lines.append(f"On the hub but not part of this push, {', '.join(f'{namespace}/{m}' for m in left)} "
-                     f"{'depends' if one else 'depend'} on modules it changes and still {'pins its' if one else 'pin'}"
-                     f"{'' if one else ' their'} previous commits: a project using "
-                     f"{'it' if one else 'one of them'} with a module pushed now would sync two revisions of the same "
-                     f"module. Push {'it' if one else 'them'} too (add to --modules, or leave --modules out).")
+        lines.append(
+            f"On the hub but not part of this push, {', '.join(f'{namespace}/{m}' for m in left)} "
+            f"{'depends' if one else 'depend'} on modules it changes and still {'pins its' if one else 'pin'}"
+            f"{'' if one else ' their'} previous commits: a project using "
+            f"{'it' if one else 'one of them'} with a module pushed now would sync two revisions of the same "
+            f"module. Push {'it' if one else 'them'} too (add to --modules, or leave --modules out)."
+        )
     return "\n".join(lines)

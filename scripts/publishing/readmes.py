@@ -1,5 +1,6 @@
 """The hub README of a module, written from its class docstrings and default configurations (as aiflows builds
 them, inherited from a base class of these modules where a class's own YAML says nothing)."""
+
 from __future__ import annotations
 
 import ast
@@ -10,8 +11,16 @@ from typing import List, Optional, Set, Tuple
 import yaml
 
 from .demos import DEMOS
-from .source import (MODULE_REFERENCE, MODULES_DIR, dependency_closure, direct_dependencies, flow_classes,
-                     requirements, rewrite)
+from .source import (
+    MODULE_REFERENCE,
+    MODULES_DIR,
+    dependency_closure,
+    direct_dependencies,
+    flow_classes,
+    requirements,
+    rewrite,
+)
+
 
 def _class_docstring(module: str, cls: str) -> str:
     with open(os.path.join(MODULES_DIR, module, f"{cls}.py"), encoding="utf-8") as f:
@@ -89,8 +98,9 @@ def _interface_lines(module: str, cls: str, keys: Tuple[str, ...]) -> List[str]:
     return [f"- as declared by its base class `{bases[0]}` (see its documentation)" if bases else "- (none)"]
 
 
-def _parameter_lines(config: dict, skip=("name", "description", "input_interface", "output_interface",
-                                         "subflows_config", "topology")) -> List[str]:
+def _parameter_lines(
+    config: dict, skip=("name", "description", "input_interface", "output_interface", "subflows_config", "topology")
+) -> List[str]:
     out = []
     for key, value in config.items():
         if key in skip:
@@ -123,7 +133,7 @@ KEEP_GITIGNORE = [
     "kept = open(gitignore).read() if os.path.exists(gitignore) else None",
     "flow_verse.sync_dependencies(dependencies)",
     "if kept is not None:",
-    "    with open(gitignore, \"w\") as f:",
+    '    with open(gitignore, "w") as f:',
     "        f.write(kept)",
 ]
 
@@ -134,33 +144,50 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
     in it the flow, the memory files of every boss (set_memory_files), and a call with the demo's input."""
     spec = DEMOS.get(module)
     classes = flow_classes(module)
-    lines = ["import os", "", "from aiflows import flow_verse", "", *sync, *KEEP_GITIGNORE,
-             "", f"from flow_modules.{namespace}.{module} import {', '.join(classes) or '*'}  # before litellm"]
+    lines = [
+        "import os",
+        "",
+        "from aiflows import flow_verse",
+        "",
+        *sync,
+        *KEEP_GITIGNORE,
+        "",
+        f"from flow_modules.{namespace}.{module} import {', '.join(classes) or '*'}  # before litellm",
+    ]
     if spec is None:
         return lines
     llm = "ChatFlowModule" in dependency_closure([module])
     if llm:
-        lines += ["from aiflows.backends.api_info import ApiInfo",
-                  f"from flow_modules.{namespace}.ChatFlowModule import with_api_infos"]
+        lines += [
+            "from aiflows.backends.api_info import ApiInfo",
+            f"from flow_modules.{namespace}.ChatFlowModule import with_api_infos",
+        ]
     core = ["AutoApproveInput", "RunContext"] + (["set_memory_files"] if spec.get("memory") else [])
     lines += [f"from flow_modules.{namespace}.CoreFlowModule import {', '.join(core)}", ""]
     if llm:
-        lines += ["# every chat of the flow: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (then "
-                  "no key is needed)",
-                  'key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")',
-                  "if not (key or base):",
-                  '    raise SystemExit("Set OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server '
-                  '(vLLM, Ollama, ...)")',
-                  'api = ApiInfo(backend_used="openai", api_key=key or "sk-no-key-needed", api_base=base)']
+        lines += [
+            "# every chat of the flow: OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server (then "
+            "no key is needed)",
+            'key, base = os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_API_BASE")',
+            "if not (key or base):",
+            '    raise SystemExit("Set OPENAI_API_KEY, or OPENAI_API_BASE for an OpenAI-compatible server '
+            '(vLLM, Ollama, ...)")',
+            'api = ApiInfo(backend_used="openai", api_key=key or "sk-no-key-needed", api_base=base)',
+        ]
     if spec.get("overrides"):
         lines.append(rewrite(f"overrides = {_literal(spec['overrides'])}", namespace))
-    lines += ["# the run: every chat's backend, and who answers (AutoApproveInput approves plans and code; leave it",
-              "# out to review them yourself)",
-              "with RunContext(" + ("backend_factory=with_api_infos([api]), " if llm else "")
-              + "input_source=AutoApproveInput()):",
-              f"    flow = {spec['cls']}.instantiate_from_default_config({'**overrides' if spec.get('overrides') else ''})"]
+    lines += [
+        "# the run: every chat's backend, and who answers (AutoApproveInput approves plans and code; leave it",
+        "# out to review them yourself)",
+        "with RunContext("
+        + ("backend_factory=with_api_infos([api]), " if llm else "")
+        + "input_source=AutoApproveInput()):",
+        f"    flow = {spec['cls']}.instantiate_from_default_config({'**overrides' if spec.get('overrides') else ''})",
+    ]
     if spec.get("memory"):
-        lines.append('    set_memory_files(flow, "memory")  # the plan, logs and code library of every boss of the tree')
+        lines.append(
+            '    set_memory_files(flow, "memory")  # the plan, logs and code library of every boss of the tree'
+        )
     call = _literal(spec["input"]).replace("\n", "\n    ")  # inside the `with` block
     lines.append(f"    print(flow.call({call}))")
     return lines
@@ -197,7 +224,8 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
         # its top: the skeleton puts one at every chat of the tree.
         embeddings = "VectorStoreFlowModule" in dependency_closure([module])
         parts += [
-            "Instead of `RunContext(backend_factory=...)`, aiflows' `quick_load` can fill the chats' `backend.api_infos: ???`"
+            "Instead of `RunContext(backend_factory=...)`, aiflows' `quick_load` can fill the chats' "
+            "`backend.api_infos: ???`"
             + (" (and the vector store's embeddings' `embedding.api_infos: ???`)" if embeddings else "")
             + ". A flow's default configuration has them only at each chat, deep in its tree, so build a "
             "configuration with one at every chat first (`chat_backends_skeleton`), fill it, and instantiate from it:",
@@ -213,9 +241,15 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
             f"flow = {main_class}.instantiate_from_default_config(**cfg)",
             "```",
             "",
-            *([f"Or give every vector store of the run its embeddings at once: `RunContext(embeddings_factory="
-               f"embeddings_with_api_infos([api]))` (`flow_modules.{namespace}.VectorStoreFlowModule`).", ""]
-              if embeddings else []),
+            *(
+                [
+                    f"Or give every vector store of the run its embeddings at once: `RunContext(embeddings_factory="
+                    f"embeddings_with_api_infos([api]))` (`flow_modules.{namespace}.VectorStoreFlowModule`).",
+                    "",
+                ]
+                if embeddings
+                else []
+            ),
         ]
     parts += [
         "`demo.yaml` and `run.py` run the module on its own: `python run.py` in this folder.",
@@ -238,7 +272,15 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
         parts += _interface_lines(module, cls, ("input_interface", "input_interface_non_initialized"))
         parts += ["", "### Output interface", ""]
         parts += _interface_lines(module, cls, ("output_interface",))
-        parts += ["", "<details><summary>Default configuration</summary>", "", "```yaml",
-                  rewrite(yaml.safe_dump(own, sort_keys=False, width=120), namespace).rstrip(), "```", "",
-                  "</details>", ""]
+        parts += [
+            "",
+            "<details><summary>Default configuration</summary>",
+            "",
+            "```yaml",
+            rewrite(yaml.safe_dump(own, sort_keys=False, width=120), namespace).rstrip(),
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
     return "\n".join(parts).rstrip() + "\n"

@@ -1,5 +1,6 @@
 """The source modules as publish.py reads them: where they are, their files, flow classes, dependencies and
 requirements, and the rewrite of this repository's import names into a hub namespace's."""
+
 from __future__ import annotations
 
 import ast
@@ -32,8 +33,11 @@ class PublishError(Exception):
 
 
 def module_names() -> List[str]:
-    return sorted(d for d in os.listdir(MODULES_DIR)
-                  if d.endswith("Module") and os.path.isfile(os.path.join(MODULES_DIR, d, "__init__.py")))
+    return sorted(
+        d
+        for d in os.listdir(MODULES_DIR)
+        if d.endswith("Module") and os.path.isfile(os.path.join(MODULES_DIR, d, "__init__.py"))
+    )
 
 
 def folder_files(base: str) -> List[str]:
@@ -58,8 +62,9 @@ def module_files(module: str) -> List[str]:
 def flow_classes(module: str) -> List[str]:
     """The flow classes of a module: each `<Class>.py` with a `<Class>.yaml` beside it."""
     base = os.path.join(MODULES_DIR, module)
-    return sorted(f[:-5] for f in os.listdir(base)
-                  if f.endswith(".yaml") and os.path.isfile(os.path.join(base, f[:-5] + ".py")))
+    return sorted(
+        f[:-5] for f in os.listdir(base) if f.endswith(".yaml") and os.path.isfile(os.path.join(base, f[:-5] + ".py"))
+    )
 
 
 def direct_dependencies(module: str) -> Set[str]:
@@ -112,5 +117,6 @@ def requirements(module: str) -> List[str]:
 
 
 def rewrite(text: str, namespace: str) -> str:
-    return (re.sub(rf"\b{SOURCE_PACKAGE}\.", f"flow_modules.{namespace}.", text)
-                .replace(f'"url": "{SOURCE_NAMESPACE}/', f'"url": "{namespace}/'))
+    return re.sub(rf"\b{SOURCE_PACKAGE}\.", f"flow_modules.{namespace}.", text).replace(
+        f'"url": "{SOURCE_NAMESPACE}/', f'"url": "{namespace}/'
+    )

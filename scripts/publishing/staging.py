@@ -1,5 +1,6 @@
 """Writing a staged module: its files with the import names rewritten, an `__init__.py` that syncs its
 dependencies, its README, requirements and demo; and moving a whole staging into place."""
+
 from __future__ import annotations
 
 import ast
@@ -10,8 +11,18 @@ from typing import Dict, List, Optional
 
 from .demos import demo_files
 from .readmes import readme
-from .source import (MODULES_DIR, STAGED_MARK, SYNC_FILE, SYNC_SOURCE, PublishError, direct_dependencies,
-                     module_files, requirements, rewrite)
+from .source import (
+    MODULES_DIR,
+    STAGED_MARK,
+    SYNC_FILE,
+    SYNC_SOURCE,
+    PublishError,
+    direct_dependencies,
+    module_files,
+    requirements,
+    rewrite,
+)
+
 
 def docstring_literal(text: str) -> str:
     """``text`` as a triple-quoted docstring literal that parses back to ``text``: backslashes escaped (no escape
@@ -35,12 +46,21 @@ def _sync_module():
 def staged_digests(staged_namespace_dir: str, module: str) -> Dict[str, str]:
     """The content digest of each staged dependency of ``module`` (those staged in ``staged_namespace_dir``)."""
     digest = _sync_module().content_digest
-    return {d: digest(os.path.join(staged_namespace_dir, d)) for d in sorted(direct_dependencies(module))
-            if os.path.isdir(os.path.join(staged_namespace_dir, d))}
+    return {
+        d: digest(os.path.join(staged_namespace_dir, d))
+        for d in sorted(direct_dependencies(module))
+        if os.path.isdir(os.path.join(staged_namespace_dir, d))
+    }
 
 
-def staged_init(module: str, namespace: str, revision: str, local: bool,
-                pins: Optional[Dict[str, str]] = None, digests: Optional[Dict[str, str]] = None) -> str:
+def staged_init(
+    module: str,
+    namespace: str,
+    revision: str,
+    local: bool,
+    pins: Optional[Dict[str, str]] = None,
+    digests: Optional[Dict[str, str]] = None,
+) -> str:
     """The module's `__init__.py` with its dependencies synced before its classes are imported: at ``revision``, or
     for a dependency in ``pins`` at its pinned revision (the commit a push made). The sync is the module's own copy
     of scripts/publishing/dependency_sync.py, not FlowVerse's: it never prompts, deletes or replaces (see
@@ -53,12 +73,15 @@ def staged_init(module: str, namespace: str, revision: str, local: bool,
     docstring = ast.get_docstring(tree) or module
     body = []
     for node in tree.body:
-        if node is tree.body[0] and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None),
-                                                                             ast.Constant):
+        if (
+            node is tree.body[0]
+            and isinstance(node, ast.Expr)
+            and isinstance(getattr(node, "value", None), ast.Constant)
+        ):
             continue  # the docstring
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "dependencies" for t in node.targets):
             continue
-        body.append("\n".join(lines[node.lineno - 1:node.end_lineno]))
+        body.append("\n".join(lines[node.lineno - 1 : node.end_lineno]))
     deps = sorted(direct_dependencies(module))
     out = [docstring_literal(docstring)]
     if deps:
@@ -67,28 +90,40 @@ def staged_init(module: str, namespace: str, revision: str, local: bool,
         def digest(d):
             return f', "digest": "{digests[d]}"' if d in digests else ""
 
-        sync_import = (f"from .{SYNC_FILE[:-3]} import project_of, sync_dependencies  # never prompts, deletes or "
-                       "replaces")
+        sync_import = (
+            f"from .{SYNC_FILE[:-3]} import project_of, sync_dependencies  # never prompts, deletes or replaces"
+        )
         if local:
             out += ["import os", "", sync_import, ""]
             out.append("_STAGED = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the staged modules")
-            entries = [f'    {{"url": "{namespace}/{d}", "revision": os.path.join(_STAGED, "{d}"){digest(d)}}},'
-                       for d in deps]
+            entries = [
+                f'    {{"url": "{namespace}/{d}", "revision": os.path.join(_STAGED, "{d}"){digest(d)}}},' for d in deps
+            ]
         else:
             out += [sync_import, ""]
-            entries = [f'    {{"url": "{namespace}/{d}", "revision": "{(pins or {}).get(d, revision)}"{digest(d)}}},'
-                       for d in deps]
-        out += ["dependencies = ["] + entries + ["]", "# into the project this module was synced into (else the "
-                "working directory's)", f'sync_dependencies(dependencies, caller="{namespace}/{module}", '
-                'base_dir=project_of(__file__))', ""]
+            entries = [
+                f'    {{"url": "{namespace}/{d}", "revision": "{(pins or {}).get(d, revision)}"{digest(d)}}},'
+                for d in deps
+            ]
+        out += (
+            ["dependencies = ["]
+            + entries
+            + [
+                "]",
+                "# into the project this module was synced into (else the working directory's)",
+                f'sync_dependencies(dependencies, caller="{namespace}/{module}", base_dir=project_of(__file__))',
+                "",
+            ]
+        )
     else:
         out += ["", "dependencies = []", ""]
     out += [rewrite(b, namespace) for b in body]
     return "\n".join(out).rstrip() + "\n"
 
 
-def stage_module(module: str, out_root: str, namespace: str, revision: str, local: bool,
-                 local_dir: Optional[str] = None) -> str:
+def stage_module(
+    module: str, out_root: str, namespace: str, revision: str, local: bool, local_dir: Optional[str] = None
+) -> str:
     """Write OUT_ROOT/NAMESPACE/<module> as it will stand on the hub (or, with ``local``, as a --local staging whose
     README syncs it from ``local_dir``, the folder the staged namespace finally lives in)."""
     source = os.path.join(MODULES_DIR, module)
@@ -118,8 +153,10 @@ def stage_module(module: str, out_root: str, namespace: str, revision: str, loca
         with open(os.path.join(target, name), "w", encoding="utf-8") as f:
             f.write(text)
     with open(os.path.join(target, STAGED_MARK), "w", encoding="utf-8") as f:
-        f.write("Written by scripts/publish.py, which replaces this folder at its next staging into the same --out.\n"
-                "Delete this file to keep publish.py from replacing the folder. It is never pushed.\n")
+        f.write(
+            "Written by scripts/publish.py, which replaces this folder at its next staging into the same --out.\n"
+            "Delete this file to keep publish.py from replacing the folder. It is never pushed.\n"
+        )
     return target
 
 
@@ -128,8 +165,7 @@ def add_digests(staged_namespace_dir: str, modules: List[str], namespace: str, r
     modules must all be staged in ``staged_namespace_dir``)."""
     for module in modules:
         if direct_dependencies(module):
-            text = staged_init(module, namespace, revision, local,
-                               digests=staged_digests(staged_namespace_dir, module))
+            text = staged_init(module, namespace, revision, local, digests=staged_digests(staged_namespace_dir, module))
             with open(os.path.join(staged_namespace_dir, module, "__init__.py"), "w", encoding="utf-8") as f:
                 f.write(text)
 
@@ -143,16 +179,21 @@ def check_out_folders(out: str, namespace: str, modules: List[str]) -> None:
         if os.path.islink(target):
             refused.append(f"{target} is a symbolic link (to {os.readlink(target)}), not a folder publish.py wrote")
         elif os.path.isdir(os.path.join(target, ".git")):
-            refused.append(f"{target} holds a git repository (.git), e.g. a clone of the hub repository: publish.py "
-                           "never replaces it")
+            refused.append(
+                f"{target} holds a git repository (.git), e.g. a clone of the hub repository: publish.py "
+                "never replaces it"
+            )
         elif os.path.isdir(target) and not os.path.isfile(os.path.join(target, STAGED_MARK)):
             refused.append(f"{target} was not written by publish.py (it has no {STAGED_MARK} file)")
         elif os.path.lexists(target) and not os.path.isdir(target):
             refused.append(f"{target} is a file, not a folder publish.py wrote")
     if refused:
-        raise PublishError("--out would replace folders publish.py did not write; nothing was written:\n  " +
-                           "\n  ".join(refused) + "\nMove them out of the way or choose another --out (a staging "
-                           f"publish.py wrote has a {STAGED_MARK} file and is replaced at the next staging).")
+        raise PublishError(
+            "--out would replace folders publish.py did not write; nothing was written:\n  "
+            + "\n  ".join(refused)
+            + "\nMove them out of the way or choose another --out (a staging "
+            f"publish.py wrote has a {STAGED_MARK} file and is replaced at the next staging)."
+        )
 
 
 def write_staging(modules: List[str], out: str, namespace: str, revision: str, local: bool) -> str:

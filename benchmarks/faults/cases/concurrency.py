@@ -1,4 +1,5 @@
 """Two runs on one memory folder, two processes saving into one library.py, locks left by dead processes."""
+
 from __future__ import annotations
 
 import json
@@ -7,26 +8,41 @@ import textwrap
 import threading
 import time
 
-from ..harness import case
-from ..support import (
-    GOAL, PLAN, LoopbackLLMServer, Run, Slow, handled_exit, jarvis, library_names, memory_whole,
-    python_child, read, short_run,
-)
-
 from helpers import SAVER, dead_pid  # noqa: E402  (the two savers of the locking test)
 
 from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME  # noqa: E402
 
+from ..harness import case
+from ..support import (
+    GOAL,
+    PLAN,
+    LoopbackLLMServer,
+    Run,
+    Slow,
+    handled_exit,
+    jarvis,
+    library_names,
+    memory_whole,
+    python_child,
+    read,
+    short_run,
+)
 
-@case("concurrency", "second_run_on_a_busy_folder", handled="the second run is refused at once with exit "
-      "2, naming the first's PID; the first then finishes (exit 0)", lost="the first run's plan, log entries or "
-      "jarvis_run.json (its goal) are moved, mixed or replaced")
+
+@case(
+    "concurrency",
+    "second_run_on_a_busy_folder",
+    handled="the second run is refused at once with exit 2, naming the first's PID; the first then finishes (exit 0)",
+    lost="the first run's plan, log entries or jarvis_run.json (its goal) are moved, mixed or replaced",
+)
 def second_run_on_a_busy_folder(ctx):
     release = threading.Event()
     ctx.on_exit(release.set)
     plan_when_released = lambda body: PLAN if release.wait(60) else PLAN  # noqa: E731
-    with LoopbackLLMServer(replies=[plan_when_released] + short_run()[1:]) as first_server, \
-            LoopbackLLMServer(replies=short_run()) as second_server:
+    with (
+        LoopbackLLMServer(replies=[plan_when_released] + short_run()[1:]) as first_server,
+        LoopbackLLMServer(replies=short_run()) as second_server,
+    ):
         first = Run(ctx, GOAL, server=first_server).start()
         ctx.expect(first.wait_for_requests(first_server, 1), "the first run never called its LLM")
         second = jarvis(ctx, "a second goal", server=second_server)
@@ -39,9 +55,14 @@ def second_run_on_a_busy_folder(ctx):
     ctx.keep("a second goal" not in read(ctx.path("memory", "logs_jarvis.txt")), "the logs mix both runs")
 
 
-@case("concurrency", "two_runs_started_together", slow=True, handled="of two runs started at the same instant on "
-      "one folder, exactly one runs (exit 0) and the other is refused (exit 2)", lost="jarvis_run.json holds another "
-      "goal than the run's that worked, or its log holds the other's entries")
+@case(
+    "concurrency",
+    "two_runs_started_together",
+    slow=True,
+    handled="of two runs started at the same instant on "
+    "one folder, exactly one runs (exit 0) and the other is refused (exit 2)",
+    lost="jarvis_run.json holds another goal than the run's that worked, or its log holds the other's entries",
+)
 def two_runs_started_together(ctx):
     servers = [LoopbackLLMServer(replies=[Slow(2, PLAN)] + short_run()[1:]) for _ in range(2)]
     try:
@@ -59,13 +80,19 @@ def two_runs_started_together(ctx):
         handled_exit(ctx, d, [0, 2])
     if winner is not None:
         memory_whole(ctx, ctx.path("memory"), goal=f"goal number {winner}", run_file=True, plan=PLAN)
-        ctx.keep(f"goal number {1 - winner}" not in read(ctx.path("memory", "logs_jarvis.txt")),
-                 "the log holds the refused run's entries")
+        ctx.keep(
+            f"goal number {1 - winner}" not in read(ctx.path("memory", "logs_jarvis.txt")),
+            "the log holds the refused run's entries",
+        )
 
 
-@case("concurrency", "two_processes_save_into_one_library", handled="both processes report every save "
-      "'Saved' (exit 0)", lost="a function reported saved is missing from library.py (40 of 40 rounds lost one "
-      "before the lock), or the user's own function is gone")
+@case(
+    "concurrency",
+    "two_processes_save_into_one_library",
+    handled="both processes report every save 'Saved' (exit 0)",
+    lost="a function reported saved is missing from library.py (40 of 40 rounds lost one "
+    "before the lock), or the user's own function is gone",
+)
 def two_processes_save_into_one_library(ctx):
     library = ctx.path("library.py")
     library.write_text("def mine(x):\n    '''The user's own.'''\n    return x\n")
@@ -79,9 +106,13 @@ def two_processes_save_into_one_library(ctx):
     ctx.keep(not expected - names, f"lost: {sorted(expected - names)[:5]}")
 
 
-@case("concurrency", "run_lock_of_a_dead_process", slow=True,
-      handled="exit 0: a .jarvis.lock naming a dead process is taken "
-      "over, with a line saying so", lost="jarvis_run.json or the plan is lost")
+@case(
+    "concurrency",
+    "run_lock_of_a_dead_process",
+    slow=True,
+    handled="exit 0: a .jarvis.lock naming a dead process is taken over, with a line saying so",
+    lost="jarvis_run.json or the plan is lost",
+)
 def run_lock_of_a_dead_process(ctx):
     memory = ctx.path("memory")
     memory.mkdir()
@@ -93,8 +124,13 @@ def run_lock_of_a_dead_process(ctx):
     memory_whole(ctx, memory, goal=GOAL, run_file=True, plan=PLAN)
 
 
-@case("concurrency", "run_lock_file_of_garbage", slow=True, handled="no traceback: a .jarvis.lock holding binary "
-      "garbage (no process holds it) is taken over (exit 0)", lost="jarvis_run.json or the plan is lost")
+@case(
+    "concurrency",
+    "run_lock_file_of_garbage",
+    slow=True,
+    handled="no traceback: a .jarvis.lock holding binary garbage (no process holds it) is taken over (exit 0)",
+    lost="jarvis_run.json or the plan is lost",
+)
 def run_lock_file_of_garbage(ctx):
     memory = ctx.path("memory")
     memory.mkdir()
@@ -113,8 +149,13 @@ with file_lock(sys.argv[1]):
 """
 
 
-@case("concurrency", "library_lock_holder_killed", handled="after a process holding library.py's lock is killed "
-      "(kill -9), the next save_code is not blocked ('Saved g')", lost="the library's function is gone")
+@case(
+    "concurrency",
+    "library_lock_holder_killed",
+    handled="after a process holding library.py's lock is killed "
+    "(kill -9), the next save_code is not blocked ('Saved g')",
+    lost="the library's function is gone",
+)
 def library_lock_holder_killed(ctx):
     from .memory import save_with_flow
 

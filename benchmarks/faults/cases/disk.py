@@ -5,22 +5,40 @@ The disk is a small tmpfs mounted in the case's folder when this process may mou
 simulated: once a flag file exists, ``os.write`` and ``os.fsync`` fail with ENOSPC in run_jarvis.py (through a
 ``sitecustomize`` that also holds the network guard) and in this process. The report says which (a note per case).
 """
+
 from __future__ import annotations
 
 import errno
 import os
 import subprocess
 
-from ..harness import case
-from ..support import (
-    GOAL, PLAN, LoopbackLLMServer, Run, coder_run, command, demo, file_kept, handled_exit, memory_whole,
-    previous_run, previous_run_kept, read, short_run,
+from aiflows_jarvis.CoreFlowModule import (
+    CUT_ENTRY_MARKER,
+    MemoryFileError,  # noqa: E402
+    append_log_entry,
+    atomic_write,
+    split_log_entries,
 )
 
-from aiflows_jarvis.CoreFlowModule import MemoryFileError  # noqa: E402
-from aiflows_jarvis.CoreFlowModule import CUT_ENTRY_MARKER, append_log_entry, atomic_write, split_log_entries
+from ..harness import case
+from ..support import (
+    GOAL,
+    PLAN,
+    LoopbackLLMServer,
+    Run,
+    coder_run,
+    command,
+    demo,
+    file_kept,
+    handled_exit,
+    memory_whole,
+    previous_run,
+    previous_run_kept,
+    read,
+    short_run,
+)
 
-SIMULATION = '''
+SIMULATION = """
 import errno as _errno, os as _os
 _flag = _os.environ.get("FAULTS_DISK_FULL_FLAG")
 if _flag:
@@ -36,7 +54,7 @@ if _flag:
             raise OSError(_errno.ENOSPC, "No space left on device (simulated)")
         return _real_fsync(fd)
     _os.write, _os.fsync = write, fsync
-'''
+"""
 
 
 class SmallDisk:
@@ -47,8 +65,9 @@ class SmallDisk:
         self.path = ctx.path("disk")
         self.path.mkdir()
         self.flag = ctx.path("disk-full.flag")
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(self.path)],
-                                 capture_output=True)
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(self.path)], capture_output=True
+        )
         self.real = mounted.returncode == 0
         if self.real:
             ctx.on_exit(lambda: subprocess.run(["umount", "-l", str(self.path)], capture_output=True))
@@ -103,9 +122,14 @@ def _says_the_disk_is_full(ctx, failed) -> None:
         ctx.expect("No space left" in str(failed), f"the error does not say the disk is full: {failed}")
 
 
-@case("disk_full", "full_at_the_start", slow=True, handled="exit 1 or 2 saying 'No space left', no traceback; once "
-      "space is freed, the --resume it suggests continues the earlier run (exit 0)",
-      lost="the earlier run's plan, log, library or jarvis_run.json is lost, cut or replaced")
+@case(
+    "disk_full",
+    "full_at_the_start",
+    slow=True,
+    handled="exit 1 or 2 saying 'No space left', no traceback; once "
+    "space is freed, the --resume it suggests continues the earlier run (exit 0)",
+    lost="the earlier run's plan, log, library or jarvis_run.json is lost, cut or replaced",
+)
 def full_at_the_start(ctx):
     disk = SmallDisk(ctx, 4)
     memory = disk.path / "memory"
@@ -122,10 +146,17 @@ def full_at_the_start(ctx):
     handled_exit(ctx, resumed, [0])
 
 
-@case("disk_full", "full_when_save_code_writes", slow=True, timeout=240, handled="the disk fills just before "
-      "save_code: the run says 'No space left' (exit 0 or 1), no traceback; once space is freed, --resume ends "
-      "(exit 0)", lost="library.py is cut or corrupted, a log claims a save the library lacks, jarvis_run.json is "
-      "cut, or a log entry is glued")
+@case(
+    "disk_full",
+    "full_when_save_code_writes",
+    slow=True,
+    timeout=240,
+    handled="the disk fills just before "
+    "save_code: the run says 'No space left' (exit 0 or 1), no traceback; once space is freed, --resume ends "
+    "(exit 0)",
+    lost="library.py is cut or corrupted, a log claims a save the library lacks, jarvis_run.json is "
+    "cut, or a log entry is glued",
+)
 def full_when_save_code_writes(ctx):
     disk = SmallDisk(ctx, 24)
     memory = disk.path / "memory"
@@ -135,6 +166,7 @@ def full_when_save_code_writes(ctx):
         def serve(_body):
             disk.fill()
             return reply
+
         return serve
 
     replies[9] = fill_then(replies[9])  # the reply that calls save_code
@@ -143,16 +175,22 @@ def full_when_save_code_writes(ctx):
     handled_exit(ctx, done, [0, 1], says=["No space left"])
     memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True)
     disk.free()
-    with LoopbackLLMServer(replies=[command("final_answer", answer="Resumed."),
-                                    command("finish", summary="Done.")] * 3) as server:
+    with LoopbackLLMServer(
+        replies=[command("final_answer", answer="Resumed."), command("finish", summary="Done.")] * 3
+    ) as server:
         resumed = disk.run("--memory-dir", str(memory), "--resume", server=server).start().finish()
     handled_exit(ctx, resumed, [0])
     memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True)
 
 
-@case("disk_full", "full_in_a_log_append", slow=True, handled="an append that the disk cuts raises MemoryFileError "
-      "saying 'No space left'; after space is freed, the next append closes the cut entry and numbers its own after",
-      lost="an earlier entry changed; an entry glued to the cut one or numbered twice")
+@case(
+    "disk_full",
+    "full_in_a_log_append",
+    slow=True,
+    handled="an append that the disk cuts raises MemoryFileError "
+    "saying 'No space left'; after space is freed, the next append closes the cut entry and numbers its own after",
+    lost="an earlier entry changed; an entry glued to the cut one or numbered twice",
+)
 def full_in_a_log_append(ctx):
     disk = SmallDisk(ctx, 1)
     log = disk.path / "logs_coder.txt"
@@ -173,14 +211,21 @@ def full_in_a_log_append(ctx):
     text = read(log)
     ctx.keep(text.startswith(before), "the entries before the full disk changed")
     numbers = [n for n, _ in split_log_entries(text)]
-    ctx.keep(numbers == sorted(set(numbers)) and numbers[-1] > len(split_log_entries(before)),
-             f"entries out of order or numbered twice: {numbers}")
-    tail = text[len(before):]
+    ctx.keep(
+        numbers == sorted(set(numbers)) and numbers[-1] > len(split_log_entries(before)),
+        f"entries out of order or numbered twice: {numbers}",
+    )
+    tail = text[len(before) :]
     ctx.expect(tail.startswith("--- [") or CUT_ENTRY_MARKER in tail, "the cut entry was not closed with its marker")
 
 
-@case("disk_full", "full_in_a_plan_write", slow=True, handled="atomic_write on a full disk raises MemoryFileError "
-      "saying 'No space left' and leaves no temporary file", lost="the plan is changed or cut")
+@case(
+    "disk_full",
+    "full_in_a_plan_write",
+    slow=True,
+    handled="atomic_write on a full disk raises MemoryFileError saying 'No space left' and leaves no temporary file",
+    lost="the plan is changed or cut",
+)
 def full_in_a_plan_write(ctx):
     disk = SmallDisk(ctx, 1)
     plan = disk.path / "plan_coder.txt"
@@ -196,16 +241,23 @@ def full_in_a_plan_write(ctx):
     ctx.expect(not [p for p in disk.path.iterdir() if p.name.endswith(".tmp")], "a temporary file was left")
 
 
-@case("disk_full", "code_fills_the_disk", slow=True, handled="generated code fills the disk: no traceback, the run "
-      "ends (exit 0, or 1 saying 'No space left' when its log cannot be written)",
-      lost="jarvis_run.json or the approved plan is cut or lost, or a log entry is glued")
+@case(
+    "disk_full",
+    "code_fills_the_disk",
+    slow=True,
+    handled="generated code fills the disk: no traceback, the run "
+    "ends (exit 0, or 1 saying 'No space left' when its log cannot be written)",
+    lost="jarvis_run.json or the approved plan is cut or lost, or a log entry is glued",
+)
 def code_fills_the_disk(ctx):
     disk = SmallDisk(ctx, 24)
     if not disk.real:
         ctx.skip("needs a real small disk (tmpfs): the simulation does not reach the kernel's own writes")
     memory = disk.path / "memory"
-    code = ("import os\nwith open('big.bin', 'wb') as f:\n    for _ in range(200):\n"
-            "        f.write(os.urandom(1 << 20))\n        f.flush()\n")
+    code = (
+        "import os\nwith open('big.bin', 'wb') as f:\n    for _ in range(200):\n"
+        "        f.write(os.urandom(1 << 20))\n        f.flush()\n"
+    )
     with LoopbackLLMServer(replies=coder_run(code)) as server:
         done = disk.run("--memory-dir", str(memory), GOAL, server=server).start().finish()
     handled_exit(ctx, done, [0, 1])

@@ -1,5 +1,6 @@
 """Bad input at the start of a run: a clear message and exit code 2, before anything of an earlier run is moved,
 and before any LLM call."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,15 @@ import os
 
 from ..harness import case
 from ..support import (
-    GOAL, PYTHON, RUN_JARVIS, LoopbackLLMServer, Run, handled_exit, jarvis, previous_run, previous_run_untouched,
+    GOAL,
+    PYTHON,
+    RUN_JARVIS,
+    LoopbackLLMServer,
+    Run,
+    handled_exit,
+    jarvis,
+    previous_run,
+    previous_run_untouched,
     short_run,
 )
 
@@ -38,18 +47,33 @@ def _config(ctx, text: str) -> str:
     return str(path)
 
 
-@case("bad_input", "config_target_is_not_a_flow", handled="exit 2 at start naming the configuration's _target_ "
-      "(it returns a dict, not a flow); no traceback", lost=KEPT)
+@case(
+    "bad_input",
+    "config_target_is_not_a_flow",
+    handled="exit 2 at start naming the configuration's _target_ (it returns a dict, not a flow); no traceback",
+    lost=KEPT,
+)
 def config_target_is_not_a_flow(ctx):
-    _refused(ctx, "--config", _config(ctx, "flow:\n  _target_: builtins.dict\n  name: Jarvis\n"), GOAL,
-             says=["_target_"])
+    _refused(
+        ctx, "--config", _config(ctx, "flow:\n  _target_: builtins.dict\n  name: Jarvis\n"), GOAL, says=["_target_"]
+    )
 
 
-@case("bad_input", "config_target_does_not_exist", slow=True, handled="exit 2 at start naming the _target_ that "
-      "cannot be imported; no traceback", lost=KEPT)
+@case(
+    "bad_input",
+    "config_target_does_not_exist",
+    slow=True,
+    handled="exit 2 at start naming the _target_ that cannot be imported; no traceback",
+    lost=KEPT,
+)
 def config_target_does_not_exist(ctx):
-    _refused(ctx, "--config", _config(ctx, "flow:\n  _target_: no_such_module.Flow.instantiate\n"), GOAL,
-             says=["no_such_module"])
+    _refused(
+        ctx,
+        "--config",
+        _config(ctx, "flow:\n  _target_: no_such_module.Flow.instantiate\n"),
+        GOAL,
+        says=["no_such_module"],
+    )
 
 
 @case("bad_input", "config_file_missing", handled="exit 2 at start: 'No configuration file at ...'", lost=KEPT)
@@ -57,20 +81,33 @@ def config_file_missing(ctx):
     _refused(ctx, "--config", str(ctx.path("nowhere.yaml")), GOAL, says=["No configuration file"])
 
 
-@case("bad_input", "config_not_yaml", slow=True, handled="exit 2 at start: the file is not a valid configuration",
-      lost=KEPT)
+@case(
+    "bad_input",
+    "config_not_yaml",
+    slow=True,
+    handled="exit 2 at start: the file is not a valid configuration",
+    lost=KEPT,
+)
 def config_not_yaml(ctx):
     _refused(ctx, "--config", _config(ctx, "flow: [unclosed\n  : : :\n"), GOAL, says=["not a valid configuration"])
 
 
-@case("bad_input", "goal_not_utf8", handled="exit 2 at start: the goal is not UTF-8 text (not at the first LLM "
-      "call); no LLM call made", lost=KEPT)
+@case(
+    "bad_input",
+    "goal_not_utf8",
+    handled="exit 2 at start: the goal is not UTF-8 text (not at the first LLM call); no LLM call made",
+    lost=KEPT,
+)
 def goal_not_utf8(ctx):
     _refused(ctx, argv=[os.fsdecode(b"Plot the sales \xff\xfe of 2023")], says=["UTF-8"])
 
 
-@case("bad_input", "replay_file_is_binary", handled="exit 2 at start: the --replay file is not a transcript (not "
-      "'Unexpected error: UnicodeDecodeError')", lost=KEPT)
+@case(
+    "bad_input",
+    "replay_file_is_binary",
+    handled="exit 2 at start: the --replay file is not a transcript (not 'Unexpected error: UnicodeDecodeError')",
+    lost=KEPT,
+)
 def replay_file_is_binary(ctx):
     memory = ctx.path("memory")
     files = previous_run(memory)
@@ -81,8 +118,13 @@ def replay_file_is_binary(ctx):
     previous_run_untouched(ctx, memory, files)
 
 
-@case("bad_input", "replay_file_missing", slow=True, handled="exit 2 at start naming the --replay file that does not "
-      "exist", lost=KEPT)
+@case(
+    "bad_input",
+    "replay_file_missing",
+    slow=True,
+    handled="exit 2 at start naming the --replay file that does not exist",
+    lost=KEPT,
+)
 def replay_file_missing(ctx):
     memory = ctx.path("memory")
     files = previous_run(memory)
@@ -91,15 +133,23 @@ def replay_file_missing(ctx):
     previous_run_untouched(ctx, memory, files)
 
 
-@case("bad_input", "trace_path_in_a_missing_folder", handled="exit 2 before anything is archived: --trace in a "
-      "folder that is a file", lost=KEPT)
+@case(
+    "bad_input",
+    "trace_path_in_a_missing_folder",
+    handled="exit 2 before anything is archived: --trace in a folder that is a file",
+    lost=KEPT,
+)
 def trace_path_bad(ctx):
     ctx.path("a_file").write_text("not a folder")
     _refused(ctx, "--trace", str(ctx.path("a_file", "trace.jsonl")), GOAL, says=["--trace"])
 
 
-@case("bad_input", "jarvis_trace_is_a_folder", handled="exit 2 before anything is archived when JARVIS_TRACE names "
-      "a folder (as for --trace)", lost=KEPT)
+@case(
+    "bad_input",
+    "jarvis_trace_is_a_folder",
+    handled="exit 2 before anything is archived when JARVIS_TRACE names a folder (as for --trace)",
+    lost=KEPT,
+)
 def jarvis_trace_is_a_folder(ctx):
     ctx.path("traces").mkdir()
     _refused(ctx, GOAL, env={"JARVIS_TRACE": str(ctx.path("traces"))}, says=["JARVIS_TRACE"])
@@ -110,28 +160,48 @@ def blank_goal(ctx):
     _refused(ctx, "   ", says=["goal"])
 
 
-@case("bad_input", "bad_max_time", slow=True, handled="exit 2 from the option parser: '--max-time soon' is not a "
-      "duration", lost=KEPT)
+@case(
+    "bad_input",
+    "bad_max_time",
+    slow=True,
+    handled="exit 2 from the option parser: '--max-time soon' is not a duration",
+    lost=KEPT,
+)
 def bad_max_time(ctx):
     _refused(ctx, "--max-time", "soon", GOAL, says=["duration"])
 
 
-@case("bad_input", "resume_with_nothing_to_resume", slow=True, handled="exit 2 at start: 'Nothing to resume'",
-      lost="the folder gets files")
+@case(
+    "bad_input",
+    "resume_with_nothing_to_resume",
+    slow=True,
+    handled="exit 2 at start: 'Nothing to resume'",
+    lost="the folder gets files",
+)
 def resume_with_nothing(ctx):
     with LoopbackLLMServer(replies=short_run()) as server:
         done = jarvis(ctx, "--resume", server=server)
     handled_exit(ctx, done, [2], says=["Nothing to resume"])
 
 
-@case("bad_input", "resume_with_another_goal", slow=True, handled="exit 2 at start: --resume with a goal that is "
-      "not the run's", lost=KEPT)
+@case(
+    "bad_input",
+    "resume_with_another_goal",
+    slow=True,
+    handled="exit 2 at start: --resume with a goal that is not the run's",
+    lost=KEPT,
+)
 def resume_with_another_goal(ctx):
     _refused(ctx, "--resume", "a different goal", says=["--resume continues the run"])
 
 
-@case("bad_input", "model_of_another_provider", slow=True, handled="exit 2 at start: --model anthropic/... with an "
-      "OpenAI key is refused (the key is not sent elsewhere)", lost=KEPT)
+@case(
+    "bad_input",
+    "model_of_another_provider",
+    slow=True,
+    handled="exit 2 at start: --model anthropic/... with an OpenAI key is refused (the key is not sent elsewhere)",
+    lost=KEPT,
+)
 def model_of_another_provider(ctx):
     memory = ctx.path("memory")
     files = previous_run(memory)
@@ -140,9 +210,14 @@ def model_of_another_provider(ctx):
     previous_run_untouched(ctx, memory, files)
 
 
-@case("bad_input", "goal_of_100_kb", slow=True, handled="no traceback: a 100 KB goal (25K tokens, more than the "
-      "8K window assumed) is refused at start (exit 2) or stops with a clear message (exit 1), no prompt of 1 MB sent",
-      lost="jarvis_run.json corrupted")
+@case(
+    "bad_input",
+    "goal_of_100_kb",
+    slow=True,
+    handled="no traceback: a 100 KB goal (25K tokens, more than the "
+    "8K window assumed) is refused at start (exit 2) or stops with a clear message (exit 1), no prompt of 1 MB sent",
+    lost="jarvis_run.json corrupted",
+)
 def goal_of_100_kb(ctx):
     goal = "Summarise this: " + "lorem ipsum " * 8_000  # one argument may hold 128 KB (MAX_ARG_STRLEN)
     with LoopbackLLMServer(replies=short_run()) as server:
@@ -152,10 +227,15 @@ def goal_of_100_kb(ctx):
     ctx.expect(all(size < 1_000_000 for size in sizes), f"requests of {max(sizes, default=0)} bytes were sent")
 
 
-@case("bad_input", "goal_of_100_kb_on_the_console", slow=True, handled="exit 1: a 100 KB goal is shown folded (no "
-      "console line of more than 2,000 characters) and the run stops saying the goal itself does not fit the context "
-      "window and to put the long text in a file; a 40 KB search_library query is not echoed whole",
-      lost="jarvis_run.json corrupted")
+@case(
+    "bad_input",
+    "goal_of_100_kb_on_the_console",
+    slow=True,
+    handled="exit 1: a 100 KB goal is shown folded (no "
+    "console line of more than 2,000 characters) and the run stops saying the goal itself does not fit the context "
+    "window and to put the long text in a file; a 40 KB search_library query is not echoed whole",
+    lost="jarvis_run.json corrupted",
+)
 def goal_of_100_kb_on_the_console(ctx):
     from ..support import coder_run, command
 

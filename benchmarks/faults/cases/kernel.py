@@ -1,5 +1,6 @@
 """The interpreter's kernel and shell: secrets (by name, in URLs, through /proc), children that leave its process
 group, memory and CPU limits, floods of output, a kernel killed from outside."""
+
 from __future__ import annotations
 
 import json
@@ -8,13 +9,23 @@ import shutil
 import textwrap
 import time
 
+from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter  # noqa: E402
+
 from ..harness import ROOT, case
 from ..support import (
-    GOAL, LoopbackLLMServer, Run, Slow, alive, coder_run, handled_exit, jarvis, memory_whole, no_processes_left,
-    python_child, read,
+    GOAL,
+    LoopbackLLMServer,
+    Run,
+    Slow,
+    alive,
+    coder_run,
+    handled_exit,
+    jarvis,
+    memory_whole,
+    no_processes_left,
+    python_child,
+    read,
 )
-
-from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter  # noqa: E402
 
 SECRETS = {
     "DB_PASS": "faults-pass-1",
@@ -48,9 +59,13 @@ def _leaked(text: str) -> list:
     return sorted(name for name, value in SECRETS.items() if value in text)
 
 
-@case("kernel", "secrets_by_pattern", handled="none of *_PASS, *_PASSWORD, *_PWD, *_CREDENTIALS, credential URLs "
-      "(DATABASE_URL=postgres://u:p@h) nor the API key is in the kernel's or the shell's environment",
-      lost="none (nothing is written)")
+@case(
+    "kernel",
+    "secrets_by_pattern",
+    handled="none of *_PASS, *_PASSWORD, *_PWD, *_CREDENTIALS, credential URLs "
+    "(DATABASE_URL=postgres://u:p@h) nor the API key is in the kernel's or the shell's environment",
+    lost="none (nothing is written)",
+)
 def secrets_by_pattern(ctx):
     _secrets_not_seen(ctx, SECRETS)
 
@@ -77,9 +92,13 @@ SHAPED_SECRETS = {
 }
 
 
-@case("kernel", "secrets_by_shape", handled="none of JDBC_URL=...?password=, DB_CONN=...;Password=...;, "
-      "AUTH_HEADER=Bearer ..., NPM_CONFIG__AUTH, SLACK_WEBHOOK_URL is in the kernel's or the shell's environment",
-      lost="none (nothing is written)")
+@case(
+    "kernel",
+    "secrets_by_shape",
+    handled="none of JDBC_URL=...?password=, DB_CONN=...;Password=...;, "
+    "AUTH_HEADER=Bearer ..., NPM_CONFIG__AUTH, SLACK_WEBHOOK_URL is in the kernel's or the shell's environment",
+    lost="none (nothing is written)",
+)
 def secrets_by_shape(ctx):
     _secrets_not_seen(ctx, SHAPED_SECRETS)
 
@@ -94,9 +113,14 @@ with CodeInterpreter(sys.argv[1]) as interpreter:
 """
 
 
-@case("kernel", "secrets_through_proc_environ", handled="the kernel's code reads /proc/<pid>/environ of every "
-      "ancestor it can (the process that started the kernel was started with the API key and passwords in its "
-      "environment): no secret is there", lost="none (nothing is written)")
+@case(
+    "kernel",
+    "secrets_through_proc_environ",
+    handled="the kernel's code reads /proc/<pid>/environ of every "
+    "ancestor it can (the process that started the kernel was started with the API key and passwords in its "
+    "environment): no secret is there",
+    lost="none (nothing is written)",
+)
 def secrets_through_proc_environ(ctx):
     host = python_child(ctx, PARENT_HOST, str(ctx.folder), ROOT, READ_ANCESTORS, env=SECRETS)
     out, err = host.communicate(timeout=120)
@@ -119,32 +143,65 @@ def _sleepers_end_at_close(ctx, code: str, language: str, expected: int, what: s
     ctx.expect(not [p for p in pids if alive(p)], f"{what} outlived close()")
 
 
-@case("kernel", "setsid_child_outlives_close", handled="a process the kernel's code started in a session of its own "
-      "(start_new_session) is ended by close()", lost="none (nothing is written)")
+@case(
+    "kernel",
+    "setsid_child_outlives_close",
+    handled="a process the kernel's code started in a session of its own (start_new_session) is ended by close()",
+    lost="none (nothing is written)",
+)
 def setsid_child_outlives_close(ctx):
-    _sleepers_end_at_close(ctx, "import subprocess\np = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-                                "print('SLEEPER', p.pid)", "python", 1, "the setsid child")
+    _sleepers_end_at_close(
+        ctx,
+        "import subprocess\np = subprocess.Popen(['sleep', '300'], start_new_session=True)\nprint('SLEEPER', p.pid)",
+        "python",
+        1,
+        "the setsid child",
+    )
 
 
-@case("kernel", "double_fork_outlives_close", handled="a process double-forked (and setsid) by the kernel's code, "
-      "no longer its descendant, is ended by close()", lost="none (nothing is written)")
+@case(
+    "kernel",
+    "double_fork_outlives_close",
+    handled="a process double-forked (and setsid) by the kernel's code, no longer its descendant, is ended by close()",
+    lost="none (nothing is written)",
+)
 def double_fork_outlives_close(ctx):
-    _sleepers_end_at_close(ctx, "import subprocess\nout = subprocess.run(['bash', '-c', 'setsid sleep 300 >/dev/null "
-                                "2>&1 </dev/null & echo $!'], capture_output=True, text=True).stdout\n"
-                                "print('SLEEPER', out.strip())", "python", 1, "the double-forked child")
+    _sleepers_end_at_close(
+        ctx,
+        "import subprocess\nout = subprocess.run(['bash', '-c', 'setsid sleep 300 >/dev/null "
+        "2>&1 </dev/null & echo $!'], capture_output=True, text=True).stdout\n"
+        "print('SLEEPER', out.strip())",
+        "python",
+        1,
+        "the double-forked child",
+    )
 
 
-@case("kernel", "shell_background_outlives_close", handled="`setsid sleep &` and `nohup sleep &` in shell code are "
-      "ended by close()", lost="none (nothing is written)")
+@case(
+    "kernel",
+    "shell_background_outlives_close",
+    handled="`setsid sleep &` and `nohup sleep &` in shell code are ended by close()",
+    lost="none (nothing is written)",
+)
 def shell_background_outlives_close(ctx):
-    _sleepers_end_at_close(ctx, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo SLEEPER $!\n"
-                                "nohup sleep 301 >/dev/null 2>&1 < /dev/null & echo SLEEPER $!", "bash", 2,
-                           "a background process")
+    _sleepers_end_at_close(
+        ctx,
+        "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo SLEEPER $!\n"
+        "nohup sleep 301 >/dev/null 2>&1 < /dev/null & echo SLEEPER $!",
+        "bash",
+        2,
+        "a background process",
+    )
 
 
-@case("kernel", "kernel_killed_from_outside", slow=True,
-      handled="a kernel killed by kill -9 during a run: the run fails saying "
-      "the state was lost (restarted), and the next run works", lost="none (nothing is written)")
+@case(
+    "kernel",
+    "kernel_killed_from_outside",
+    slow=True,
+    handled="a kernel killed by kill -9 during a run: the run fails saying "
+    "the state was lost (restarted), and the next run works",
+    lost="none (nothing is written)",
+)
 def kernel_killed_from_outside(ctx):
     with CodeInterpreter(str(ctx.folder)) as interpreter:
         interpreter.run("x = 41")
@@ -155,9 +212,13 @@ def kernel_killed_from_outside(ctx):
     no_processes_left(ctx, ctx.folder, "the kernel")
 
 
-@case("kernel", "shell_output_flood", slow=True,
-      handled="50 MB printed by shell code comes back bounded (head and tail, the "
-      "cut said)", lost="none (nothing is written)")
+@case(
+    "kernel",
+    "shell_output_flood",
+    slow=True,
+    handled="50 MB printed by shell code comes back bounded (head and tail, the cut said)",
+    lost="none (nothing is written)",
+)
 def shell_output_flood(ctx):
     with CodeInterpreter(str(ctx.folder), max_output_chars=20000) as interpreter:
         result = interpreter.run("head -c 50000000 /dev/zero | tr '\\0' 'x'; echo; echo THE END", "bash")
@@ -165,9 +226,15 @@ def shell_output_flood(ctx):
     ctx.expect("THE END" in result.output, "the tail was not kept")
 
 
-@case("kernel", "output_of_200_mb_in_one_write", slow=True, exclusive=True, timeout=300, handled="200 MB printed in "
-      "one write come back as a head and a tail with the cut said, not '(no output)'",
-      lost="none (nothing is written)")
+@case(
+    "kernel",
+    "output_of_200_mb_in_one_write",
+    slow=True,
+    exclusive=True,
+    timeout=300,
+    handled="200 MB printed in one write come back as a head and a tail with the cut said, not '(no output)'",
+    lost="none (nothing is written)",
+)
 def output_of_200_mb(ctx):
     with CodeInterpreter(str(ctx.folder), timeout=200) as interpreter:
         result = interpreter.run("import sys\nsys.stdout.write('x' * 200_000_000 + '\\nTHE END\\n')")
@@ -184,9 +251,16 @@ def _limited_flow(ctx, **limits):
     return flow
 
 
-@case("kernel", "memory_limit", slow=True, exclusive=True, timeout=240, handled="with memory_limit_mb: 256 in the "
-      "interpreter's YAML, code allocating 1 GiB fails (MemoryError or the kernel restarted), it is not allocated",
-      lost="none (nothing is written)")
+@case(
+    "kernel",
+    "memory_limit",
+    slow=True,
+    exclusive=True,
+    timeout=240,
+    handled="with memory_limit_mb: 256 in the "
+    "interpreter's YAML, code allocating 1 GiB fails (MemoryError or the kernel restarted), it is not allocated",
+    lost="none (nothing is written)",
+)
 def memory_limit(ctx):
     flow = _limited_flow(ctx, memory_limit_mb=256, timeout=120)
     out = flow.run({"code": "b = bytearray(1 << 30)\nprint('ALLOCATED', len(b))", "language": "python"})
@@ -195,30 +269,50 @@ def memory_limit(ctx):
     ctx.expect(out["failed"], "the run did not fail")
 
 
-@case("kernel", "memory_default_limit", handled="with the interpreter's default configuration, code asking for 3/4 "
-      "of the RAM at once fails with a MemoryError that says the limit (memory_limit_mb: auto, half of the RAM)",
-      lost="none (nothing is written)")
+@case(
+    "kernel",
+    "memory_default_limit",
+    handled="with the interpreter's default configuration, code asking for 3/4 "
+    "of the RAM at once fails with a MemoryError that says the limit (memory_limit_mb: auto, half of the RAM)",
+    lost="none (nothing is written)",
+)
 def memory_default_limit(ctx):
     flow = _limited_flow(ctx)
     # bytes(n) asks for zeroed pages it does not touch: without a limit it is granted and costs nothing
     code = "import os\nb = bytes(os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') * 3 // 4)\nprint('GRANTED')"
     out = flow.run({"code": code, "language": "python"})
-    ctx.expect("GRANTED" not in out["interpreter_output"].replace("print('GRANTED')", ""),
-               "3/4 of the RAM was granted: no default memory limit")
+    ctx.expect(
+        "GRANTED" not in out["interpreter_output"].replace("print('GRANTED')", ""),
+        "3/4 of the RAM was granted: no default memory limit",
+    )
     ctx.expect("memory limit of" in out["interpreter_output"], f"the limit was not said: {out['interpreter_output']}")
 
 
-@case("kernel", "cpu_time_limit", slow=True, timeout=240, handled="with cpu_time_s: 3 in the interpreter's YAML, an "
-      "endless loop is stopped by the CPU limit (failed, not by the 40 s timeout)", lost="none (nothing is written)")
+@case(
+    "kernel",
+    "cpu_time_limit",
+    slow=True,
+    timeout=240,
+    handled="with cpu_time_s: 3 in the interpreter's YAML, an "
+    "endless loop is stopped by the CPU limit (failed, not by the 40 s timeout)",
+    lost="none (nothing is written)",
+)
 def cpu_time_limit(ctx):
     flow = _limited_flow(ctx, cpu_time_s=3, timeout=40)
     out = flow.run({"code": "while True:\n    pass", "language": "python"})
-    ctx.expect(out["failed"] and not out["timed_out"], f"failed {out['failed']}, timed out {out['timed_out']}: the "
-                                                       "CPU limit did not stop it")
+    ctx.expect(
+        out["failed"] and not out["timed_out"],
+        f"failed {out['failed']}, timed out {out['timed_out']}: the CPU limit did not stop it",
+    )
 
 
-@case("kernel", "bubblewrap_sandbox", slow=True, handled="with sandbox: bwrap, code cannot write outside the "
-      "workspace", lost="a file outside the workspace is written")
+@case(
+    "kernel",
+    "bubblewrap_sandbox",
+    slow=True,
+    handled="with sandbox: bwrap, code cannot write outside the workspace",
+    lost="a file outside the workspace is written",
+)
 def bubblewrap_sandbox(ctx):
     if not shutil.which("bwrap"):
         ctx.skip("bubblewrap (bwrap) is not installed")
@@ -236,9 +330,15 @@ def bubblewrap_sandbox(ctx):
 
 
 # ~~~ Through run_jarvis.py ~~~
-@case("kernel", "cli_secrets_in_generated_code", slow=True, handled="exit 0: code run through Coder prints its "
-      "environment and its ancestors' /proc environ; no secret of run_jarvis.py's environment (API key, passwords, "
-      "credential URLs) reaches the logs, the terminal or the LLM", lost="jarvis_run.json or a log is corrupted")
+@case(
+    "kernel",
+    "cli_secrets_in_generated_code",
+    slow=True,
+    handled="exit 0: code run through Coder prints its "
+    "environment and its ancestors' /proc environ; no secret of run_jarvis.py's environment (API key, passwords, "
+    "credential URLs) reaches the logs, the terminal or the LLM",
+    lost="jarvis_run.json or a log is corrupted",
+)
 def cli_secrets_in_generated_code(ctx):
     with LoopbackLLMServer(replies=coder_run(SHOW_ENVIRONMENT + "\n" + READ_ANCESTORS)) as server:
         done = jarvis(ctx, GOAL, server=server, env=SECRETS)
@@ -262,9 +362,14 @@ SLEEPERS = textwrap.dedent("""
 """)
 
 
-@case("kernel", "cli_children_outlive_jarvis", slow=True, handled="exit 0, and the processes generated code started "
-      "in sessions of their own (setsid, double fork) are gone when Jarvis exits", lost="jarvis_run.json or a log "
-      "is corrupted")
+@case(
+    "kernel",
+    "cli_children_outlive_jarvis",
+    slow=True,
+    handled="exit 0, and the processes generated code started "
+    "in sessions of their own (setsid, double fork) are gone when Jarvis exits",
+    lost="jarvis_run.json or a log is corrupted",
+)
 def cli_children_outlive_jarvis(ctx):
     with LoopbackLLMServer(replies=coder_run(SLEEPERS)) as server:
         done = jarvis(ctx, GOAL, server=server)
@@ -279,13 +384,20 @@ def cli_children_outlive_jarvis(ctx):
 
 
 # Shell code that leaves a daemon: double-forked, in a session of its own, with a cleared environment (no mark).
-CLEAN_DAEMON = ("( setsid env -i bash -c 'echo $$ > daemon.txt; exec sleep 303' </dev/null >/dev/null 2>&1 & ); "
-                "until [ -s daemon.txt ]; do sleep 0.01; done; echo started")
+CLEAN_DAEMON = (
+    "( setsid env -i bash -c 'echo $$ > daemon.txt; exec sleep 303' </dev/null >/dev/null 2>&1 & ); "
+    "until [ -s daemon.txt ]; do sleep 0.01; done; echo started"
+)
 
 
-@case("kernel", "cli_clean_daemon_outlives_a_killed_jarvis", slow=True, handled="shell code leaves a daemon "
-      "(double fork, setsid, env -i: no mark), then Jarvis is killed with SIGKILL: the daemon is gone soon after",
-      lost="none (the kill is the case)")
+@case(
+    "kernel",
+    "cli_clean_daemon_outlives_a_killed_jarvis",
+    slow=True,
+    handled="shell code leaves a daemon "
+    "(double fork, setsid, env -i: no mark), then Jarvis is killed with SIGKILL: the daemon is gone soon after",
+    lost="none (the kill is the case)",
+)
 def cli_clean_daemon_outlives_a_killed_jarvis(ctx):
     replies = coder_run(CLEAN_DAEMON, language="bash")
     replies[-1] = Slow(60, replies[-1])  # Jarvis's next command (Coder finished by itself) comes after the kill

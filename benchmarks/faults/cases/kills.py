@@ -1,15 +1,10 @@
 """kill -9 during writes (an atomic write, a log append) and at points of a whole run, followed by the next run."""
+
 from __future__ import annotations
 
 import os
 import random
 import time
-
-from ..harness import ROOT, case
-from ..support import (
-    LoopbackLLMServer, Run, Slow, command, demo, handled_exit, library_source, memory_whole, no_processes_left,
-    plan_kept, python_child, read,
-)
 
 from aiflows_jarvis.CoreFlowModule import (
     CUT_ENTRY_MARKER,
@@ -17,6 +12,22 @@ from aiflows_jarvis.CoreFlowModule import (
     atomic_write,
     split_log_entries,
     sweep_temporary_files,
+)
+
+from ..harness import ROOT, case
+from ..support import (
+    LoopbackLLMServer,
+    Run,
+    Slow,
+    command,
+    demo,
+    handled_exit,
+    library_source,
+    memory_whole,
+    no_processes_left,
+    plan_kept,
+    python_child,
+    read,
 )
 
 KILLED_WRITE = """
@@ -28,9 +39,13 @@ atomic_write(sys.argv[1], sys.argv[2])
 """
 
 
-@case("kill9", "during_an_atomic_write", handled="a process killed between writing the temporary file and the "
-      "rename dies with -9; the next run's sweep removes its temporary file once it is old",
-      lost="the plan the file held is changed or cut")
+@case(
+    "kill9",
+    "during_an_atomic_write",
+    handled="a process killed between writing the temporary file and the "
+    "rename dies with -9; the next run's sweep removes its temporary file once it is old",
+    lost="the plan the file held is changed or cut",
+)
 def during_an_atomic_write(ctx):
     plan = ctx.path("plan_jarvis.txt")
     atomic_write(str(plan), "1. The approved plan.\n")
@@ -58,9 +73,13 @@ append_log_entry(sys.argv[1], "save_code", {"code": "def f(): pass"}, "Saved f i
 """
 
 
-@case("kill9", "during_a_log_append", handled="an append killed half-way leaves a cut entry; the next append closes "
-      "it with the marker line and numbers its entry after it", lost="an earlier entry is changed, or an entry is "
-      "glued to the cut one or numbered twice")
+@case(
+    "kill9",
+    "during_a_log_append",
+    handled="an append killed half-way leaves a cut entry; the next append closes "
+    "it with the marker line and numbers its entry after it",
+    lost="an earlier entry is changed, or an entry is glued to the cut one or numbered twice",
+)
 def during_a_log_append(ctx):
     log = ctx.path("logs_coder.txt")
     for i in range(3):
@@ -72,8 +91,9 @@ def during_a_log_append(ctx):
     number = append_log_entry(str(log), "update_plan", {}, "The plan was updated")
     text = read(log)
     ctx.keep(text.startswith(before), "the entries before the kill changed")
-    ctx.expect(number == 5 and CUT_ENTRY_MARKER in text, f"the new entry is [{number}], marker: "
-                                                         f"{CUT_ENTRY_MARKER in text}")
+    ctx.expect(
+        number == 5 and CUT_ENTRY_MARKER in text, f"the new entry is [{number}], marker: {CUT_ENTRY_MARKER in text}"
+    )
     ctx.keep([n for n, _ in split_log_entries(text)] == [1, 2, 3, 4, 5], "entries are missing or numbered twice")
 
 
@@ -95,8 +115,9 @@ def _killed_run(point: int):
         plan = read(memory / "plan_jarvis.txt") if (memory / "plan_jarvis.txt").exists() else None
         memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True)
         # The next run: --resume, ending at once (final answer, finish), after the lock of the killed run is taken over
-        with LoopbackLLMServer(replies=[command("final_answer", answer="Resumed."),
-                                        command("finish", summary="Done.")] * 3) as server:  # whoever is asked
+        with LoopbackLLMServer(
+            replies=[command("final_answer", answer="Resumed."), command("finish", summary="Done.")] * 3
+        ) as server:  # whoever is asked
             done = Run(ctx, "--resume", server=server).start().finish()
         if plan:
             handled_exit(ctx, done, [0], says=["taken over"])
@@ -106,10 +127,15 @@ def _killed_run(point: int):
         memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True, saved=saved)
         no_processes_left(ctx, memory, "the killed run's kernel", grace=5)
 
-    case("kill9", f"run_killed_after_reply_{point}", slow=True, timeout=240,
-         handled="kill -9 of a demo run just after LLM reply "
-         f"{point}; the next run (--resume) takes the lock over and ends (exit 0); no process of the killed run left",
-         lost="jarvis_run.json, the approved plan, a saved function or a log entry is lost or corrupted")(check)
+    case(
+        "kill9",
+        f"run_killed_after_reply_{point}",
+        slow=True,
+        timeout=240,
+        handled="kill -9 of a demo run just after LLM reply "
+        f"{point}; the next run (--resume) takes the lock over and ends (exit 0); no process of the killed run left",
+        lost="jarvis_run.json, the approved plan, a saved function or a log entry is lost or corrupted",
+    )(check)
 
 
 # The demo's 11 replies: the plan, Jarvis's Coder, Coder's first extend_library, its code, its tests, Coder's run_code,

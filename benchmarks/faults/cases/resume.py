@@ -1,18 +1,32 @@
 """--resume: after a stop inside Coder and inside ExtendLibrary, after kill -9, with --yes remembered, with bad run
 files."""
+
 from __future__ import annotations
 
 import json
 import re
 import signal
 
+from aiflows_jarvis.CoreFlowModule import split_log_entries  # noqa: E402
+
 from ..harness import case
 from ..support import (
-    GOAL, PLAN, LoopbackLLMServer, Run, Slow, command, demo, file_kept, handled_exit, jarvis, memory_whole,
-    plan_kept, read, short_run, stopped_run,
+    GOAL,
+    PLAN,
+    LoopbackLLMServer,
+    Run,
+    Slow,
+    command,
+    demo,
+    file_kept,
+    handled_exit,
+    jarvis,
+    memory_whole,
+    plan_kept,
+    read,
+    short_run,
+    stopped_run,
 )
-
-from aiflows_jarvis.CoreFlowModule import split_log_entries  # noqa: E402
 
 
 def _stopped_demo(ctx, served: int, number=signal.SIGTERM):
@@ -32,9 +46,13 @@ def _commands_after(log_text: str, marker: int) -> list:
     return [entry.split(" ---")[0].split()[-1] for n, entry in split_log_entries(log_text) if n > marker]
 
 
-@case("resume", "yes_is_remembered", handled="a run started with --yes and stopped (SIGTERM), then resumed without "
-      "--yes and with stdin closed, runs unattended to its end (exit 0) instead of asking",
-      lost="the approved plan or jarvis_run.json is lost")
+@case(
+    "resume",
+    "yes_is_remembered",
+    handled="a run started with --yes and stopped (SIGTERM), then resumed without "
+    "--yes and with stdin closed, runs unattended to its end (exit 0) instead of asking",
+    lost="the approved plan or jarvis_run.json is lost",
+)
 def yes_is_remembered(ctx):
     with LoopbackLLMServer(replies=[PLAN, Slow(60, short_run()[1])]) as server:
         run = Run(ctx, GOAL, server=server).start()
@@ -48,9 +66,13 @@ def yes_is_remembered(ctx):
     memory_whole(ctx, ctx.path("memory"), goal=GOAL, run_file=True, plan=PLAN)
 
 
-@case("resume", "after_kill_9", handled="a run killed by kill -9 at its controller, then --resume: the dead run's "
-      "lock is taken over (said) and the run ends (exit 0)", lost="the approved plan, jarvis_run.json or a log entry "
-      "is lost")
+@case(
+    "resume",
+    "after_kill_9",
+    handled="a run killed by kill -9 at its controller, then --resume: the dead run's "
+    "lock is taken over (said) and the run ends (exit 0)",
+    lost="the approved plan, jarvis_run.json or a log entry is lost",
+)
 def after_kill_9(ctx):
     with LoopbackLLMServer(replies=[PLAN, Slow(60, short_run()[1])]) as server:
         run = Run(ctx, GOAL, server=server).start()
@@ -63,10 +85,15 @@ def after_kill_9(ctx):
     memory_whole(ctx, ctx.path("memory"), goal=GOAL, run_file=True, plan=PLAN, logs_end_whole=True)
 
 
-@case("resume", "inside_coder", timeout=240, handled="the demo stopped (SIGTERM) inside Coder after its "
-      "first run_code, resumed to the end (exit 0): Coder's log gets a `resume` entry saying the Python session is "
-      "new, and no `new_task` entry calling its own entries earlier tasks", lost="a saved function, the approved "
-      "plans, jarvis_run.json or a log entry is lost")
+@case(
+    "resume",
+    "inside_coder",
+    timeout=240,
+    handled="the demo stopped (SIGTERM) inside Coder after its "
+    "first run_code, resumed to the end (exit 0): Coder's log gets a `resume` entry saying the Python session is "
+    "new, and no `new_task` entry calling its own entries earlier tasks",
+    lost="a saved function, the approved plans, jarvis_run.json or a log entry is lost",
+)
 def inside_coder(ctx):
     run_code = next(i for i, reply in enumerate(demo().replies()) if '"run_code"' in reply)
     stopped, replies = _stopped_demo(ctx, run_code + 1)  # Coder's controller waits after its first run_code
@@ -74,9 +101,11 @@ def inside_coder(ctx):
     memory = ctx.path("memory")
     last = max((n for n, _ in split_log_entries(read(memory / "logs_coder.txt"))), default=0)
     coder_plan = read(memory / "plan_coder.txt")
-    resumed_replies = [replies[1],  # Jarvis: Coder, with the same goal
-                       command("finish", summary="growth_rates is in the library and the growth was computed."),
-                       command("final_answer", answer="April grew the most.")]  # accepted: the run ends
+    resumed_replies = [
+        replies[1],  # Jarvis: Coder, with the same goal
+        command("finish", summary="growth_rates is in the library and the growth was computed."),
+        command("final_answer", answer="April grew the most."),
+    ]  # accepted: the run ends
     with LoopbackLLMServer(replies=resumed_replies) as server:
         resumed = jarvis(ctx, "--resume", server=server)
     handled_exit(ctx, resumed, [0])
@@ -85,17 +114,24 @@ def inside_coder(ctx):
     ctx.expect("new_task" not in after, f"Coder's log calls the interrupted task an earlier one: {after}")
     resumes = [entry for entry, command_name in zip(entries, after) if command_name == "resume"]
     ctx.expect(resumes, f"Coder's log has no resume entry: {after}")
-    ctx.expect(any(re.search(r"Python session is new|variables are gone", e) for e in resumes),
-               "Coder's log does not say the Python session is new")
+    ctx.expect(
+        any(re.search(r"Python session is new|variables are gone", e) for e in resumes),
+        "Coder's log does not say the Python session is new",
+    )
     ctx.keep(plan_kept(str(memory), coder_plan, "plan_coder"), "Coder's approved plan is lost")
     memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True, saved=["growth_rates"])
 
 
-@case("resume", "inside_extend_library", timeout=240, handled="the demo stopped (SIGTERM) inside "
-      "ExtendLibrary as its code writer waits for the tests (the code written, not saved), resumed to the end "
-      "(exit 0): ExtendLibrary resumes its task (its log gets `resume`, not `new_task`), writes the function again, "
-      "saves it and marks its step done", lost="growth_rates (saved) is missing, or the approved plans, "
-      "jarvis_run.json or a log entry is lost")
+@case(
+    "resume",
+    "inside_extend_library",
+    timeout=240,
+    handled="the demo stopped (SIGTERM) inside "
+    "ExtendLibrary as its code writer waits for the tests (the code written, not saved), resumed to the end "
+    "(exit 0): ExtendLibrary resumes its task (its log gets `resume`, not `new_task`), writes the function again, "
+    "saves it and marks its step done",
+    lost="growth_rates (saved) is missing, or the approved plans, jarvis_run.json or a log entry is lost",
+)
 def inside_extend_library(ctx):
     extend = next(i for i, reply in enumerate(demo().replies()) if '"extend_library"' in reply)
     stopped, replies = _stopped_demo(ctx, extend + 2)  # the code was served: the code writer waits for its tests
@@ -103,10 +139,14 @@ def inside_extend_library(ctx):
     memory = ctx.path("memory")
     log = memory / "logs_extlib.txt"  # none yet: nothing of the task was done before the stop
     last = max((n for n, _ in split_log_entries(read(log))), default=0) if log.exists() else 0
-    resumed_replies = [replies[1], replies[extend],  # Jarvis: Coder; Coder: extend_library, with the same goals
-                       replies[extend + 1], replies[extend + 2],  # the code again (unsaved code is gone), its tests
-                       command("finish", summary="growth_rates is in the library."),
-                       command("final_answer", answer="growth_rates is in the library.")]
+    resumed_replies = [
+        replies[1],
+        replies[extend],  # Jarvis: Coder; Coder: extend_library, with the same goals
+        replies[extend + 1],
+        replies[extend + 2],  # the code again (unsaved code is gone), its tests
+        command("finish", summary="growth_rates is in the library."),
+        command("final_answer", answer="growth_rates is in the library."),
+    ]
     with LoopbackLLMServer(replies=resumed_replies) as server:
         resumed = jarvis(ctx, "--resume", server=server)
     handled_exit(ctx, resumed, [0])
@@ -117,9 +157,13 @@ def inside_extend_library(ctx):
     memory_whole(ctx, memory, goal=demo().header["goal"], run_file=True, saved=["growth_rates"])
 
 
-@case("resume", "run_file_cut", slow=True,
-      handled="exit 2 at start: a jarvis_run.json cut by a kill is unreadable, said "
-      "clearly", lost="the cut jarvis_run.json or the plan is changed")
+@case(
+    "resume",
+    "run_file_cut",
+    slow=True,
+    handled="exit 2 at start: a jarvis_run.json cut by a kill is unreadable, said clearly",
+    lost="the cut jarvis_run.json or the plan is changed",
+)
 def run_file_cut(ctx):
     cut = b'{"goal": "Plot the sales", "mod'
     memory = stopped_run(ctx, run_file=cut)
@@ -130,9 +174,13 @@ def run_file_cut(ctx):
     file_kept(ctx, memory / "plan_jarvis.txt", (PLAN + "\n").encode(), "the plan")
 
 
-@case("resume", "goal_not_utf8", handled="exit 2 at start: the run to resume has a goal that is not UTF-8 text "
-      "(a lone surrogate), said before any LLM call; jarvis_run.json is left as it is",
-      lost="jarvis_run.json loses its goal, or the plan is lost")
+@case(
+    "resume",
+    "goal_not_utf8",
+    handled="exit 2 at start: the run to resume has a goal that is not UTF-8 text "
+    "(a lone surrogate), said before any LLM call; jarvis_run.json is left as it is",
+    lost="jarvis_run.json loses its goal, or the plan is lost",
+)
 def goal_not_utf8(ctx):
     run_file = json.dumps({"goal": "Plot the sales \udcff\udcfe of 2023"}).encode()
     memory = stopped_run(ctx, run_file=run_file)
@@ -145,8 +193,13 @@ def goal_not_utf8(ctx):
     memory_whole(ctx, memory, goal="Plot the sales \udcff\udcfe of 2023", plan=PLAN)
 
 
-@case("resume", "plan_missing", slow=True, handled="no traceback: --resume when plan_jarvis.txt is gone plans again "
-      "(exit 0) or says what is missing (exit 2)", lost="jarvis_run.json or a log is lost")
+@case(
+    "resume",
+    "plan_missing",
+    slow=True,
+    handled="no traceback: --resume when plan_jarvis.txt is gone plans again (exit 0) or says what is missing (exit 2)",
+    lost="jarvis_run.json or a log is lost",
+)
 def plan_missing(ctx):
     memory = stopped_run(ctx, plan=None)
     with LoopbackLLMServer(replies=short_run()) as server:
@@ -155,9 +208,14 @@ def plan_missing(ctx):
     memory_whole(ctx, memory, goal=GOAL, run_file=True)
 
 
-@case("resume", "run_file_is_a_link", slow=True, handled="--resume with jarvis_run.json a link to a file outside: "
-      "refused with exit 1 or 2 saying 'symbolic link', or resumed without writing through it",
-      lost="the link's target is changed")
+@case(
+    "resume",
+    "run_file_is_a_link",
+    slow=True,
+    handled="--resume with jarvis_run.json a link to a file outside: "
+    "refused with exit 1 or 2 saying 'symbolic link', or resumed without writing through it",
+    lost="the link's target is changed",
+)
 def run_file_is_a_link(ctx):
     memory = stopped_run(ctx)
     target = ctx.path("elsewhere.json")
@@ -179,9 +237,13 @@ def _finished_run(ctx):
     return ctx.path("memory")
 
 
-@case("resume", "after_a_finished_run", handled="a run that finished, then --resume: refused (exit 2), saying the "
-      "run had finished and to give the goal without --resume; nothing in the memory folder is touched",
-      lost="the finished run's report, plan or run file is changed")
+@case(
+    "resume",
+    "after_a_finished_run",
+    handled="a run that finished, then --resume: refused (exit 2), saying the "
+    "run had finished and to give the goal without --resume; nothing in the memory folder is touched",
+    lost="the finished run's report, plan or run file is changed",
+)
 def after_a_finished_run(ctx):
     memory = _finished_run(ctx)
     kept = {name: (memory / name).read_bytes() for name in ("report.html", "plan_jarvis.txt", "jarvis_run.json")}
@@ -192,9 +254,13 @@ def after_a_finished_run(ctx):
         file_kept(ctx, memory / name, content, f"the finished run's {name}")
 
 
-@case("resume", "report_kept_after_a_later_stop", handled="a run that finished, then a new run stopped by SIGTERM "
-      "at its plan: the finished run's report is archived with its plans and logs (said), the new one is beside it",
-      lost="the finished run's report is replaced")
+@case(
+    "resume",
+    "report_kept_after_a_later_stop",
+    handled="a run that finished, then a new run stopped by SIGTERM "
+    "at its plan: the finished run's report is archived with its plans and logs (said), the new one is beside it",
+    lost="the finished run's report is replaced",
+)
 def report_kept_after_a_later_stop(ctx):
     memory = _finished_run(ctx)
     good = (memory / "report.html").read_bytes()

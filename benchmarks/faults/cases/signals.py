@@ -1,22 +1,33 @@
 """SIGINT, SIGTERM and SIGHUP at each stage of a run: start-up, planning, the plan review, the controller's wait,
 code running in the kernel, a shell command running."""
+
 from __future__ import annotations
 
 import os
 import signal
 
+from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME  # noqa: E402
+
 from ..harness import case
 from ..support import (
-    GOAL, PLAN, LoopbackLLMServer, Run, Slow, coder_run, handled_exit, memory_whole, no_processes_left,
-    previous_run, previous_run_kept, read, short_run,
+    GOAL,
+    PLAN,
+    LoopbackLLMServer,
+    Run,
+    Slow,
+    coder_run,
+    handled_exit,
+    memory_whole,
+    no_processes_left,
+    previous_run,
+    previous_run_kept,
+    read,
+    short_run,
 )
-
-from aiflows_jarvis.CoreFlowModule import RUN_LOCK_NAME  # noqa: E402
 
 # What each signal must end in: the exit code and what is said. SIGHUP (the terminal closed) is handled like SIGTERM:
 # 129 (128 + 1) or 143 as for SIGTERM.
-EXPECTED = {signal.SIGINT: ([130], "Stopped."), signal.SIGTERM: ([143], "Terminated."),
-            signal.SIGHUP: ([129, 143], "")}
+EXPECTED = {signal.SIGINT: ([130], "Stopped."), signal.SIGTERM: ([143], "Terminated."), signal.SIGHUP: ([129, 143], "")}
 RUNNING = "import pathlib, time\npathlib.Path('started').touch()\ntime.sleep(90)\npathlib.Path('finished').touch()"
 
 
@@ -34,8 +45,13 @@ def _stage(name: str):
         return replies, True, lambda run, server, memory: run.wait_for_requests(server, len(replies))
     if name in ("run_code", "run_shell"):  # Python in the kernel; a bash child (orphaned by SIGHUP before)
         code = RUNNING if name == "run_code" else "touch started; sleep 90; touch finished"
-        return coder_run(code, "python" if name == "run_code" else "bash"), True, \
-            lambda run, server, memory: run.wait_until(lambda: os.path.exists(os.path.join(os.path.dirname(memory), "started")))
+        return (
+            coder_run(code, "python" if name == "run_code" else "bash"),
+            True,
+            lambda run, server, memory: run.wait_until(
+                lambda: os.path.exists(os.path.join(os.path.dirname(memory), "started"))
+            ),
+        )
     raise ValueError(name)
 
 
@@ -62,18 +78,27 @@ def _signal_case(number: int, stage: str):
         if os.path.exists(lock):
             ctx.expect(read(lock) == "", "the memory folder's lock was not released")
         if files is not None:
-            previous_run_kept(ctx, memory, files) if os.path.exists(os.path.join(memory, "jarvis_run.json")) \
-                else memory_whole(ctx, memory)
+            previous_run_kept(ctx, memory, files) if os.path.exists(
+                os.path.join(memory, "jarvis_run.json")
+            ) else memory_whole(ctx, memory)
         else:
             memory_whole(ctx, memory, goal=GOAL, run_file=True, plan=None if stage in ("planning", "review") else PLAN)
 
-    lost = ("the earlier run's files are lost" if stage == "startup" else
-            "jarvis_run.json, the approved plan or a log entry is lost or corrupted")
+    lost = (
+        "the earlier run's files are lost"
+        if stage == "startup"
+        else "jarvis_run.json, the approved plan or a log entry is lost or corrupted"
+    )
     fast = (stage == "run_code" and number != signal.SIGINT) or (stage == "run_shell" and number == signal.SIGHUP)
-    case("signals", f"{name.lower()}_at_{stage}", slow=not fast,
-         handled=f"{name} at the {stage} stage: exit {' or '.join(map(str, codes))}"
-                 f"{' saying ' + repr(says) if says else ''}, no traceback, no process left in the memory folder, "
-                 "the run lock released", lost=lost)(check)
+    case(
+        "signals",
+        f"{name.lower()}_at_{stage}",
+        slow=not fast,
+        handled=f"{name} at the {stage} stage: exit {' or '.join(map(str, codes))}"
+        f"{' saying ' + repr(says) if says else ''}, no traceback, no process left in the memory folder, "
+        "the run lock released",
+        lost=lost,
+    )(check)
 
 
 for _number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

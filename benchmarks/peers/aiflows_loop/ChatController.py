@@ -37,21 +37,27 @@ class ChatController(AtomicFlow):
 
     def _add_chat_message(self, role: str, content: str) -> None:
         self.flow_state["previous_messages"].append({"role": role, "content": content})
-        self._log_message(UpdateMessage_ChatMessage(created_by=self.flow_config["name"],
-                                                    updated_flow=self.flow_config["name"], role=role,
-                                                    content=content))
+        self._log_message(
+            UpdateMessage_ChatMessage(
+                created_by=self.flow_config["name"], updated_flow=self.flow_config["name"], role=role, content=content
+            )
+        )
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         config = self.flow_config
         if not self.flow_state["previous_messages"]:
-            commands = "\n".join(f"- {name}: {spec['description']} Arguments: {', '.join(spec['input_args'])}."
-                                 for name, spec in config["commands"].items())
-            self._add_chat_message("system", JinjaPrompt(**config["system_message_prompt_template"])
-                                   .format(commands=commands))
+            commands = "\n".join(
+                f"- {name}: {spec['description']} Arguments: {', '.join(spec['input_args'])}."
+                for name, spec in config["commands"].items()
+            )
+            self._add_chat_message(
+                "system", JinjaPrompt(**config["system_message_prompt_template"]).format(commands=commands)
+            )
             user = JinjaPrompt(**config["init_human_message_prompt_template"]).format(goal=input_data["goal"])
         else:
             user = JinjaPrompt(**config["human_message_prompt_template"]).format(
-                observation=input_data.get("observation"))
+                observation=input_data.get("observation")
+            )
         self._add_chat_message("user", user)
         reply = self.backend(messages=self.flow_state["previous_messages"])[0]["content"]
         self._add_chat_message("assistant", reply)

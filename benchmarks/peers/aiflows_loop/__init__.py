@@ -4,6 +4,7 @@
 ChatAtomicFlow: every message of the chat is kept and sent again) and a ``BranchingFlow`` executor with one command,
 ``count_words``. Nothing of this project is used: it is the peer ``benchmarks/run.py`` compares the project's loop with.
 """
+
 from .ChatController import ChatController
 from .ControllerExecutor import ControllerExecutor
 from .CountWords import CountWords

@@ -1,5 +1,6 @@
 """The model of the aiflows loop in the benchmark: a backend with the call shape of aiflows' ``LiteLLMBackend``
 (``backend(messages=[...]) -> [{"role": "assistant", "content": ...}]``) that answers from ``CLOCK``."""
+
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional

@@ -7,17 +7,21 @@ from typing import Any, Dict, Iterator
 
 from aiflows.base_flows import CircularFlow
 
-from aiflows_jarvis.CoreFlowModule import LeanSequentialFlow, MemoryFileError, current_flow_path, get_console
 from aiflows_jarvis.CoreFlowModule import (
+    LeanSequentialFlow,
+    MemoryFileError,
     append_log_entry,
     atomic_write,
+    current_flow_path,
+    get_console,
     last_log_number,
     memory_files_of,
     memory_path,
+    one_step_plan,
     read_text,
+    redact,
+    without_marks,
 )
-from aiflows_jarvis.CoreFlowModule import one_step_plan, without_marks
-from aiflows_jarvis.CoreFlowModule import redact
 
 # How a boss gets its plan (`one_step_plan`): its planner writes it (`off`); or code writes the goal as a plan of one
 # step, which the user approves or has the planner rewrite (`review`), or which is taken as it is (`silent`).
@@ -100,8 +104,11 @@ class AbstractBossFlow(LeanSequentialFlow):
         memory_files = dict(memory_files_of(self, input_data))  # the input's, else the configured ones
         goal = str(input_data.get("goal") or "").strip()
         if not goal:
-            return {"summary": f"{self.flow_config['name']} was called without a goal.", "result": "",
-                    "status": "stopped: no goal was given"}
+            return {
+                "summary": f"{self.flow_config['name']} was called without a goal.",
+                "result": "",
+                "status": "stopped: no goal was given",
+            }
         if not current_flow_path().count("/"):  # the top boss; a boss below is given its goal in a step line
             get_console().show("flow", f"{self.flow_config['name']}'s goal:", goal, folded=GOAL_LINES)
         run_resumed = bool(self.flow_config.get("resume")) or self._run_resumed
@@ -115,8 +122,9 @@ class AbstractBossFlow(LeanSequentialFlow):
         self._end_task(memory_files["logs"])
         summary, status = str(output.get("summary", "")), str(output.get("status", ""))
         if status != "finished" or not get_console().was_shown(summary):  # the finish step showed it, else here
-            get_console().show("flow" if status == "finished" else "warning", f"{self.flow_config['name']} {status}:",
-                               summary)
+            get_console().show(
+                "flow" if status == "finished" else "warning", f"{self.flow_config['name']} {status}:", summary
+            )
         return output
 
     # ~~~ Tasks: new, or resumed ~~~
@@ -131,10 +139,13 @@ class AbstractBossFlow(LeanSequentialFlow):
             if not interrupted:
                 record = self._new_record(memory_files, goal)
             first, last = int(record.get("first_entry") or 0), last_log_number(logs)
-            own = (f" Entries [{first}] to [{last}] above are this task's." if 0 < first <= last else "")
+            own = f" Entries [{first}] to [{last}] above are this task's." if 0 < first <= last else ""
             updates = self.on_resume(memory_files, record)
-            text = " ".join(part for part in (f"The run was stopped during this task and is resumed here.{own}",
-                                              note, updates) if part)
+            text = " ".join(
+                part
+                for part in (f"The run was stopped during this task and is resumed here.{own}", note, updates)
+                if part
+            )
             append_log_entry(logs, "resume", {"goal": goal}, text)
             atomic_write(task_record_path(logs), redact(json.dumps(record)))
             return True
@@ -147,8 +158,12 @@ class AbstractBossFlow(LeanSequentialFlow):
         return False
 
     def _new_record(self, memory_files: Dict[str, str], goal: str) -> Dict[str, Any]:
-        return {"goal": goal, "started": time.time(), "first_entry": last_log_number(memory_files["logs"]) + 1,
-                **self.task_record(memory_files)}
+        return {
+            "goal": goal,
+            "started": time.time(),
+            "first_entry": last_log_number(memory_files["logs"]) + 1,
+            **self.task_record(memory_files),
+        }
 
     @staticmethod
     def _end_task(logs: str) -> None:
@@ -180,8 +195,10 @@ class AbstractBossFlow(LeanSequentialFlow):
         mode = str(self.flow_config.get("one_step_plan") or "off")
         if mode not in ONE_STEP_PLAN_MODES:
             from aiflows_jarvis.CoreFlowModule import ConfigurationError
-            raise ConfigurationError(f"{self.flow_config['name']}.one_step_plan: {mode!r} is not one of "
-                                     f"{', '.join(ONE_STEP_PLAN_MODES)}")
+
+            raise ConfigurationError(
+                f"{self.flow_config['name']}.one_step_plan: {mode!r} is not one of {', '.join(ONE_STEP_PLAN_MODES)}"
+            )
         return mode if self.flow_config.get("bookkeeping_by_code", True) else "off"
 
     def shows_goal_whole(self) -> bool:
@@ -204,8 +221,9 @@ class AbstractBossFlow(LeanSequentialFlow):
         if mode == "silent":
             atomic_write(memory_path(self, self.flow_state, "plan"), draft + "\n")
             return None, {"plan": draft, "plan_by_code": True}
-        message, output = self.call_subflow_with({**self.flow_state, "draft": draft}, goal, input_interface, flow,
-                                                 output_interface)
+        message, output = self.call_subflow_with(
+            {**self.flow_state, "draft": draft}, goal, input_interface, flow, output_interface
+        )
         return message, {**output, "plan_by_code": str(output.get("plan") or "").strip() == draft.strip()}
 
     @CircularFlow.output_msg_payload_processor
@@ -215,7 +233,9 @@ class AbstractBossFlow(LeanSequentialFlow):
         if status == "finished" and plan:
             return {"plan": plan}
         reason = status or "no plan was written"
-        return {self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
-                "summary": f"{self.flow_config['name']} stopped before carrying out a plan: "
-                           f"{output_payload.get('summary') or reason}",
-                "status": f"stopped: planning: {reason}"}
+        return {
+            self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
+            "summary": f"{self.flow_config['name']} stopped before carrying out a plan: "
+            f"{output_payload.get('summary') or reason}",
+            "status": f"stopped: planning: {reason}",
+        }

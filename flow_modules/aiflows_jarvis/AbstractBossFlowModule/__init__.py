@@ -1,4 +1,5 @@
 """AbstractBossFlowModule: the boss (MemoryReading -> Planner -> CtrlExMem) that Jarvis, Coder and ExtendLibrary are."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},
@@ -10,5 +11,5 @@ dependencies = [
     {"url": "aiflows/UpdatePlanFlowModule", "revision": "main"},
 ]
 
-from .CtrlExMemFlow import CtrlExMemFlow  # noqa: E402
 from .AbstractBossFlow import AbstractBossFlow  # noqa: E402
+from .CtrlExMemFlow import CtrlExMemFlow  # noqa: E402

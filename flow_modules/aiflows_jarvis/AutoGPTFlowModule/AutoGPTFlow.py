@@ -7,10 +7,7 @@ from typing import Any, Dict, List
 from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.ControllerFlowModule import ControllerExecutorFlow
-from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule import STOPPED_BY_USER
-from aiflows_jarvis.CoreFlowModule import shorten
-
+from aiflows_jarvis.CoreFlowModule import STOPPED_BY_USER, get_console, shorten
 
 # Commands a switch of the same name turns on (`run_code: true`); off, the command and its branch are dropped.
 OPTIONAL_COMMANDS = ("run_code",)
@@ -22,8 +19,11 @@ def without_disabled_commands(config: Dict[str, Any]) -> Dict[str, Any]:
     nobody runs."""
     config = copy.deepcopy(config)
     subflows = config.get("subflows_config") or {}
-    places = (config.get("commands"), (subflows.get("Controller") or {}).get("commands"),
-              (subflows.get("Executor") or {}).get("subflows_config"))
+    places = (
+        config.get("commands"),
+        (subflows.get("Controller") or {}).get("commands"),
+        (subflows.get("Executor") or {}).get("subflows_config"),
+    )
     for name in OPTIONAL_COMMANDS:
         if not config.get(name):
             for place in places:
@@ -40,8 +40,7 @@ def format_memories(retrieved: Any, max_chars: int) -> str:
     if not memories:
         return "(no memories yet)"
     per_memory = max(200, max_chars // len(memories))
-    return shorten("\n\n".join(f"[memory {i}]\n{shorten(m, per_memory)}" for i, m in enumerate(memories, 1)),
-                   max_chars)
+    return shorten("\n\n".join(f"[memory {i}]\n{shorten(m, per_memory)}" for i, m in enumerate(memories, 1)), max_chars)
 
 
 class AutoGPTFlow(ControllerExecutorFlow):
@@ -88,8 +87,10 @@ class AutoGPTFlow(ControllerExecutorFlow):
         update = super().on_branch_output(branch, output)
         if len(output) == 1:  # one observation (observation, wiki_content, ...): the text itself, not "key: text"
             value = next(iter(output.values()))
-            update["result"] = shorten(value if isinstance(value, str) else json.dumps(value, default=str),
-                                       int(self.flow_config.get("max_result_chars", 3000)))
+            update["result"] = shorten(
+                value if isinstance(value, str) else json.dumps(value, default=str),
+                int(self.flow_config.get("max_result_chars", 3000)),
+            )
         update["observation"] = update["result"]
         return update
 
@@ -114,14 +115,19 @@ class AutoGPTFlow(ControllerExecutorFlow):
 
     @CircularFlow.output_msg_payload_processor
     def process_memory_read(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
-        return {"memory": format_memories(output_payload.get("retrieved"),
-                                          int(self.flow_config.get("max_memory_chars", 3000)))}
+        return {
+            "memory": format_memories(
+                output_payload.get("retrieved"), int(self.flow_config.get("max_memory_chars", 3000))
+            )
+        }
 
     @CircularFlow.input_msg_payload_builder
     def prepare_memory_write(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
         args = json.dumps(data_dict.get("command_args") or {}, ensure_ascii=False, default=str)
-        record = (f"Goal: {data_dict['goal']}\nCommand: {data_dict.get('command')} {args}\n"
-                  f"Observation: {data_dict.get('observation', data_dict.get('result', ''))}")
+        record = (
+            f"Goal: {data_dict['goal']}\nCommand: {data_dict.get('command')} {args}\n"
+            f"Observation: {data_dict.get('observation', data_dict.get('result', ''))}"
+        )
         if data_dict.get("human_feedback"):
             record += f"\nUser feedback: {data_dict['human_feedback']}"
         return {"operation": "write", "content": record}
@@ -133,8 +139,11 @@ class AutoGPTFlow(ControllerExecutorFlow):
     # ~~~ The user's feedback ~~~
     @CircularFlow.input_msg_payload_builder
     def prepare_feedback_input(self, data_dict: Dict[str, Any], dst_flow) -> Dict[str, Any]:
-        return {"command": data_dict.get("command", ""), "command_args": data_dict.get("command_args") or {},
-                "result": data_dict.get("result", "")}
+        return {
+            "command": data_dict.get("command", ""),
+            "command_args": data_dict.get("command_args") or {},
+            "result": data_dict.get("result", ""),
+        }
 
     @CircularFlow.output_msg_payload_processor
     def process_feedback(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:

@@ -1,4 +1,5 @@
 """AutoGPTFlowModule: AutoGPT (seed 004) - vector-store memory, a controller, search tools and the user's feedback."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},
@@ -10,5 +11,5 @@ dependencies = [
     {"url": "aiflows/WikiSearchFlowModule", "revision": "main"},
 ]
 
-from .HumanFeedbackFlow import HumanFeedbackFlow  # noqa: E402
 from .AutoGPTFlow import AutoGPTFlow, format_memories, without_disabled_commands  # noqa: E402
+from .HumanFeedbackFlow import HumanFeedbackFlow  # noqa: E402

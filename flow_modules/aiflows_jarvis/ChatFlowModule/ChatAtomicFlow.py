@@ -11,26 +11,32 @@ from aiflows.utils import logging
 from aiflows_jarvis.CoreFlowModule import (
     ConfigurationError,
     LeanAtomicFlow,
+    LLMCallError,
+    MalformedReply,
+    RetryPolicy,
     StrictJinjaPrompt,
+    breadcrumb,
+    call_with_retries,
+    check_budget,
+    count_message_tokens,
+    count_tokens,
     current_flow_path,
     get_console,
+    get_run_budget,
+    instantiate,
+    redact_data,
+    shorten,
 )
-from aiflows_jarvis.CoreFlowModule import check_budget, get_run_budget
-from aiflows_jarvis.CoreFlowModule import LLMCallError
-from aiflows_jarvis.CoreFlowModule import breadcrumb
-from aiflows_jarvis.CoreFlowModule import instantiate
-from aiflows_jarvis.CoreFlowModule import MalformedReply, RetryPolicy, call_with_retries
-from aiflows_jarvis.CoreFlowModule import shorten
-from aiflows_jarvis.CoreFlowModule import redact_data
-from aiflows_jarvis.CoreFlowModule import count_message_tokens, count_tokens
 
 from .backends import build_backend, reply_content, unwrap_backend
-from .responses import listening_to_streams, response_info
 from .context import fit_to_context
-from .repetition import Repetition, find_repetition
 from .layout import PromptBlocks
+from .repetition import Repetition, find_repetition
+from .responses import listening_to_streams, response_info
 from .servers import (
     FORMAT_REJECTION as _FORMAT_REJECTION,
+)
+from .servers import (
     STRUCTURED_LEVELS,
     STRUCTURED_OUTPUT_MODES,
     UNKNOWN_MODEL,
@@ -113,8 +119,14 @@ class ChatAtomicFlow(LeanAtomicFlow):
 
     handles_repetition = False  # a subclass that says so itself (its correction) when a reply repeats itself
 
-    def __init__(self, system_message_prompt_template, init_human_message_prompt_template,
-                 human_message_prompt_template, backend, **kwargs):
+    def __init__(
+        self,
+        system_message_prompt_template,
+        init_human_message_prompt_template,
+        human_message_prompt_template,
+        backend,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.system_message_prompt_template: StrictJinjaPrompt = system_message_prompt_template
         self.init_human_message_prompt_template: StrictJinjaPrompt = init_human_message_prompt_template
@@ -170,10 +182,12 @@ class ChatAtomicFlow(LeanAtomicFlow):
         memory_prompt = StrictJinjaPrompt.from_prompt(self._instantiate_prompt(memory)) if memory else None
         where = self._where
         return PromptBlocks(
-            config, self.flow_config.get("memory_updates") or {},
+            config,
+            self.flow_config.get("memory_updates") or {},
             render_memory=lambda data: memory_prompt.render_from(data, where()) if memory_prompt else "",
             render_first=lambda data: self.init_human_message_prompt_template.render_from(data, where()),
-            render_next=lambda data: self.human_message_prompt_template.render_from(data, where()))
+            render_next=lambda data: self.human_message_prompt_template.render_from(data, where()),
+        )
 
     # ~~~ State ~~~
     def set_up_flow_state(self):
@@ -185,7 +199,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
         return bool(self.flow_state.get("system_message"))
 
     def get_interface_description(self):
-        key = "input_interface_initialized" if self._is_conversation_initialized() else "input_interface_non_initialized"
+        key = (
+            "input_interface_initialized" if self._is_conversation_initialized() else "input_interface_non_initialized"
+        )
         return {"input": self.flow_config[key], "output": self.flow_config["output_interface"]}
 
     # ~~~ Messages ~~~
@@ -198,10 +214,14 @@ class ChatAtomicFlow(LeanAtomicFlow):
     def _render_user_message(self, input_data: Dict[str, Any]) -> str:
         if self._blocks is not None:  # the messages before it come with it (the memory may be in them)
             self._pending_history, user_message, self._pending_layout = self._blocks.plan(
-                self.flow_state.get("layout"), self.flow_state["previous_messages"], input_data, self._rebuild)
+                self.flow_state.get("layout"), self.flow_state["previous_messages"], input_data, self._rebuild
+            )
             return user_message
-        template = (self.human_message_prompt_template if self._is_conversation_initialized()
-                    else self.init_human_message_prompt_template)
+        template = (
+            self.human_message_prompt_template
+            if self._is_conversation_initialized()
+            else self.init_human_message_prompt_template
+        )
         return template.render_from(input_data, self._where())
 
     def _window(self, messages: List[dict], keep_last: bool = False) -> List[dict]:
@@ -219,9 +239,12 @@ class ChatAtomicFlow(LeanAtomicFlow):
         return [messages[i] for i in sorted(keep)]
 
     def _log_chat_message(self, role: str, content: str) -> None:
-        self._log_message(UpdateMessage_ChatMessage(created_by=self.flow_config["name"],
-                                                    updated_flow=self.flow_config["name"], role=role,
-                                                    content=content), private=True)
+        self._log_message(
+            UpdateMessage_ChatMessage(
+                created_by=self.flow_config["name"], updated_flow=self.flow_config["name"], role=role, content=content
+            ),
+            private=True,
+        )
 
     def prepare_turn(self, input_data: Dict[str, Any]) -> str:
         """Render (or refresh) the system prompt and return this turn's user message.
@@ -236,7 +259,8 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._fitted_user_message = None
         self._pending_system_message = self.flow_state.get("system_message")
         self._system_from_input = not self._is_conversation_initialized() or bool(
-            self.flow_config.get("refresh_system_prompt"))
+            self.flow_config.get("refresh_system_prompt")
+        )
         if self._system_from_input:
             self._pending_system_message = self._render_system_message(input_data)
         return user_message
@@ -250,7 +274,9 @@ class ChatAtomicFlow(LeanAtomicFlow):
         if self._blocks is not None:  # appended to; rebuilt when a block is full
             self.flow_state["layout"] = self._pending_layout
             self.flow_state["previous_messages"] = self._pending_history + [
-                {"role": "user", "content": user_message}, {"role": "assistant", "content": reply}]
+                {"role": "user", "content": user_message},
+                {"role": "assistant", "content": reply},
+            ]
             if self._pending_system_message != self.flow_state.get("system_message"):
                 self.flow_state["system_message"] = self._pending_system_message
                 self._log_chat_message("system", self._pending_system_message)
@@ -340,24 +366,39 @@ class ChatAtomicFlow(LeanAtomicFlow):
             return content
 
         def on_retry(attempt: int, delay: float, info) -> None:
-            get_console().line("warning", f"{where}: {info.reason}; retrying in {delay:.1f}s "
-                                          f"(attempt {attempt + 1} of {self.retry_policy.max_attempts})")
+            get_console().line(
+                "warning",
+                f"{where}: {info.reason}; retrying in {delay:.1f}s "
+                f"(attempt {attempt + 1} of {self.retry_policy.max_attempts})",
+            )
 
         if self.flow_config.get("stream"):  # --stream: the status line counts tokens, long replies show as written
             params["stream"] = True
         try:
-            with get_console().working(f"{breadcrumb(where)}: waiting for the LLM",
-                                       echo=bool(self.flow_config.get("show_stream"))) as status, \
-                    listening_to_streams(status.add):
-                reply, retries = call_with_retries(once, self.retry_policy, where, on_retry=on_retry,
-                                                   deadline=deadline, provider=server.provider())
+            with (
+                get_console().working(
+                    f"{breadcrumb(where)}: waiting for the LLM", echo=bool(self.flow_config.get("show_stream"))
+                ) as status,
+                listening_to_streams(status.add),
+            ):
+                reply, retries = call_with_retries(
+                    once, self.retry_policy, where, on_retry=on_retry, deadline=deadline, provider=server.provider()
+                )
         except LLMCallError as error:
             if budget is not None and (budget.remaining_time() or 1.0) <= 0:
                 check_budget(where)  # the call was cut short by the run's max_time: the budget stops the run
-            if response_format is not None and level != "auto" and self._rejects_format(error) \
-                    and self.flow_config.get("structured_output", "auto") != "auto":
-                raise LLMCallError(f"{error} (structured_output is {level}: set it to auto to let Jarvis find "
-                                   "what the server accepts, or to off)", flow=where, cause=error.cause) from error
+            if (
+                response_format is not None
+                and level != "auto"
+                and self._rejects_format(error)
+                and self.flow_config.get("structured_output", "auto") != "auto"
+            ):
+                raise LLMCallError(
+                    f"{error} (structured_output is {level}: set it to auto to let Jarvis find "
+                    "what the server accepts, or to off)",
+                    flow=where,
+                    cause=error.cause,
+                ) from error
             raise
         info = infos[0]
         self.last_finish_reason = info.finish_reason if info is not None else None
@@ -365,8 +406,15 @@ class ChatAtomicFlow(LeanAtomicFlow):
             prompt_tokens, completion_tokens, reported = info.prompt_tokens, info.completion_tokens, True
         else:
             prompt_tokens, completion_tokens, reported = count_message_tokens(messages), count_tokens(reply), False
-        self.run_context.usage.record(where, prompt_tokens, completion_tokens, time.monotonic() - started, retries,
-                                   model=server.model if server.model != UNKNOWN_MODEL else None, reported=reported)
+        self.run_context.usage.record(
+            where,
+            prompt_tokens,
+            completion_tokens,
+            time.monotonic() - started,
+            retries,
+            model=server.model if server.model != UNKNOWN_MODEL else None,
+            reported=reported,
+        )
         reply = self._without_repetition(reply, where)
         if self.flow_config.get("show_replies"):
             get_console().show("llm", f"{where} replied:", reply)
@@ -385,7 +433,7 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._reply_cap = max(floor, (self._reply_cap or self._fitted_max_tokens or self.reply_tokens()) // 2)
         if not self.handles_repetition:
             get_console().line("warning", f"{where}: {self.last_repetition.describe()}; the reply was stopped there")
-        return reply[:self.last_repetition.keep]
+        return reply[: self.last_repetition.keep]
 
     # ~~~ Structured output ~~~
     def _structured_level(self) -> str:
@@ -396,8 +444,10 @@ class ChatAtomicFlow(LeanAtomicFlow):
             return "off"  # a free-text chat
         mode = str(self.flow_config.get("structured_output") or "auto")
         if mode not in STRUCTURED_OUTPUT_MODES:
-            raise ConfigurationError(f"{self.flow_config['name']}: structured_output must be one of "
-                                     f"{', '.join(STRUCTURED_OUTPUT_MODES)}, not {mode!r}")
+            raise ConfigurationError(
+                f"{self.flow_config['name']}: structured_output must be one of "
+                f"{', '.join(STRUCTURED_OUTPUT_MODES)}, not {mode!r}"
+            )
         if mode != "auto":
             return mode
         return self._server().structured_output
@@ -431,8 +481,11 @@ class ChatAtomicFlow(LeanAtomicFlow):
         lower = STRUCTURED_LEVELS[STRUCTURED_LEVELS.index(level) + 1]
         server.structured_output = lower
         what = f"response_format {lower}" if lower != "off" else "no response_format (replies are read leniently)"
-        get_console().line("warning", f"{server.label} does not accept response_format {level}; "
-                                      f"asking again with {what}, for the rest of the run.")
+        get_console().line(
+            "warning",
+            f"{server.label} does not accept response_format {level}; "
+            f"asking again with {what}, for the rest of the run.",
+        )
         return True
 
     # ~~~ Prompts that fit the context window ~~~
@@ -474,8 +527,11 @@ class ChatAtomicFlow(LeanAtomicFlow):
         if not window or window >= self._context_window() or server.context_window == window:
             return False
         server.context_window = window
-        get_console().line("warning", f"{server.label} has a context window of {window} tokens; prompts are "
-                                      f"shortened to fit it from now on (--context-window {window} says it at start).")
+        get_console().line(
+            "warning",
+            f"{server.label} has a context window of {window} tokens; prompts are "
+            f"shortened to fit it from now on (--context-window {window} says it at start).",
+        )
         return True
 
     def messages_for(self, user_message: str, extra: Optional[List[dict]] = None) -> List[dict]:
@@ -503,16 +559,19 @@ class ChatAtomicFlow(LeanAtomicFlow):
         self._fitted_user_message = self._render_user_message(input_data)
         return True
 
-    def _assemble(self, system_message: str, user_message: str, extra: List[dict],
-                  earlier_limit: Optional[int] = None) -> List[dict]:
+    def _assemble(
+        self, system_message: str, user_message: str, extra: List[dict], earlier_limit: Optional[int] = None
+    ) -> List[dict]:
         if self._blocks is not None:
             conversation = self._pending_history + [{"role": "user", "content": user_message}]
         else:
-            conversation = self._window(self.flow_state["previous_messages"]
-                                        + [{"role": "user", "content": user_message}], keep_last=True)
+            conversation = self._window(
+                self.flow_state["previous_messages"] + [{"role": "user", "content": user_message}], keep_last=True
+            )
         if earlier_limit is not None:
-            conversation = [dict(m, content=shorten(m["content"], earlier_limit)) for m in conversation[:-1]] \
-                + conversation[-1:]
+            conversation = [
+                dict(m, content=shorten(m["content"], earlier_limit)) for m in conversation[:-1]
+            ] + conversation[-1:]
         return [{"role": "system", "content": system_message}] + conversation + extra
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:

@@ -1,10 +1,10 @@
 """ChatFlowModule: one LLM chat with strict prompt templates, a sliding window or a layout for prefix caches, retries
 and token counting."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
 ]
 
-from .ChatAtomicFlow import ChatAtomicFlow  # noqa: E402
 from .backends import (  # noqa: E402
     add_backend_wrapper,
     backend_factory,
@@ -13,6 +13,7 @@ from .backends import (  # noqa: E402
     set_backend_factory,
     with_api_infos,
 )
+from .ChatAtomicFlow import ChatAtomicFlow  # noqa: E402
 from .transcripts import (  # noqa: E402
     ReplayBackend,
     Transcript,

@@ -9,6 +9,7 @@ A config naming aiflows' LiteLLMBackend, which returns only the messages, gets :
 (same constructor, same return value), which also returns a :class:`ResponseInfo` (usage, finish_reason, model) with
 each completion's messages (``Replies``; ``response_info(replies)`` reads it, None from other backends).
 """
+
 from __future__ import annotations
 
 import copy
@@ -16,11 +17,15 @@ import functools
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule import instantiate
-from aiflows_jarvis.CoreFlowModule import remember_secret, url_password
-from aiflows_jarvis.CoreFlowModule import current_run, deprecated_setting
-from aiflows_jarvis.CoreFlowModule import without_lone_surrogates
+from aiflows_jarvis.CoreFlowModule import (
+    ConfigurationError,
+    current_run,
+    deprecated_setting,
+    instantiate,
+    remember_secret,
+    url_password,
+    without_lone_surrogates,
+)
 
 from .repetition import RepetitionGuard
 from .responses import Replies, StreamWatcher, response_info_of
@@ -30,6 +35,7 @@ USAGE_BACKEND = f"{__name__}.UsageLiteLLMBackend"
 
 BackendFactory = Callable[[Dict[str, Any], str], Any]
 BackendWrapper = Callable[[Any, str], Any]
+
 
 def set_backend_factory(factory: Optional[BackendFactory]) -> Optional[BackendFactory]:
     """Deprecated: ``RunContext(backend_factory=...)``."""
@@ -43,8 +49,11 @@ def add_backend_wrapper(wrapper: BackendWrapper) -> None:
 
 def remove_backend_wrapper(wrapper: BackendWrapper) -> None:
     """Deprecated: ``RunContext(backend_wrappers=[...])``."""
-    deprecated_setting("remove_backend_wrapper", "backend_wrappers",
-                       change=lambda wrappers: tuple(w for w in wrappers if w is not wrapper))
+    deprecated_setting(
+        "remove_backend_wrapper",
+        "backend_wrappers",
+        change=lambda wrappers: tuple(w for w in wrappers if w is not wrapper),
+    )
 
 
 @contextmanager
@@ -86,8 +95,9 @@ def usage_litellm_backend_class():
                 messages, info = send(request, n)
             elif merged_params.get("stream", None):
                 merged_params.pop("transport", None)
-                watcher = StreamWatcher(llm_lite.completion(**merged_params), guard=RepetitionGuard(),
-                                        ends_with_finish_reason=True)
+                watcher = StreamWatcher(
+                    llm_lite.completion(**merged_params), guard=RepetitionGuard(), ends_with_finish_reason=True
+                )
                 messages = llm_lite.merge_streams(watcher, n_chat_completion_choices=n)
                 info = watcher.info()
             else:
@@ -166,8 +176,9 @@ def build_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
     the run's wrappers."""
     run = current_run()
     factory = run.backend_factory
-    backend = factory(backend_config, flow_name) if factory is not None else instantiate_backend(backend_config,
-                                                                                                 flow_name)
+    backend = (
+        factory(backend_config, flow_name) if factory is not None else instantiate_backend(backend_config, flow_name)
+    )
     for wrapper in run.backend_wrappers:
         backend = wrapper(backend, flow_name)
     return backend

@@ -16,13 +16,20 @@ already prove it fits) and, if it does not fit, shortened in this order:
 A prompt that still does not fit is never sent: ``ContextOverflow`` says how long it is and what to do; when the goal
 is what does not fit (the prompt would without it), it says so: a long text belongs in a file the goal names.
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import LLMCallError, get_console
-from aiflows_jarvis.CoreFlowModule import shorten, split_log_entries
-from aiflows_jarvis.CoreFlowModule import count_message_tokens, count_tokens, message_tokens_at_most
+from aiflows_jarvis.CoreFlowModule import (
+    LLMCallError,
+    count_message_tokens,
+    count_tokens,
+    get_console,
+    message_tokens_at_most,
+    shorten,
+    split_log_entries,
+)
 
 DEFAULT_SHRINKABLE = ("logs", "code_library", "result", "last_result", "feedback", "plan")
 
@@ -41,10 +48,11 @@ def shrink_logs(text: str) -> Optional[str]:
     entries = split_log_entries(text)
     if len(entries) <= 1:
         return None
-    keep = entries[len(entries) // 2:]
+    keep = entries[len(entries) // 2 :]
     left_out = keep[0][0] - 1
-    return f"[{left_out} earlier entries are left out to fit the model's context window]\n" + \
-        "\n".join(entry for _, entry in keep)
+    return f"[{left_out} earlier entries are left out to fit the model's context window]\n" + "\n".join(
+        entry for _, entry in keep
+    )
 
 
 def shrink_text(text: str, floor: int, target: Optional[int] = None) -> Optional[str]:
@@ -122,8 +130,11 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
     for key in keys:
         while tokens > budget and isinstance(data.get(key), str):
             smaller = shrink_logs(data[key]) if key == "logs" else None
-            smaller = smaller if smaller is not None else shrink_text(data[key], floor,
-                                                                      _share(data[key], messages, tokens, budget))
+            smaller = (
+                smaller
+                if smaller is not None
+                else shrink_text(data[key], floor, _share(data[key], messages, tokens, budget))
+            )
             if smaller is None:
                 break
             data[key] = smaller
@@ -155,17 +166,24 @@ def fit_to_context(flow: Any, user_message: str, extra: List[dict]) -> Tuple[Lis
                     f"{where}: the goal itself ({len(goal):,} characters, about {goal_tokens:,} tokens in the prompt) "
                     f"is what does not fit {server.label}'s context window of {window} tokens, with the rest of the "
                     f"prompt and a reply of at least {minimum} tokens, so it was not sent. Shorten the goal: put the "
-                    "long text in a file and name the file in the goal (\"Summarise notes.txt\"), where the code can "
-                    "read it.", flow=where)
+                    'long text in a file and name the file in the goal ("Summarise notes.txt"), where the code can '
+                    "read it.",
+                    flow=where,
+                )
             raise ContextOverflow(
                 f"{where}: the prompt ({tokens} tokens, shortened from {at_least}{first_tokens}) and a reply of at "
                 f"least {minimum} tokens do not fit {server.label}'s context window of {window} tokens, so it was not "
-                f"sent. {overflow_advice(server)}", flow=where)
+                f"sent. {overflow_advice(server)}",
+                flow=where,
+            )
         max_tokens = room
         shortened.append(f"the reply's max_tokens ({reply_tokens} -> {room})")
     if config.get("announce_fitting", True):
-        get_console().line("info", f"{where}: the prompt was {at_least}{first_tokens} tokens; shortened to {tokens} to "
-                                   f"fit the context window of {window} (shortened: {', '.join(shortened)}).")
+        get_console().line(
+            "info",
+            f"{where}: the prompt was {at_least}{first_tokens} tokens; shortened to {tokens} to "
+            f"fit the context window of {window} (shortened: {', '.join(shortened)}).",
+        )
     return messages, max_tokens
 
 

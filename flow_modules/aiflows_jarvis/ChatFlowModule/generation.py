@@ -17,6 +17,7 @@ With ``stream_options: {include_usage: true}`` the server counts the tokens (a s
 asked without it); where it does not, the chat counts them. The stream is read through a ``RepetitionGuard``: a reply
 that repeats itself is stopped early and its connection closed. The run's ``max_time`` ends a stream still running.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,14 +26,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule import get_run_budget
-
-from aiflows_jarvis.CoreFlowModule import current_run
+from aiflows_jarvis.CoreFlowModule import current_run, get_console, get_run_budget
 
 from . import openai_http
-from .responses import ResponseInfo, StreamWatcher, response_info_of
 from .repetition import RepetitionGuard
+from .responses import ResponseInfo, StreamWatcher, response_info_of
 
 GUESSED_TOKENS_PER_SECOND = 5.0  # a server's speed before one of its replies was measured (a CPU with a small model)
 TIMEOUT_MARGIN = 1.5  # a whole reply is waited for this many times as long as its max_tokens take at that speed
@@ -103,8 +101,12 @@ def _streamed(request: openai_http.DirectRequest, pace: ServerPace, n: int) -> T
     if pace.usage_option:
         body["stream_options"] = {"include_usage": True}
     started = time.monotonic()
-    watcher = StreamWatcher(openai_http.stream(dataclasses.replace(request, body=body)), guard=RepetitionGuard(),
-                            stop_at=_run_end(), on_late=_time_is_up)
+    watcher = StreamWatcher(
+        openai_http.stream(dataclasses.replace(request, body=body)),
+        guard=RepetitionGuard(),
+        stop_at=_run_end(),
+        on_late=_time_is_up,
+    )
     try:
         messages = openai_http.merged_stream_messages(watcher, n)
     except openai_http.APIStatusError as error:
@@ -141,8 +143,10 @@ def _whole(request: openai_http.DirectRequest, pace: ServerPace) -> Tuple[List[d
         faster = max_tokens / elapsed if max_tokens and elapsed > 0 else GUESSED_TOKENS_PER_SECOND
         pace.tokens_per_second = min(pace.tokens_per_second or GUESSED_TOKENS_PER_SECOND, faster) / 2
         error.retry_after = pace.writing_time(max_tokens)
-        error.message = (f"no reply within {timeout:.0f} s; the server may still be writing it (it does not stream, "
-                         "so it cannot be stopped), so the next attempt waits for it to finish")
+        error.message = (
+            f"no reply within {timeout:.0f} s; the server may still be writing it (it does not stream, "
+            "so it cannot be stopped), so the next attempt waits for it to finish"
+        )
         error.args, error.explained = (error.message,), True
         raise
     info = response_info_of(reply)
@@ -160,13 +164,20 @@ def _announce(pace: ServerPace, request: openai_http.DirectRequest) -> None:
 
     if logging.get_verbosity() > logging.INFO:
         return
-    server = request.url[:-len("/chat/completions")] if request.url.endswith("/chat/completions") else request.url
+    server = request.url[: -len("/chat/completions")] if request.url.endswith("/chat/completions") else request.url
     if pace.streams:
-        text = (f"The LLM server at {server} streams its replies: each is waited for as long as tokens come (at most "
-                f"{request.timeout:g} s without one).")
+        text = (
+            f"The LLM server at {server} streams its replies: each is waited for as long as tokens come (at most "
+            f"{request.timeout:g} s without one)."
+        )
     else:
-        speed = f"{pace.tokens_per_second:.1f} tokens/s measured" if pace.tokens_per_second \
+        speed = (
+            f"{pace.tokens_per_second:.1f} tokens/s measured"
+            if pace.tokens_per_second
             else f"{GUESSED_TOKENS_PER_SECOND:g} tokens/s assumed"
-        text = (f"The LLM server at {server} does not stream: a reply is waited for {request.timeout:g} s plus "
-                f"{TIMEOUT_MARGIN:g} times as long as its max_tokens take at {speed}.")
+        )
+        text = (
+            f"The LLM server at {server} does not stream: a reply is waited for {request.timeout:g} s plus "
+            f"{TIMEOUT_MARGIN:g} times as long as its max_tokens take at {speed}."
+        )
     get_console().line("info", text)

@@ -21,6 +21,7 @@ as the logs' own budget, so prompts stay as long at call 200 as at call 20.
 
 ``PromptBlocks.plan`` is pure: it returns the messages of one turn and the state to keep if the turn is committed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,8 +30,7 @@ import os
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import split_log_entries
-from aiflows_jarvis.CoreFlowModule import marks_changed, progress
+from aiflows_jarvis.CoreFlowModule import marks_changed, progress, split_log_entries
 
 LOG_KEY = "logs"
 PLAN_KEY = "plan"
@@ -126,9 +126,14 @@ class PromptBlocks:
       message (the result) from the input.
     """
 
-    def __init__(self, config: Dict[str, Any], updates: Dict[str, Any],
-                 render_memory: Callable[[Dict[str, Any]], str], render_first: Callable[[Dict[str, Any]], str],
-                 render_next: Callable[[Dict[str, Any]], str]):
+    def __init__(
+        self,
+        config: Dict[str, Any],
+        updates: Dict[str, Any],
+        render_memory: Callable[[Dict[str, Any]], str],
+        render_first: Callable[[Dict[str, Any]], str],
+        render_next: Callable[[Dict[str, Any]], str],
+    ):
         self.turns = max(1, int(config.get("turns") or 10))
         self.keep_turns = max(0, int(config.get("keep_turns") if config.get("keep_turns") is not None else 1))
         self.max_chars = int(config.get("max_chars") or 0) or None
@@ -136,14 +141,19 @@ class PromptBlocks:
         self.snapshot_log_entries = int(entries) if entries else None
         self.updates: Dict[str, Tuple[str, Optional[str]]] = {
             key: (value.get("heading", key), value.get("items")) if isinstance(value, dict) else (str(value), None)
-            for key, value in (updates or {}).items()}
-        self.headers: Dict[str, str] = {key: value["headers"] for key, value in (updates or {}).items()
-                                        if isinstance(value, dict) and value.get("headers")}
+            for key, value in (updates or {}).items()
+        }
+        self.headers: Dict[str, str] = {
+            key: value["headers"]
+            for key, value in (updates or {}).items()
+            if isinstance(value, dict) and value.get("headers")
+        }
         self.render_memory, self.render_first, self.render_next = render_memory, render_first, render_next
 
     # ~~~ One turn ~~~
-    def plan(self, state: Optional[Dict[str, Any]], history: List[dict], data: Dict[str, Any],
-             rebuild: bool = False) -> Tuple[List[dict], str, Dict[str, Any]]:
+    def plan(
+        self, state: Optional[Dict[str, Any]], history: List[dict], data: Dict[str, Any], rebuild: bool = False
+    ) -> Tuple[List[dict], str, Dict[str, Any]]:
         """(the messages before the new user message, the new user message, the layout state after the turn).
 
         ``state`` is None for a chat's first call; ``rebuild`` forces a new block (the prompt does not fit)."""
@@ -156,8 +166,9 @@ class PromptBlocks:
             return self._snapshot(history, data, state, first=False)
         return list(history), user, dict(seen, calls=state["calls"] + 1, marks=state["marks"] + [seen["log_seen"]])
 
-    def _snapshot(self, history: List[dict], data: Dict[str, Any], state: Optional[Dict[str, Any]],
-                  first: bool) -> Tuple[List[dict], str, Dict[str, Any]]:
+    def _snapshot(
+        self, history: List[dict], data: Dict[str, Any], state: Optional[Dict[str, Any]], first: bool
+    ) -> Tuple[List[dict], str, Dict[str, Any]]:
         """A new block: the memory now (log entries up to the first kept exchange), the kept exchanges, the new user
         message."""
         kept: List[dict] = []
@@ -168,7 +179,7 @@ class PromptBlocks:
             if self.keep_turns and assistants:
                 start = assistants[-min(self.keep_turns, len(assistants))]
                 kept = history[start:]
-                marks = state["marks"][-len([m for m in kept if m.get("role") == "assistant"]):]
+                marks = state["marks"][-len([m for m in kept if m.get("role") == "assistant"]) :]
                 mark = marks[0] if marks else None
             user, seen = self._next_message(state, history, data, texts=False)  # the snapshot shows them
         logs_text, top = self._snapshot_logs(data, mark)
@@ -177,8 +188,11 @@ class PromptBlocks:
         # A rebuilt block opens with the memory alone: the kept exchanges and the new message follow it.
         opening = "\n\n".join(part for part in (memory, self.render_first(data) if first else "") if part)
         seen_texts = {key: str(data.get(key) or "") for key in self.updates if key != LOG_KEY}
-        items = {key: sorted(_new_items(seen_texts[key], pattern, self.headers.get(key), set()))
-                 for key, (_, pattern) in self.updates.items() if pattern and key in seen_texts}
+        items = {
+            key: sorted(_new_items(seen_texts[key], pattern, self.headers.get(key), set()))
+            for key, (_, pattern) in self.updates.items()
+            if pattern and key in seen_texts
+        }
         if first:
             return [], opening, {"texts": seen_texts, "items": items, "log_seen": top, "calls": 1, "marks": [top]}
         seen = dict(seen, texts=seen_texts, items=items, calls=1)  # the snapshot shows the memory as it is now
@@ -202,10 +216,10 @@ class PromptBlocks:
         start = len(shown) - 1
         while start > 0 and shown[start - 1][0] == shown[start][0] - 1:
             start -= 1
-        picked, recent = shown[:max(start, 0)], shown[max(start, 0):]
+        picked, recent = shown[: max(start, 0)], shown[max(start, 0) :]
         if self.snapshot_log_entries:  # at most that many in all, the picked ones among them
-            picked = picked[-(self.snapshot_log_entries // 2):]
-            recent = recent[-(self.snapshot_log_entries - len(picked)):]
+            picked = picked[-(self.snapshot_log_entries // 2) :]
+            recent = recent[-(self.snapshot_log_entries - len(picked)) :]
         shown = picked + recent
         if shown == entries:
             return text, top
@@ -217,20 +231,24 @@ class PromptBlocks:
             files = data.get("memory_files") if isinstance(data.get("memory_files"), dict) else {}
             name = os.path.basename(str(files.get(LOG_KEY) or "the logs file"))
             if picked:
-                body = (f"[{first - 1} earlier entries are in {name}: the {len(picked)} most relevant to the task "
-                        f"follow, then the last {len(recent)}; {first - 1 - len(picked)} are left out (search_logs "
-                        f"finds them)]\n{body}")
+                body = (
+                    f"[{first - 1} earlier entries are in {name}: the {len(picked)} most relevant to the task "
+                    f"follow, then the last {len(recent)}; {first - 1 - len(picked)} are left out (search_logs "
+                    f"finds them)]\n{body}"
+                )
             else:
                 body = f"[{first - 1} earlier entries are in {name}; the last {len(shown)} follow]\n{body}"
         return body, top
 
-    def _next_message(self, state: Dict[str, Any], history: List[dict], data: Dict[str, Any],
-                      texts: bool = True) -> Tuple[str, Dict[str, Any]]:
+    def _next_message(
+        self, state: Dict[str, Any], history: List[dict], data: Dict[str, Any], texts: bool = True
+    ) -> Tuple[str, Dict[str, Any]]:
         """The user message of a later call (the result, then what changed in the memory; with ``texts`` false,
         only the new log entries) and what is then seen."""
         command, arguments = _last_command(history)
-        parts = [self.render_next(dict(data, result=without_echoes(data["result"], arguments))
-                                  if "result" in data else data)]
+        parts = [
+            self.render_next(dict(data, result=without_echoes(data["result"], arguments)) if "result" in data else data)
+        ]
         result = str(data.get("result") or "")
         seen_texts = dict(state.get("texts") or {})
         seen_items = {key: list(value) for key, value in (state.get("items") or {}).items()}
@@ -264,11 +282,16 @@ class PromptBlocks:
                 parts.append(f"{heading} as you gave it to {command}.")
             elif key == PLAN_KEY and marks_changed(previous, text):  # only done marks: one line, not the plan again
                 marked = marks_changed(previous, text)
-                parts.append(f"Plan: step{'s' if len(marked) > 1 else ''} {', '.join(marked)} now marked done "
-                             f"({progress(text)}).")
+                parts.append(
+                    f"Plan: step{'s' if len(marked) > 1 else ''} {', '.join(marked)} now marked done "
+                    f"({progress(text)})."
+                )
             elif len(text.strip()) >= ECHO_MIN_CHARS and text.strip() in result:
                 parts.append(f"{heading} as the result above says.")  # a re-plan's result holds the new plan
             else:
                 parts.append(f"{heading}:\n{text if text.strip() else '(empty)'}")
-        return "\n\n".join(part for part in parts if part), {"texts": seen_texts, "items": seen_items,
-                                                             "log_seen": log_seen}
+        return "\n\n".join(part for part in parts if part), {
+            "texts": seen_texts,
+            "items": seen_items,
+            "log_seen": log_seen,
+        }

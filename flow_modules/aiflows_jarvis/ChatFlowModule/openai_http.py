@@ -11,6 +11,7 @@ Everything else goes through litellm (:func:`plan_request` returns None): Azure 
 providers, parameters only litellm understands, an HTTP proxy set in the environment, embeddings, and
 ``transport: litellm``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -23,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule import MalformedReply
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, MalformedReply
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = 600.0  # litellm 1.0.0's default request_timeout
@@ -34,14 +34,32 @@ END_WAIT = 1.0
 TRANSPORTS = ("auto", "litellm")
 
 # The chat completion body's fields this transport sends as given; None values are left out (as litellm does).
-BODY_PARAMS = frozenset({
-    "temperature", "top_p", "n", "stream", "stop", "max_tokens", "presence_penalty", "frequency_penalty",
-    "logit_bias", "user", "response_format", "seed", "tools", "tool_choice", "functions", "function_call",
-    "logprobs", "top_logprobs",
-})
+BODY_PARAMS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "n",
+        "stream",
+        "stop",
+        "max_tokens",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "user",
+        "response_format",
+        "seed",
+        "tools",
+        "tool_choice",
+        "functions",
+        "function_call",
+        "logprobs",
+        "top_logprobs",
+    }
+)
 # What the backend passes besides the body (LiteLLMBackend's model and api dict, the timeouts).
-CALL_PARAMS = frozenset({"model", "messages", "api_base", "api_key", "api_version", "request_timeout", "timeout",
-                         "transport"})
+CALL_PARAMS = frozenset(
+    {"model", "messages", "api_base", "api_key", "api_version", "request_timeout", "timeout", "transport"}
+)
 # Bare model names litellm 1.0.0 sends to OpenAI (its open_ai_chat_completion_models are all of these families).
 _OPENAI_MODEL_PREFIXES = ("gpt-3.5", "gpt-4", "gpt-5", "o1", "o3", "o4", "chatgpt-", "ft:gpt-")
 
@@ -150,8 +168,9 @@ def authorization(api_key: Optional[str], credentials: Optional[Tuple[str, str]]
 def _proxied(url: str) -> bool:
     """True if the environment sends requests to ``url`` through a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``,
     ``ALL_PROXY`` and ``NO_PROXY``, as httpx reads them): litellm's httpx then sends it."""
-    if not any(key.lower().endswith("_proxy") and key.lower() != "no_proxy" and value
-               for key, value in os.environ.items()):
+    if not any(
+        key.lower().endswith("_proxy") and key.lower() != "no_proxy" and value for key, value in os.environ.items()
+    ):
         return False  # the usual case, without importing urllib.request
     import urllib.request
 
@@ -169,7 +188,7 @@ def openai_model(model: Any) -> Optional[str]:
         return None
     model = model.strip()
     if model.startswith("openai/"):
-        return model[len("openai/"):] or None
+        return model[len("openai/") :] or None
     if "/" not in model and model.startswith(_OPENAI_MODEL_PREFIXES) and "instruct" not in model:
         return model  # (gpt-3.5-turbo-instruct is a text completion model: litellm sends it to /completions)
     return None
@@ -197,8 +216,13 @@ def plan_request(params: Dict[str, Any]) -> Optional[DirectRequest]:
         return None
     body: Dict[str, Any] = {"model": model, "messages": params.get("messages")}
     # None and empty values are left out, as litellm 1.0.0 leaves out its defaults (functions=[], user="", ...)
-    body.update({key: value for key, value in params.items()
-                 if key in BODY_PARAMS and value is not None and not (isinstance(value, (str, list, dict)) and not value)})
+    body.update(
+        {
+            key: value
+            for key, value in params.items()
+            if key in BODY_PARAMS and value is not None and not (isinstance(value, (str, list, dict)) and not value)
+        }
+    )
     timeout = params.get("request_timeout") or DEFAULT_TIMEOUT  # litellm 1.0.0 ignores `timeout` too
     api_key = params.get("api_key") or os.environ.get("OPENAI_API_KEY")
     return DirectRequest(url, str(api_key) if api_key else None, body, float(timeout), credentials)
@@ -244,8 +268,9 @@ def _connection(url: str, timeout: float) -> Tuple[http.client.HTTPConnection, b
     reused = connection is not None and connection.sock is not None
     if connection is None:
         if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
-                                                     context=_tls_context())
+            connection = http.client.HTTPSConnection(
+                parts.hostname, parts.port, timeout=timeout, context=_tls_context()
+            )
         else:
             connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
         pool[key] = connection
@@ -272,8 +297,11 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
     connection the server had closed meanwhile is opened again once; an error status raises APIStatusError with the
     body read."""
     payload = json.dumps(request.body, ensure_ascii=False).encode("utf-8")  # lone surrogates: UnicodeEncodeError
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if request.stream
-               else "application/json", "User-Agent": "aiflows-jarvis"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream" if request.stream else "application/json",
+        "User-Agent": "aiflows-jarvis",
+    }
     auth = authorization(request.api_key, request.credentials)
     if auth:
         headers["Authorization"] = auth
@@ -288,9 +316,19 @@ def _send(request: DirectRequest) -> Tuple[http.client.HTTPConnection, http.clie
             raise APITimeoutError(f"request timed out after {request.timeout:g} s") from error
         except (OSError, http.client.HTTPException) as error:
             connection.close()
-            stale = isinstance(error, (http.client.RemoteDisconnected, http.client.ImproperConnectionState,
-                                       ConnectionResetError, ConnectionAbortedError, BrokenPipeError)) \
+            stale = (
+                isinstance(
+                    error,
+                    (
+                        http.client.RemoteDisconnected,
+                        http.client.ImproperConnectionState,
+                        ConnectionResetError,
+                        ConnectionAbortedError,
+                        BrokenPipeError,
+                    ),
+                )
                 or type(error).__name__ == "SSLEOFError"
+            )
             if stale and reused and attempt == 1:  # the server closed an idle kept-alive connection: not an answer
                 continue
             raise APIConnectionError(f"connection error: {error!r}") from error
@@ -320,8 +358,9 @@ def _close(connection: http.client.HTTPConnection, response: http.client.HTTPRes
         connection.close()
 
 
-def _read(connection: http.client.HTTPConnection, response: http.client.HTTPResponse, timeout: float,
-          line: bool = False) -> bytes:
+def _read(
+    connection: http.client.HTTPConnection, response: http.client.HTTPResponse, timeout: float, line: bool = False
+) -> bytes:
     """The rest of the body (or its next line); on any failure, Ctrl+C included, the connection is closed (it is
     mid-reply, never to be reused)."""
     try:
@@ -329,8 +368,9 @@ def _read(connection: http.client.HTTPConnection, response: http.client.HTTPResp
     except TimeoutError as error:
         _close(connection, response)
         if line:  # the connection is closed first: a server that stops on a closed connection stops generating
-            stalled = APITimeoutError(f"the streamed reply stalled: nothing came for {timeout:g} s; the connection "
-                                      "was closed")
+            stalled = APITimeoutError(
+                f"the streamed reply stalled: nothing came for {timeout:g} s; the connection was closed"
+            )
             stalled.explained = True
             raise stalled from error
         raise APITimeoutError(f"request timed out after {timeout:g} s (reading the reply)") from error
@@ -354,17 +394,18 @@ def _json(text: str) -> Any:
     try:
         return json.loads(text)
     except RecursionError as error:
-        raise MalformedReply(f"the server's reply ({len(text)} characters) is nested too deeply to be read") \
-            from error
+        raise MalformedReply(f"the server's reply ({len(text)} characters) is nested too deeply to be read") from error
 
 
-def complete_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
-                  request: DirectRequest) -> Dict[str, Any]:
+def complete_body(
+    connection: http.client.HTTPConnection, response: http.client.HTTPResponse, request: DirectRequest
+) -> Dict[str, Any]:
     raw = _read(connection, response, request.timeout)
     reply = _json(raw.decode("utf-8"))
     choices = reply.get("choices") if isinstance(reply, dict) else None
-    if not isinstance(choices, list) or not all(isinstance(choice, dict) and isinstance(choice.get("message"), dict)
-                                                for choice in choices):
+    if not isinstance(choices, list) or not all(
+        isinstance(choice, dict) and isinstance(choice.get("message"), dict) for choice in choices
+    ):
         raise MalformedReply(f"the server's reply is not a completion with choices and messages: {raw[:300]!r}")
     return reply
 
@@ -392,15 +433,17 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
                 if not events:
                     raise MalformedReply("the server sent no event in its streamed reply")
                 if not ended or not going <= ended:
-                    raise StreamCutOff(f"the streamed reply was cut off: the connection closed after {pieces} "
-                                       f"piece{'s' if pieces != 1 else ''} of it, before its end (no finish_reason, "
-                                       "no data: [DONE])")
+                    raise StreamCutOff(
+                        f"the streamed reply was cut off: the connection closed after {pieces} "
+                        f"piece{'s' if pieces != 1 else ''} of it, before its end (no finish_reason, "
+                        "no data: [DONE])"
+                    )
                 finished = True
                 return
             text = line.decode("utf-8").strip()
             if not text.startswith("data:"):
                 continue  # blank lines between events, comments (": ping"), "event:" lines
-            data = text[len("data:"):].strip()
+            data = text[len("data:") :].strip()
             if data == "[DONE]":
                 finished = True
                 if not events:
@@ -428,8 +471,9 @@ def stream(request: DirectRequest) -> Iterator[Dict[str, Any]]:
             _close(connection, response)
 
 
-def _set_read_timeout(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
-                      seconds: float) -> None:
+def _set_read_timeout(
+    connection: http.client.HTTPConnection, response: http.client.HTTPResponse, seconds: float
+) -> None:
     """Wait at most ``seconds`` for each next read of the reply. A response the server closes after (HTTP/1.0,
     ``Connection: close``) holds the socket apart from the connection."""
     sock = connection.sock or getattr(getattr(response.fp, "raw", None), "_sock", None)
@@ -442,12 +486,21 @@ def _set_read_timeout(connection: http.client.HTTPConnection, response: http.cli
 
 def _as_chunk(reply: Dict[str, Any]) -> Dict[str, Any]:
     """A whole completion as one stream chunk (for a server that answers ``stream: true`` without streaming)."""
-    choices = [{"index": choice.get("index", i), "finish_reason": choice.get("finish_reason"),
-                "delta": {"content": (choice.get("message") or {}).get("content")}}
-               for i, choice in enumerate(reply.get("choices") or []) if isinstance(choice, dict)]
+    choices = [
+        {
+            "index": choice.get("index", i),
+            "finish_reason": choice.get("finish_reason"),
+            "delta": {"content": (choice.get("message") or {}).get("content")},
+        }
+        for i, choice in enumerate(reply.get("choices") or [])
+        if isinstance(choice, dict)
+    ]
     # "object" says it is a whole completion: the caller learns that the server does not stream
-    return {**{k: v for k, v in reply.items() if k in ("id", "model", "usage")}, "object": "chat.completion",
-            "choices": choices}
+    return {
+        **{k: v for k, v in reply.items() if k in ("id", "model", "usage")},
+        "object": "chat.completion",
+        "choices": choices,
+    }
 
 
 def _finish_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:

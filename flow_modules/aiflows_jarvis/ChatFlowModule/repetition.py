@@ -16,6 +16,7 @@ Two patterns, both far from what a sound reply does:
 The guard reads each character once: it keeps the unit being written (up to ``MAX_UNIT_CHARS``), the units of the
 last ``MAX_BLOCK_UNITS`` and the last ``_WINDOW_WORDS`` words, so a 10 MB reply costs what ten 1 MB ones do.
 """
+
 from __future__ import annotations
 
 import collections
@@ -95,8 +96,7 @@ class _Units:
     def _unit(self, text: str, end: int) -> Optional[Repetition]:
         number, self.number = self.number, self.number + 1
         if number % 64 == 0:  # forget units too far back to join a loop: they would start a new run anyway
-            self.seen = {unit: entry for unit, entry in self.seen.items()
-                         if number - entry[1][-1] <= MAX_BLOCK_UNITS}
+            self.seen = {unit: entry for unit, entry in self.seen.items() if number - entry[1][-1] <= MAX_BLOCK_UNITS}
         if self.overlong:
             return None
         unit = _normal(text)
@@ -125,7 +125,7 @@ class _Words:
         text, base = self.partial + new, self.offset
         matches = list(_WORD.finditer(text))
         last_open = matches and matches[-1].end() == len(text) and not final
-        for match in (matches[:-1] if last_open else matches):
+        for match in matches[:-1] if last_open else matches:
             word: object = match.group()
             if match.start() == 0 and self.long_word or len(match.group()) > _MAX_WORD_CHARS:
                 word = object()  # equal to no other word
@@ -192,7 +192,7 @@ def find_repetition(text: str) -> Optional[Repetition]:
     itself); its ``keep`` and ``count`` are those of that point, not of the whole text."""
     guard = RepetitionGuard()
     for start in range(0, len(text), CHECK_EVERY):
-        found = guard.feed(text[start:start + CHECK_EVERY])
+        found = guard.feed(text[start : start + CHECK_EVERY])
         if found is not None:
             return found
     return guard.feed("", final=True)

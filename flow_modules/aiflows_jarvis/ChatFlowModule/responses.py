@@ -1,6 +1,7 @@
 """What a completion said besides its text: token usage, why it ended, the model that answered, for replies whole
 or streamed (``StreamWatcher``, which also tells the run's listener each piece of a streamed reply and stops one that
 repeats itself)."""
+
 from __future__ import annotations
 
 import time
@@ -136,8 +137,14 @@ class StreamWatcher:
     the end of its streams itself.)
     """
 
-    def __init__(self, chunks: Any, guard: Any = None, stop_at: Optional[float] = None,
-                 on_late: Optional[Callable[[], None]] = None, ends_with_finish_reason: bool = False):
+    def __init__(
+        self,
+        chunks: Any,
+        guard: Any = None,
+        stop_at: Optional[float] = None,
+        on_late: Optional[Callable[[], None]] = None,
+        ends_with_finish_reason: bool = False,
+    ):
         self._chunks = chunks
         self.ends_with_finish_reason = ends_with_finish_reason
         self.guard, self.stop_at, self.on_late = guard, stop_at, on_late
@@ -154,8 +161,10 @@ class StreamWatcher:
         try:
             for chunk in self._chunks:
                 if chunk is None:  # litellm's stream swallowed an error reading the body
-                    raise StreamCutOff("the streamed reply was cut off: the connection was lost after "
-                                       f"{self.pieces} piece{'s' if self.pieces != 1 else ''} of it")
+                    raise StreamCutOff(
+                        "the streamed reply was cut off: the connection was lost after "
+                        f"{self.pieces} piece{'s' if self.pieces != 1 else ''} of it"
+                    )
                 if _field(chunk, "object") == "chat.completion":
                     self.whole = True
                 if self.model is None and _field(chunk, "model"):
@@ -181,8 +190,10 @@ class StreamWatcher:
                 if self.stop_at is not None and self.on_late is not None and time.monotonic() > self.stop_at:
                     self.on_late()
             if self.finish_reason is None and self.ends_with_finish_reason:
-                raise StreamCutOff(f"the streamed reply was cut off: it ended after {self.pieces} piece"
-                                   f"{'s' if self.pieces != 1 else ''} of it, before its end (no finish_reason)")
+                raise StreamCutOff(
+                    f"the streamed reply was cut off: it ended after {self.pieces} piece"
+                    f"{'s' if self.pieces != 1 else ''} of it, before its end (no finish_reason)"
+                )
         finally:
             close = getattr(self._chunks, "close", None)
             if callable(close):  # a stream left before its end: its connection is closed, not left half read
@@ -190,5 +201,3 @@ class StreamWatcher:
 
     def info(self) -> ResponseInfo:
         return ResponseInfo(self.prompt_tokens, self.completion_tokens, self.finish_reason, self.model)
-
-

@@ -5,6 +5,7 @@ naming it), or says its context window is smaller than assumed, the first chat t
 through the server's ``ServerSettings``, so the discovery costs one request and one line on screen. What a run
 learned is kept in its ``RunContext`` (``servers``): the next run asks again.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,9 +15,13 @@ from typing import Any, Dict, Optional, Tuple
 
 from aiflows.utils import logging
 
-from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule import bare_name, model_info, openai_response_format_support
-from aiflows_jarvis.CoreFlowModule import current_run
+from aiflows_jarvis.CoreFlowModule import (
+    bare_name,
+    current_run,
+    get_console,
+    model_info,
+    openai_response_format_support,
+)
 
 from .backends import unwrap_backend
 from .window_probe import ServerProbe, probe_context_window
@@ -35,11 +40,11 @@ class ServerSettings:
     model: str
     api_base: Optional[str]
     backend_used: str = "openai"
-    structured_output: str = "json_schema"   # the level `auto` asks for now
-    context_window: Optional[int] = None     # learned from the server's own overflow message
+    structured_output: str = "json_schema"  # the level `auto` asks for now
+    context_window: Optional[int] = None  # learned from the server's own overflow message
     assumed_context_window: Optional[int] = None
     known_context_window: Optional[int] = None  # what the server says when asked, else litellm's model map
-    window_source: Optional[str] = None      # where the window came from (said with --verbose)
+    window_source: Optional[str] = None  # where the window came from (said with --verbose)
     _looked_up: bool = field(default=False, repr=False)
     _noted: bool = field(default=False, repr=False)
     _why_unknown: str = field(default="", repr=False)
@@ -65,8 +70,9 @@ class ServerSettings:
     @property
     def askable(self) -> bool:
         """A server of someone else's, reached over HTTP as OpenAI's protocol: it may say its context window."""
-        return bool(self.api_base) and not self.official and self.backend_used == "openai" \
-            and self.model != UNKNOWN_MODEL
+        return (
+            bool(self.api_base) and not self.official and self.backend_used == "openai" and self.model != UNKNOWN_MODEL
+        )
 
     def learn_context_window(self, backend: Any = None) -> Optional[int]:
         """The context window the server states when asked (once per server and run; OpenAI's and Azure's APIs are
@@ -108,16 +114,24 @@ class ServerSettings:
                 return
             self._noted = True
             self.assumed_context_window = tokens
-            said = any(isinstance(other, ServerSettings) and other is not self and other._noted
-                       and other.assumed_context_window and bare_name(other.model) == name
-                       for other in known_servers().values())
+            said = any(
+                isinstance(other, ServerSettings)
+                and other is not self
+                and other._noted
+                and other.assumed_context_window
+                and bare_name(other.model) == name
+                for other in known_servers().values()
+            )
         # replies from a recording or a script have no model whose window to set; another server said it already
         if self.model == UNKNOWN_MODEL or said:
             return
         why = f" ({self._why_unknown})" if self._why_unknown else ""
-        get_console().line("info", f"The context window of {name} is not known{why}; prompts are kept within "
-                                   f"{tokens} tokens (`context_window` in the chat's configuration, or the command "
-                                   "line's --context-window N, says it).")
+        get_console().line(
+            "info",
+            f"The context window of {name} is not known{why}; prompts are kept within "
+            f"{tokens} tokens (`context_window` in the chat's configuration, or the command "
+            "line's --context-window N, says it).",
+        )
 
 
 _LOCK = threading.Lock()
@@ -184,8 +198,9 @@ def server_settings(backend: Any) -> ServerSettings:
         if settings is None:
             settings = ServerSettings(model, api_base, backend_used)
             # OpenAI and Azure: what the model is known to take; any other server is asked, from the top down.
-            settings.structured_output = openai_response_format_support(model) if settings.official \
-                else STRUCTURED_LEVELS[0]
+            settings.structured_output = (
+                openai_response_format_support(model) if settings.official else STRUCTURED_LEVELS[0]
+            )
             servers[key] = settings
     return settings
 

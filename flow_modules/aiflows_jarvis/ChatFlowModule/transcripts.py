@@ -12,6 +12,7 @@ recorded (up to folders, timestamps and addresses, see ``comparable``): a run th
 get replies that no longer fit and end with a recorded answer that is false. A missing reply or another message
 stops the replay with a TranscriptError naming the flow and the call and showing where the messages differ.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,16 +23,16 @@ import time
 from collections import defaultdict, deque
 from typing import Any, Deque, Dict, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import TranscriptError, current_flow_path
-from aiflows_jarvis.CoreFlowModule import BadInputError
-from aiflows_jarvis.CoreFlowModule import redact
+from aiflows_jarvis.CoreFlowModule import BadInputError, TranscriptError, current_flow_path, redact
 
 from .backends import reply_content
 
 FORMAT_VERSION = 1
-WHAT_A_TRANSCRIPT_IS = ("A transcript is the JSON-lines file a recording run (`--record FILE`, or a script's "
-                        "RunContext(backend_wrappers=[TranscriptRecorder(...).wrap])) writes: a header line, then one "
-                        "line per LLM exchange.")
+WHAT_A_TRANSCRIPT_IS = (
+    "A transcript is the JSON-lines file a recording run (`--record FILE`, or a script's "
+    "RunContext(backend_wrappers=[TranscriptRecorder(...).wrap])) writes: a header line, then one "
+    "line per LLM exchange."
+)
 
 
 class UnreadableTranscript(TranscriptError, BadInputError):
@@ -47,8 +48,9 @@ class TranscriptRecorder:
         self._file = open(self.path, "w", encoding="utf-8")
         self._lock = threading.Lock()
         self._calls: Dict[str, int] = defaultdict(int)
-        self._write({"type": "header", "version": FORMAT_VERSION,
-                     "recorded": time.strftime("%Y-%m-%dT%H:%M:%S"), **header})
+        self._write(
+            {"type": "header", "version": FORMAT_VERSION, "recorded": time.strftime("%Y-%m-%dT%H:%M:%S"), **header}
+        )
 
     def _write(self, record: Dict[str, Any]) -> None:
         with self._lock:
@@ -107,15 +109,20 @@ def first_difference(recorded: str, actual: str, width: int = 160) -> str:
         left = a[number] if number < len(a) else "(the recorded message ends here)"
         right = b[number] if number < len(b) else "(this run's message ends here)"
         if left != right:
-            return (f"line {number + 1} of the message:\n  recorded: {left[:width]}\n  this run: {right[:width]}")
+            return f"line {number + 1} of the message:\n  recorded: {left[:width]}\n  this run: {right[:width]}"
     return "(no difference)"
 
 
 class Transcript:
     """A recorded run: its header and, per flow path, the replies in the order they were given."""
 
-    def __init__(self, path: str, header: Dict[str, Any], records: List[Dict[str, Any]],
-                 tool_records: Optional[List[Dict[str, Any]]] = None):
+    def __init__(
+        self,
+        path: str,
+        header: Dict[str, Any],
+        records: List[Dict[str, Any]],
+        tool_records: Optional[List[Dict[str, Any]]] = None,
+    ):
         self.path = path
         self.header = header
         self.records = records
@@ -156,6 +163,7 @@ class Transcript:
     @staticmethod
     def _record(path: str, number: int, raw: bytes) -> Optional[Dict[str, Any]]:
         """Line ``number`` of a transcript as a header or an llm record; None for a blank line."""
+
         def refused(what: str) -> UnreadableTranscript:
             return UnreadableTranscript(f"{path} is not a transcript: line {number} {what}. {WHAT_A_TRANSCRIPT_IS}")
 
@@ -172,13 +180,23 @@ class Transcript:
             raise refused(f"is not valid JSON {what}") from None
         if isinstance(record, dict) and record.get("type") == "header":
             return record
-        if isinstance(record, dict) and record.get("type") == "tool" and isinstance(record.get("flow"), str) \
-                and isinstance(record.get("input"), dict) and isinstance(record.get("observation"), str):
+        if (
+            isinstance(record, dict)
+            and record.get("type") == "tool"
+            and isinstance(record.get("flow"), str)
+            and isinstance(record.get("input"), dict)
+            and isinstance(record.get("observation"), str)
+        ):
             return record
         messages = record.get("messages", []) if isinstance(record, dict) else None
-        if isinstance(record, dict) and record.get("type") == "llm" and isinstance(record.get("flow"), str) \
-                and isinstance(record.get("reply"), str) and isinstance(messages, list) \
-                and all(isinstance(m, dict) for m in messages):
+        if (
+            isinstance(record, dict)
+            and record.get("type") == "llm"
+            and isinstance(record.get("flow"), str)
+            and isinstance(record.get("reply"), str)
+            and isinstance(messages, list)
+            and all(isinstance(m, dict) for m in messages)
+        ):
             return record
         raise refused("is neither a header nor an llm record (with a `flow` and a `reply`)")
 
@@ -221,15 +239,20 @@ class Transcript:
         with self._lock:
             queue = self._tool_queues.get(flow)
             if not queue:
-                raise TranscriptError(f"The transcript {self.path} holds no more tool results for {flow} (it asks "
-                                      f"with {json.dumps(tool_input, ensure_ascii=False)[:200]}): the run has left "
-                                      "the recording.")
+                raise TranscriptError(
+                    f"The transcript {self.path} holds no more tool results for {flow} (it asks "
+                    f"with {json.dumps(tool_input, ensure_ascii=False)[:200]}): the run has left "
+                    "the recording."
+                )
             record = queue.popleft()
-        if comparable(json.dumps(record["input"], sort_keys=True, ensure_ascii=False)) != \
-                comparable(json.dumps(tool_input, sort_keys=True, ensure_ascii=False)):
-            raise TranscriptError(f"The run has left the recording at a tool call of {flow}: it asks with "
-                                  f"{json.dumps(tool_input, ensure_ascii=False)[:200]}, the recording with "
-                                  f"{json.dumps(record['input'], ensure_ascii=False)[:200]}.")
+        if comparable(json.dumps(record["input"], sort_keys=True, ensure_ascii=False)) != comparable(
+            json.dumps(tool_input, sort_keys=True, ensure_ascii=False)
+        ):
+            raise TranscriptError(
+                f"The run has left the recording at a tool call of {flow}: it asks with "
+                f"{json.dumps(tool_input, ensure_ascii=False)[:200]}, the recording with "
+                f"{json.dumps(record['input'], ensure_ascii=False)[:200]}."
+            )
         return record["observation"]
 
     def unused(self) -> int:

@@ -14,6 +14,7 @@ question; a server that does not answer in time, or cannot be reached, is not as
 kept per server for the run (``ServerProbe``), so each server is asked at most once, and only Ollama's per-model
 question is asked again for another model. OpenAI's and Azure's APIs are never asked.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
+
 from aiflows_jarvis.CoreFlowModule import bare_name
 
 from .openai_http import authorization, split_credentials
@@ -40,10 +42,10 @@ class ServerProbe:
     """What one server said about its context window during a run (one per ``api_base``)."""
 
     api_base: str
-    models: Any = None                    # the /models answer (None: not asked yet or no JSON)
-    props: Any = None                     # the /props answer
+    models: Any = None  # the /models answer (None: not asked yet or no JSON)
+    props: Any = None  # the /props answer
     asked: set = field(default_factory=set)
-    unreachable: Optional[str] = None     # why the server is not asked again
+    unreachable: Optional[str] = None  # why the server is not asked again
     shown: Dict[str, Any] = field(default_factory=dict)  # model -> the /api/show answer
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -64,8 +66,13 @@ def _window(value: Any) -> Optional[int]:
     return None
 
 
-def _ask(url: str, api_key: Optional[str], timeout: float, body: Optional[dict] = None,
-         credentials: Optional[Tuple[str, str]] = None) -> Any:
+def _ask(
+    url: str,
+    api_key: Optional[str],
+    timeout: float,
+    body: Optional[dict] = None,
+    credentials: Optional[Tuple[str, str]] = None,
+) -> Any:
     """The JSON answer of ``url`` (None: an HTTP error status or no JSON); raises ``_NoAnswer`` when the server
     does not answer in time or cannot be reached. It is asked as the chat requests are (``openai_http``): with the
     API base's ``credentials`` (its user and password) if it has them, else the API key."""
@@ -98,8 +105,11 @@ def from_models(answer: Any, model: str) -> Optional[int]:
     entries = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(entries, list):
         return None
-    windows = {str(e.get("id")): _window(e.get("max_model_len") or e.get("context_length"))
-               for e in entries if isinstance(e, dict)}
+    windows = {
+        str(e.get("id")): _window(e.get("max_model_len") or e.get("context_length"))
+        for e in entries
+        if isinstance(e, dict)
+    }
     windows = {name: window for name, window in windows.items() if window}
     if model in windows:
         return windows[model]
@@ -127,12 +137,14 @@ def from_show(answer: Any) -> Optional[int]:
         return None
     arch = info.get("general.architecture")
     window = _window(info.get(f"{arch}.context_length")) if arch else None
-    return window or next((_window(v) for k, v in info.items() if str(k).endswith(".context_length") and _window(v)),
-                          None)
+    return window or next(
+        (_window(v) for k, v in info.items() if str(k).endswith(".context_length") and _window(v)), None
+    )
 
 
-def probe_context_window(probe: ServerProbe, model: str, api_key: Optional[str] = None,
-                         timeout: Optional[float] = None) -> Tuple[Optional[int], str]:
+def probe_context_window(
+    probe: ServerProbe, model: str, api_key: Optional[str] = None, timeout: Optional[float] = None
+) -> Tuple[Optional[int], str]:
     """``(window, where it came from)`` for ``model`` at ``probe``'s server, or ``(None, why not)``.
 
     probe: the server's ``ServerProbe`` (what earlier questions of the run found is reused, nothing is asked twice).
@@ -161,8 +173,9 @@ def probe_context_window(probe: ServerProbe, model: str, api_key: Optional[str] 
                 return window, f"the server's {root}/props (n_ctx)"
             if name not in probe.shown and not probe.unreachable:
                 probe.shown[name] = None
-                probe.shown[name] = _ask(f"{root}/api/show", api_key, timeout, body={"model": name, "name": name},
-                                         credentials=credentials)
+                probe.shown[name] = _ask(
+                    f"{root}/api/show", api_key, timeout, body={"model": name, "name": name}, credentials=credentials
+                )
             window = from_show(probe.shown.get(name))
             if window:
                 return window, f"the server's {root}/api/show (Ollama's context length)"

@@ -8,29 +8,21 @@
 The package's own ``__init__.py`` (written into the memory folder) is ``library_init.py``: `from library import f`
 imports only the module that defines ``f``.
 """
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
 ]
 
-from .source import defined_names, definition_spans, library_summary, split_future_imports  # noqa: E402
 from .package import (  # noqa: E402
-    definition_sources,
-    entries_of_source,
     INDEX_FOLDER,
     INDEX_VERSION,
+    definition_sources,
+    entries_of_source,
     legacy_file,
     library_location,
     load_index,
     once_per_version,
     package_dir,
-)
-from .summary import (  # noqa: E402
-    ensure_library,
-    library_entries,
-    library_structure,
-    package_summary,
-    render_entry,
-    summary_head,
 )
 from .save import (  # noqa: E402
     bound_names_of,
@@ -40,6 +32,15 @@ from .save import (  # noqa: E402
     migrate_library,
     save_code,
     used_names,
+)
+from .source import defined_names, definition_spans, library_summary, split_future_imports  # noqa: E402
+from .summary import (  # noqa: E402
+    ensure_library,
+    library_entries,
+    library_structure,
+    package_summary,
+    render_entry,
+    summary_head,
 )
 
 __all__ = [

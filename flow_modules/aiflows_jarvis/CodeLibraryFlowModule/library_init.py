@@ -7,6 +7,7 @@ written (edited by hand) is scanned for its top-level names, so its new names ar
 
 (This text is written by Jarvis as `library/__init__.py` in the memory folder; edit the modules, not this file.)
 """
+
 import importlib as _importlib
 import json as _json
 import os as _os
@@ -38,8 +39,11 @@ def _read(path, encoding, errors="strict"):
 
 def _module_files():
     try:
-        return sorted(entry[:-3] for entry in _os.listdir(_HERE)
-                      if entry.endswith(".py") and not entry.startswith("_") and entry[:-3].isidentifier())
+        return sorted(
+            entry[:-3]
+            for entry in _os.listdir(_HERE)
+            if entry.endswith(".py") and not entry.startswith("_") and entry[:-3].isidentifier()
+        )
     except OSError:
         return []
 
@@ -109,9 +113,11 @@ def _imported(module, name):
             why = "not UTF-8 text: byte 0x%02x at line %d" % (data[at], data.count(b"\n", 0, at) + 1)
         except OSError:
             pass
-    raise ImportError("cannot import name %r from library: library/%s.py, which defines it, does not compile (%s); "
-                      "fix that module (%s)" % (name, module, why, path),
-                      name=__name__ + "." + module) from None
+    raise ImportError(
+        "cannot import name %r from library: library/%s.py, which defines it, does not compile (%s); "
+        "fix that module (%s)" % (name, module, why, path),
+        name=__name__ + "." + module,
+    ) from None
 
 
 def __dir__():

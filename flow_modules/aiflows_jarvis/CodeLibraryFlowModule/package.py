@@ -10,9 +10,11 @@ built again from the modules, and said.
 
 This module reads the package's files and index: where it is (``package_dir``), what each module defines
 (``load_index``, ``module_entries``). Saving and migration are in ``save``; what callers read (the package made or
-migrated first: its entries, structure and the summary prompts show) in ``summary``. Everything here takes the configured `code_library` path: the package itself (`.../library`) or a
-legacy single file (`.../library.py`, migrated into the package beside it on first use).
+migrated first: its entries, structure and the summary prompts show) in ``summary``. Everything here takes the
+configured `code_library` path: the package itself (`.../library`) or a legacy single file (`.../library.py`, migrated
+into the package beside it on first use).
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,11 +26,9 @@ import threading
 import zlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
+from aiflows_jarvis.CoreFlowModule import MemoryFileError, atomic_write, file_lock, read_text, say_rebuilt, shorten
+
 from .source import signature_text
-from aiflows_jarvis.CoreFlowModule import MemoryFileError
-from aiflows_jarvis.CoreFlowModule import atomic_write, read_text, say_rebuilt
-from aiflows_jarvis.CoreFlowModule import file_lock
-from aiflows_jarvis.CoreFlowModule import shorten
 
 PACKAGE = "library"
 INDEX_FOLDER = "_index"
@@ -72,8 +72,11 @@ def stat_of(path: str) -> Optional[List[int]]:
 def module_names(package: str) -> List[str]:
     """The modules of the package, sorted (files `<identifier>.py`, not starting with `_`)."""
     try:
-        return sorted(entry[:-3] for entry in os.listdir(package)
-                      if entry.endswith(".py") and not entry.startswith("_") and entry[:-3].isidentifier())
+        return sorted(
+            entry[:-3]
+            for entry in os.listdir(package)
+            if entry.endswith(".py") and not entry.startswith("_") and entry[:-3].isidentifier()
+        )
     except OSError:
         return []
 
@@ -98,27 +101,53 @@ def entries_of_source(source: str) -> Tuple[str, List[Dict[str, Any]]]:
 
     def digest(node: ast.AST) -> str:  # of the definition's text: tells a resumed task what was saved since
         first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-        return hashlib.sha256("\n".join(lines[first - 1:node.end_lineno]).encode("utf-8")).hexdigest()[:16]
+        return hashlib.sha256("\n".join(lines[first - 1 : node.end_lineno]).encode("utf-8")).hexdigest()[:16]
 
     entries: List[Dict[str, Any]] = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            entries.append({"name": node.name, "kind": "function", "signature": signature_text(node),
-                            "doc": _docstring(node), "line": node.lineno, "digest": digest(node)})
+            entries.append(
+                {
+                    "name": node.name,
+                    "kind": "function",
+                    "signature": signature_text(node),
+                    "doc": _docstring(node),
+                    "line": node.lineno,
+                    "digest": digest(node),
+                }
+            )
         elif isinstance(node, ast.ClassDef):
             bases = ", ".join(ast.unparse(b) for b in node.bases)
-            methods = [[signature_text(item), _docstring(item)] for item in node.body
-                       if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                       and (not item.name.startswith("_") or item.name == "__init__")]
-            entries.append({"name": node.name, "kind": "class", "doc": _docstring(node), "line": node.lineno,
-                            "signature": f"class {node.name}({bases}):" if bases else f"class {node.name}:",
-                            "methods": methods, "digest": digest(node)})
+            methods = [
+                [signature_text(item), _docstring(item)]
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and (not item.name.startswith("_") or item.name == "__init__")
+            ]
+            entries.append(
+                {
+                    "name": node.name,
+                    "kind": "class",
+                    "doc": _docstring(node),
+                    "line": node.lineno,
+                    "signature": f"class {node.name}({bases}):" if bases else f"class {node.name}:",
+                    "methods": methods,
+                    "digest": digest(node),
+                }
+            )
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 if isinstance(target, ast.Name) and not target.id.startswith("_"):
-                    entries.append({"name": target.id, "kind": "constant", "doc": "", "line": node.lineno,
-                                    "signature": shorten(_segment(lines, node) or target.id, 100)})
+                    entries.append(
+                        {
+                            "name": target.id,
+                            "kind": "constant",
+                            "doc": "",
+                            "line": node.lineno,
+                            "signature": shorten(_segment(lines, node) or target.id, 100),
+                        }
+                    )
     return (ast.get_docstring(tree) or "").strip().split("\n")[0], entries
 
 
@@ -127,10 +156,10 @@ def _segment(lines: List[str], node: ast.AST) -> str:
     source again at each call: a module of thousands of constants took minutes)."""
     first, last = node.lineno - 1, node.end_lineno - 1
     if first == last:
-        return lines[first].encode("utf-8")[node.col_offset:node.end_col_offset].decode("utf-8", "replace")
-    head = lines[first].encode("utf-8")[node.col_offset:].decode("utf-8", "replace")
-    tail = lines[last].encode("utf-8")[:node.end_col_offset].decode("utf-8", "replace")
-    return "\n".join([head, *lines[first + 1:last], tail])
+        return lines[first].encode("utf-8")[node.col_offset : node.end_col_offset].decode("utf-8", "replace")
+    head = lines[first].encode("utf-8")[node.col_offset :].decode("utf-8", "replace")
+    tail = lines[last].encode("utf-8")[: node.end_col_offset].decode("utf-8", "replace")
+    return "\n".join([head, *lines[first + 1 : last], tail])
 
 
 def _module_record(package: str, module: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
@@ -186,8 +215,12 @@ def _read_index(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
     if isinstance(value, dict) and value.get("version") != INDEX_VERSION:
         return None, ""
     modules, names = (value.get("modules"), value.get("names")) if isinstance(value, dict) else (None, None)
-    if value is not None and not (isinstance(modules, dict) and all(type(r) is dict for r in modules.values())
-                                  and isinstance(names, dict) and all(type(m) is str for m in names.values())):
+    if value is not None and not (
+        isinstance(modules, dict)
+        and all(type(r) is dict for r in modules.values())
+        and isinstance(names, dict)
+        and all(type(m) is str for m in names.values())
+    ):
         return None, "it is not an index of the library"
     return value, why
 
@@ -196,9 +229,17 @@ def _read_entries(path: str) -> Tuple[Optional[List[Dict[str, Any]]], str, List[
     """``(the entries of a module's index file, "", its fingerprint)``, or ``(None, why they do not read, [])``."""
     value, why, fingerprint = _read_json(path)
     entries = value.get("entries") if isinstance(value, dict) else None
-    if value is not None and not (isinstance(entries, list) and all(
-            type(e) is dict and type(e.get("name")) is str and e.get("kind") in _KINDS
-            and type(e.get("signature")) is str and type(e.get("line")) is int for e in entries)):
+    if value is not None and not (
+        isinstance(entries, list)
+        and all(
+            type(e) is dict
+            and type(e.get("name")) is str
+            and e.get("kind") in _KINDS
+            and type(e.get("signature")) is str
+            and type(e.get("line")) is int
+            for e in entries
+        )
+    ):
         return None, "it is not an index of the module", []
     return entries, why or ("" if value is not None else "it is missing"), fingerprint
 
@@ -235,11 +276,13 @@ def write_index(package: str, index: Dict[str, Any], modules: Dict[str, List[Dic
     atomic_write(_index_path(package), json.dumps(index, ensure_ascii=False))
 
 
-def _reindex(package: str, index: Optional[Dict[str, Any]], stale: List[str],
-             gone: List[str]) -> Dict[str, Any]:
+def _reindex(package: str, index: Optional[Dict[str, Any]], stale: List[str], gone: List[str]) -> Dict[str, Any]:
     """The index with ``stale`` modules parsed again and ``gone`` ones dropped; written to the package."""
-    index = {"version": INDEX_VERSION, "modules": dict((index or {}).get("modules") or {}),
-             "names": dict((index or {}).get("names") or {})}
+    index = {
+        "version": INDEX_VERSION,
+        "modules": dict((index or {}).get("modules") or {}),
+        "names": dict((index or {}).get("names") or {}),
+    }
     redone: Dict[str, List[Dict[str, Any]]] = {}
     changed = set(stale) | set(gone)
     index["names"] = {n: m for n, m in index["names"].items() if m not in changed}
@@ -300,10 +343,9 @@ def load_index(package: str, held: bool = False) -> Dict[str, Any]:
     index, _ = _read_index(names_path)
     stale, gone, _ = _stale_modules(package, index)
     if stale or gone or index is None:
-        with (contextlib.nullcontext() if held else file_lock(package)):
+        with contextlib.nullcontext() if held else file_lock(package):
             index = _rebuilt(package)
-        key = (repr(stat_of(names_path)),
-               repr([(m, stat_of(module_path(package, m))) for m in module_names(package)]))
+        key = (repr(stat_of(names_path)), repr([(m, stat_of(module_path(package, m))) for m in module_names(package)]))
     with _cache_lock:
         _indexes[package] = (key, index)
     return index
@@ -325,7 +367,7 @@ def module_entries(package: str, module: str, held: bool = False) -> List[Dict[s
     if entries is None or (recorded is not None and fingerprint != recorded):
         if not os.path.isfile(module_path(package, module)):
             return []
-        with (contextlib.nullcontext() if held else file_lock(package)):
+        with contextlib.nullcontext() if held else file_lock(package):
             _rebuilt(package, suspects=[module])
         with _cache_lock:
             cached = _module_entries.get(path)
@@ -364,6 +406,7 @@ def definition_sources(code_library: str, names: Iterable[str]) -> Dict[str, Tup
     """``{name: (module, its source)}`` for the ``names`` the library defines (functions and classes), reading only
     the modules that hold them; nothing is migrated (a report reads an old run's `library.py` as it is)."""
     from .source import definition_spans
+
     wanted = set(names)
     package = package_dir(code_library)
     if os.path.isfile(os.path.join(package, "__init__.py")):
@@ -381,5 +424,5 @@ def definition_sources(code_library: str, names: Iterable[str]) -> Dict[str, Tup
         lines = text.split("\n")
         for name, start, end in spans:
             if where.get(name) == module:
-                found[name] = (module, "\n".join(lines[start - 1:end]))
+                found[name] = (module, "\n".join(lines[start - 1 : end]))
     return found

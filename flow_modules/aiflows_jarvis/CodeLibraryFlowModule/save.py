@@ -9,6 +9,7 @@ so that two modules using each other's functions import each other without a cyc
 Every file is replaced atomically, under the library's lock, the module first and its index after: a save killed
 between the two leaves a module the index does not match, indexed again on the next read.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,9 +22,8 @@ import shutil
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-from .source import whole_error, split_future_imports
-from aiflows_jarvis.CoreFlowModule import MemoryFileError
-from aiflows_jarvis.CoreFlowModule import archive_copy, atomic_write, read_text
+from aiflows_jarvis.CoreFlowModule import MemoryFileError, archive_copy, atomic_write, file_lock, read_text
+
 from .package import (
     INDEX_VERSION,
     entries_of_source,
@@ -35,32 +35,56 @@ from .package import (
     stat_of,
     write_index,
 )
-from aiflows_jarvis.CoreFlowModule import file_lock
+from .source import split_future_imports, whole_error
 
 MAX_MODULE_ENTRIES = 200  # a topic's module is continued in `<topic>_2` past this many definitions
 DEFAULT_MODULE = "general"
 # Topics a function is put in by default: (module, its one line, words of names and docstrings that point to it).
-TOPICS: Tuple[Tuple[str, str, frozenset], ...] = tuple((name, line, frozenset(words.split())) for name, line, words in (
-    ("text", "Text: strings, words, formatting and parsing.",
-     "text texts string strings str word words format slug slugify regex sentence sentences char chars characters "
-     "title upper lower split tokens token markdown"),
-    ("files", "Files and paths: reading and writing files and folders.",
-     "file files path paths folder folders directory directories dir csv json yaml read write load save"),
-    ("data", "Data: tables, records, series and statistics.",
-     "data table tables row rows record records stats statistics statistic mean average median growth rate rates "
-     "series sales percent percentage total totals sum count counts column columns dataframe"),
-    ("maths", "Numbers and maths.",
-     "math maths number numbers prime primes factor factors sqrt matrix vector integer integers fibonacci gcd "
-     "factorial divisible round"),
-    ("dates", "Dates and times.", "date dates time times day days month months year years week weeks calendar "
-     "timestamp duration hour hours"),
-    ("charts", "Charts and images: SVG, plots, colours.",
-     "chart charts plot plots svg bar bars graph graphs image images draw drawing color colour colors colours "
-     "figure pie histogram"),
-    ("web", "Web: URLs, HTTP and HTML.", "url urls http https html web request requests download fetch api page"),
-    ("collections", "Lists, dictionaries and other collections.",
-     "list lists dict dicts dictionary items sort sorted unique flatten chunk chunks group merge filter pairs"),
-))
+TOPICS: Tuple[Tuple[str, str, frozenset], ...] = tuple(
+    (name, line, frozenset(words.split()))
+    for name, line, words in (
+        (
+            "text",
+            "Text: strings, words, formatting and parsing.",
+            "text texts string strings str word words format slug slugify regex sentence sentences char chars "
+            "characters title upper lower split tokens token markdown",
+        ),
+        (
+            "files",
+            "Files and paths: reading and writing files and folders.",
+            "file files path paths folder folders directory directories dir csv json yaml read write load save",
+        ),
+        (
+            "data",
+            "Data: tables, records, series and statistics.",
+            "data table tables row rows record records stats statistics statistic mean average median growth rate "
+            "rates series sales percent percentage total totals sum count counts column columns dataframe",
+        ),
+        (
+            "maths",
+            "Numbers and maths.",
+            "math maths number numbers prime primes factor factors sqrt matrix vector integer integers fibonacci gcd "
+            "factorial divisible round",
+        ),
+        (
+            "dates",
+            "Dates and times.",
+            "date dates time times day days month months year years week weeks calendar timestamp duration hour hours",
+        ),
+        (
+            "charts",
+            "Charts and images: SVG, plots, colours.",
+            "chart charts plot plots svg bar bars graph graphs image images draw drawing color colour colors colours "
+            "figure pie histogram",
+        ),
+        ("web", "Web: URLs, HTTP and HTML.", "url urls http https html web request requests download fetch api page"),
+        (
+            "collections",
+            "Lists, dictionaries and other collections.",
+            "list lists dict dicts dictionary items sort sorted unique flatten chunk chunks group merge filter pairs",
+        ),
+    )
+)
 _LINES = {DEFAULT_MODULE: "Functions of no particular topic.", **{name: line for name, line, _ in TOPICS}}
 _WORD = re.compile(r"[a-z]+")
 _MODULE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -78,9 +102,10 @@ def topic_of(name: str, doc: str = "") -> str:
     return best
 
 
-def check_module_name(module: str, defined: Iterable[str] = (), new: Iterable[str] = (),
-                      modules: Iterable[str] = ()) -> str:
-    """"" if ``module`` can name a module of the library and the definitions ``new`` can be saved into it, else a
+def check_module_name(
+    module: str, defined: Iterable[str] = (), new: Iterable[str] = (), modules: Iterable[str] = ()
+) -> str:
+    """ "" if ``module`` can name a module of the library and the definitions ``new`` can be saved into it, else a
     sentence saying why not (and what to do). A name is a module's or a definition's, never both: `from library
     import data` gives the module `data` once it was imported, the function `data` before.
 
@@ -88,18 +113,22 @@ def check_module_name(module: str, defined: Iterable[str] = (), new: Iterable[st
     - ``new``: the names of the code being saved;
     - ``modules``: the library's modules."""
     if not _MODULE_NAME.match(module) or keyword.iskeyword(module):
-        return (f"`{module}` cannot name a library module: use lowercase letters, digits and underscores, starting "
-                "with a letter (e.g. `text`, `charts`)")
+        return (
+            f"`{module}` cannot name a library module: use lowercase letters, digits and underscores, starting "
+            "with a letter (e.g. `text`, `charts`)"
+        )
     if module in set(defined):
         return f"`{module}` is the name of a function or class of the library, so it cannot also name a module"
     modules = set(modules)
     named = [name for name in new if name in modules]
     if named:
         taken = set(defined) | modules | {module}
-        return (f"`{named[0]}` is the name of the library module library/{named[0]}.py, so it cannot also name a "
-                f"function or class (`from library import {named[0]}` would give the module or the function, "
-                f"depending on what was imported first). Rename it (e.g. `{_other_name(named[0], module, taken)}`) "
-                "with write_code, then call save_code again")
+        return (
+            f"`{named[0]}` is the name of the library module library/{named[0]}.py, so it cannot also name a "
+            f"function or class (`from library import {named[0]}` would give the module or the function, "
+            f"depending on what was imported first). Rename it (e.g. `{_other_name(named[0], module, taken)}`) "
+            "with write_code, then call save_code again"
+        )
     return ""
 
 
@@ -158,8 +187,11 @@ def names_of(node: ast.AST) -> Tuple[Set[str], Set[str]]:
 
 def cross_imports(names_by_module: Dict[str, List[str]]) -> str:
     """``from .module import a, b`` lines, one per module."""
-    return "\n".join(f"from .{module} import {', '.join(sorted(set(names)))}  # defined in library/{module}.py"
-                     for module, names in sorted(names_by_module.items()) if names)
+    return "\n".join(
+        f"from .{module} import {', '.join(sorted(set(names)))}  # defined in library/{module}.py"
+        for module, names in sorted(names_by_module.items())
+        if names
+    )
 
 
 def module_text(module: str, futures: List[str], body: str) -> str:
@@ -174,8 +206,12 @@ def _split_module(text: str) -> Tuple[List[str], str, str]:
     """``(futures, docstring line or "", the rest)`` of a module's text."""
     futures, body = split_future_imports(text) if text.strip() else ([], "")
     tree = ast.parse(body)
-    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant) \
-            and isinstance(tree.body[0].value.value, str):
+    if (
+        tree.body
+        and isinstance(tree.body[0], ast.Expr)
+        and isinstance(tree.body[0].value, ast.Constant)
+        and isinstance(tree.body[0].value.value, str)
+    ):
         lines = body.split("\n")
         end = tree.body[0].end_lineno
         return futures, "\n".join(lines[:end]), "\n".join(lines[end:]).strip("\n")
@@ -188,7 +224,7 @@ def _without(text: str, names: Set[str]) -> str:
     for node in sorted(ast.parse(text).body, key=lambda n: -n.lineno):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            del lines[first - 1:node.end_lineno]
+            del lines[first - 1 : node.end_lineno]
     return "\n".join(lines)
 
 
@@ -202,8 +238,9 @@ def _joined(module: str, old_text: str, futures: List[str], body: str) -> str:
     return head + ("\n\n" + rest.strip("\n") + "\n" if rest.strip() else "") + "\n\n" + body.strip("\n") + "\n"
 
 
-def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any],
-                 progress: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+def update_index(
+    package: str, modules: Dict[str, str], index: Dict[str, Any], progress: Optional[Callable[[str], None]] = None
+) -> Dict[str, Any]:
     """Index the modules just written (``{module: text}``; an empty text: the module is gone) over ``index`` (as
     read before they were written: read now, it would find them changed and parse them again) and write the index.
     ``progress`` is told how many modules are indexed, after each."""
@@ -215,8 +252,9 @@ def update_index(package: str, modules: Dict[str, str], index: Dict[str, Any],
     return _write_modules(package, index, found)
 
 
-def _write_modules(package: str, index: Dict[str, Any],
-                   found: Dict[str, Optional[Tuple[str, List[Dict[str, Any]]]]]) -> Dict[str, Any]:
+def _write_modules(
+    package: str, index: Dict[str, Any], found: Dict[str, Optional[Tuple[str, List[Dict[str, Any]]]]]
+) -> Dict[str, Any]:
     """Write the index with the modules of ``found`` (``{module: (docstring, entries)}``, None: gone) as given."""
     index = {"version": INDEX_VERSION, "modules": dict(index["modules"]), "names": dict(index["names"])}
     redone: Dict[str, List[Dict[str, Any]]] = {}
@@ -257,12 +295,21 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
     clashes = sorted(n for n in names if n in where)
     if clashes and not replace:
         places = ", ".join(f"{n} (in library/{where[n]}.py)" for n in clashes)
-        return (f"Nothing was saved: the library already defines {places}. To replace the existing definition, call "
+        return (
+            (
+                f"Nothing was saved: the library already defines {places}. To replace the existing definition, call "
                 "save_code again with replace_existing: true; to keep both, rename the new function with "
-                "write_code."), "", clashes
+                "write_code."
+            ),
+            "",
+            clashes,
+        )
     if not module:
-        module = where[clashes[0]] if clashes else default_module(package, names, entries[0]["doc"] if entries
-                                                                  else doc, index)
+        module = (
+            where[clashes[0]]
+            if clashes
+            else default_module(package, names, entries[0]["doc"] if entries else doc, index)
+        )
     why = check_module_name(module, set(where) | set(names), names, index["modules"])
     if why:
         return f"Nothing was saved: {why}.", module, clashes
@@ -275,9 +322,14 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
     try:
         old_text = read_text(path)
     except MemoryFileError as error:  # (not UTF-8: edited by hand in another encoding; skipped by the index)
-        return (f"Nothing was saved: library/{module}.py cannot be read ({error.reason}), so nothing can be added "
-                "to it: save into another module (the `module` argument), or ask the user to fix that file."), \
-            module, clashes
+        return (
+            (
+                f"Nothing was saved: library/{module}.py cannot be read ({error.reason}), so nothing can be added "
+                "to it: save into another module (the `module` argument), or ask the user to fix that file."
+            ),
+            module,
+            clashes,
+        )
     kept = _without(old_text, set(clashes)) if clashes and module in {where[n] for n in clashes} else old_text
     futures, body = split_future_imports(code)
     outside: Dict[str, List[str]] = {}
@@ -294,8 +346,14 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
         try:
             compile(appended, path, "exec", dont_inherit=True)
         except SyntaxError as error:
-            return (f"Nothing was saved: library/{module}.py would not compile with the code (line "
-                    f"{(error.lineno or 0) + start.count(chr(10))}: {error.msg})."), module, clashes
+            return (
+                (
+                    f"Nothing was saved: library/{module}.py would not compile with the code (line "
+                    f"{(error.lineno or 0) + start.count(chr(10))}: {error.msg})."
+                ),
+                module,
+                clashes,
+            )
         atomic_write(path, start + appended)
         _index_appended(package, index, module, appended, start.count("\n"))
         return "", module, clashes
@@ -303,8 +361,14 @@ def save_code(package: str, code: str, module: Optional[str], replace: bool) -> 
     try:
         compile(new_text, path, "exec", dont_inherit=True)
     except SyntaxError as error:
-        return (f"Nothing was saved: library/{module}.py would not compile with the code (line {error.lineno}: "
-                f"{error.msg})."), module, clashes
+        return (
+            (
+                f"Nothing was saved: library/{module}.py would not compile with the code (line {error.lineno}: "
+                f"{error.msg})."
+            ),
+            module,
+            clashes,
+        )
     if clashes and module in {where[n] for n in clashes}:
         archive_copy(os.path.join(os.path.dirname(package), f"library.{module}.py"), old_text)
     modules_written[module] = new_text
@@ -335,12 +399,14 @@ class _Segment:
         self.used, self.bound = names_of(node)
 
 
-def _segments(text: str, block_chars: int = 1 << 15,
-              progress: Optional[Callable[[str], None]] = None) -> Tuple[List[str], List[_Segment]]:
+def _segments(
+    text: str, block_chars: int = 1 << 15, progress: Optional[Callable[[str], None]] = None
+) -> Tuple[List[str], List[_Segment]]:
     """``(the `from __future__` imports, the other top-level statements)`` of ``text`` (its docstring apart), parsed
     in blocks of about ``block_chars`` (a tree of a whole large library is many times its size); ``progress`` is
     told how much was read after each block."""
     from .source import block_end
+
     futures: List[str] = []
     out: List[_Segment] = []
     start, size, first = 0, block_chars, True
@@ -360,9 +426,9 @@ def _segments(text: str, block_chars: int = 1 << 15,
             previous, body = body[0].end_lineno, body[1:]
         for node in body:
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-                futures.append("\n".join(lines[node.lineno - 1:node.end_lineno]).strip())
+                futures.append("\n".join(lines[node.lineno - 1 : node.end_lineno]).strip())
             else:
-                out.append(_Segment(node, "\n".join(lines[previous:node.end_lineno]).strip("\n")))
+                out.append(_Segment(node, "\n".join(lines[previous : node.end_lineno]).strip("\n")))
             previous = node.end_lineno
         start, size, first = end, block_chars, False
         if progress is not None:
@@ -370,8 +436,9 @@ def _segments(text: str, block_chars: int = 1 << 15,
     return futures, out
 
 
-def plan_migration(text: str, taken: Dict[str, str],
-                   progress: Optional[Callable[[str], None]] = None) -> Tuple[Dict[str, str], List[str], int]:
+def plan_migration(
+    text: str, taken: Dict[str, str], progress: Optional[Callable[[str], None]] = None
+) -> Tuple[Dict[str, str], List[str], int]:
     """``({module: text}, names skipped, definitions placed)`` for a single-file library: each definition in its
     topic's module, each other statement (imports, constants) in every module that uses what it binds (in `general`
     when none does), functions of other modules imported at each module's end. ``taken``: names the package already
@@ -456,13 +523,15 @@ def migrate_library(package: str) -> List[str]:
             progress = status.progress if status is not None else None
             index = load_index(package, held=True) if has_package else {"names": {}}
             try:
-                modules, skipped, moved = plan_migration(text, dict(index["names"]), progress) \
-                    if text and text.strip() else ({}, [], 0)
+                modules, skipped, moved = (
+                    plan_migration(text, dict(index["names"]), progress) if text and text.strip() else ({}, [], 0)
+                )
             except (SyntaxError, ValueError):
                 error = SyntaxError(*whole_error(text))
                 raise MemoryFileError(
                     f"{legacy} does not compile (line {error.lineno}: {error.msg}), so it cannot be moved into the "
-                    f"library package {package}/: fix it, or move it away, then run again.") from None
+                    f"library package {package}/: fix it, or move it away, then run again."
+                ) from None
             if not has_package:
                 staging = os.path.join(folder, f".library-migrating-{os.getpid()}")
                 os.makedirs(staging)
@@ -492,11 +561,15 @@ def migrate_library(package: str) -> List[str]:
             load_index(package, held=True)  # (what the package held besides: a folder made by hand)
     if status is not None:
         from aiflows_jarvis.CoreFlowModule import get_console
-        kept = (f"; {len(skipped)} not moved, as the package defines them (the copy keeps them)" if skipped else "")
+
+        kept = f"; {len(skipped)} not moved, as the package defines them (the copy keeps them)" if skipped else ""
         what = "function or class" if moved == 1 else "functions and classes"
-        get_console().line("info", f"Moved {moved} {what} of {os.path.basename(legacy)} into {len(modules)} "
-                                   f"module(s) of {package}/ in {time.monotonic() - started:.1f} s{kept}; the file "
-                                   f"itself is kept as {copy}.")
+        get_console().line(
+            "info",
+            f"Moved {moved} {what} of {os.path.basename(legacy)} into {len(modules)} "
+            f"module(s) of {package}/ in {time.monotonic() - started:.1f} s{kept}; the file "
+            f"itself is kept as {copy}.",
+        )
     return skipped
 
 
@@ -505,11 +578,15 @@ def _moving(legacy: str, package: str) -> Iterator[Any]:
     """Say that ``legacy`` is being moved into ``package`` and where it is kept; yield the console's ``Status``
     (its ``progress`` shows how far the move is)."""
     from aiflows_jarvis.CoreFlowModule import get_console
+
     console = get_console()
     size = os.lstat(legacy).st_size
     size = f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{max(1, round(size / 1000))} KB"
-    console.line("info", f"Moving {legacy} ({size}) into the library package {package}/, one module per "
-                         f"topic; the file itself is kept in {os.path.join(os.path.dirname(legacy), 'archive')}/.")
+    console.line(
+        "info",
+        f"Moving {legacy} ({size}) into the library package {package}/, one module per "
+        f"topic; the file itself is kept in {os.path.join(os.path.dirname(legacy), 'archive')}/.",
+    )
     with console.working(f"Moving {os.path.basename(legacy)} into {os.path.basename(package)}/") as status:
         yield status
 
@@ -517,9 +594,25 @@ def _moving(legacy: str, package: str) -> Iterator[Any]:
 def library_digests(package: str) -> Dict[str, str]:
     """``{name: digest of its definition}`` of every function and class (from the index: no module is parsed)."""
     index = load_index(package)
-    return {e["name"]: e.get("digest", "") for m in index["modules"] for e in module_entries(package, m)
-            if e["kind"] != "constant"}
+    return {
+        e["name"]: e.get("digest", "")
+        for m in index["modules"]
+        for e in module_entries(package, m)
+        if e["kind"] != "constant"
+    }
 
 
-__all__ = ["MAX_MODULE_ENTRIES", "DEFAULT_MODULE", "TOPICS", "topic_of", "check_module_name", "default_module",
-           "save_code", "plan_migration", "migrate_library", "library_digests", "module_names", "update_index"]
+__all__ = [
+    "MAX_MODULE_ENTRIES",
+    "DEFAULT_MODULE",
+    "TOPICS",
+    "topic_of",
+    "check_module_name",
+    "default_module",
+    "save_code",
+    "plan_migration",
+    "migrate_library",
+    "library_digests",
+    "module_names",
+    "update_index",
+]

@@ -1,5 +1,6 @@
 """The code library as prompts and save_code read it: its signatures and docstrings (a summary bounded in size), the
 names it defines and where, its `from __future__` imports; from one parse per version of its text, block by block."""
+
 from __future__ import annotations
 
 import ast
@@ -37,11 +38,14 @@ class _Block:
 
     def __init__(self, tree: ast.Module, lines: int):
         self.lines = lines
-        self.spans = tuple((n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)
-                           for n in tree.body
-                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
-        self.futures = tuple((n.lineno, n.end_lineno) for n in tree.body
-                             if isinstance(n, ast.ImportFrom) and n.module == "__future__")
+        self.spans = tuple(
+            (n.name, min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno)
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        )
+        self.futures = tuple(
+            (n.lineno, n.end_lineno) for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "__future__"
+        )
 
 
 class _LibraryView:
@@ -51,11 +55,13 @@ class _LibraryView:
         self.error = error  # the SyntaxError's args when the text does not parse
         self.blocks = [(start, end) for start, end, _, _ in blocks]  # where each block's text is
         # (name, first line, last line), 1-based, decorators included, of each top-level function and class
-        self.spans = tuple((name, first + line, last + line)
-                           for _, _, line, block in blocks for name, first, last in block.spans)
+        self.spans = tuple(
+            (name, first + line, last + line) for _, _, line, block in blocks for name, first, last in block.spans
+        )
         self.names = "\n".join(name for name, _, _ in self.spans)
-        self.futures = tuple((first + line, last + line)
-                             for _, _, line, block in blocks for first, last in block.futures)
+        self.futures = tuple(
+            (first + line, last + line) for _, _, line, block in blocks for first, last in block.futures
+        )
         self.summaries: Dict[Optional[int], str] = {}
 
     def check(self) -> None:
@@ -96,8 +102,9 @@ def block_end(source: str, start: int, size: int) -> int:
     return len(source) if found is None else found.start()
 
 
-def _read_blocks(source: str, trees: Dict[int, ast.Module]) -> Tuple[List[Tuple[int, int, int, _Block]],
-                                                                    Optional[tuple]]:
+def _read_blocks(
+    source: str, trees: Dict[int, ast.Module]
+) -> Tuple[List[Tuple[int, int, int, _Block]], Optional[tuple]]:
     """``([(start, end, line before it, block)], None)``, or ``([], the SyntaxError's args)`` if ``source`` does not
     parse. Blocks seen lately (by the digest of their text) are not parsed again; the trees of the first blocks
     parsed (those a summary shows) are put in ``trees``, by where the block starts."""
@@ -120,7 +127,7 @@ def _read_blocks(source: str, trees: Dict[int, ast.Module]) -> Tuple[List[Tuple[
             except (SyntaxError, ValueError):
                 if end < len(source):
                     size *= 2  # cut inside a statement: the block is tried again twice as long (a string of
-                    continue   # megabytes is not parsed again at every block it spans)
+                    continue  # megabytes is not parsed again at every block it spans)
                 return [], whole_error(source)
             if key:
                 with _views_lock:
@@ -207,16 +214,21 @@ def _summary_of(view: _LibraryView, source: str, max_chars: Optional[int], trees
     if error is not None:
         message = error[0] if error else "?"
         line = error[1][1] if error and len(error) > 1 and error[1] else None
-        return f"(the code library does not parse: line {line}: {message})" if line else \
-            f"(the code library does not parse: {message})"
+        return (
+            f"(the code library does not parse: line {line}: {message})"
+            if line
+            else f"(the code library does not parse: {message})"
+        )
     full = _library_blocks(view.nodes(source, trees), "full", max_chars)
     if full is not None:
         return full
     for detail in ("first_line", "signatures"):
         shorter = _library_blocks(view.nodes(source, trees), detail, max_chars)
         if shorter is not None:
-            return f"(the library is large: {'first docstring lines' if detail == 'first_line' else 'signatures'} " \
-                   f"only)\n{shorter}"
+            return (
+                f"(the library is large: {'first docstring lines' if detail == 'first_line' else 'signatures'} "
+                f"only)\n{shorter}"
+            )
     names = [name for name, _, _ in view.spans]
     return shorten(f"(the library is large: names only) {', '.join(names)}", max_chars)
 
@@ -224,6 +236,7 @@ def _summary_of(view: _LibraryView, source: str, max_chars: Optional[int], trees
 def _library_blocks(nodes: Iterator[ast.stmt], detail: str, limit: Optional[int] = None) -> Optional[str]:
     """The summary's blocks at one level of ``detail``; None as soon as they pass ``limit`` characters (a large
     library is not rendered whole three times to learn that it does not fit)."""
+
     def doc(node, indent):
         if detail == "signatures":
             return []
@@ -245,7 +258,8 @@ def _library_blocks(nodes: Iterator[ast.stmt], detail: str, limit: Optional[int]
             lines += doc(node, "    ")
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                        not item.name.startswith("_") or item.name == "__init__"):
+                    not item.name.startswith("_") or item.name == "__init__"
+                ):
                     lines.append("    " + signature_text(item))
                     lines += doc(item, "        ")
             blocks.append("\n".join(lines))
@@ -266,8 +280,8 @@ def split_future_imports(source: str) -> Tuple[List[str], str]:
     lines = source.split("\n")
     futures: List[str] = []
     for first, last in reversed(view.futures):
-        futures.insert(0, "\n".join(lines[first - 1:last]).strip())
-        del lines[first - 1:last]
+        futures.insert(0, "\n".join(lines[first - 1 : last]).strip())
+        del lines[first - 1 : last]
     return futures, "\n".join(lines).strip("\n")
 
 

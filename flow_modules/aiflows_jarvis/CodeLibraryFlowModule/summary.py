@@ -1,6 +1,7 @@
 """The code library as its callers read it: the package made, or migrated from a single `library.py`, first
 (``ensure_library``); its entries (``library_entries``), its structure (``library_structure``) and the summary prompts
 show (``package_summary``), each computed once per version of the package's index."""
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,14 @@ def library_entries(code_library: str) -> List[Dict[str, Any]]:
     only what changed is read again."""
     package = ensure_library(code_library)
     index = load_index(package)
-    return once_per_version(_listed, package, index, lambda: [
-        {"module": module, **entry} for module in index["modules"] for entry in module_entries(package, module)])
+    return once_per_version(
+        _listed,
+        package,
+        index,
+        lambda: [
+            {"module": module, **entry} for module in index["modules"] for entry in module_entries(package, module)
+        ],
+    )
 
 
 def library_structure(code_library: str) -> List[Dict[str, Any]]:
@@ -52,9 +59,11 @@ def library_structure(code_library: str) -> List[Dict[str, Any]]:
     structure = once_per_version(_structured, package, index, lambda: _structure(package, index))
     for module in structure:
         if module["error"]:  # (once per run: the prompts say it at every round)
-            warn_once(f"The code library's module library/{module['module']}.py does not compile "
-                      f"({module['error']}): its functions cannot be imported until it is fixed "
-                      f"({module_path(package, module['module'])}).")
+            warn_once(
+                f"The code library's module library/{module['module']}.py does not compile "
+                f"({module['error']}): its functions cannot be imported until it is fixed "
+                f"({module_path(package, module['module'])})."
+            )
     return structure
 
 
@@ -67,8 +76,9 @@ def _structure(package: str, index: Dict[str, Any]) -> List[Dict[str, Any]]:
         line = f"{doc} ({listed})" if doc and names else doc or listed or "(empty)"
         if record.get("error"):
             line = f"(does not parse: {record['error']})"
-        out.append({"module": module, "line": shorten(line, 110), "count": len(names),
-                    "error": record.get("error", "")})
+        out.append(
+            {"module": module, "line": shorten(line, 110), "count": len(names), "error": record.get("error", "")}
+        )
     return out
 
 
@@ -84,6 +94,7 @@ def structure_text(structure: List[Dict[str, Any]], max_chars: Optional[int] = N
 def render_entry(entry: Dict[str, Any], detail: str = "full") -> str:
     """One entry as the summary (and the memory index) shows it: signature, and its docstring whole, by its first
     line, or not at all."""
+
     def doc_lines(doc: str, indent: str) -> List[str]:
         if detail == "signatures":
             return []
@@ -132,17 +143,22 @@ def _join(parts: List[str], separator: str) -> str:
 LARGE_LIBRARY = "(the library is large"  # how a summary's entries start when they did not fit whole
 
 
-def summary_head(code_library: str, max_chars: Optional[int] = None,
-                 structure: Optional[List[Dict[str, Any]]] = None) -> str:
+def summary_head(
+    code_library: str, max_chars: Optional[int] = None, structure: Optional[List[Dict[str, Any]]] = None
+) -> str:
     """The start of the library's summary: its structure (modules, one line each) within half of ``max_chars``.
     ``structure``: ``library_structure``'s, when the caller has it."""
     structure = library_structure(code_library) if structure is None else structure
     return structure_text(structure, max_chars // 2 if max_chars else None)
 
 
-def package_summary(code_library: str, max_chars: Optional[int] = None,
-                    chosen: Optional[Iterable[Tuple[str, str]]] = None, note: str = "",
-                    whole_only: bool = False) -> Optional[str]:
+def package_summary(
+    code_library: str,
+    max_chars: Optional[int] = None,
+    chosen: Optional[Iterable[Tuple[str, str]]] = None,
+    note: str = "",
+    whole_only: bool = False,
+) -> Optional[str]:
     """What prompts show of the library: its structure (modules, one line each), then the signatures and docstrings
     of ``chosen`` entries (``(module, name)`` pairs; default every entry, modules in order) under their modules'
     headers, within ``max_chars``: beyond it the docstrings are cut to their first line, then only signatures are

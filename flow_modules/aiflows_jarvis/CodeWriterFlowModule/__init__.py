@@ -1,4 +1,5 @@
 """CodeWriterFlowModule: writes and tests one library function with the user, until the code is accepted."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/ControllerFlowModule", "revision": "main"},

@@ -1,4 +1,5 @@
 """CoderFlowModule: a boss that reaches a goal with code: it extends the code library and runs code, with the user."""
+
 dependencies = [
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
     {"url": "aiflows/ExtendLibraryFlowModule", "revision": "main"},

@@ -5,12 +5,9 @@ import json
 from typing import Any, Dict, List, Optional
 
 from aiflows_jarvis.ChatFlowModule import ChatAtomicFlow
-from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, get_console
-from aiflows_jarvis.CoreFlowModule import shorten
-from aiflows_jarvis.CoreFlowModule import plan_as_shown
+from aiflows_jarvis.CoreFlowModule import StrictJinjaPrompt, get_console, plan_as_shown, shorten
 
 from .commands import InvalidReply, commands_from_config, example_reply, read_command, render_commands, reply_schema
-
 
 # An invalid reply is shown back to the model with its correction, cut to this many characters (head and tail): a
 # server that ignores max_tokens could otherwise send a huge reply that travels in every retry.
@@ -131,32 +128,41 @@ class ControllerAtomicFlow(ChatAtomicFlow):
             except InvalidReply as error:
                 problem = self._cut_off_problem() if self.last_finish_reason == "length" else str(error)
                 self.run_context.usage.record_correction(self._where())
-                get_console().line("warning", f"{self._where()}: invalid reply ({problem})"
-                                              + (" - asking again" if attempt < max_corrections else ""))
+                get_console().line(
+                    "warning",
+                    f"{self._where()}: invalid reply ({problem})"
+                    + (" - asking again" if attempt < max_corrections else ""),
+                )
                 correction = self.correction_prompt.format(
-                    problem=problem, commands=", ".join(c.name for c in self.commands),
+                    problem=problem,
+                    commands=", ".join(c.name for c in self.commands),
                     example=example_reply(self.commands),
                 )
-                extra += [{"role": "assistant", "content": shorten(reply, ECHOED_REPLY_CHARS)},
-                          {"role": "user", "content": correction}]
+                extra += [
+                    {"role": "assistant", "content": shorten(reply, ECHOED_REPLY_CHARS)},
+                    {"role": "user", "content": correction},
+                ]
                 continue
             for kind in repairs:
                 self.run_context.usage.record_repair(self._where(), kind)
             # A repaired reply is kept as the protocol wants it: the model sees its last move in the right form.
-            self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}) if repairs
-                             else reply)
+            self.commit_turn(user_message, json.dumps({"command": command, "command_args": args}) if repairs else reply)
             return {"command": command, "command_args": args}
         return {
             "controller_error": f"the controller gave {max_corrections + 1} invalid replies in a row; "
-                                f"the last problem: {problem}",
+            f"the last problem: {problem}",
         }
 
     def _repetition_problem(self) -> str:
-        return (f"{self.last_repetition.describe('Your reply')} and was stopped there. Reply with one JSON "
-                "object, once, and write nothing twice.")
+        return (
+            f"{self.last_repetition.describe('Your reply')} and was stopped there. Reply with one JSON "
+            "object, once, and write nothing twice."
+        )
 
     def _cut_off_problem(self) -> str:
         limit = f" ({self._fitted_max_tokens or self.reply_tokens()} tokens)"
-        return (f"Your reply was cut off at the max_tokens limit{limit} before the JSON object was complete. Reply "
-                "with a shorter command: for long code, split the work into several steps (one function or one "
-                "part of the script per command).")
+        return (
+            f"Your reply was cut off at the max_tokens limit{limit} before the JSON object was complete. Reply "
+            "with a shorter command: for long code, split the work into several steps (one function or one "
+            "part of the script per command)."
+        )

@@ -2,24 +2,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-
-import jinja2
 from typing import Any, Dict, List, Optional
 
+import jinja2
 from aiflows.base_flows import CircularFlow
 
 from aiflows_jarvis.CoreFlowModule import (
     LeanCircularFlow,
     RunStopped,
+    breadcrumb,
+    config_key_path,
     current_flow_path,
     get_console,
     get_input_source,
+    last_within,
+    mark_steps_done,
+    plan_steps,
+    shorten,
+    undone_steps,
 )
-from aiflows_jarvis.CoreFlowModule import breadcrumb
-from aiflows_jarvis.CoreFlowModule import config_key_path
-from aiflows_jarvis.CoreFlowModule import shorten
-from aiflows_jarvis.CoreFlowModule import last_within
-from aiflows_jarvis.CoreFlowModule import mark_steps_done, plan_steps, undone_steps
 
 from .command_config import STEP_ARGUMENT, TOOLS_BRANCH, declared_by_classes, derive_commands, with_step_argument
 
@@ -48,8 +49,18 @@ _TOLD = "results_to_tell"  # what the controller reads next: its last command's 
 _HUSHED = "step_hushed"  # the command being run says nothing of its step: a finish made by code follows
 # The summary of a finish made because the plan is done (the loop's last result follows it).
 PLAN_DONE = "Every step of the plan is done."
-_LOOP_KEYS = (_REPEAT_SIGNATURE, _REPEAT_COUNT, _NOT_EXECUTED_NOTE, _DECIDED_QUEUE, _DECIDED, _OPENED, _WORK_RESULTS,
-              _GATHER, _TOLD, _HUSHED)
+_LOOP_KEYS = (
+    _REPEAT_SIGNATURE,
+    _REPEAT_COUNT,
+    _NOT_EXECUTED_NOTE,
+    _DECIDED_QUEUE,
+    _DECIDED,
+    _OPENED,
+    _WORK_RESULTS,
+    _GATHER,
+    _TOLD,
+    _HUSHED,
+)
 
 
 def command_signature(command: str, args: Dict[str, Any]) -> str:
@@ -126,8 +137,9 @@ def _boss_output(output: Dict[str, Any], status: str, name: str) -> str:
     if result and result not in parts[0]:
         parts.append(f"What it returned:\n{result}")
     extra = {k: v for k, v in output.items() if k not in ("summary", "result", "status")}
-    parts += [f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)}"
-              for k, v in extra.items()]
+    parts += [
+        f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)}" for k, v in extra.items()
+    ]
     return "\n\n".join(parts)
 
 
@@ -202,8 +214,13 @@ class ControllerExecutorFlow(LeanCircularFlow):
         """``config`` with the controller's commands and the executor's branches derived from ``commands`` (see
         ``command_config.derive_commands``); ``where`` is its key path in messages (default: where it is being
         built)."""
-        return derive_commands(config, where or config_key_path(config), cls.LOOP_COMMANDS, check,
-                               declared_by_classes(cls, ControllerExecutorFlow))
+        return derive_commands(
+            config,
+            where or config_key_path(config),
+            cls.LOOP_COMMANDS,
+            check,
+            declared_by_classes(cls, ControllerExecutorFlow),
+        )
 
     @classmethod
     def instantiate_from_config(cls, config: Dict[str, Any]):
@@ -277,8 +294,9 @@ class ControllerExecutorFlow(LeanCircularFlow):
         result = self.flow_state.get("last_work_result", self.flow_state.get("result", ""))
         work = self.flow_state.get(_WORK_RESULTS) or []
         if self.flow_state.get(_GATHER) and len(work) > 1:  # the plan is done, and no controller summed it up
-            result = _last_within([f"{command}: {text}" for command, text in work],
-                                  int(self.flow_config.get("max_result_chars", 3000)))
+            result = _last_within(
+                [f"{command}: {text}" for command, text in work], int(self.flow_config.get("max_result_chars", 3000))
+            )
         return {"summary": str(command_args.get("summary", "")), "status": "finished", "result": result}
 
     # ~~~ Bookkeeping by code ~~~
@@ -289,8 +307,9 @@ class ControllerExecutorFlow(LeanCircularFlow):
         spec = (self.flow_config.get("commands") or {}).get(command) or self._tools().get(command)
         return spec if isinstance(spec, dict) else {}
 
-    def _render_decision(self, decision: Dict[str, Any], output: Optional[Dict[str, Any]] = None
-                         ) -> Optional[Dict[str, Any]]:
+    def _render_decision(
+        self, decision: Dict[str, Any], output: Optional[Dict[str, Any]] = None
+    ) -> Optional[Dict[str, Any]]:
         """``{command, command_args}`` of a decision made by code (an opening command, a command's `then`), its
         argument templates rendered over the state and the branch's ``output``; None when its `when` is false. An
         argument that renders empty is left out (an optional one the state does not give)."""
@@ -359,8 +378,11 @@ class ControllerExecutorFlow(LeanCircularFlow):
         if not queue:
             return None
         decided = queue.pop(0)
-        if decided["command"] == "finish" and not decided.pop("marked", False) \
-                and "update_plan" in (self.flow_config.get("commands") or {}):
+        if (
+            decided["command"] == "finish"
+            and not decided.pop("marked", False)
+            and "update_plan" in (self.flow_config.get("commands") or {})
+        ):
             rest = undone_steps(str(self.flow_state.get("plan") or ""))
             if rest:  # once: a plan file that cannot be marked does not hold the finish back
                 queue.insert(0, {**decided, "marked": True})
@@ -375,8 +397,10 @@ class ControllerExecutorFlow(LeanCircularFlow):
 
     def on_not_executed(self, command: str, count: int, note: str) -> Dict[str, Any]:
         """State updates when a repeated command is not executed: the controller reads why, and the user's answer."""
-        return {"result": f"`{command}` was NOT executed: you issued it {count} times in a row with the same "
-                          f"arguments. The user says what to do instead: {note}"}
+        return {
+            "result": f"`{command}` was NOT executed: you issued it {count} times in a row with the same "
+            f"arguments. The user says what to do instead: {note}"
+        }
 
     # ~~~ Topology interfaces ~~~
     @CircularFlow.output_msg_payload_processor
@@ -385,8 +409,11 @@ class ControllerExecutorFlow(LeanCircularFlow):
         if output_payload.get("controller_error"):
             reason = output_payload["controller_error"]
             get_console().line("error", f"{self._shown_where()}: {reason}")
-            return {early_exit_key: True, "status": f"stopped: {reason}",
-                    "summary": f"{self.flow_config['name']} stopped: {reason}"}
+            return {
+                early_exit_key: True,
+                "status": f"stopped: {reason}",
+                "summary": f"{self.flow_config['name']} stopped: {reason}",
+            }
         command, args = output_payload["command"], output_payload.get("command_args") or {}
         self._show_step(command, args)
         if command == "finish":
@@ -398,9 +425,12 @@ class ControllerExecutorFlow(LeanCircularFlow):
             if not note:
                 reason = f"stuck: {command} issued {count} times in a row with the same arguments"
                 get_console().line("warning", f"{self._shown_where()}: stopped: {reason}")
-                return {early_exit_key: True, "status": f"stopped: {reason}",
-                        "summary": f"{self.flow_config['name']} stopped: its controller issued `{command}` {count} "
-                                   f"times in a row with the same arguments, so it was stuck."}
+                return {
+                    early_exit_key: True,
+                    "status": f"stopped: {reason}",
+                    "summary": f"{self.flow_config['name']} stopped: its controller issued `{command}` {count} "
+                    f"times in a row with the same arguments, so it was stuck.",
+                }
             self.flow_state[_NOT_EXECUTED_NOTE] = note
         return {"command": command, "command_args": args}
 
@@ -424,8 +454,9 @@ class ControllerExecutorFlow(LeanCircularFlow):
             console.step(where, command, silent=True)
             return
         shows_goal = getattr(branch, "shows_goal_whole", None)
-        quiet = command in (self.flow_config.get("arguments_shown_by_branch") or _SHOWN_BY_BRANCH) or \
-            bool(callable(shows_goal) and shows_goal())
+        quiet = command in (self.flow_config.get("arguments_shown_by_branch") or _SHOWN_BY_BRANCH) or bool(
+            callable(shows_goal) and shows_goal()
+        )
         shown = {key: value for key, value in args.items() if key != STEP_ARGUMENT}
         console.step(where, self._tools().get(command, {}).get("shown_as") or command, shown, quiet=quiet)
 
@@ -458,8 +489,11 @@ class ControllerExecutorFlow(LeanCircularFlow):
             return None
         where = self._shown_where()
         try:
-            answer = source.ask(f"The controller of {where} issued `{command}` with the same arguments {count} times "
-                                f"in a row. What should it do instead? (Enter to stop this loop)", kind="question")
+            answer = source.ask(
+                f"The controller of {where} issued `{command}` with the same arguments {count} times "
+                f"in a row. What should it do instead? (Enter to stop this loop)",
+                kind="question",
+            )
         except KeyboardInterrupt:
             raise RunStopped from None
         return answer.strip() or None
@@ -503,8 +537,9 @@ class ControllerExecutorFlow(LeanCircularFlow):
             return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
         note = self.flow_state.pop(_NOT_EXECUTED_NOTE, None)
         if note:  # the user said what to do instead of a command the controller keeps repeating
-            return None, self.on_not_executed(self.flow_state.get("command", "?"),
-                                              int(self.flow_state.get(_REPEAT_COUNT) or 0), note)
+            return None, self.on_not_executed(
+                self.flow_state.get("command", "?"), int(self.flow_state.get(_REPEAT_COUNT) or 0), note
+            )
         try:
             with get_console().steps_hushed(bool(self.flow_state.pop(_HUSHED, False))):
                 return super()._call_flow_from_state(goal, input_interface, flow, output_interface)
@@ -530,8 +565,9 @@ class ControllerExecutorFlow(LeanCircularFlow):
         where = self._shown_where()
         get_console().line("warning", f"\nInterrupted `{branch}` (in {where}).")
         try:
-            note = source.ask(f"What should the controller of {where} do instead? (Enter to stop the whole run)",
-                              kind="question")
+            note = source.ask(
+                f"What should the controller of {where} do instead? (Enter to stop the whole run)", kind="question"
+            )
         except KeyboardInterrupt:
             raise RunStopped from None
         if not note.strip():

@@ -13,16 +13,14 @@ configuration adds its own, changes one, or leaves one out (``name: null``), as 
 its class's. The controller lists a loop's own commands first, then those declared by its class, then by the class's
 bases: the more general a declaration, the later (``finish``, declared by the controller, comes last).
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Sequence
 
 from aiflows.utils.general_helpers import recursive_dictionary_update
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule import default_value
-from aiflows_jarvis.CoreFlowModule import flow_class
-from aiflows_jarvis.CoreFlowModule import copy_config
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, copy_config, default_value, flow_class
 
 _MISSING = object()
 
@@ -71,8 +69,9 @@ def declared_by_classes(cls: type, base: type) -> List[List[str]]:
     levels = []
     while isinstance(cls, type) and issubclass(cls, base):
         commands = default_value(cls, "commands")
-        levels.append([name for name, spec in commands.items() if spec is not None] if isinstance(commands, dict)
-                      else [])
+        levels.append(
+            [name for name, spec in commands.items() if spec is not None] if isinstance(commands, dict) else []
+        )
         cls = cls.__base__
     return levels
 
@@ -88,8 +87,13 @@ def in_declaration_order(names: Iterable[str], declared_by: Sequence[Iterable[st
     return sorted(names, key=lambda name: levels.get(name, -1))
 
 
-def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[str] = ("finish",),
-                    check: bool = True, declared_by: Sequence[Iterable[str]] = ()) -> Dict[str, Any]:
+def derive_commands(
+    config: Dict[str, Any],
+    where: str,
+    loop_commands: Iterable[str] = ("finish",),
+    check: bool = True,
+    declared_by: Sequence[Iterable[str]] = (),
+) -> Dict[str, Any]:
     """``config`` with the controller's commands and the executor's branches derived from its ``commands``.
 
     The result shares what it does not change with ``config`` (which is not modified); its ``commands`` keep the
@@ -128,8 +132,10 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
             continue
         if not isinstance(spec, dict):
             if check:
-                raise ConfigurationError(f"{where}.commands.{name}: must be a mapping {{description, input_args, "
-                                         f"flow}}, not {type(spec).__name__}")
+                raise ConfigurationError(
+                    f"{where}.commands.{name}: must be a mapping {{description, input_args, "
+                    f"flow}}, not {type(spec).__name__}"
+                )
             continue
         spec = dict(spec)
         flows[name] = spec.pop("flow", _MISSING)
@@ -150,13 +156,17 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
         key = origin.get(name, f"{told_key}.{name} (in the controller's class YAML)")
         if name in loop_commands:
             if check and (isinstance(flow, dict) or override is not None):
-                raise ConfigurationError(f"{key}: `{name}` is run by the loop itself and takes no flow; remove "
-                                         f"its flow (and any branch {branch_key}.{name}).")
+                raise ConfigurationError(
+                    f"{key}: `{name}` is run by the loop itself and takes no flow; remove "
+                    f"its flow (and any branch {branch_key}.{name})."
+                )
             continue
         if flow is not _MISSING and flow is not None and not isinstance(flow, dict):
             if check:
-                raise ConfigurationError(f"{key}.flow: must be a flow's configuration (a mapping with a "
-                                         f"`_target_`), not {type(flow).__name__}")
+                raise ConfigurationError(
+                    f"{key}.flow: must be a flow's configuration (a mapping with a "
+                    f"`_target_`), not {type(flow).__name__}"
+                )
             continue
         branch = flow if isinstance(flow, dict) else {}
         if isinstance(override, dict):  # merged into a copy of the flow; the override's leaves are shared
@@ -165,7 +175,8 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
             if check:
                 raise ConfigurationError(
                     f"{key}: no flow. Give the command the flow that runs it, `flow: {{_target_: "
-                    f"package.Class.instantiate_from_default_config, ...}}`, or remove the command.")
+                    f"package.Class.instantiate_from_default_config, ...}}`, or remove the command."
+                )
             continue
         branches[name] = branch
     tools = config.get("tools")
@@ -176,12 +187,16 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
         if isinstance(overrides.get(TOOLS_BRANCH), dict):
             branch = recursive_dictionary_update(copy_config(branch), overrides[TOOLS_BRANCH])
         if check and (not isinstance(tools, dict) or "_target_" not in branch):
-            raise ConfigurationError(f"{tools_key}: must be a mapping with the `flow` that runs the run's tools, "
-                                     "`tools: {flow: {_target_: package.Class.instantiate_from_default_config}}`, "
-                                     "or null")
+            raise ConfigurationError(
+                f"{tools_key}: must be a mapping with the `flow` that runs the run's tools, "
+                "`tools: {flow: {_target_: package.Class.instantiate_from_default_config}}`, "
+                "or null"
+            )
         if check and TOOLS_BRANCH in named:
-            raise ConfigurationError(f"{where}.commands.{TOOLS_BRANCH}: `{TOOLS_BRANCH}` is the branch that runs the "
-                                     f"tools ({tools_key}); give the command another name.")
+            raise ConfigurationError(
+                f"{where}.commands.{TOOLS_BRANCH}: `{TOOLS_BRANCH}` is the branch that runs the "
+                f"tools ({tools_key}); give the command another name."
+            )
         if "_target_" in branch:
             branches[TOOLS_BRANCH] = branch
     for name in overrides:
@@ -190,14 +205,18 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
         if name not in named and check:
             raise ConfigurationError(
                 f"{branch_key}.{name}: no command. A branch runs a command: declare it under {where}.commands."
-                f"{name} with its description, input_args and flow (or remove the branch).")
+                f"{name} with its description, input_args and flow (or remove the branch)."
+            )
     if check and "finish" in loop_commands and "finish" not in named:
-        raise ConfigurationError(f"{where}.commands: no `finish`; the loop ends when the controller calls it. "
-                                 "Declare it: `finish: {description: ..., input_args: [summary]}`.")
+        raise ConfigurationError(
+            f"{where}.commands: no `finish`; the loop ends when the controller calls it. "
+            "Declare it: `finish: {description: ..., input_args: [summary]}`."
+        )
 
     if config.get("bookkeeping_by_code", True):
-        declared = {name: with_step_argument(spec) if spec.get("carries_steps") else spec
-                    for name, spec in declared.items()}
+        declared = {
+            name: with_step_argument(spec) if spec.get("carries_steps") else spec for name, spec in declared.items()
+        }
     derived = dict(config)
     derived["commands"] = declared
     if isinstance(tools, dict):
@@ -208,4 +227,3 @@ def derive_commands(config: Dict[str, Any], where: str, loop_commands: Iterable[
     subflows.update(Controller=controller, Executor=executor)
     derived["subflows_config"] = subflows
     return derived
-

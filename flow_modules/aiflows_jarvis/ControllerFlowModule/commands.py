@@ -6,6 +6,7 @@ wrapped in a code fence, surrounded by prose, written as a Python dict, or has t
 named. Anything ambiguous (two objects, a cut-off object, no JSON at all) raises ``InvalidReply`` whose message says
 exactly what is wrong, for the model.
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,9 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule import shorten
-from aiflows_jarvis.CoreFlowModule import without_lone_surrogates
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, shorten, without_lone_surrogates
 
 # JSON-Schema type names an argument can be declared with (`arg_types` in the YAML); undeclared ones are strings.
 ARG_TYPES = ("string", "integer", "number", "boolean", "array", "object")
@@ -70,38 +69,60 @@ def commands_from_config(config: Dict[str, Any], where: str) -> List[Command]:
             if arg not in arguments:
                 raise ConfigurationError(
                     f"{where}: `arg_types` of command {name!r} names {arg!r}, which is not one of its arguments "
-                    f"(input_args and optional_args: {', '.join(arguments) or 'none'})")
+                    f"(input_args and optional_args: {', '.join(arguments) or 'none'})"
+                )
             if type_name not in ARG_TYPES:
-                raise ConfigurationError(f"{where}: `arg_types` of command {name!r} gives {arg!r} the type "
-                                         f"{type_name!r}; the types are {', '.join(ARG_TYPES)}")
+                raise ConfigurationError(
+                    f"{where}: `arg_types` of command {name!r} gives {arg!r} the type "
+                    f"{type_name!r}; the types are {', '.join(ARG_TYPES)}"
+                )
         arg_notes = spec.get("arg_notes") or {}
         if not isinstance(arg_notes, dict) or any(arg not in arguments for arg in arg_notes):
-            raise ConfigurationError(f"{where}: `arg_notes` of command {name!r} must map its arguments "
-                                     f"({', '.join(arguments) or 'none'}) to what they mean")
+            raise ConfigurationError(
+                f"{where}: `arg_notes` of command {name!r} must map its arguments "
+                f"({', '.join(arguments) or 'none'}) to what they mean"
+            )
         arg_schemas = spec.get("arg_schemas") or {}
-        if not isinstance(arg_schemas, dict) or any(arg not in arguments or not isinstance(schema, dict)
-                                                    for arg, schema in arg_schemas.items()):
-            raise ConfigurationError(f"{where}: `arg_schemas` of command {name!r} must map its arguments "
-                                     f"({', '.join(arguments) or 'none'}) to JSON-schema keywords (enum, items)")
-        commands.append(Command(str(name), str(spec["description"]).strip(), lists["input_args"],
-                                lists["optional_args"], {str(a): str(t) for a, t in arg_types.items()},
-                                {str(a): str(t) for a, t in arg_notes.items()},
-                                {str(a): dict(schema) for a, schema in arg_schemas.items()}))
+        if not isinstance(arg_schemas, dict) or any(
+            arg not in arguments or not isinstance(schema, dict) for arg, schema in arg_schemas.items()
+        ):
+            raise ConfigurationError(
+                f"{where}: `arg_schemas` of command {name!r} must map its arguments "
+                f"({', '.join(arguments) or 'none'}) to JSON-schema keywords (enum, items)"
+            )
+        commands.append(
+            Command(
+                str(name),
+                str(spec["description"]).strip(),
+                lists["input_args"],
+                lists["optional_args"],
+                {str(a): str(t) for a, t in arg_types.items()},
+                {str(a): str(t) for a, t in arg_notes.items()},
+                {str(a): dict(schema) for a, schema in arg_schemas.items()},
+            )
+        )
     # `finish` comes from the base config, so it would be listed first; the model reads it best last.
     return sorted(commands, key=lambda c: c.name == "finish")
 
 
 def render_commands(commands: List[Command]) -> str:
     def arg(command: Command, name: str) -> str:
-        said = [t for t in (command.type_of(name) if command.type_of(name) != "string" else "",
-                            command.arg_notes.get(name, "")) if t]
+        said = [
+            t
+            for t in (
+                command.type_of(name) if command.type_of(name) != "string" else "",
+                command.arg_notes.get(name, ""),
+            )
+            if t
+        ]
         return f"{name} ({': '.join(said)})" if said else name
 
     lines = []
     for i, command in enumerate(commands, 1):
         args = ", ".join(arg(command, a) for a in command.input_args) if command.input_args else "(none)"
-        optional = (f"; optional: {', '.join(arg(command, a) for a in command.optional_args)}"
-                    if command.optional_args else "")
+        optional = (
+            f"; optional: {', '.join(arg(command, a) for a in command.optional_args)}" if command.optional_args else ""
+        )
         lines.append(f"{i}. {command.name}: {command.description} Input arguments: {args}{optional}")
     return "\n".join(lines)
 
@@ -129,8 +150,9 @@ _PLACEHOLDERS = {"string": "...", "integer": 0, "number": 0, "boolean": False, "
 def example_reply(commands: List[Command]) -> str:
     """A well-formed reply calling the first command, for corrections."""
     first = commands[0]
-    return json.dumps({"command": first.name,
-                       "command_args": {a: _PLACEHOLDERS[first.type_of(a)] for a in first.input_args}})
+    return json.dumps(
+        {"command": first.name, "command_args": {a: _PLACEHOLDERS[first.type_of(a)] for a in first.input_args}}
+    )
 
 
 # ~~~ The reply schema ~~~
@@ -144,8 +166,9 @@ def _scalar_schema(type_name: str, enum: Any = None) -> Dict[str, Any]:
     return schema
 
 
-def _arg_schema(type_name: str, strict: bool, nullable: bool, note: str = "",
-                extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def _arg_schema(
+    type_name: str, strict: bool, nullable: bool, note: str = "", extra: Optional[Dict[str, Any]] = None
+) -> Dict[str, Any]:
     """One argument's schema in a dialect. ``extra`` (``Command.arg_schemas``) adds a scalar's ``enum`` and an
     array's ``items``; what strict mode cannot carry (a free-form object, an array of objects) comes as JSON text,
     which reading decodes."""
@@ -178,14 +201,20 @@ def _args_schema(command: Command, strict: bool) -> Dict[str, Any]:
     """``command_args`` of ``command``: exactly its arguments. Strict mode lists every property in ``required``, so
     the optional ones may be null (reading drops a null optional argument) and their descriptions say they are
     optional; elsewhere only the input arguments are required."""
+
     def schema(arg: str, nullable: bool) -> Dict[str, Any]:
-        return _arg_schema(command.type_of(arg), strict, nullable, command.arg_notes.get(arg, ""),
-                           command.arg_schemas.get(arg))
+        return _arg_schema(
+            command.type_of(arg), strict, nullable, command.arg_notes.get(arg, ""), command.arg_schemas.get(arg)
+        )
 
     properties = {a: schema(a, False) for a in command.input_args}
     properties.update({a: schema(a, strict) for a in command.optional_args})
-    return {"type": "object", "properties": properties,
-            "required": list(properties) if strict else list(command.input_args), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if strict else list(command.input_args),
+        "additionalProperties": False,
+    }
 
 
 def reply_schema(commands: List[Command], dialect: str) -> Dict[str, Any]:
@@ -210,12 +239,15 @@ def reply_schema(commands: List[Command], dialect: str) -> Dict[str, Any]:
         }
         return {"type": "json_schema", "json_schema": {"name": "command", "strict": True, "schema": schema}}
     if dialect == "json_object":
-        variants = [{
-            "type": "object",
-            "properties": {"command": {"const": c.name}, "command_args": _args_schema(c, strict=False)},
-            "required": ["command", "command_args"],
-            "additionalProperties": False,
-        } for c in commands]
+        variants = [
+            {
+                "type": "object",
+                "properties": {"command": {"const": c.name}, "command_args": _args_schema(c, strict=False)},
+                "required": ["command", "command_args"],
+                "additionalProperties": False,
+            }
+            for c in commands
+        ]
         return {"type": "json_object", "schema": {"oneOf": variants}}
     raise ValueError(f"unknown structured-output dialect {dialect!r}; the dialects are {', '.join(DIALECTS)}")
 
@@ -273,11 +305,12 @@ def _fix_json(text: str) -> Tuple[str, List[str]]:
         ch = text[i]
         if in_string:
             if ch == "\\":
-                following = text[i + 1:i + 2]
-                valid = following in _JSON_ESCAPES and (following != "u" or set(text[i + 2:i + 6]) <= _HEX
-                                                        and len(text[i + 2:i + 6]) == 4)
+                following = text[i + 1 : i + 2]
+                valid = following in _JSON_ESCAPES and (
+                    following != "u" or set(text[i + 2 : i + 6]) <= _HEX and len(text[i + 2 : i + 6]) == 4
+                )
                 if valid:
-                    out.append(text[i:i + 2])
+                    out.append(text[i : i + 2])
                     i += 2
                     continue
                 out.append("\\\\")
@@ -290,7 +323,7 @@ def _fix_json(text: str) -> Tuple[str, List[str]]:
         elif ch == '"':
             in_string = True
         elif ch == ",":
-            rest = text[i + 1:].lstrip()
+            rest = text[i + 1 :].lstrip()
             if rest[:1] in ("}", "]"):
                 if "trailing comma" not in repairs:
                     repairs.append("trailing comma")
@@ -310,7 +343,7 @@ def _pythonize(text: str) -> str:
         ch = text[i]
         if quote:
             if ch == "\\":
-                out.append(text[i:i + 2])
+                out.append(text[i : i + 2])
                 i += 2
                 continue
             if ch == quote:
@@ -377,23 +410,29 @@ def _extract_object(text: str, by_name: Dict[str, Command]) -> Tuple[Any, List[s
         if isinstance(value, dict):
             objects.append(((start, end), value, repairs))
     # A bit of prose with braces in it ("use {name} as ...") is not an attempt at the command.
-    broken = [(span, e) for span, e in broken if "command" in text[span[0]:span[1]] or span == (0, len(text))]
+    broken = [(span, e) for span, e in broken if "command" in text[span[0] : span[1]] or span == (0, len(text))]
     commands = [o for o in objects if _looks_like_command(o[1], by_name)]
     if commands:
         objects = commands
 
     if unclosed is not None and not objects:
-        raise InvalidReply("Your reply stops before the JSON object is complete: it was probably cut off for length. "
-                           "Reply with a shorter command (for long code, split the work into several steps).")
+        raise InvalidReply(
+            "Your reply stops before the JSON object is complete: it was probably cut off for length. "
+            "Reply with a shorter command (for long code, split the work into several steps)."
+        )
     if len(objects) + len(broken) + (unclosed is not None) > 1:
         if len(objects) > 1 and not broken and unclosed is None and all(o[1] == objects[0][1] for o in objects):
-            raise InvalidReply(f"Your reply repeats the same command {len(objects)} times. Send it once: exactly one "
-                               "JSON object, nothing else.")
+            raise InvalidReply(
+                f"Your reply repeats the same command {len(objects)} times. Send it once: exactly one "
+                "JSON object, nothing else."
+            )
         what = f"{len(objects)} JSON objects" if len(objects) > 1 else "more than one JSON object"
         if broken or unclosed is not None:
             what += " (not all of them complete or valid)"
-        raise InvalidReply(f"Your reply has {what}; it must hold exactly one command. Reply with the one JSON "
-                           "object of the command to run next, and nothing else.")
+        raise InvalidReply(
+            f"Your reply has {what}; it must hold exactly one command. Reply with the one JSON "
+            "object of the command to run next, and nothing else."
+        )
     if not objects:
         if broken:
             (start, end), span_error = broken[0]
@@ -401,8 +440,10 @@ def _extract_object(text: str, by_name: Dict[str, Command]) -> Tuple[Any, List[s
                 raise InvalidReply(f"Your reply is not valid JSON ({span_error}).")
             raise InvalidReply(f"The JSON object in your reply is not valid JSON ({span_error}).")
         if _YAML_COMMAND.search(text):
-            raise InvalidReply("Your reply is not valid JSON: it looks like YAML. Write the command as one JSON "
-                               "object, with double quotes around keys and strings.")
+            raise InvalidReply(
+                "Your reply is not valid JSON: it looks like YAML. Write the command as one JSON "
+                "object, with double quotes around keys and strings."
+            )
         raise InvalidReply("Your reply is not valid JSON: it holds no JSON object, only text.")
 
     (start, end), value, repairs = objects[0]
@@ -434,8 +475,11 @@ def _normalize_keys(obj: Dict[str, Any], by_name: Dict[str, Command]) -> Tuple[D
         if len(aliases) == 1 and others == {aliases[0]}:
             obj = {("command_args" if k == aliases[0] else k): v for k, v in obj.items()}
             repairs.append("key names")
-        elif command is not None and others <= set(command.input_args + command.optional_args) \
-                and (others or not command.input_args):
+        elif (
+            command is not None
+            and others <= set(command.input_args + command.optional_args)
+            and (others or not command.input_args)
+        ):
             # {"command": "finish", "summary": "..."}: the arguments beside the command
             obj = {"command": obj["command"], "command_args": {k: obj[k] for k in obj if k != "command"}}
             repairs.append("flat arguments")
@@ -483,8 +527,10 @@ def _coerce(value: Any, type_name: str, command: str, arg: str) -> Tuple[Any, bo
     article = "an" if type_name[0] in "aeiou" else "a"
     if got == "null":
         raise InvalidReply(f"Argument {arg!r} of command {command!r} is null; give it {article} {type_name}.")
-    raise InvalidReply(f"Argument {arg!r} of command {command!r} must be {article} {type_name}, "
-                       f"not {'an' if got[0] in 'aeiou' else 'a'} {got}.")
+    raise InvalidReply(
+        f"Argument {arg!r} of command {command!r} must be {article} {type_name}, "
+        f"not {'an' if got[0] in 'aeiou' else 'a'} {got}."
+    )
 
 
 def read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, Any], List[str]]:
@@ -500,8 +546,10 @@ def read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, An
         name, args, repairs = _read_command(reply, commands)
         args = without_lone_surrogates(args)
     except RecursionError:
-        raise InvalidReply("Your reply is nested too deeply to read. Reply with one flat JSON object: "
-                           "{\"command\": ..., \"command_args\": {...}} with text, number or boolean values.") from None
+        raise InvalidReply(
+            "Your reply is nested too deeply to read. Reply with one flat JSON object: "
+            '{"command": ..., "command_args": {...}} with text, number or boolean values.'
+        ) from None
     return name, args, repairs
 
 
@@ -526,10 +574,12 @@ def _read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, A
         elif isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
             value, repairs = value[0], ["array wrapper"]
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        raise InvalidReply(f"Your reply is a list of {len(value)} objects; it must be exactly one JSON object, the "
-                           "command to run next.")
+        raise InvalidReply(
+            f"Your reply is a list of {len(value)} objects; it must be exactly one JSON object, the "
+            "command to run next."
+        )
     if not isinstance(value, dict):
-        raise InvalidReply("Your reply must be a JSON object with the keys \"command\" and \"command_args\".")
+        raise InvalidReply('Your reply must be a JSON object with the keys "command" and "command_args".')
     parsed, more = _normalize_keys(value, by_name)
     repairs += more
 
@@ -538,8 +588,9 @@ def _read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, A
         raise InvalidReply(f"Your reply has no {' and no '.join(repr(k) for k in missing)} key.")
     extra = sorted(set(parsed) - {"command", "command_args"}, key=str)
     if extra:
-        raise InvalidReply(f"Your reply has keys other than \"command\" and \"command_args\": {_listed(extra, repr)}. "
-                           "Remove them.")
+        raise InvalidReply(
+            f'Your reply has keys other than "command" and "command_args": {_listed(extra, repr)}. Remove them.'
+        )
     name = parsed["command"]
     if not isinstance(name, str) or name not in by_name:
         raise InvalidReply(f"{_listed([name], repr)} is not a command. The commands are: {', '.join(by_name)}.")
@@ -556,7 +607,7 @@ def _read_command(reply: str, commands: List[Command]) -> Tuple[str, Dict[str, A
             args = decoded
             repairs += ["args as string"] + more
     if not isinstance(args, dict):
-        raise InvalidReply("\"command_args\" must be a JSON object mapping argument names to values.")
+        raise InvalidReply('"command_args" must be a JSON object mapping argument names to values.')
     args = {k: v for k, v in args.items() if not (v is None and k in command.optional_args)}
 
     missing_args = [a for a in command.input_args if a not in args]

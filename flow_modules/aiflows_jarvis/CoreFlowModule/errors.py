@@ -1,4 +1,5 @@
 """Typed errors. Errors caused by the model go back to the model; these stop a run with a message a user can act on."""
+
 from __future__ import annotations
 
 

@@ -11,7 +11,7 @@ def shorten(text: str, limit: int) -> str:
     head = int(limit * 0.7)
     tail = max(0, limit - head)
     cut = len(text) - head - tail
-    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[len(text) - tail:] if tail else ''}"
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[len(text) - tail :] if tail else ''}"
 
 
 def one_line(text: object, limit: int) -> str:

@@ -4,11 +4,8 @@ import re
 from typing import Any, Dict, List
 
 from aiflows_jarvis.AbstractBossFlowModule import AbstractBossFlow
-from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule import MemoryFileError
-from aiflows_jarvis.CodeLibraryFlowModule import ensure_library
-from aiflows_jarvis.CodeLibraryFlowModule import library_digests
-from aiflows_jarvis.CoreFlowModule import atomic_write, read_text
+from aiflows_jarvis.CodeLibraryFlowModule import ensure_library, library_digests
+from aiflows_jarvis.CoreFlowModule import MemoryFileError, atomic_write, get_console, read_text
 from aiflows_jarvis.UpdatePlanFlowModule.UpdatePlanAtomicFlow import (
     describe_update,
     mark_steps_done,
@@ -74,13 +71,15 @@ class ExtendLibraryFlow(AbstractBossFlow):
         plan_path = memory_files["plan"]
         plan = read_text(plan_path)
         marked = mark_steps_done(plan, steps_done_by_saving(plan, saved))
-        saved_note = (f"{', '.join(saved)} {'was' if len(saved) == 1 else 'were'} saved into the library before the "
-                      "run stopped")
+        saved_note = (
+            f"{', '.join(saved)} {'was' if len(saved) == 1 else 'were'} saved into the library before the run stopped"
+        )
         if marked == plan:
             return f"{saved_note}; the plan has no step naming {'it' if len(saved) == 1 else 'them'} left to mark done."
         atomic_write(plan_path, marked)
-        get_console().show("plan", f"{self.flow_config['name']}: the plan, with the saved functions marked done:",
-                           marked)
+        get_console().show(
+            "plan", f"{self.flow_config['name']}: the plan, with the saved functions marked done:", marked
+        )
         return f"{saved_note}. {describe_update(plan, marked)}"
 
     @staticmethod

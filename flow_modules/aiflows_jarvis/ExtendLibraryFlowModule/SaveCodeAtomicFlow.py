@@ -5,46 +5,69 @@ import hashlib
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from aiflows_jarvis.CodeLibraryFlowModule import (
+    check_module_name,
+    default_module,
+    defined_names,
+    definition_spans,
+    ensure_library,
+    entries_of_source,
+    load_index,
+    save_code,
+)
 from aiflows_jarvis.CoreFlowModule import (
     APPROVAL,
     LeanAtomicFlow,
     MemoryFileError,
+    file_lock,
     get_console,
     get_input_source,
     is_approval,
+    memory_path,
+    shown_path,
 )
-from aiflows_jarvis.CodeLibraryFlowModule import ensure_library, entries_of_source, load_index
-from aiflows_jarvis.CodeLibraryFlowModule import check_module_name, default_module, save_code
-from aiflows_jarvis.CoreFlowModule import shown_path
-from aiflows_jarvis.CoreFlowModule import file_lock
-from aiflows_jarvis.CodeLibraryFlowModule import defined_names, definition_spans
-from aiflows_jarvis.CoreFlowModule import memory_path
 
 
 def definition_digests(source: str) -> Dict[str, str]:
     """``{name: digest of its source}`` for the top-level functions and classes of ``source``, to tell later which
     were added or changed (SyntaxError propagates)."""
     lines = source.split("\n")
-    return {name: hashlib.sha256("\n".join(lines[start - 1:end]).encode("utf-8")).hexdigest()
-            for name, start, end in definition_spans(source)}
+    return {
+        name: hashlib.sha256("\n".join(lines[start - 1 : end]).encode("utf-8")).hexdigest()
+        for name, start, end in definition_spans(source)
+    }
 
 
 # Top-level statements a library may hold: they define names. (An assignment's value is computed on import, e.g.
 # `PATTERN = re.compile(...)`: that is how constants are made, so assignments are accepted whatever they call.)
-_DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
-                ast.AnnAssign, ast.AugAssign, ast.Pass) + ((ast.TypeAlias,) if hasattr(ast, "TypeAlias") else ())
+_DEFINITIONS = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+    ast.AugAssign,
+    ast.Pass,
+) + ((ast.TypeAlias,) if hasattr(ast, "TypeAlias") else ())
 # Blocks whose bodies are checked with the same rule (conditional imports, `try: import ujson except ImportError`).
 _BLOCKS = (ast.If, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
     """``if __name__ == "__main__":`` (either order of the comparison)."""
-    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
-            and isinstance(node.test.ops[0], ast.Eq)):
+    if not (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and len(node.test.ops) == 1
+        and isinstance(node.test.ops[0], ast.Eq)
+    ):
         return False
     sides = [node.test.left, node.test.comparators[0]]
-    return (any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
-            and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
+    )
 
 
 def statements_run_on_import(body: List[ast.stmt], nested: bool = False) -> List[ast.stmt]:
@@ -72,7 +95,7 @@ def statements_run_on_import(body: List[ast.stmt], nested: bool = False) -> List
 def _describe(code: str, node: ast.stmt, limit: int = 60) -> str:
     """``line N: `statement` `` with the statement cut to its first line and ``limit`` characters."""
     text = (ast.get_source_segment(code, node) or type(node).__name__).strip().split("\n")[0]
-    return f"line {node.lineno}: `{text if len(text) <= limit else text[:limit - 3] + '...'}`"
+    return f"line {node.lineno}: `{text if len(text) <= limit else text[: limit - 3] + '...'}`"
 
 
 class SaveCodeAtomicFlow(LeanAtomicFlow):
@@ -127,10 +150,12 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         if on_import:
             shown = "; ".join(_describe(code, node) for node in on_import[:3])
             more = f" (and {len(on_import) - 3} more)" if len(on_import) > 3 else ""
-            why = (f"Nothing was saved: the code has top-level statements that would run every time the library is "
-                   f"imported or reloaded: {shown}{more}. The library may hold only imports, function and class "
-                   "definitions and constants. Remove these statements from the code (call write_code to revise it), "
-                   "then save_code again; to run them, use run_code (e.g. `from library import ...` first).")
+            why = (
+                f"Nothing was saved: the code has top-level statements that would run every time the library is "
+                f"imported or reloaded: {shown}{more}. The library may hold only imports, function and class "
+                "definitions and constants. Remove these statements from the code (call write_code to revise it), "
+                "then save_code again; to run them, use run_code (e.g. `from library import ...` first)."
+            )
             return why, False
         names = defined_names(code)
         if not names:
@@ -156,9 +181,11 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         index = load_index(package)
         where = f"library/{module}.py"
         get_console().line("result", f"{verb} {', '.join(names)} in {shown_path(os.path.join(package, module))}.py.")
-        return (f"{verb} {', '.join(names)} in the code library, module {module} ({where}; `from library import "
-                f"{names[0]}`); it now defines {len(index['names'])} name(s) in {len(index['modules'])} "
-                "module(s)."), True
+        return (
+            f"{verb} {', '.join(names)} in the code library, module {module} ({where}; `from library import "
+            f"{names[0]}`); it now defines {len(index['names'])} name(s) in {len(index['modules'])} "
+            "module(s)."
+        ), True
 
     @staticmethod
     def _confirm(package: str, names: List[str], code: str, module: Optional[str]) -> Tuple[str, str]:
@@ -169,9 +196,15 @@ class SaveCodeAtomicFlow(LeanAtomicFlow):
         proposed = module or default_module(package, names, entries[0]["doc"] if entries else "", index)
         while True:
             state = "an existing module" if proposed in index["modules"] else "a new module"
-            answer = get_input_source().ask(
-                f"Save {', '.join(names)} in library/{proposed}.py ({state})? Enter to save it there, or type "
-                "another module.", kind=APPROVAL).strip()
+            answer = (
+                get_input_source()
+                .ask(
+                    f"Save {', '.join(names)} in library/{proposed}.py ({state})? Enter to save it there, or type "
+                    "another module.",
+                    kind=APPROVAL,
+                )
+                .strip()
+            )
             if is_approval(answer):
                 return proposed, ""
             candidate = answer.lower().removesuffix(".py").removeprefix("library/")

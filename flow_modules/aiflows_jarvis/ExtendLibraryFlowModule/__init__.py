@@ -1,5 +1,6 @@
 """ExtendLibraryFlowModule: a boss that extends the code library: it writes and tests functions with the user and saves
 them."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/AbstractBossFlowModule", "revision": "main"},
@@ -8,5 +9,5 @@ dependencies = [
     {"url": "aiflows/UpdatePlanFlowModule", "revision": "main"},
 ]
 
-from .SaveCodeAtomicFlow import SaveCodeAtomicFlow  # noqa: E402
 from .ExtendLibraryFlow import ExtendLibraryFlow  # noqa: E402
+from .SaveCodeAtomicFlow import SaveCodeAtomicFlow  # noqa: E402

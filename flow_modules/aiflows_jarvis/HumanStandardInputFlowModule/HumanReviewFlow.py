@@ -9,13 +9,14 @@ from aiflows_jarvis.CoreFlowModule import (
     ConfigurationError,
     EditorError,
     LeanAtomicFlow,
+    atomic_write,
     get_console,
     get_input_source,
+    invisible_characters_note,
     is_approval,
 )
+
 from .editor import edit_file, editor_available, resolve_editor
-from aiflows_jarvis.CoreFlowModule import atomic_write
-from aiflows_jarvis.CoreFlowModule import invisible_characters_note
 
 _EDIT_WORDS = {"e", "edit", ":e"}
 
@@ -32,12 +33,15 @@ def review_result(output: Dict[str, Any], content_key: str, what: str, fence: st
     shown = f"```{fence}\n{draft}\n```" if fence else draft
     feedback = str(output.get("feedback") or "").strip()
     if output.get("approved"):
-        done = f"The user edited the {what} and approved it" if output.get("edited") else \
-            f"The user approved the {what}"
+        done = (
+            f"The user edited the {what} and approved it" if output.get("edited") else f"The user approved the {what}"
+        )
         return f"{done}:\n{shown}"
     edited = " (after editing it)" if output.get("edited") else ""
-    return (f"The user did not approve the {what}{edited}. Their feedback: {feedback or '(none)'}\n"
-            f"The {what} they reviewed:\n{shown}")
+    return (
+        f"The user did not approve the {what}{edited}. Their feedback: {feedback or '(none)'}\n"
+        f"The {what} they reviewed:\n{shown}"
+    )
 
 
 class HumanReviewFlow(LeanAtomicFlow):

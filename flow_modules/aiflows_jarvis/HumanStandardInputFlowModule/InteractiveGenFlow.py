@@ -75,11 +75,15 @@ class InteractiveGenFlow(LeanSequentialFlow):
         config, name = self.flow_config, self.flow_config.get("name", type(self).__name__)
         key, generator = config.get("draft_key"), config.get("generator")
         if not isinstance(key, str) or not key.isidentifier() or key == "draft":
-            raise ConfigurationError(f"{name}: `draft_key` must name the draft's key in the input and the output "
-                                     f"(plan, code; not `draft`, the key of a draft written by code), got {key!r}")
+            raise ConfigurationError(
+                f"{name}: `draft_key` must name the draft's key in the input and the output "
+                f"(plan, code; not `draft`, the key of a draft written by code), got {key!r}"
+            )
         if generator not in self.subflows:
-            raise ConfigurationError(f"{name}: `generator` must name the subflow that writes the {key}, one of "
-                                     f"{sorted(self.subflows)}; got {generator!r}")
+            raise ConfigurationError(
+                f"{name}: `generator` must name the subflow that writes the {key}, one of "
+                f"{sorted(self.subflows)}; got {generator!r}"
+            )
         prompts = config.get("rewrite_prompts") or {}
         texts = {f"rewrite_prompts.{p}": prompts.get(p) for p in (REPEATED, CUT_OFF, TOO_LONG)}
         texts["not_shown_advice"] = config.get("not_shown_advice", "")
@@ -149,8 +153,10 @@ class InteractiveGenFlow(LeanSequentialFlow):
         while problem and rewrites < most:
             rewrites += 1
             ask = "write it again without repeating" if getattr(flow, "last_repetition", None) else "shorten it"
-            get_console().line("warning", f"{where}: {problem[1]}; the {key} generator is asked to {ask} "
-                                          f"(rewrite {rewrites} of {most})")
+            get_console().line(
+                "warning",
+                f"{where}: {problem[1]}; the {key} generator is asked to {ask} (rewrite {rewrites} of {most})",
+            )
             # A normal next turn of the generator's chat: the draft, and the rewrite asked for.
             data = {**self.flow_state, "goal": problem[0], key: str(output.get(key) or "")}
             message, output = self.call_subflow_with(data, goal, input_interface, flow, output_interface)
@@ -159,10 +165,17 @@ class InteractiveGenFlow(LeanSequentialFlow):
             tries = f" after {rewrites} rewrite{'s' if rewrites != 1 else ''}" if rewrites else ""
             get_console().line("warning", f"{where}: {problem[1]}{tries}; the {key} is not shown for approval")
             advice = self._texts["not_shown_advice"].format(
-                repeated="", length=len(str(output.get(key) or "").strip()), limit=self.max_chars)
+                repeated="", length=len(str(output.get(key) or "").strip()), limit=self.max_chars
+            )
             feedback = f"The {key} was not shown to the user for approval: {problem[1]}{tries}. {advice}".rstrip()
-            return message, {key: output.get(key, ""), "feedback": feedback, "approved": False, "edited": False,
-                             "over_limit": True, early_exit_key: True}
+            return message, {
+                key: output.get(key, ""),
+                "feedback": feedback,
+                "approved": False,
+                "edited": False,
+                "over_limit": True,
+                early_exit_key: True,
+            }
         warm_up()  # a draft goes up for review: what the run needs next starts while the user reads it
         # Set both every time: the state is kept between the calls of one session.
         return message, {**output, "over_limit": False, early_exit_key: False}

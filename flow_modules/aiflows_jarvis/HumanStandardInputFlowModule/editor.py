@@ -1,4 +1,5 @@
 """Let the user edit a file (a plan, a function, a script) in their editor."""
+
 from __future__ import annotations
 
 import os
@@ -6,8 +7,7 @@ import shlex
 import subprocess
 from typing import List, Optional
 
-from aiflows_jarvis.CoreFlowModule import EditorError
-from aiflows_jarvis.CoreFlowModule import get_input_source
+from aiflows_jarvis.CoreFlowModule import EditorError, get_input_source
 
 
 def resolve_editor(configured: Optional[str] = None) -> Optional[List[str]]:
@@ -30,8 +30,9 @@ def edit_file(path: str, configured: Optional[str] = None) -> bool:
     """
     command = resolve_editor(configured)
     if command is None:
-        raise EditorError("No editor is set: set $VISUAL or $EDITOR (e.g. `export EDITOR=nano`), "
-                          "or `editor:` in the config.")
+        raise EditorError(
+            "No editor is set: set $VISUAL or $EDITOR (e.g. `export EDITOR=nano`), or `editor:` in the config."
+        )
     with open(path, "r", encoding="utf-8") as f:
         before = f.read()
     try:

@@ -1,4 +1,5 @@
 """InteractiveCodeGenFlowModule: an LLM writes a library function; the user approves, comments on or edits it."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/ChatFlowModule", "revision": "main"},

@@ -4,8 +4,7 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, current_flow_path
-from aiflows_jarvis.CoreFlowModule import check_time, tool_timeout
+from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, check_time, current_flow_path, tool_timeout
 
 from .executor import describe_memory_limit, memory_limit, positive_or_none
 from .interpreter import CodeInterpreter

@@ -1,4 +1,5 @@
 """The environment generated code gets: no secrets, no LLM endpoints, the kernel's Python first on PATH."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -13,16 +14,58 @@ log = logging.getLogger(__name__)
 
 # Names whose parts (split at "_") say they hold a secret: OPENAI_KEY, GITHUB_TOKEN, ANTHROPIC_AUTH_TOKEN, DB_PASS,
 # KEY_FILE... Whole parts only, so that KEYBOARD_LAYOUT, TOKENIZERS_PARALLELISM or PASSENGER_COUNT are kept.
-_SECRET_PARTS = ("KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASS", "PASSWORD", "PASSWORDS",
-                 "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTHTOKEN", "WEBHOOK", "WEBHOOKS")
+_SECRET_PARTS = (
+    "KEY",
+    "KEYS",
+    "APIKEY",
+    "TOKEN",
+    "TOKENS",
+    "SECRET",
+    "SECRETS",
+    "PASS",
+    "PASSWORD",
+    "PASSWORDS",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "CREDS",
+    "AUTHTOKEN",
+    "WEBHOOK",
+    "WEBHOOKS",
+)
 # Words that say "secret" wherever they are in a name (PGPASSWORD, AWSSECRETKEY): no harmless name contains them.
 _SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "WEBHOOK")
 # LLM providers (litellm's names): their endpoints, API versions and organizations say which account a run uses.
 # (Azure: only Azure OpenAI's; AZURE_STORAGE_ENDPOINT and the like are other services' and not secrets.)
 # (Not HF_: HF_ENDPOINT names a Hub mirror, which downloads from the shell need; HF_TOKEN goes as a token.)
-LLM_PROVIDERS = ("OPENAI", "AZURE_OPENAI", "ANTHROPIC", "COHERE", "MISTRAL", "GROQ", "GEMINI", "VERTEXAI", "HUGGINGFACE",
-                  "TOGETHER", "TOGETHERAI", "REPLICATE", "OPENROUTER", "DEEPSEEK", "PERPLEXITY", "PERPLEXITYAI",
-                  "FIREWORKS", "FIREWORKS_AI", "XAI", "OLLAMA", "LITELLM", "VOYAGE", "AI21", "NVIDIA_NIM", "CLOUDFLARE")
+LLM_PROVIDERS = (
+    "OPENAI",
+    "AZURE_OPENAI",
+    "ANTHROPIC",
+    "COHERE",
+    "MISTRAL",
+    "GROQ",
+    "GEMINI",
+    "VERTEXAI",
+    "HUGGINGFACE",
+    "TOGETHER",
+    "TOGETHERAI",
+    "REPLICATE",
+    "OPENROUTER",
+    "DEEPSEEK",
+    "PERPLEXITY",
+    "PERPLEXITYAI",
+    "FIREWORKS",
+    "FIREWORKS_AI",
+    "XAI",
+    "OLLAMA",
+    "LITELLM",
+    "VOYAGE",
+    "AI21",
+    "NVIDIA_NIM",
+    "CLOUDFLARE",
+)
 LLM_SETTINGS = ("API_BASE", "BASE_URL", "API_URL", "API_VERSION", "ENDPOINT", "ORGANIZATION", "ORG_ID", "PROJECT_ID")
 
 #: Variables never passed to the kernel or the shell (shell-style patterns, matched on the upper-cased name):
@@ -55,7 +98,9 @@ _SECRET_VALUE = re.compile(
     r"|^\s*(?:authorization\s*:\s*)?(?:bearer|basic|token|digest)\s+[\w\-.~+/]{8,}=*\s*$"
     r"|^\s*(?:sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|glpat-[\w\-]{20,}"
     r"|xox[abposr]-[\w\-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,}|AIza[\w\-]{35}|[sr]k_live_\w{20,}"
-    r"|eyJ[\w\-]{10,}\.eyJ[\w\-]{10,}\.[\w\-]*)\s*$", re.IGNORECASE)
+    r"|eyJ[\w\-]{10,}\.eyJ[\w\-]{10,}\.[\w\-]*)\s*$",
+    re.IGNORECASE,
+)
 
 # Folders a system Python lives in: not moved to the front of the shell's PATH (that would put /usr/bin before
 # /usr/local/bin and ~/.local/bin for every command); their pip is found there anyway.
@@ -73,8 +118,9 @@ def is_secret_value(value: str) -> bool:
     return bool(value) and "\0" not in value and _SECRET_VALUE.search(value) is not None
 
 
-def scrubbed_secrets(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
-                     base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def scrubbed_secrets(
+    patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None
+) -> Dict[str, str]:
     """``{name: value}`` of the variables of ``base`` (default ``os.environ``) the code does not get: those whose
     name matches ``patterns`` (the LLM endpoints among them) and those whose value is a credential. What must be
     redacted by value from whatever is written or sent after a run.
@@ -86,8 +132,9 @@ def scrubbed_secrets(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
     return {name: value for name, value in env.items() if matcher.match(name.upper()) or is_secret_value(value)}
 
 
-def scrubbed_environment(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
-                         base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def scrubbed_environment(
+    patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None
+) -> Dict[str, str]:
     """A copy of ``base`` (default ``os.environ``) without the variables ``scrubbed_secrets`` names."""
     env = dict(os.environ if base is None else base)
     for name in scrubbed_secrets(patterns, env):
@@ -109,8 +156,9 @@ def code_environment(workspace: str, patterns: Iterable[str] = DEFAULT_ENV_SCRUB
     env.pop("JPY_PARENT_PID", None)
     bin_dir = os.path.dirname(sys.executable)
     if sys.executable and bin_dir not in _SYSTEM_BIN_DIRS:  # moving /usr/bin first would reorder everything
-        env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", os.defpath).split(os.pathsep)
-                                                   if p != bin_dir])
+        env["PATH"] = os.pathsep.join(
+            [bin_dir] + [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != bin_dir]
+        )
     if sys.executable:
         if sys.prefix != sys.base_prefix:  # a virtual environment: say so, as its `activate` script would
             env["VIRTUAL_ENV"] = sys.prefix
@@ -133,8 +181,7 @@ def hide_secrets_from_proc(patterns: Iterable[str] = DEFAULT_ENV_SCRUB) -> List[
     """
     import ctypes
 
-    env_names = [name for name in os.environ
-                 if name not in scrubbed_environment(patterns, {name: os.environ[name]})]
+    env_names = [name for name in os.environ if name not in scrubbed_environment(patterns, {name: os.environ[name]})]
     if not env_names or not sys.platform.startswith("linux"):
         return []
     try:

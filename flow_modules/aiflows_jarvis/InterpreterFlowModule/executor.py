@@ -7,6 +7,7 @@ each, picks the engine by language, and adds what every run gets (the files it c
 
 No aiflows import here, nor in the engines: they can be used, tested and benchmarked on their own.
 """
+
 from __future__ import annotations
 
 import abc
@@ -75,8 +76,10 @@ def memory_limit(value: Any) -> Optional[float]:
         except ValueError:
             share = 0.0
         if not 0 < share <= 1:
-            raise SettingError(f"memory_limit_mb: {value!r} is not a share of the RAM between 1% and 100%: give "
-                               "one (e.g. 50%), a number of MB, auto, or null for no limit.")
+            raise SettingError(
+                f"memory_limit_mb: {value!r} is not a share of the RAM between 1% and 100%: give "
+                "one (e.g. 50%), a number of MB, auto, or null for no limit."
+            )
         ram = physical_memory_mb()
         return round(ram * share) if ram else None
     return positive_or_none("memory_limit_mb", value)
@@ -130,9 +133,16 @@ class EngineContext:
     :param sandbox: where the engines' processes run.
     """
 
-    def __init__(self, workspace: str, library_dir: Optional[str] = None, max_output_chars: int = 20000,
-                 env_scrub: Iterable[str] = DEFAULT_ENV_SCRUB, memory_limit_mb: Optional[float] = None,
-                 cpu_time_s: Optional[float] = None, sandbox: Optional[Sandbox] = None):
+    def __init__(
+        self,
+        workspace: str,
+        library_dir: Optional[str] = None,
+        max_output_chars: int = 20000,
+        env_scrub: Iterable[str] = DEFAULT_ENV_SCRUB,
+        memory_limit_mb: Optional[float] = None,
+        cpu_time_s: Optional[float] = None,
+        sandbox: Optional[Sandbox] = None,
+    ):
         self.workspace = os.path.abspath(os.path.expanduser(str(workspace)))
         self.library_dir = os.path.abspath(os.path.expanduser(str(library_dir))) if library_dir else None
         self.figure_dir = os.path.join(self.workspace, FIGURE_DIR)  # where the PNG files of figures are saved
@@ -142,8 +152,15 @@ class EngineContext:
         self.cpu_time_s = positive_or_none("cpu_time_s", cpu_time_s)
         self.sandbox = sandbox if sandbox is not None else Sandbox(None)
         self.id = uuid.uuid4().hex[:16]
-        self.resources: Dict[str, Any] = {"kernel_pgid": None, "scratch": None, "shell_groups": [], "seen": set(),
-                                          "marker": f"{self.id}/", "cgroups": [], "tracker": None}
+        self.resources: Dict[str, Any] = {
+            "kernel_pgid": None,
+            "scratch": None,
+            "shell_groups": [],
+            "seen": set(),
+            "marker": f"{self.id}/",
+            "cgroups": [],
+            "tracker": None,
+        }
 
     @property
     def scratch(self) -> Optional[str]:
@@ -195,5 +212,7 @@ class EngineContext:
     def limit_notes(self, out: BoundedText, text: str) -> None:
         """Say the memory limit when ``text`` (an error's name, a command's output) shows the code reached it."""
         if self.memory_limit_mb and "MemoryError" in text:
-            out.note(f"[The code reached the memory limit of {self.memory_limit_mb:g} MB (memory_limit_mb): use less "
-                     "memory (smaller pieces, generators), or raise the limit in the configuration.]")
+            out.note(
+                f"[The code reached the memory limit of {self.memory_limit_mb:g} MB (memory_limit_mb): use less "
+                "memory (smaller pieces, generators), or raise the limit in the configuration.]"
+            )

@@ -11,6 +11,7 @@ The parts: ``executor`` (the engines' interface and what they share), ``kernel``
 started), ``launcher`` (the process between the interpreter and its kernel), ``kernel_setup`` (what the kernel runs
 when it starts).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -26,10 +27,15 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from aiflows_jarvis.CoreFlowModule import redact, remember_secrets, start_thread
 
-from .environment import (LLM_PROVIDERS, LLM_SETTINGS, DEFAULT_ENV_SCRUB, scrub_matcher, is_secret_value,
-                          scrubbed_secrets)
-from .executor import (PYTHON_LANGUAGES, SHELL_LANGUAGES, SUPPORTED_LANGUAGES, EngineContext, Executor,
-                       positive_or_none)
+from .environment import (
+    DEFAULT_ENV_SCRUB,
+    LLM_PROVIDERS,
+    LLM_SETTINGS,
+    is_secret_value,
+    scrub_matcher,
+    scrubbed_secrets,
+)
+from .executor import PYTHON_LANGUAGES, SHELL_LANGUAGES, SUPPORTED_LANGUAGES, EngineContext, Executor, positive_or_none
 from .kernel import KernelExecutor
 from .output import RunResult
 from .processes import command_line, end_processes, kill_group, marked_processes, start_time
@@ -37,8 +43,16 @@ from .sandbox import Sandbox
 from .shell import ShellExecutor
 from .workspace import ChangeTracker
 
-__all__ = ["CodeInterpreter", "Executor", "RunResult", "positive_or_none", "survivors_note", "PYTHON_LANGUAGES",
-           "SHELL_LANGUAGES", "SUPPORTED_LANGUAGES"]
+__all__ = [
+    "CodeInterpreter",
+    "Executor",
+    "RunResult",
+    "positive_or_none",
+    "survivors_note",
+    "PYTHON_LANGUAGES",
+    "SHELL_LANGUAGES",
+    "SUPPORTED_LANGUAGES",
+]
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +86,10 @@ def survivors_note(survivors: List[Tuple[int, str]]) -> str:
     count = len(survivors)
     listed = "; ".join(f"{pid}, {command or '?'}" for pid, command in survivors)
     verb = "is" if count == 1 else "are"
-    return (f"{count} process{'es' if count > 1 else ''} started by the code {verb} still running: {listed} "
-            f"(end {'it' if count == 1 else 'them'} with kill PID).")
+    return (
+        f"{count} process{'es' if count > 1 else ''} started by the code {verb} still running: {listed} "
+        f"(end {'it' if count == 1 else 'them'} with kill PID)."
+    )
 
 
 def _close_all() -> None:
@@ -87,8 +103,9 @@ def _close_all() -> None:
 atexit.register(_close_all)
 
 
-def secrets_to_redact(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
-                      base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def secrets_to_redact(
+    patterns: Iterable[str] = DEFAULT_ENV_SCRUB, base: Optional[Dict[str, str]] = None
+) -> Dict[str, str]:
     """``{name: value}`` of the variables kept from the code whose values a run redacts from what it writes and
     sends (``CoreFlowModule.redaction``): ``scrubbed_secrets`` but the LLM providers' endpoints, API versions and
     organizations, unless their value holds a credential. They say which account a run uses, yet are no secret:
@@ -96,10 +113,15 @@ def secrets_to_redact(patterns: Iterable[str] = DEFAULT_ENV_SCRUB,
 
     :param patterns: shell-style name patterns (``DEFAULT_ENV_SCRUB``, or the configuration's ``env_scrub``).
     :param base: the environment to look at (default ``os.environ``)."""
-    endpoints = scrub_matcher(("*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE") + tuple(
-        f"{provider}_*{setting}" for provider in LLM_PROVIDERS for setting in LLM_SETTINGS))
-    return {name: value for name, value in scrubbed_secrets(patterns, base).items()
-            if not endpoints.match(name.upper()) or is_secret_value(value)}
+    endpoints = scrub_matcher(
+        ("*_API_BASE", "AZURE_API_VERSION", "AZURE_API_TYPE")
+        + tuple(f"{provider}_*{setting}" for provider in LLM_PROVIDERS for setting in LLM_SETTINGS)
+    )
+    return {
+        name: value
+        for name, value in scrubbed_secrets(patterns, base).items()
+        if not endpoints.match(name.upper()) or is_secret_value(value)
+    }
 
 
 class CodeInterpreter:
@@ -120,17 +142,37 @@ class CodeInterpreter:
     patterns of the variables kept from the code (see ``environment``).
     """
 
-    def __init__(self, workspace: str, timeout: float = 60.0, max_output_chars: int = 20000,
-                 reload_library: Optional[str] = "library", env_scrub: Iterable[str] = DEFAULT_ENV_SCRUB,
-                 interrupt_grace: float = 5.0, startup_timeout: float = 60.0, memory_limit_mb: Optional[float] = None,
-                 cpu_time_s: Optional[float] = None, sandbox: Optional[str] = None, sandbox_network: bool = False,
-                 library_dir: Optional[str] = None):
+    def __init__(
+        self,
+        workspace: str,
+        timeout: float = 60.0,
+        max_output_chars: int = 20000,
+        reload_library: Optional[str] = "library",
+        env_scrub: Iterable[str] = DEFAULT_ENV_SCRUB,
+        interrupt_grace: float = 5.0,
+        startup_timeout: float = 60.0,
+        memory_limit_mb: Optional[float] = None,
+        cpu_time_s: Optional[float] = None,
+        sandbox: Optional[str] = None,
+        sandbox_network: bool = False,
+        library_dir: Optional[str] = None,
+    ):
         self.timeout = float(timeout)
-        self.context = EngineContext(workspace, library_dir=library_dir, max_output_chars=max_output_chars,
-                                     env_scrub=env_scrub, memory_limit_mb=memory_limit_mb, cpu_time_s=cpu_time_s,
-                                     sandbox=Sandbox(sandbox, network=sandbox_network))
-        self.kernel = KernelExecutor(self.context, reload_library=reload_library, interrupt_grace=interrupt_grace,
-                                     startup_timeout=startup_timeout)
+        self.context = EngineContext(
+            workspace,
+            library_dir=library_dir,
+            max_output_chars=max_output_chars,
+            env_scrub=env_scrub,
+            memory_limit_mb=memory_limit_mb,
+            cpu_time_s=cpu_time_s,
+            sandbox=Sandbox(sandbox, network=sandbox_network),
+        )
+        self.kernel = KernelExecutor(
+            self.context,
+            reload_library=reload_library,
+            interrupt_grace=interrupt_grace,
+            startup_timeout=startup_timeout,
+        )
         self.shell = ShellExecutor(self.context)
         self.executors: List[Executor] = [self.kernel, self.shell]
         self._lock = threading.Lock()
@@ -196,9 +238,13 @@ class CodeInterpreter:
         executor = self.executor_for(lang)
         if executor is None:
             return RunResult(
-                output=(f"Unsupported language {language!r}: nothing was run. Supported languages: python "
-                        f"({', '.join(PYTHON_LANGUAGES)}) and shell ({', '.join(SHELL_LANGUAGES)})."),
-                failed=True, language=lang)
+                output=(
+                    f"Unsupported language {language!r}: nothing was run. Supported languages: python "
+                    f"({', '.join(PYTHON_LANGUAGES)}) and shell ({', '.join(SHELL_LANGUAGES)})."
+                ),
+                failed=True,
+                language=lang,
+            )
         if not isinstance(code, str):
             return RunResult(output=f"No code to run (got {type(code).__name__}).", failed=True, language=lang)
         # what the code cannot see, it may still read from a file and print: the output comes back without it

@@ -7,6 +7,7 @@ is interrupted and the session kept, or restarted if the interrupt does not work
 at the timeout. Every loss of state is said in the run's output. The connection file (with the HMAC key) is removed
 once connected.
 """
+
 from __future__ import annotations
 
 import base64
@@ -59,8 +60,13 @@ class KernelExecutor(Executor):
 
     languages = PYTHON_LANGUAGES
 
-    def __init__(self, ctx: EngineContext, reload_library: Optional[str] = "library", interrupt_grace: float = 5.0,
-                 startup_timeout: float = 60.0):
+    def __init__(
+        self,
+        ctx: EngineContext,
+        reload_library: Optional[str] = "library",
+        interrupt_grace: float = 5.0,
+        startup_timeout: float = 60.0,
+    ):
         self.ctx = ctx
         self.reload_library = reload_library or ""
         self.interrupt_grace = float(interrupt_grace)
@@ -96,8 +102,15 @@ class KernelExecutor(Executor):
         command = [sys.executable, "-I", "-S", _LAUNCHER, "--status", status_path]
         if cgroup is not None:
             command += ["--cgroup", cgroup.path]
-        kernel = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                  "--HistoryManager.enabled=False"]
+        kernel = [
+            sys.executable,
+            "-Xfrozen_modules=off",
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+            "--HistoryManager.enabled=False",
+        ]
         return command + ["--"] + self.ctx.sandboxed(kernel, kernel=True)
 
     def _spec_manager(self, argv: List[str]):
@@ -107,8 +120,13 @@ class KernelExecutor(Executor):
 
         class SpecManager(KernelSpecManager):
             def get_kernel_spec(self, kernel_name):
-                return KernelSpec(argv=list(argv), display_name="Python (Jarvis interpreter)", language="python",
-                                  resource_dir="", metadata={})
+                return KernelSpec(
+                    argv=list(argv),
+                    display_name="Python (Jarvis interpreter)",
+                    language="python",
+                    resource_dir="",
+                    metadata={},
+                )
 
         return SpecManager()
 
@@ -116,9 +134,16 @@ class KernelExecutor(Executor):
         with open(_KERNEL_SETUP, encoding="utf-8") as f:
             source = f.read()
         ctx = self.ctx
-        arguments = dict(workspace=ctx.workspace, library=self.reload_library, figure_dir=ctx.figure_dir,
-                         mime=_FIGURES_MIME, max_output=ctx.max_output_chars, memory_limit_mb=ctx.memory_limit_mb,
-                         cpu_time_s=ctx.cpu_time_s, skip_mark=SKIP_MARK)
+        arguments = dict(
+            workspace=ctx.workspace,
+            library=self.reload_library,
+            figure_dir=ctx.figure_dir,
+            mime=_FIGURES_MIME,
+            max_output=ctx.max_output_chars,
+            memory_limit_mb=ctx.memory_limit_mb,
+            cpu_time_s=ctx.cpu_time_s,
+            skip_mark=SKIP_MARK,
+        )
         call = ", ".join(f"{name}={value!r}" for name, value in arguments.items())
         return f"{source}\n__jarvis_install({call})\ndel __jarvis_install\n{library_loader_code(self.reload_library)}"
 
@@ -182,11 +207,18 @@ class KernelExecutor(Executor):
             # HMAC key is not left on disk if this process dies without cleaning up.
             with contextlib.suppress(OSError):
                 os.remove(km.connection_file)
-            reply = kc.execute_interactive(self._setup_code(), silent=True, store_history=False, allow_stdin=False,
-                                           timeout=self.startup_timeout, output_hook=lambda msg: None)
+            reply = kc.execute_interactive(
+                self._setup_code(),
+                silent=True,
+                store_history=False,
+                allow_stdin=False,
+                timeout=self.startup_timeout,
+                output_hook=lambda msg: None,
+            )
             if reply["content"].get("status") != "ok":
-                raise RuntimeError(f"kernel setup failed: {reply['content'].get('ename')}: "
-                                   f"{reply['content'].get('evalue')}")
+                raise RuntimeError(
+                    f"kernel setup failed: {reply['content'].get('ename')}: {reply['content'].get('evalue')}"
+                )
         except BaseException:
             self._stop_kernel(graceful=False)
             raise
@@ -260,10 +292,14 @@ class KernelExecutor(Executor):
         """Why the kernel died, when it can be told: a limit, or what its log says."""
         signum = self._kernel_end_signal()
         if signum == signal.SIGXCPU and self.ctx.cpu_time_s:
-            return (f"[The kernel was stopped: CPU time limit of {self.ctx.cpu_time_s:g} s (cpu_time_s) reached by "
-                    "this run. A new kernel was started: all variables, imports and definitions were lost.]")
-        note = ("[The Python kernel died while running this code (for example os._exit, a crash or running "
-                "out of memory). It was restarted: all variables, imports and definitions were lost.]")
+            return (
+                f"[The kernel was stopped: CPU time limit of {self.ctx.cpu_time_s:g} s (cpu_time_s) reached by "
+                "this run. A new kernel was started: all variables, imports and definitions were lost.]"
+            )
+        note = (
+            "[The Python kernel died while running this code (for example os._exit, a crash or running "
+            "out of memory). It was restarted: all variables, imports and definitions were lost.]"
+        )
         tail = self._kernel_log_tail()
         if tail and ("Fatal" in tail or "Segmentation" in tail or "Error" in tail):
             note += "\n[kernel log: " + tail[-600:] + "]"
@@ -298,8 +334,10 @@ class KernelExecutor(Executor):
                     # exit()/quit(): ipykernel stops its event loop and the process ends soon after.
                     result.restarted = True
                     self._stop_kernel(graceful=False)
-                    out.note("[exit()/quit() ended the Python session: a new kernel was started, all variables, "
-                             "imports and definitions were lost.]")
+                    out.note(
+                        "[exit()/quit() ended the Python session: a new kernel was started, all variables, "
+                        "imports and definitions were lost.]"
+                    )
                     self._restart_quietly(out)
             elif done == "dead":
                 result.failed = result.restarted = True
@@ -314,14 +352,18 @@ class KernelExecutor(Executor):
                 back = self._collect(msg_id, out, result, time.monotonic() + self.interrupt_grace)
                 if back == "idle":
                     self._reply(msg_id)
-                    out.note(f"[Timed out: the run was interrupted after {timeout:g} s. The session is kept: "
-                            "variables defined before (and by the statements that completed) are still there.]")
+                    out.note(
+                        f"[Timed out: the run was interrupted after {timeout:g} s. The session is kept: "
+                        "variables defined before (and by the statements that completed) are still there.]"
+                    )
                 else:
                     result.restarted = True
                     self._stop_kernel(graceful=False)
                     died = " (the kernel died)" if back == "dead" else ""
-                    out.note(f"[Timed out after {timeout:g} s; the kernel did not respond to the interrupt{died}, so "
-                            "it was restarted: all variables, imports and definitions were lost.]")
+                    out.note(
+                        f"[Timed out after {timeout:g} s; the kernel did not respond to the interrupt{died}, so "
+                        "it was restarted: all variables, imports and definitions were lost.]"
+                    )
                     self._restart_quietly(out)
         except KeyboardInterrupt:
             self._interrupt_after_keyboard(msg_id)
@@ -339,8 +381,10 @@ class KernelExecutor(Executor):
         try:
             self._start_kernel()
         except Exception as error:
-            out.note(f"[A new kernel could not be started yet ({type(error).__name__}: {error}); "
-                     "the next Python run will try again.]")
+            out.note(
+                f"[A new kernel could not be started yet ({type(error).__name__}: {error}); "
+                "the next Python run will try again.]"
+            )
 
     def _interrupt_after_keyboard(self, msg_id: str) -> None:
         """Ctrl-C during a run: interrupt the kernel and wait a little for it; restart it if it does not stop."""

@@ -6,9 +6,29 @@ module-level import, nothing left in the user's namespace but what the install f
 """
 
 
-def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, memory_limit_mb=None, cpu_time_s=None,
-                     skip_mark="\0jarvis-skip:"):
-    import atexit, collections, contextlib, hashlib, importlib, io, math, os, sys, threading, time, warnings
+def __jarvis_install(
+    workspace,
+    library,
+    figure_dir,
+    mime,
+    max_output=20000,
+    memory_limit_mb=None,
+    cpu_time_s=None,
+    skip_mark="\0jarvis-skip:",
+):
+    import atexit
+    import collections
+    import contextlib
+    import hashlib
+    import importlib
+    import io
+    import math
+    import os
+    import sys
+    import threading
+    import time
+    import warnings
+
     ip = get_ipython()  # noqa: F821  (a builtin in the kernel)
     if workspace in sys.path:
         sys.path.remove(workspace)
@@ -31,8 +51,7 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
             return None
 
     def record(name, module, digest):
-        libs[name] = {"module": module, "digest": digest,
-                      "snapshot": dict(vars(module)) if module is not None else {}}
+        libs[name] = {"module": module, "digest": digest, "snapshot": dict(vars(module)) if module is not None else {}}
 
     def rebind(name, module):
         """Point the user's names that held the module's old objects to the new ones of the same name."""
@@ -85,8 +104,10 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
             sys.modules.pop(name, None)
             seen["digest"] = digest
             libs[name] = seen
-            print("[%s changed since the last run and could not be reloaded: %s: %s]"
-                  % (shown(name, module), type(error).__name__, error))
+            print(
+                "[%s changed since the last run and could not be reloaded: %s: %s]"
+                % (shown(name, module), type(error).__name__, error)
+            )
             return
         rebind(name, module)
         record(name, module, digest)
@@ -195,12 +216,12 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
                     if room > 0:
                         original(text[:room])
                         self.sent += room
-                    rest = text[max(room, 0):]
+                    rest = text[max(room, 0) :]
                 else:
                     rest = text
                 if len(rest) >= max_output:
                     self.skipped += self.held_len + len(rest) - max_output
-                    self.held = collections.deque([(original, rest[len(rest) - max_output:])])
+                    self.held = collections.deque([(original, rest[len(rest) - max_output :])])
                     self.held_len = max_output
                 else:
                     self.held.append((original, rest))
@@ -268,8 +289,12 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
         text = data.get("text/plain") if isinstance(data, dict) else None
         if isinstance(text, str) and len(text) > 2 * max_output + 100:
             data = dict(data)
-            data["text/plain"] = "%s%s%d\0%s" % (text[:max_output], skip_mark, len(text) - 2 * max_output,
-                                                 text[len(text) - max_output:])
+            data["text/plain"] = "%s%s%d\0%s" % (
+                text[:max_output],
+                skip_mark,
+                len(text) - 2 * max_output,
+                text[len(text) - max_output :],
+            )
         return data, metadata
 
     formatter.format = bounded_format
@@ -315,7 +340,11 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
     def quick_exit():
         if os.getpid() != me:  # a forked child going through its exit handlers
             return
-        import gc, itertools, shutil, stat, weakref
+        import gc
+        import itertools
+        import shutil
+        import stat
+        import weakref
 
         def drop_namespace():
             ip.user_ns.clear()
@@ -355,7 +384,11 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
     # to send returns at once. What the code wrote to the file descriptors (subprocesses, C code) is read by a
     # thread of ours (FdReader), which says when it has passed on all of it: the end of each run waits for that, so
     # a quick flush never leaves such output behind (docs/architecture.md, "The warm run").
-    import codecs, fcntl, select, struct, termios
+    import codecs
+    import fcntl
+    import select
+    import struct
+    import termios
 
     class FdReader:
         """Reads what is written to a stream's file descriptor (a pipe, since ipykernel's start) into the stream,
@@ -495,8 +528,9 @@ def __jarvis_install(workspace, library, figure_dir, mime, max_output=20000, mem
         # a stream whose descriptor ipykernel's reader still reads keeps its flushes (they give it time)
         if reader is not None or getattr(stream, "_fid", None) is None:
             quicken(stream, reader)
-    if all(type(s).__name__ == "QuickFlushStream" for s in (sys.stdout, sys.stderr)) and \
-            isinstance(getattr(ip.kernel, "_execute_sleep", None), float):
+    if all(type(s).__name__ == "QuickFlushStream" for s in (sys.stdout, sys.stderr)) and isinstance(
+        getattr(ip.kernel, "_execute_sleep", None), float
+    ):
         ip.kernel._execute_sleep = 0.0
 
     def drain_fds():

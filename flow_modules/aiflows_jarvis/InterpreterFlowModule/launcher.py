@@ -22,6 +22,7 @@ death of its parent, ends them all.
 Standard library only, loaded with ``-I -S`` (no site, no user paths), so that it adds next to nothing to the
 kernel's start.
 """
+
 import ctypes
 import importlib.util
 import os

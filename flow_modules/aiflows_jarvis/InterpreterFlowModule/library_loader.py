@@ -16,7 +16,15 @@ is a package (the library's modules), for its submodules (its ``__init__`` is im
 
 def __jarvis_library_loader(module, block_chars=1 << 15):
     import __future__
-    import hashlib, importlib.abc, importlib.machinery, importlib.util, marshal, os, re, sys
+
+    import hashlib
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+    import marshal
+    import os
+    import re
+    import sys
 
     statement = re.compile(r"^(?![\s#)\]}]|(?:else|elif|except|finally)\b)", re.M)
     futures = 0
@@ -104,8 +112,11 @@ def __jarvis_library_loader(module, block_chars=1 << 15):
             if fullname != module and not fullname.startswith(module + "."):
                 return None
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader) \
-                    or spec.submodule_search_locations is not None:  # a package's __init__: imported as usual
+            if (
+                spec is None
+                or not isinstance(spec.loader, importlib.machinery.SourceFileLoader)
+                or spec.submodule_search_locations is not None
+            ):  # a package's __init__: imported as usual
                 return spec
             loader = BlockLoader(fullname, spec.origin)
             return importlib.util.spec_from_file_location(fullname, spec.origin, loader=loader)

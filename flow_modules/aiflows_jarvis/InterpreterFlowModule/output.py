@@ -1,4 +1,5 @@
 """What a run gives back (``RunResult``) and its output, bounded while it streams (``BoundedText``) and cleaned."""
+
 from __future__ import annotations
 
 import codecs
@@ -93,7 +94,7 @@ class BoundedText:
                 return
         if len(text) >= self.tail_limit:
             self.cut += len(self.tail) + len(text) - self.tail_limit
-            self.tail = text[len(text) - self.tail_limit:] if self.tail_limit else ""
+            self.tail = text[len(text) - self.tail_limit :] if self.tail_limit else ""
         else:
             self.tail += text
             excess = len(self.tail) - self.tail_limit
@@ -131,8 +132,9 @@ def clean_output(text: str) -> str:
     text = clean_text(text, keep_carriage_returns=True)
     if "\r" in text:
         text = text.replace("\r\n", "\n")
-        text = "\n".join(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
-                         for line in text.split("\n"))
+        text = "\n".join(
+            line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r") for line in text.split("\n")
+        )
     return text
 
 
@@ -154,7 +156,8 @@ _PIP_NOISE = re.compile(
     r"Obtaining |Installing collected packages:|Preparing metadata|Building wheels? for|Created wheel for|"
     r"Stored in directory:|Installing build dependencies|Getting requirements to build|Attempting uninstall:|"
     r"Found existing installation:|Uninstalling |Successfully uninstalled |\[notice\]|"
-    r"Requirement already satisfied: .*\(from |[\s\u2501\u2578\u257a\-|/\\=#>.]*\d+(?:\.\d+)?\s*[kMG]?B(?:/s)?\b)")
+    r"Requirement already satisfied: .*\(from |[\s\u2501\u2578\u257a\-|/\\=#>.]*\d+(?:\.\d+)?\s*[kMG]?B(?:/s)?\b)"
+)
 
 
 def without_pip_noise(code: str, output: str) -> str:

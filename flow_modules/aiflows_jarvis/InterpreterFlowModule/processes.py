@@ -12,6 +12,7 @@ Three ways to find what a kernel or a shell command started, each catching what 
   session, group or parent (``setsid``, double fork); only a program that clears its environment drops it;
 * a cgroup v2 (``Cgroup``), where the user may make one: no process leaves it, and ``cgroup.kill`` ends them all.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,7 +31,7 @@ def _stat_fields(pid: int) -> Optional[List[bytes]]:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
-        return data[data.rindex(b")") + 2:].split()
+        return data[data.rindex(b")") + 2 :].split()
     except (OSError, ValueError):
         return None
 
@@ -194,7 +195,7 @@ def _own_cgroup_dir() -> Optional[str]:
         if fstype != "cgroup2":
             continue
         root, mountpoint = fields[3], fields[4]
-        relative = path[len(root):] if root != "/" and path.startswith(root) else path
+        relative = path[len(root) :] if root != "/" and path.startswith(root) else path
         folder = os.path.join(mountpoint, relative.lstrip("/"))
         if os.path.isfile(os.path.join(folder, "cgroup.procs")):
             return folder
@@ -242,7 +243,7 @@ class Cgroup:
         except OSError:
             return
         for name in names:
-            owner = name[len(cls.PREFIX):].split("-", 1)[0]
+            owner = name[len(cls.PREFIX) :].split("-", 1)[0]
             if not owner.isdigit() or int(owner) == os.getpid():
                 continue
             try:
@@ -255,7 +256,7 @@ class Cgroup:
             stale = cls(os.path.join(parent, name))
             stale.kill()
             stale.remove()
-            parts = name[len(cls.PREFIX):].split("-")
+            parts = name[len(cls.PREFIX) :].split("-")
             if len(parts) == 3 and parts[1].isalnum():  # "<pid>-<interpreter id>-<kind>"
                 end_processes(lambda: marked_processes(parts[1] + "/"))
 

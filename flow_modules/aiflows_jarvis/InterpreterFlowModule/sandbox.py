@@ -9,6 +9,7 @@ What it does not: hide files the user may read (SSH keys, ``~/.netrc``, cloud cr
 (``memory_limit_mb`` / ``cpu_time_s`` do), protect the workspace (the memory folder and ``library.py`` are in it),
 or contain a kernel exploit. ``pip install`` fails in it (the environment is read-only): install packages first.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,9 +21,11 @@ from aiflows_jarvis.CoreFlowModule import ConfigurationError
 
 SANDBOXES = ("bwrap",)
 
-INSTALL_HINT = ("install bubblewrap (Debian, Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install "
-                "bubblewrap; Arch: sudo pacman -S bubblewrap) or set `sandbox: null` in the interpreter's "
-                "configuration")
+INSTALL_HINT = (
+    "install bubblewrap (Debian, Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install "
+    "bubblewrap; Arch: sudo pacman -S bubblewrap) or set `sandbox: null` in the interpreter's "
+    "configuration"
+)
 
 
 class SettingError(ConfigurationError, ValueError):
@@ -39,12 +42,16 @@ def sandbox_program(sandbox: Optional[str]) -> Optional[str]:
         return None
     name = str(sandbox).strip().lower()
     if name not in SANDBOXES:
-        raise SettingError(f"sandbox: {sandbox!r} is not a sandbox this interpreter knows: use "
-                         f"{' or '.join(SANDBOXES)}, or null for none.")
+        raise SettingError(
+            f"sandbox: {sandbox!r} is not a sandbox this interpreter knows: use "
+            f"{' or '.join(SANDBOXES)}, or null for none."
+        )
     program = shutil.which("bwrap")
     if program is None:
-        raise SandboxUnavailable(f"sandbox: bwrap needs bubblewrap (the `bwrap` program), which is not installed or "
-                                 f"not on PATH: {INSTALL_HINT}.")
+        raise SandboxUnavailable(
+            f"sandbox: bwrap needs bubblewrap (the `bwrap` program), which is not installed or "
+            f"not on PATH: {INSTALL_HINT}."
+        )
     return program
 
 
@@ -70,12 +77,24 @@ def python_folders() -> List[str]:
     """The folders the interpreter's Python needs to start and import: its prefixes, its executable's folder (the
     real one, through links) and the import path."""
     executable = sys.executable or ""
-    return [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(executable),
-            os.path.dirname(os.path.realpath(executable)), *sys.path]
+    return [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(executable),
+        os.path.dirname(os.path.realpath(executable)),
+        *sys.path,
+    ]
 
 
-def bwrap_command(program: str, workspace: str, writable: Iterable[str] = (), network: bool = False,
-                  die_with_parent: bool = False, env: Optional[dict] = None) -> List[str]:
+def bwrap_command(
+    program: str,
+    workspace: str,
+    writable: Iterable[str] = (),
+    network: bool = False,
+    die_with_parent: bool = False,
+    env: Optional[dict] = None,
+) -> List[str]:
     """The bubblewrap command line that runs a command (appended after it) in the sandbox.
 
     ``writable``: more folders written through (the interpreter's private folder: the kernel's sockets). The
@@ -125,5 +144,7 @@ class Sandbox:
             return command
         # ipykernel ends itself when its parent changes; in the sandbox its parent is the sandbox's init, pid 1
         env = {"JPY_PARENT_PID": "1"} if kernel else {}
-        return bwrap_command(self.program, workspace, writable, network=self.network, die_with_parent=kernel,
-                             env=env) + command
+        return (
+            bwrap_command(self.program, workspace, writable, network=self.network, die_with_parent=kernel, env=env)
+            + command
+        )

@@ -6,6 +6,7 @@ Ctrl+C, or an exit) the launcher ends the command and all of that. Processes a c
 ``close()``, or by the launcher when this process dies. The limits (``memory_limit_mb``, ``cpu_time_s``) apply to
 each process of a command.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -72,9 +73,16 @@ class ShellExecutor(Executor):
         status_read, status_write = os.pipe()
         launcher = [sys.executable, "-I", "-S", _LAUNCHER, "--linger", "--status-fd", str(status_write), "--"]
         try:
-            proc = subprocess.Popen(launcher + self.ctx.sandboxed(self._shell_command(argv), kernel=False),
-                                    cwd=self.ctx.workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(status_write,))
+            proc = subprocess.Popen(
+                launcher + self.ctx.sandboxed(self._shell_command(argv), kernel=False),
+                cwd=self.ctx.workspace,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=(status_write,),
+            )
         except OSError as error:
             os.close(status_read)
             result.failed = True
@@ -216,6 +224,7 @@ class ShellExecutor(Executor):
         if self.ctx.cpu_time_s:
             seconds = max(1, int(round(self.ctx.cpu_time_s)))  # SIGXCPU at the soft limit, SIGKILL at the hard one
             steps.append(f"ulimit -H -t {seconds + 1} 2>/dev/null; ulimit -S -t {seconds} 2>/dev/null")
-        steps.append('"$@"; status=$?; if [ "$status" -gt 128 ]; then kill -$((status - 128)) $$ 2>/dev/null; fi; '
-                     'exit "$status"')
+        steps.append(
+            '"$@"; status=$?; if [ "$status" -gt 128 ]; then kill -$((status - 128)) $$ 2>/dev/null; fi; exit "$status"'
+        )
         return ["sh", "-c", "; ".join(steps), "sh"] + argv

@@ -5,6 +5,7 @@ then watches the folders it saw with inotify (Linux, through ctypes): a run that
 read, whatever the number of files; a run that wrote files costs a ``stat`` of each. Where inotify is missing, its
 queue overflowed, or its watches ran out, the workspace is scanned before and after the run, as a fallback.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,8 +36,9 @@ def _skipped(name: str) -> bool:
     return name.startswith(".") or name in _SKIPPED_DIRS
 
 
-def _snapshot(root: str, on_dir: Optional[Callable[[str, str], None]] = None, start: str = "",
-              budget: Optional[int] = None) -> Snapshot:
+def _snapshot(
+    root: str, on_dir: Optional[Callable[[str, str], None]] = None, start: str = "", budget: Optional[int] = None
+) -> Snapshot:
     """``{relative path: (mtime_ns, size)}`` of the visible files under ``root`` (or its folder ``start``), breadth
     first, and whether the scan saw everything (``False``: it stopped at ``_MAX_SCAN_ENTRIES`` entries or
     ``_MAX_SCAN_DEPTH`` levels). ``on_dir(relative path, path)`` is called for each folder before it is listed."""
@@ -81,7 +83,9 @@ def _snapshot(root: str, on_dir: Optional[Callable[[str, str], None]] = None, st
     return found, complete
 
 
-def _changed_files(before: Snapshot, root: str, since_ns: int, ignore: Iterable[str] = ()) -> Tuple[List[str], int, bool]:
+def _changed_files(
+    before: Snapshot, root: str, since_ns: int, ignore: Iterable[str] = ()
+) -> Tuple[List[str], int, bool]:
     """Paths created or modified since ``before`` (at most MAX_FILES), how many there were in all, and whether both
     scans saw the whole workspace (if not, a change past the scans' bounds is not seen)."""
     old, complete_before = before
@@ -112,8 +116,20 @@ _IN_DELETE_SELF, _IN_MOVE_SELF = 0x400, 0x800
 _IN_Q_OVERFLOW, _IN_IGNORED, _IN_ISDIR = 0x4000, 0x8000, 0x40000000
 _IN_ONLYDIR, _IN_DONTFOLLOW, _IN_EXCL_UNLINK = 0x1000000, 0x2000000, 0x4000000
 _IN_NONBLOCK, _IN_CLOEXEC = 0o4000, 0o2000000
-_WATCH_MASK = (_IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
-               | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR | _IN_DONTFOLLOW | _IN_EXCL_UNLINK)
+_WATCH_MASK = (
+    _IN_MODIFY
+    | _IN_ATTRIB
+    | _IN_CLOSE_WRITE
+    | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE
+    | _IN_DELETE_SELF
+    | _IN_MOVE_SELF
+    | _IN_ONLYDIR
+    | _IN_DONTFOLLOW
+    | _IN_EXCL_UNLINK
+)
 _EVENT = struct.Struct("iIII")
 
 
@@ -140,7 +156,7 @@ class ChangeTracker:
         self.root = root
         self._libc = _libc() if use_inotify else None
         self._fd: Optional[int] = None
-        self._wds: Dict[int, str] = {}      # watch descriptor -> relative folder
+        self._wds: Dict[int, str] = {}  # watch descriptor -> relative folder
         self._files: Dict[str, Stamp] = {}  # what the watched folders hold
         self._complete = True
         self._before: Optional[Snapshot] = None  # scan mode
@@ -174,8 +190,11 @@ class ChangeTracker:
             old = (dict(self._files), self._complete)
             self._restart()
             new = self._files if self._fd is not None else _snapshot(self.root)[0]
-            changed = [rel for rel, stamp in new.items() if old[0].get(rel) != stamp
-                       and (old[1] or rel in old[0] or stamp[0] >= since_ns - _MTIME_SLACK_NS)]
+            changed = [
+                rel
+                for rel, stamp in new.items()
+                if old[0].get(rel) != stamp and (old[1] or rel in old[0] or stamp[0] >= since_ns - _MTIME_SLACK_NS)
+            ]
         self._touched = set()
         return _listed(changed, ignore) + (self._complete,)
 
@@ -234,7 +253,7 @@ class ChangeTracker:
             offset = 0
             while offset + _EVENT.size <= len(data):
                 wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
-                name = os.fsdecode(data[offset + _EVENT.size:offset + _EVENT.size + length].split(b"\0", 1)[0])
+                name = os.fsdecode(data[offset + _EVENT.size : offset + _EVENT.size + length].split(b"\0", 1)[0])
                 offset += _EVENT.size + length
                 self._event(wd, mask, name)
 

@@ -3,11 +3,17 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, current_flow_path
-from aiflows_jarvis.CoreFlowModule import check_time, start_thread, tool_timeout
-from aiflows_jarvis.CoreFlowModule import instantiate
-from aiflows_jarvis.CoreFlowModule import shorten
-from aiflows_jarvis.CoreFlowModule import run_tool
+from aiflows_jarvis.CoreFlowModule import (
+    ConfigurationError,
+    LeanAtomicFlow,
+    check_time,
+    current_flow_path,
+    instantiate,
+    run_tool,
+    shorten,
+    start_thread,
+    tool_timeout,
+)
 
 
 def call_with_timeout(call, timeout: Optional[float], what: str) -> Any:
@@ -35,8 +41,10 @@ def call_with_timeout(call, timeout: Optional[float], what: str) -> Any:
 def error_observation(tool: str, error: BaseException) -> str:
     """What the controller reads when a tool failed: it can try another query or another tool."""
     text = str(error).strip() or type(error).__name__
-    return f"Error: the tool {tool} failed ({type(error).__name__}: {shorten(text, 500)}). Try another query or " \
-           "another command."
+    return (
+        f"Error: the tool {tool} failed ({type(error).__name__}: {shorten(text, 500)}). Try another query or "
+        "another command."
+    )
 
 
 class LCToolFlow(LeanAtomicFlow):
@@ -71,8 +79,10 @@ class LCToolFlow(LeanAtomicFlow):
         if self._backend is None:
             config = self.flow_config.get("backend")
             if not isinstance(config, dict) or not config.get("_target_") or config["_target_"] == "???":
-                raise ConfigurationError(f"{self.flow_config['name']}: `backend._target_` must name a LangChain "
-                                         "tool class, e.g. langchain_community.tools.DuckDuckGoSearchRun")
+                raise ConfigurationError(
+                    f"{self.flow_config['name']}: `backend._target_` must name a LangChain "
+                    "tool class, e.g. langchain_community.tools.DuckDuckGoSearchRun"
+                )
             try:
                 with warnings.catch_warnings():  # langchain-community warns at import that it is being sunset
                     warnings.simplefilter("ignore", DeprecationWarning)
@@ -80,11 +90,13 @@ class LCToolFlow(LeanAtomicFlow):
             except ImportError as error:
                 raise ConfigurationError(
                     f"{self.flow_config['name']}: the tool {config['_target_']} cannot be imported ({error}). "
-                    'Install the LangChain tools with: pip install -e ".[autogpt]"') from None
+                    'Install the LangChain tools with: pip install -e ".[autogpt]"'
+                ) from None
             except Exception as error:  # noqa: BLE001 - hydra wraps the real error
                 cause = error.__cause__ or error
-                raise ConfigurationError(f"{self.flow_config['name']}: cannot build the tool "
-                                         f"{config['_target_']}: {cause}") from None
+                raise ConfigurationError(
+                    f"{self.flow_config['name']}: cannot build the tool {config['_target_']}: {cause}"
+                ) from None
         return self._backend
 
     def tool_input(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
@@ -100,8 +112,11 @@ class LCToolFlow(LeanAtomicFlow):
         def call() -> str:
             try:
                 backend = self.backend
-                observation = call_with_timeout(lambda: backend.run(tool_input=tool_input),
-                                                tool_timeout(self.flow_config.get("timeout"), where), name)
+                observation = call_with_timeout(
+                    lambda: backend.run(tool_input=tool_input),
+                    tool_timeout(self.flow_config.get("timeout"), where),
+                    name,
+                )
             except ConfigurationError:
                 raise  # a configuration mistake stops the run; the model cannot fix it
             except Exception as error:  # noqa: BLE001 - the controller reads it and tries something else

@@ -1,4 +1,5 @@
 """LCToolFlowModule: any LangChain tool as a flow (tool_input -> observation); errors become observations."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
 ]

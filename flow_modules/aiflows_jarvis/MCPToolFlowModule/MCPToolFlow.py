@@ -13,8 +13,8 @@ from aiflows_jarvis.CoreFlowModule import (
     get_console,
     get_input_source,
     is_approval,
+    shorten,
 )
-from aiflows_jarvis.CoreFlowModule import shorten
 
 from .config import load_servers
 from .results import bounded, result_text
@@ -60,14 +60,21 @@ class MCPToolFlow(LeanAtomicFlow):
             if self.__dict__.get("_own") is None:
                 # a relative `cwd` in the object given here is the module's folder (its demo server is there)
                 module = os.path.dirname(os.path.abspath(sys.modules[type(self).__module__].__file__))
-                self._own = MCPServers(load_servers(config, f"{self.flow_config['name']}.mcp_config",
-                                                    base=None if isinstance(config, str) else module))
+                self._own = MCPServers(
+                    load_servers(
+                        config,
+                        f"{self.flow_config['name']}.mcp_config",
+                        base=None if isinstance(config, str) else module,
+                    )
+                )
                 self._own.commands()
             return self._own
         provider = self.run_context.tool_provider
         if provider is None:
-            raise ConfigurationError(f"{self.flow_config['name']}: no MCP servers: give `mcp_config` (a file listing "
-                                     "them, or {mcpServers: {...}}), or run with --mcp-config FILE.")
+            raise ConfigurationError(
+                f"{self.flow_config['name']}: no MCP servers: give `mcp_config` (a file listing "
+                "them, or {mcpServers: {...}}), or run with --mcp-config FILE."
+            )
         return provider
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
@@ -80,11 +87,11 @@ class MCPToolFlow(LeanAtomicFlow):
         if servers.asks_before(command):
             shown = shorten(json.dumps(arguments, ensure_ascii=False), 300)
             answer = get_input_source().ask(
-                f"Call the tool {tool.name} of the MCP server {tool.server} with {shown}? (Enter: yes; or say why "
-                "not)", kind=APPROVAL)
+                f"Call the tool {tool.name} of the MCP server {tool.server} with {shown}? (Enter: yes; or say why not)",
+                kind=APPROVAL,
+            )
             if not is_approval(answer):
-                return {"result": f"The user did not let the tool {tool.name} run. They said: {answer}",
-                        "failed": True}
+                return {"result": f"The user did not let the tool {tool.name} run. They said: {answer}", "failed": True}
         started = time.monotonic()
         outcome = servers.call(command, arguments)
         seconds = time.monotonic() - started

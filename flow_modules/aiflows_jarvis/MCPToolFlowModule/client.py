@@ -18,6 +18,7 @@ protocol is small: ``initialize`` (the version agreed on), ``tools/list`` (with 
 Requests the server makes of the client while it works (``ping``; ``sampling``, ``elicitation`` and ``roots``, which
 this client does not offer) are answered; its notifications go to the log.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -68,7 +69,7 @@ class RemoteError(MCPError):
 
 def _short(text: Any, limit: int = 200) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _tail(path: Optional[str], lines: int = 2) -> str:
@@ -81,7 +82,7 @@ def _tail(path: Optional[str], lines: int = 2) -> str:
             text = f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    text = text[text.rfind("\n=== ") + 1:] if "\n=== " in text else text  # this start's lines only
+    text = text[text.rfind("\n=== ") + 1 :] if "\n=== " in text else text  # this start's lines only
     kept = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("=== ")]
     return _short(" | ".join(kept[-lines:]), 300)
 
@@ -96,20 +97,30 @@ class StdioTransport:
     :param log_path: where its stderr goes (appended to; None: discarded).
     """
 
-    def __init__(self, name: str, command: str, args: List[str], env: Dict[str, str], cwd: Optional[str] = None,
-                 log_path: Optional[str] = None):
+    def __init__(
+        self,
+        name: str,
+        command: str,
+        args: List[str],
+        env: Dict[str, str],
+        cwd: Optional[str] = None,
+        log_path: Optional[str] = None,
+    ):
         self.name = name
         self.log_path = log_path
         self.protocol_version: Optional[str] = None
         environment = {key: os.environ[key] for key in ("PATH", "HOME") if key in os.environ}
         if sys.platform == "win32":  # pragma: no cover - what a Windows program needs to start at all
-            environment.update({k: os.environ[k] for k in ("SYSTEMROOT", "COMSPEC", "PATHEXT", "TEMP")
-                                if k in os.environ})
+            environment.update(
+                {k: os.environ[k] for k in ("SYSTEMROOT", "COMSPEC", "PATHEXT", "TEMP") if k in os.environ}
+            )
         environment.update(env)
         program = shutil.which(command, path=environment.get("PATH")) if not os.path.dirname(command) else command
         if program is None:
-            raise ServerUnavailable(f"the program `{command}` was not found on PATH. Install it (npx and node come "
-                                    "with Node.js, uvx with uv), or give its full path as `command`.")
+            raise ServerUnavailable(
+                f"the program `{command}` was not found on PATH. Install it (npx and node come "
+                "with Node.js, uvx with uv), or give its full path as `command`."
+            )
         if cwd is not None and not os.path.isdir(cwd):
             raise ServerUnavailable(f"its folder `cwd` {cwd} does not exist.")
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
@@ -118,8 +129,14 @@ class StdioTransport:
                 log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {command} {' '.join(args)}\n".encode())
                 log.flush()
             self.process = subprocess.Popen(
-                [program, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=cwd,
-                env=environment, start_new_session=(os.name == "posix"))
+                [program, *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=cwd,
+                env=environment,
+                start_new_session=(os.name == "posix"),
+            )
         except OSError as error:
             raise ServerUnavailable(f"`{command}` could not be started: {error.strerror or error}.") from None
         finally:
@@ -165,9 +182,11 @@ class StdioTransport:
                     message = json.loads(text)
                 except (ValueError, RecursionError):
                     shown = text[:120].decode("utf-8", errors="replace")
-                    self._fail(f"it wrote text that is not JSON-RPC on its stdout: {shown!r}. A stdio server writes "
-                               "only protocol messages there (its logs go to stderr): check its command and "
-                               "arguments (some servers need a flag to speak stdio).")
+                    self._fail(
+                        f"it wrote text that is not JSON-RPC on its stdout: {shown!r}. A stdio server writes "
+                        "only protocol messages there (its logs go to stderr): check its command and "
+                        "arguments (some servers need a flag to speak stdio)."
+                    )
                     return
                 for item in message if isinstance(message, list) else [message]:
                     self._dispatch(item)
@@ -182,8 +201,11 @@ class StdioTransport:
         except subprocess.TimeoutExpired:
             code = None
         said = _tail(self.log_path)
-        what = "it closed its stdout" if code is None else \
-            f"it exited ({f'signal {-code}' if code < 0 else f'exit code {code}'})"
+        what = (
+            "it closed its stdout"
+            if code is None
+            else f"it exited ({f'signal {-code}' if code < 0 else f'exit code {code}'})"
+        )
         return f"{what}." + (f" Its log ends with: {said.rstrip('.')}." if said else "")
 
     def _dispatch(self, message: Any) -> None:
@@ -314,8 +336,11 @@ def _answer_server_request(message: Dict[str, Any]) -> Dict[str, Any]:
     """The client's answer to a request of the server: ``ping`` is answered; the client offers nothing else."""
     if message.get("method") == "ping":
         return {"jsonrpc": "2.0", "id": message["id"], "result": {}}
-    return {"jsonrpc": "2.0", "id": message["id"],
-            "error": {"code": -32601, "message": f"this client does not offer {message.get('method')}"}}
+    return {
+        "jsonrpc": "2.0",
+        "id": message["id"],
+        "error": {"code": -32601, "message": f"this client does not offer {message.get('method')}"},
+    }
 
 
 # ~~~ Streamable HTTP ~~~
@@ -343,21 +368,27 @@ class HTTPTransport:
         if self._https:
             import ssl
 
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
-                                               context=ssl.create_default_context())
+            return http.client.HTTPSConnection(
+                self._host, self._port, timeout=timeout, context=ssl.create_default_context()
+            )
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _headers(self, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   **self.headers, **(extra or {})}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **self.headers,
+            **(extra or {}),
+        }
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_version:
             headers["MCP-Protocol-Version"] = self.protocol_version
         return headers
 
-    def _open(self, method: str, body: Optional[bytes], timeout: float, extra: Optional[Dict[str, str]] = None
-              ) -> tuple:
+    def _open(
+        self, method: str, body: Optional[bytes], timeout: float, extra: Optional[Dict[str, str]] = None
+    ) -> tuple:
         connection = self._connection(max(0.1, timeout))
         try:
             connection.request(method, self._path, body=body, headers=self._headers(extra))
@@ -367,8 +398,9 @@ class HTTPTransport:
             if isinstance(error, TimeoutError) or "timed out" in str(error):
                 raise RequestTimeout(f"it did not answer within {timeout:g} s.") from None
             if isinstance(error, ConnectionRefusedError):
-                raise ServerUnavailable(f"nothing answers at {self.url} (connection refused): is the server "
-                                        "running?") from None
+                raise ServerUnavailable(
+                    f"nothing answers at {self.url} (connection refused): is the server running?"
+                ) from None
             raise ServerUnavailable(f"{self.url} cannot be reached: {error}") from None
         return connection, response
 
@@ -378,19 +410,21 @@ class HTTPTransport:
         if status == 404 and self.session_id and what != "initialize":
             return SessionExpired("the server ended the session.")
         if status in (401, 403):
-            return ServerUnavailable(f"it refused the request to {self.url} (HTTP {status}): check the credentials "
-                                     "in its `headers` (Authorization) in the MCP configuration." +
-                                     (f" It said: {body}" if body else ""))
+            return ServerUnavailable(
+                f"it refused the request to {self.url} (HTTP {status}): check the credentials "
+                "in its `headers` (Authorization) in the MCP configuration." + (f" It said: {body}" if body else "")
+            )
         if status in (404, 405) and what == "initialize":
-            return ServerUnavailable(f"no MCP endpoint at {self.url} (HTTP {status}): check its `url` (a Streamable "
-                                     "HTTP endpoint, often ending in /mcp).")
+            return ServerUnavailable(
+                f"no MCP endpoint at {self.url} (HTTP {status}): check its `url` (a Streamable "
+                "HTTP endpoint, often ending in /mcp)."
+            )
         return ServerUnavailable(f"it answered `{what}` with HTTP {status}" + (f": {body}" if body else "."))
 
     def request(self, message: Dict[str, Any], timeout: Optional[float]) -> Dict[str, Any]:
         with self._lock:
             deadline = time.monotonic() + (timeout if timeout else 24 * 3600)
-            connection, response = self._open("POST", json.dumps(message).encode("utf-8"),
-                                              deadline - time.monotonic())
+            connection, response = self._open("POST", json.dumps(message).encode("utf-8"), deadline - time.monotonic())
             try:
                 if response.status not in (200, 201):
                     raise self._refused(response, str(message.get("method")))
@@ -405,15 +439,18 @@ class HTTPTransport:
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):
-            raise ServerUnavailable(f"its answer to `{message.get('method')}` is not JSON: "
-                                    f"{_short(body[:120].decode('utf-8', errors='replace'))!r}") from None
+            raise ServerUnavailable(
+                f"its answer to `{message.get('method')}` is not JSON: "
+                f"{_short(body[:120].decode('utf-8', errors='replace'))!r}"
+            ) from None
         for item in data if isinstance(data, list) else [data]:
             if isinstance(item, dict) and item.get("id") == message["id"] and "method" not in item:
                 return item
         raise ServerUnavailable(f"its answer to `{message.get('method')}` is not the JSON-RPC response asked for.")
 
-    def _from_events(self, connection: http.client.HTTPConnection, response: http.client.HTTPResponse, wanted: Any,
-                     deadline: float) -> Dict[str, Any]:
+    def _from_events(
+        self, connection: http.client.HTTPConnection, response: http.client.HTTPResponse, wanted: Any, deadline: float
+    ) -> Dict[str, Any]:
         """The response to request ``wanted`` from a stream of server-sent events (the server's own requests in
         it answered); a stream that ends before it is resumed from its last event id."""
         last_id: Optional[str] = None
@@ -450,8 +487,9 @@ class HTTPTransport:
             connection.close()
             if not last_id:
                 raise ServerUnavailable("it closed its event stream before answering.")
-            connection, response = self._open("GET", None, deadline - time.monotonic(),
-                                              {"Last-Event-ID": last_id, "Accept": "text/event-stream"})
+            connection, response = self._open(
+                "GET", None, deadline - time.monotonic(), {"Last-Event-ID": last_id, "Accept": "text/event-stream"}
+            )
             if response.status != 200:
                 raise self._refused(response, "a resumed event stream")
         raise ServerUnavailable("its event stream kept ending before the answer.")
@@ -519,12 +557,22 @@ class MCPClient:
             response = self.transport.request(message, timeout)
         except RequestTimeout:
             if method != "initialize":  # the server may stop the work it does for nobody
-                self.transport.notify({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                       "params": {"requestId": number, "reason": "timeout"}})
+                self.transport.notify(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": number, "reason": "timeout"},
+                    }
+                )
             raise
         except KeyboardInterrupt:
-            self.transport.notify({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                   "params": {"requestId": number, "reason": "interrupted by the user"}})
+            self.transport.notify(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": number, "reason": "interrupted by the user"},
+                }
+            )
             raise
         if "error" in response:
             error = response["error"] if isinstance(response["error"], dict) else {"message": response["error"]}
@@ -538,15 +586,20 @@ class MCPClient:
         """Start the transport and agree on the protocol (``initialize``, then ``notifications/initialized``)."""
         self.transport = self._open_transport()
         try:
-            result = self._request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                                                  "clientInfo": CLIENT_INFO}, timeout)
+            result = self._request(
+                "initialize",
+                {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO},
+                timeout,
+            )
         except RemoteError as error:
             raise ServerUnavailable(f"it refused to start a session: {error}") from None
         version = result.get("protocolVersion")
         if version not in SUPPORTED_VERSIONS:
-            raise ServerUnavailable(f"it speaks MCP protocol {version}; this client speaks "
-                                    f"{' and '.join(SUPPORTED_VERSIONS)}. Update the server (its package), or use "
-                                    "one that speaks a newer protocol.")
+            raise ServerUnavailable(
+                f"it speaks MCP protocol {version}; this client speaks "
+                f"{' and '.join(SUPPORTED_VERSIONS)}. Update the server (its package), or use "
+                "one that speaks a newer protocol."
+            )
         self.protocol_version = self.transport.protocol_version = version
         self.capabilities = result.get("capabilities") if isinstance(result.get("capabilities"), dict) else {}
         self.server_info = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}

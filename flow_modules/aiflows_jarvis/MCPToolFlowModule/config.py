@@ -8,6 +8,7 @@ set is an error that names it. Per server, besides: ``allowed_tools`` / ``disabl
 (seconds per request, default 60), ``needs_approval`` (default true: each call is shown to the user first, as code
 is; ``--yes`` approves), ``autoApprove`` (Cline's: tools that need no approval) and ``disabled`` (skipped).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,20 @@ SERVER_KEYS = ("mcpServers", "servers")
 HTTP_TYPES = ("http", "streamable-http", "streamablehttp", "streamable_http")
 # Keys of other clients that say nothing this client acts on (VS Code's envFile, dev; Cline's transportType, ...)
 _IGNORED = {"type", "transportType", "envFile", "dev", "description", "alwaysAllow", "gallery", "version", "title"}
-_KNOWN = {"command", "args", "env", "cwd", "url", "headers", "allowed_tools", "disabled_tools", "timeout",
-          "needs_approval", "autoApprove", "disabled"} | _IGNORED
+_KNOWN = {
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "allowed_tools",
+    "disabled_tools",
+    "timeout",
+    "needs_approval",
+    "autoApprove",
+    "disabled",
+} | _IGNORED
 _VARIABLE = re.compile(r"\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{([^}]*)\}")
 
 
@@ -63,8 +76,13 @@ class ServerConfig:
     def settings(self) -> Dict[str, Any]:
         """What a recording keeps of the server: its name and what the run does with its tools, never how it is
         reached (commands, URLs, environment and headers may hold secrets)."""
-        return {"allowed_tools": self.allowed_tools, "disabled_tools": self.disabled_tools, "timeout": self.timeout,
-                "needs_approval": self.needs_approval, "autoApprove": self.auto_approve}
+        return {
+            "allowed_tools": self.allowed_tools,
+            "disabled_tools": self.disabled_tools,
+            "timeout": self.timeout,
+            "needs_approval": self.needs_approval,
+            "autoApprove": self.auto_approve,
+        }
 
     def secrets(self) -> Dict[str, str]:
         """``{what: value}`` of the values the configuration gives that are kept out of what a run writes and
@@ -82,16 +100,20 @@ def expand(text: str, environ: Mapping[str, str], where: str) -> str:
 
     def value(match: "re.Match[str]") -> str:
         if match.group(4) is not None:
-            raise BadInputError(f"{where}: ${{{match.group(4)}}} cannot be expanded: write ${{NAME}} (an environment "
-                                "variable), ${NAME:-default} or the value itself (VS Code's ${input:...} prompts are "
-                                "not asked here).")
+            raise BadInputError(
+                f"{where}: ${{{match.group(4)}}} cannot be expanded: write ${{NAME}} (an environment "
+                "variable), ${NAME:-default} or the value itself (VS Code's ${input:...} prompts are "
+                "not asked here)."
+            )
         name, default = match.group(2), match.group(3)
         if name in environ:
             return environ[name]
         if default is not None:
             return default
-        raise BadInputError(f"{where}: the environment variable {name} is not set (the configuration uses "
-                            f"${{{name}}}). Export it before the run, or write the value in the file.")
+        raise BadInputError(
+            f"{where}: the environment variable {name} is not set (the configuration uses "
+            f"${{{name}}}). Export it before the run, or write the value in the file."
+        )
 
     return _VARIABLE.sub(value, text)
 
@@ -99,6 +121,7 @@ def expand(text: str, environ: Mapping[str, str], where: str) -> str:
 def _strip_jsonc(text: str) -> str:
     """JSON with comments and trailing commas (VS Code's mcp.json) as plain JSON: strings are kept whole, comments
     dropped, then the commas before a closing bracket. Two passes, each linear."""
+
     def scan(text: str, on_other) -> str:
         out: List[str] = []
         i, n = 0, len(text)
@@ -107,7 +130,7 @@ def _strip_jsonc(text: str) -> str:
                 j = i + 1
                 while j < n and text[j] != '"':
                     j += 2 if text[j] == "\\" else 1
-                out.append(text[i:j + 1])
+                out.append(text[i : j + 1])
                 i = j + 1
             else:
                 i = on_other(text, i, out)
@@ -128,7 +151,7 @@ def _strip_jsonc(text: str) -> str:
             j = i + 1
             while j < len(text) and text[j] in " \t\r\n":
                 j += 1
-            if text[j:j + 1] in ("}", "]"):
+            if text[j : j + 1] in ("}", "]"):
                 return i + 1
         out.append(text[i])
         return i + 1
@@ -140,8 +163,10 @@ def read_config_file(path: str) -> Dict[str, Any]:
     """The object a configuration file holds: JSON (with comments and trailing commas, as VS Code writes it), or
     YAML for a ``.yaml`` / ``.yml`` file; BadInputError saying what is wrong."""
     if not os.path.isfile(path):
-        raise BadInputError(f"--mcp-config {path}: no such file. Give the file that lists your MCP servers (e.g. "
-                            "Claude Desktop's claude_desktop_config.json, or .vscode/mcp.json).")
+        raise BadInputError(
+            f"--mcp-config {path}: no such file. Give the file that lists your MCP servers (e.g. "
+            "Claude Desktop's claude_desktop_config.json, or .vscode/mcp.json)."
+        )
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -155,11 +180,13 @@ def read_config_file(path: str) -> Dict[str, Any]:
         else:
             data = json.loads(_strip_jsonc(text))
     except Exception as error:  # noqa: BLE001 - JSON or YAML errors, said with where they are
-        raise BadInputError(f"--mcp-config {path} is not valid {'YAML' if path.endswith(('yaml', 'yml')) else 'JSON'}"
-                            f": {error}") from None
+        raise BadInputError(
+            f"--mcp-config {path} is not valid {'YAML' if path.endswith(('yaml', 'yml')) else 'JSON'}: {error}"
+        ) from None
     if not isinstance(data, dict):
-        raise BadInputError(f"--mcp-config {path}: the file must hold an object with `mcpServers` (or VS Code's "
-                            "`servers`).")
+        raise BadInputError(
+            f"--mcp-config {path}: the file must hold an object with `mcpServers` (or VS Code's `servers`)."
+        )
     return data
 
 
@@ -175,8 +202,9 @@ def _mapping(value: Any, key: str) -> Dict[str, str]:
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
 
 
-def _server(name: str, spec: Any, where: str, environ: Mapping[str, str],
-            base: Optional[str]) -> Optional[ServerConfig]:
+def _server(
+    name: str, spec: Any, where: str, environ: Mapping[str, str], base: Optional[str]
+) -> Optional[ServerConfig]:
     key = f"{where}.{name}"
     if not isinstance(spec, dict):
         raise BadInputError(f"{key}: must be an object with a `command` (a server started here) or a `url`")
@@ -184,16 +212,20 @@ def _server(name: str, spec: Any, where: str, environ: Mapping[str, str],
         return None
     kind = str(spec.get("type") or spec.get("transportType") or "").strip().lower()
     if kind == "sse":
-        raise BadInputError(f"{key}: `type: sse` is the HTTP+SSE transport of 2024-11-05, which this client does not "
-                            "speak; give the server's Streamable HTTP endpoint (often its URL ending in /mcp) with "
-                            "`type: http`.")
+        raise BadInputError(
+            f"{key}: `type: sse` is the HTTP+SSE transport of 2024-11-05, which this client does not "
+            "speak; give the server's Streamable HTTP endpoint (often its URL ending in /mcp) with "
+            "`type: http`."
+        )
     if kind and kind != "stdio" and kind not in HTTP_TYPES:
         raise BadInputError(f"{key}.type: {spec.get('type')!r} is not a transport this client speaks: stdio or http.")
     unknown = sorted(set(spec) - _KNOWN)
     if unknown:
-        raise BadInputError(f"{key}: unknown setting(s) {', '.join(unknown)}. A server has `command`, `args`, `env`, "
-                            "`cwd` (started here) or `url`, `headers` (reached over HTTP), and may have "
-                            "allowed_tools, disabled_tools, timeout, needs_approval, autoApprove, disabled.")
+        raise BadInputError(
+            f"{key}: unknown setting(s) {', '.join(unknown)}. A server has `command`, `args`, `env`, "
+            "`cwd` (started here) or `url`, `headers` (reached over HTTP), and may have "
+            "allowed_tools, disabled_tools, timeout, needs_approval, autoApprove, disabled."
+        )
     server = ServerConfig(name)
     if spec.get("command") is not None and spec.get("url") is not None:
         raise BadInputError(f"{key}: give either `command` (a server started here) or `url`, not both")
@@ -210,13 +242,17 @@ def _server(name: str, spec: Any, where: str, environ: Mapping[str, str],
         if not re.match(r"https?://", url):
             raise BadInputError(f"{key}.url: {url!r} is not an http:// or https:// URL")
         server.url = url
-        server.headers = {k: expand(v, environ, f"{key}.headers.{k}")
-                          for k, v in _mapping(spec.get("headers") or {}, f"{key}.headers").items()}
+        server.headers = {
+            k: expand(v, environ, f"{key}.headers.{k}")
+            for k, v in _mapping(spec.get("headers") or {}, f"{key}.headers").items()
+        }
     else:
-        raise BadInputError(f"{key}: no `command` and no `url`: say how the server is started (`command`, `args`) or "
-                            "reached (`url`).")
-    server.env = {k: expand(v, environ, f"{key}.env.{k}")
-                  for k, v in _mapping(spec.get("env") or {}, f"{key}.env").items()}
+        raise BadInputError(
+            f"{key}: no `command` and no `url`: say how the server is started (`command`, `args`) or reached (`url`)."
+        )
+    server.env = {
+        k: expand(v, environ, f"{key}.env.{k}") for k, v in _mapping(spec.get("env") or {}, f"{key}.env").items()
+    }
     if spec.get("allowed_tools") is not None:
         server.allowed_tools = _strings(spec["allowed_tools"], f"{key}.allowed_tools")
     server.disabled_tools = _strings(spec.get("disabled_tools") or [], f"{key}.disabled_tools")
@@ -234,8 +270,9 @@ def _server(name: str, spec: Any, where: str, environ: Mapping[str, str],
     return server
 
 
-def servers_from(data: Mapping[str, Any], source: str, environ: Optional[Mapping[str, str]] = None,
-                 base: Optional[str] = None) -> List[ServerConfig]:
+def servers_from(
+    data: Mapping[str, Any], source: str, environ: Optional[Mapping[str, str]] = None, base: Optional[str] = None
+) -> List[ServerConfig]:
     """The servers a configuration object lists, checked and expanded; BadInputError naming the key otherwise.
 
     :param data: the object (``{"mcpServers": {...}}`` or ``{"servers": {...}}``).
@@ -246,8 +283,10 @@ def servers_from(data: Mapping[str, Any], source: str, environ: Optional[Mapping
     environ = os.environ if environ is None else environ
     found = [(key, data[key]) for key in SERVER_KEYS if isinstance(data, Mapping) and key in data]
     if not found:
-        raise BadInputError(f"{source}: no `mcpServers` object (Claude Desktop, Cursor, Claude Code) and no `servers` "
-                            "object (VS Code): nothing says which MCP servers to use.")
+        raise BadInputError(
+            f"{source}: no `mcpServers` object (Claude Desktop, Cursor, Claude Code) and no `servers` "
+            "object (VS Code): nothing says which MCP servers to use."
+        )
     key, servers = found[0]
     if not isinstance(servers, dict):
         raise BadInputError(f"{source}: `{key}` must be an object of server names and their settings")
@@ -259,8 +298,9 @@ def servers_from(data: Mapping[str, Any], source: str, environ: Optional[Mapping
     return out
 
 
-def load_servers(config: Any, source: str = "mcp_config", environ: Optional[Mapping[str, str]] = None,
-                 base: Optional[str] = None) -> List[ServerConfig]:
+def load_servers(
+    config: Any, source: str = "mcp_config", environ: Optional[Mapping[str, str]] = None, base: Optional[str] = None
+) -> List[ServerConfig]:
     """The servers of ``config``: a file's path (JSON or YAML; a relative path is taken from ``base``) or the object
     itself; see ``servers_from``."""
     if isinstance(config, str):
@@ -292,5 +332,7 @@ def described(servers: List[ServerConfig]) -> Tuple[str, ...]:
     """``fs (npx)``, ``web (https://host/mcp)``: the servers as one line names them."""
     from aiflows_jarvis.CoreFlowModule import without_credentials
 
-    return tuple(f"{s.name} ({os.path.basename(s.command or '') if s.command else without_credentials(s.url or '')[0]})"
-                 for s in servers)
+    return tuple(
+        f"{s.name} ({os.path.basename(s.command or '') if s.command else without_credentials(s.url or '')[0]})"
+        for s in servers
+    )

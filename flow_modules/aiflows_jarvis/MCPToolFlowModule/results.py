@@ -5,6 +5,7 @@ Text content is kept as it is; images, audio and binary resources are saved to f
 shown as JSON when the tool gave no text. A text longer than the limit is cut (its head kept) and saved whole to a
 file the cut names, so the model can read the rest with another command, and the user has it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,10 +18,23 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 FOLDER = "mcp_files"
-_EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/jpg": ".jpg", "image/gif": ".gif",
-               "image/webp": ".webp", "image/svg+xml": ".svg", "audio/wav": ".wav", "audio/x-wav": ".wav",
-               "audio/mpeg": ".mp3", "audio/ogg": ".ogg", "application/pdf": ".pdf", "application/json": ".json",
-               "text/plain": ".txt", "text/csv": ".csv", "text/html": ".html"}
+_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/jpg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "image/svg+xml": ".svg",
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/mpeg": ".mp3",
+    "audio/ogg": ".ogg",
+    "application/pdf": ".pdf",
+    "application/json": ".json",
+    "text/plain": ".txt",
+    "text/csv": ".csv",
+    "text/html": ".html",
+}
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _numbers = itertools.count(1)
 
@@ -74,17 +88,30 @@ def result_text(result: Dict[str, Any], workdir: str, stem: str) -> Tuple[str, L
         if kind == "text":
             parts.append(str(item.get("text") or ""))
         elif kind in ("image", "audio"):
-            parts.append(_save_blob(str(item.get("data") or ""), str(item.get("mimeType") or f"{kind}/unknown"),
-                                    workdir, stem, f"an {kind}" if kind == "image" else "audio", files))
+            parts.append(
+                _save_blob(
+                    str(item.get("data") or ""),
+                    str(item.get("mimeType") or f"{kind}/unknown"),
+                    workdir,
+                    stem,
+                    f"an {kind}" if kind == "image" else "audio",
+                    files,
+                )
+            )
         elif kind == "resource":
             resource = item.get("resource") if isinstance(item.get("resource"), dict) else {}
             uri = resource.get("uri") or "(no uri)"
             if isinstance(resource.get("text"), str):
                 parts.append(f"[resource {uri}]\n{resource['text']}")
             else:
-                saved = _save_blob(str(resource.get("blob") or ""),
-                                   str(resource.get("mimeType") or "application/octet-stream"), workdir, stem,
-                                   f"the resource {uri}", files)
+                saved = _save_blob(
+                    str(resource.get("blob") or ""),
+                    str(resource.get("mimeType") or "application/octet-stream"),
+                    workdir,
+                    stem,
+                    f"the resource {uri}",
+                    files,
+                )
                 parts.append(saved)
         elif kind == "resource_link":
             name = item.get("name") or item.get("title") or ""
@@ -105,7 +132,8 @@ def bounded(text: str, limit: int, workdir: str, stem: str) -> Tuple[str, Option
     path = _new_path(os.path.join(workdir, FOLDER), stem, ".txt")
     with open(path, "w", encoding="utf-8", errors="replace") as f:
         f.write(text)
-    note = (f"\n[... the result is {len(text):,} characters long: cut here; the whole of it is in "
-            f"{_shown(path, workdir)}]")
-    head = text[:max(0, limit - len(note))]
+    note = (
+        f"\n[... the result is {len(text):,} characters long: cut here; the whole of it is in {_shown(path, workdir)}]"
+    )
+    head = text[: max(0, limit - len(note))]
     return head + note, path

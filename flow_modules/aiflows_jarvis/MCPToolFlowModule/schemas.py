@@ -8,12 +8,14 @@ property of the tool's schema is brought down to that: a ``$ref`` is followed (w
 ``oneOf`` / a list of types whose one non-null type is clear gives that type, what is left unclear is a string whose
 note says so. The required properties are the command's arguments, the others its optional ones.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+
 from aiflows_jarvis.CoreFlowModule import one_line
 
 SCALARS = ("string", "integer", "number", "boolean")
@@ -50,8 +52,10 @@ def _resolve(schema: Any, root: Dict[str, Any], depth: int = 0) -> Dict[str, Any
         target: Any = root
         for part in ref[2:].split("/"):
             target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, dict) else None
-        schema, depth = ({**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-                         if isinstance(target, dict) else {}), depth + 1
+        schema, depth = (
+            ({**target, **{k: v for k, v in schema.items() if k != "$ref"}} if isinstance(target, dict) else {}),
+            depth + 1,
+        )
     return schema if isinstance(schema, dict) else {}
 
 
@@ -65,8 +69,9 @@ def _variants(schema: Dict[str, Any], root: Dict[str, Any]) -> List[Dict[str, An
                 out += _variants(_resolve(variant, root), root)
             return out
     if isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:
-        return _variants({**_resolve(schema["allOf"][0], root), **{k: v for k, v in schema.items()
-                                                                   if k != "allOf"}}, root)
+        return _variants(
+            {**_resolve(schema["allOf"][0], root), **{k: v for k, v in schema.items() if k != "allOf"}}, root
+        )
     if isinstance(schema.get("type"), list):
         return [{**schema, "type": t} for t in schema["type"]]
     return [schema]
@@ -78,11 +83,26 @@ def _type_of(schema: Dict[str, Any]) -> Optional[str]:
         return kind
     if kind == "null":
         return "null"
-    values = schema.get("enum") if isinstance(schema.get("enum"), list) else (
-        [schema["const"]] if "const" in schema else None)
+    values = (
+        schema.get("enum")
+        if isinstance(schema.get("enum"), list)
+        else ([schema["const"]] if "const" in schema else None)
+    )
     if values:
-        kinds = {("boolean" if isinstance(v, bool) else "integer" if isinstance(v, int) else "number"
-                  if isinstance(v, float) else "string" if isinstance(v, str) else "other") for v in values}
+        kinds = {
+            (
+                "boolean"
+                if isinstance(v, bool)
+                else "integer"
+                if isinstance(v, int)
+                else "number"
+                if isinstance(v, float)
+                else "string"
+                if isinstance(v, str)
+                else "other"
+            )
+            for v in values
+        }
         return kinds.pop() if len(kinds) == 1 and "other" not in kinds else None
     if isinstance(schema.get("properties"), dict):
         return "object"
@@ -109,22 +129,32 @@ def simplified(schema: Any, root: Dict[str, Any]) -> Tuple[str, Dict[str, Any], 
         if kinds - {None}:
             notes.append(f"one of: {', '.join(sorted(k for k in kinds if k))}, as text")
     extra: Dict[str, Any] = {}
-    enum = chosen.get("enum") if isinstance(chosen.get("enum"), list) else (
-        [chosen["const"]] if "const" in chosen else None)
+    enum = (
+        chosen.get("enum")
+        if isinstance(chosen.get("enum"), list)
+        else ([chosen["const"]] if "const" in chosen else None)
+    )
     if enum and kind in SCALARS:
         extra["enum"] = enum
-        notes.append("one of: " + ", ".join(json.dumps(v, ensure_ascii=False) for v in enum[:20])
-                     + (" ..." if len(enum) > 20 else ""))
+        notes.append(
+            "one of: "
+            + ", ".join(json.dumps(v, ensure_ascii=False) for v in enum[:20])
+            + (" ..." if len(enum) > 20 else "")
+        )
     if kind == "array":
         items = _resolve(chosen.get("items"), root)
         item_kinds = {_type_of(v) for v in _variants(items, root) if _type_of(v) != "null"}
         item = item_kinds.pop() if len(item_kinds) == 1 else None
         if item in SCALARS:
-            extra["items"] = {"type": item, **({"enum": items["enum"]} if isinstance(items.get("enum"), list)
-                                               else {})}
-            notes.append(f"each item: {item}" + (" one of " + ", ".join(json.dumps(v, ensure_ascii=False)
-                                                                         for v in items["enum"][:20])
-                                                  if isinstance(items.get("enum"), list) else ""))
+            extra["items"] = {"type": item, **({"enum": items["enum"]} if isinstance(items.get("enum"), list) else {})}
+            notes.append(
+                f"each item: {item}"
+                + (
+                    " one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in items["enum"][:20])
+                    if isinstance(items.get("enum"), list)
+                    else ""
+                )
+            )
         elif item in ("object", "array"):
             if item == "object":
                 extra["items"] = {"type": "object"}
@@ -186,7 +216,8 @@ def declaration(server: str, tool: Dict[str, Any]) -> Dict[str, Any]:
         "description": description,
         "input_args": [n for n in names if n in required],
         "optional_args": [n for n in names if n not in required],
-        "arg_types": arg_types, "arg_notes": arg_notes, "arg_schemas": arg_schemas,
+        "arg_types": arg_types,
+        "arg_notes": arg_notes,
+        "arg_schemas": arg_schemas,
         "shown_as": f"{command_name(server, str(tool.get('name')))} (MCP server {server})",
     }
-

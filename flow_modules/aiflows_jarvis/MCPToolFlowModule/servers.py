@@ -9,6 +9,7 @@ said in one line, naming it, what to check and its log, and the run goes on with
 Listings and calls go through ``CoreFlowModule.tool_calls.run_tool`` as ``mcp:<server>``: ``--record`` keeps them,
 ``--replay`` answers them from the recording and starts nothing.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -20,12 +21,15 @@ import time
 import weakref
 from typing import Any, Dict, Iterable, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import get_console
-from aiflows_jarvis.CoreFlowModule import check_time, tool_timeout
-from aiflows_jarvis.CoreFlowModule import shorten
-from aiflows_jarvis.CoreFlowModule import remember_secret
-from aiflows_jarvis.CoreFlowModule import current_run
-from aiflows_jarvis.CoreFlowModule import run_tool
+from aiflows_jarvis.CoreFlowModule import (
+    check_time,
+    current_run,
+    get_console,
+    remember_secret,
+    run_tool,
+    shorten,
+    tool_timeout,
+)
 
 from .client import HTTPTransport, MCPClient, MCPError, RemoteError, RequestTimeout, StdioTransport
 from .config import ServerConfig
@@ -64,8 +68,9 @@ class MCPServers:
     :param source: where the servers were configured, named in messages (``--mcp-config FILE``).
     """
 
-    def __init__(self, servers: List[ServerConfig], log_dir: Optional[str] = None,
-                 source: str = "the MCP configuration"):
+    def __init__(
+        self, servers: List[ServerConfig], log_dir: Optional[str] = None, source: str = "the MCP configuration"
+    ):
         self.servers: Dict[str, _Server] = {}
         for config in servers:
             self.servers[config.name] = _Server(config)
@@ -91,8 +96,11 @@ class MCPServers:
             out = {}
             for name, tool in self.tools.items():
                 if name in taken:
-                    self._say_once(name, f"MCP server {tool.server}: its tool {tool.name} is not offered: a command "
-                                         f"of the controller is named {name} already.")
+                    self._say_once(
+                        name,
+                        f"MCP server {tool.server}: its tool {tool.name} is not offered: a command "
+                        f"of the controller is named {name} already.",
+                    )
                     continue
                 out[name] = tool.declaration
             return out
@@ -124,8 +132,10 @@ class MCPServers:
             command = command_name(name, tool)
             try:
                 if len(command) > MAX_NAME:
-                    raise ValueError(f"its command name {command} is longer than {MAX_NAME} characters (a shorter "
-                                     "server name in the configuration helps)")
+                    raise ValueError(
+                        f"its command name {command} is longer than {MAX_NAME} characters (a shorter "
+                        "server name in the configuration helps)"
+                    )
                 if command in self.tools:
                     raise ValueError(f"its command name {command} is another tool's already")
                 declared = declaration(name, raw)
@@ -136,18 +146,26 @@ class MCPServers:
             offered.append(command)
         console = get_console()
         if offered:
-            console.line("info", f"MCP server {name}: {len(offered)} tool{'s' if len(offered) != 1 else ''} offered "
-                                 f"({', '.join(t.split('__', 1)[-1] for t in offered[:12])}"
-                                 f"{', ...' if len(offered) > 12 else ''}).")
+            console.line(
+                "info",
+                f"MCP server {name}: {len(offered)} tool{'s' if len(offered) != 1 else ''} offered "
+                f"({', '.join(t.split('__', 1)[-1] for t in offered[:12])}"
+                f"{', ...' if len(offered) > 12 else ''}).",
+            )
         else:
-            console.line("warning", f"MCP server {name} offers no tool"
-                                    + (" its configuration allows." if listed["tools"] else "."))
+            console.line(
+                "warning",
+                f"MCP server {name} offers no tool" + (" its configuration allows." if listed["tools"] else "."),
+            )
         for text in refused:
             console.line("warning", f"MCP server {name}: the tool {text} is not offered.")
         if len(self.tools) > MANY_TOOLS and "many" not in self._named:
-            self._say_once("many", f"{len(self.tools)} MCP tools are offered: each takes room in every prompt of "
-                                   "the controller. `allowed_tools` (or `disabled_tools`) per server in "
-                                   f"{self.source} keeps the ones the goal needs.")
+            self._say_once(
+                "many",
+                f"{len(self.tools)} MCP tools are offered: each takes room in every prompt of "
+                "the controller. `allowed_tools` (or `disabled_tools`) per server in "
+                f"{self.source} keeps the ones the goal needs.",
+            )
 
     def _listing(self, server: _Server) -> str:
         """The server's tools as JSON (``{"tools": [...]}``), or why it cannot be used (``{"error": ...}``)."""
@@ -166,6 +184,7 @@ class MCPServers:
             return server.client
         config = server.config
         if config.url:
+
             def open_transport() -> Any:
                 return HTTPTransport(config.name, config.url, config.headers)
         else:
@@ -174,6 +193,7 @@ class MCPServers:
 
             def open_transport() -> Any:
                 return StdioTransport(config.name, config.command, config.args, config.env, config.cwd, log)
+
         client = MCPClient(config.name, open_transport)
         server.client = client
         client.start(timeout)
@@ -184,9 +204,11 @@ class MCPServers:
         config, text = server.config, str(error)
         if isinstance(error, RequestTimeout) and not (server.client and server.client.protocol_version):
             started = " ".join([os.path.basename(config.command or "")] + config.args)
-            text += (f" Check that `{shorten(started, 100) if config.command else config.url}` is an MCP server "
-                     f"speaking {'stdio' if config.command else 'Streamable HTTP'}, or give it a longer `timeout` "
-                     f"(now {config.timeout:g} s).")
+            text += (
+                f" Check that `{shorten(started, 100) if config.command else config.url}` is an MCP server "
+                f"speaking {'stdio' if config.command else 'Streamable HTTP'}, or give it a longer `timeout` "
+                f"(now {config.timeout:g} s)."
+            )
         log = os.path.join(self.log_dir, config.name + ".log")
         if config.command and os.path.exists(log):
             text += f" Its log: {log}."
@@ -194,8 +216,9 @@ class MCPServers:
 
     def _leave_out(self, server: _Server, reason: str) -> None:
         server.failure = reason
-        get_console().line("warning", f"MCP server {server.config.name} is left out: {reason} The run goes on "
-                                      "without its tools.")
+        get_console().line(
+            "warning", f"MCP server {server.config.name} is left out: {reason} The run goes on without its tools."
+        )
 
     def _stop(self, server: _Server) -> None:
         client, server.client = server.client, None
@@ -223,8 +246,9 @@ class MCPServers:
 
         def call() -> str:
             if server.failure:
-                return json.dumps({"error": f"the MCP server {tool.server} is left out: {server.failure}",
-                                   "kind": "server"})
+                return json.dumps(
+                    {"error": f"the MCP server {tool.server} is left out: {server.failure}", "kind": "server"}
+                )
             started = time.monotonic()
             try:
                 with self._lock:
@@ -234,14 +258,20 @@ class MCPServers:
                 return json.dumps({"error": f"the server refused the call: {error}", "kind": "refused"})
             except RequestTimeout:
                 check_time(where)
-                return json.dumps({"error": f"the MCP server {tool.server} did not answer within "
-                                            f"{time.monotonic() - started:.0f} s; the call was cancelled.",
-                                   "kind": "timeout"})
+                return json.dumps(
+                    {
+                        "error": f"the MCP server {tool.server} did not answer within "
+                        f"{time.monotonic() - started:.0f} s; the call was cancelled.",
+                        "kind": "timeout",
+                    }
+                )
             except MCPError as error:
                 self._stop(server)
                 server.failure = self._hint(server, error)
-                get_console().line("warning", f"MCP server {tool.server} stopped: {server.failure} Its tools answer "
-                                              "with this from now on.")
+                get_console().line(
+                    "warning",
+                    f"MCP server {tool.server} stopped: {server.failure} Its tools answer with this from now on.",
+                )
                 return json.dumps({"error": f"the MCP server {tool.server} stopped: {error}", "kind": "server"})
             return json.dumps({"result": result}, ensure_ascii=False)
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError
 from aiflows_jarvis.CodeLibraryFlowModule import (
     legacy_file,
     library_structure,
@@ -11,7 +10,14 @@ from aiflows_jarvis.CodeLibraryFlowModule import (
     package_summary,
     summary_head,
 )
-from aiflows_jarvis.CoreFlowModule import memory_path, read_log_tail, read_text
+from aiflows_jarvis.CoreFlowModule import (
+    ConfigurationError,
+    LeanAtomicFlow,
+    MemoryFileError,
+    memory_path,
+    read_log_tail,
+    read_text,
+)
 
 from .retrieval import Reranker, make_query, relevant_library, relevant_logs
 
@@ -74,9 +80,15 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
                 max_entries = self.flow_config.get("max_log_entries")
                 if retrieval.get("enabled") and max_entries:
                     out[key], picked[key] = relevant_logs(
-                        path, query, int(max_entries), self.flow_config.get("max_log_chars"), picked.get(key, []),
-                        int(retrieval.get("relevant_log_entries", 5)), int(retrieval.get("candidates", 40)),
-                        self._reranker_of(retrieval))
+                        path,
+                        query,
+                        int(max_entries),
+                        self.flow_config.get("max_log_chars"),
+                        picked.get(key, []),
+                        int(retrieval.get("relevant_log_entries", 5)),
+                        int(retrieval.get("candidates", 40)),
+                        self._reranker_of(retrieval),
+                    )
                 else:
                     out[key] = read_log_tail(path, max_entries, self.flow_config.get("max_log_chars"))
             elif reader == "signatures":
@@ -87,9 +99,14 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
                     out[key] = summary
                     if summary is None:  # over its budget: the relevant entries are picked
                         out[key], picked[key] = relevant_library(
-                            path, query, int(max_chars), picked.get(key, []),
-                            int(retrieval.get("recent_library_entries", 3)), int(retrieval.get("candidates", 40)),
-                            self._reranker_of(retrieval))
+                            path,
+                            query,
+                            int(max_chars),
+                            picked.get(key, []),
+                            int(retrieval.get("recent_library_entries", 3)),
+                            int(retrieval.get("candidates", 40)),
+                            self._reranker_of(retrieval),
+                        )
                 except MemoryFileError as error:  # a library.py that does not compile is not migrated
                     out[key] = f"(the code library cannot be read: {error})"
             elif reader == "modules":
@@ -105,8 +122,10 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
         and a `library.py` of an earlier version is named, not moved (the boss that writes code moves it)."""
         if not os.path.isdir(package_dir(path)):
             if os.path.isfile(legacy_file(path)):
-                return ("(the library is still library.py, the single file of an earlier version: Coder moves it into "
-                        "the package `library` when it first uses it, and sees its functions)")
+                return (
+                    "(the library is still library.py, the single file of an earlier version: Coder moves it into "
+                    "the package `library` when it first uses it, and sees its functions)"
+                )
             return ""
         try:
             return summary_head(path, self.flow_config.get("max_library_chars")) if library_structure(path) else ""
@@ -119,8 +138,9 @@ class MemoryReadingAtomicFlow(LeanAtomicFlow):
         if embedding == "local":
             return None
         if embedding != "provider":
-            raise ConfigurationError(f"{self.flow_config['name']}: retrieval.embedding must be `local` or "
-                                     f"`provider`, not {embedding!r}")
+            raise ConfigurationError(
+                f"{self.flow_config['name']}: retrieval.embedding must be `local` or `provider`, not {embedding!r}"
+            )
         if getattr(self, "_reranker", None) is None:
             self._reranker = Reranker(dict(retrieval.get("embedding_config") or {}), self.flow_config["name"])
         return self._reranker

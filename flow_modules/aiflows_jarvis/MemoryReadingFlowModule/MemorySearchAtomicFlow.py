@@ -2,11 +2,10 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError, get_console
-from aiflows_jarvis.CoreFlowModule import memory_path
-from .search_index import library_index, log_index
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, MemoryFileError, get_console, memory_path
 
 from .retrieval import search_text
+from .search_index import library_index, log_index
 
 _WHAT = {"code_library": "code library", "logs": "logs"}
 
@@ -34,8 +33,9 @@ class MemorySearchAtomicFlow(LeanAtomicFlow):
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         memory = self.flow_config.get("memory")
         if memory not in _WHAT:
-            raise ConfigurationError(f"{self.flow_config['name']}: `memory` must be one of {sorted(_WHAT)}, "
-                                     f"not {memory!r}")
+            raise ConfigurationError(
+                f"{self.flow_config['name']}: `memory` must be one of {sorted(_WHAT)}, not {memory!r}"
+            )
         query = str(input_data.get("query") or "").strip()
         if not query:
             return {"result": "Nothing was searched: the query is empty. Give a few words of what you look for."}
@@ -44,7 +44,12 @@ class MemorySearchAtomicFlow(LeanAtomicFlow):
             index = library_index(path) if memory == "code_library" else log_index(path)
         except MemoryFileError as error:  # a library.py that does not compile is not migrated
             return {"result": f"Nothing was searched: the {_WHAT[memory]} cannot be read: {error}"}
-        result = search_text(index, query, _WHAT[memory], int(self.flow_config.get("max_results", 8)),
-                             int(self.flow_config.get("max_chars", 4000)))
+        result = search_text(
+            index,
+            query,
+            _WHAT[memory],
+            int(self.flow_config.get("max_results", 8)),
+            int(self.flow_config.get("max_chars", 4000)),
+        )
         get_console().line("result", result.split("\n", 1)[0])
         return {"result": result}

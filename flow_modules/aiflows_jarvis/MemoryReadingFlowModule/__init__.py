@@ -1,5 +1,6 @@
 """MemoryReadingFlowModule: reads plan, logs (their last entries) and the code library (signatures + docstrings);
 beyond their budgets, the entries relevant to the task; and searches them for the controller."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/CodeLibraryFlowModule", "revision": "main"},

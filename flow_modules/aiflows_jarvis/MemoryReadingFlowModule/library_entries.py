@@ -1,12 +1,14 @@
 """The code library as the memory index sees it: its functions and classes, each keyed ``module.name``, and a
 fingerprint of what the package holds.
 
-The library package (CodeLibraryFlowModule's ``package``) already keeps what every module defines, in ``library/_index/``: a module
-is parsed again only when its file changed. This adapter reads that index, through the package's API, so the memory
-index never parses the library; the entries' text is the package's rendering (``render_entry``), the one prompts show.
+The library package (CodeLibraryFlowModule's ``package``) already keeps what every module defines, in
+``library/_index/``: a module is parsed again only when its file changed. This adapter reads that index, through the
+package's API, so the memory index never parses the library; the entries' text is the package's rendering
+(``render_entry``), the one prompts show.
 A large library's search index is kept in the package's index folder between runs (``search_cache_path``): a cache,
 caught up with the package by each entry's digest.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,11 +22,13 @@ from aiflows_jarvis.CodeLibraryFlowModule import (
     INDEX_VERSION,
     ensure_library,
     entries_of_source,
-    library_entries as package_entries,
     load_index,
     once_per_version,
     package_dir,
     render_entry,
+)
+from aiflows_jarvis.CodeLibraryFlowModule import (
+    library_entries as package_entries,
 )
 
 _INDEXED_KINDS = ("function", "class")
@@ -56,17 +60,25 @@ def library_entries(code_library: str) -> Dict[str, Tuple[str, Dict[str, Any]]]:
     dict while nothing changed on disk (do not change it). A `library.py` is migrated into the package first:
     MemoryFileError when it does not compile."""
     entries = package_entries(code_library)
-    return once_per_version(_keyed, package_dir(code_library), entries, lambda: {
-        entry_key(e["module"], e["name"]): (e.get("digest", ""), e)
-        for e in entries if e.get("kind") in _INDEXED_KINDS})
+    return once_per_version(
+        _keyed,
+        package_dir(code_library),
+        entries,
+        lambda: {
+            entry_key(e["module"], e["name"]): (e.get("digest", ""), e)
+            for e in entries
+            if e.get("kind") in _INDEXED_KINDS
+        },
+    )
 
 
 def library_fingerprint(code_library: str) -> str:
     """What the package's modules are, in a few characters: each module's file size and time as its index recorded
     them (the package re-indexes a module whose file no longer matches). Another fingerprint: the entries changed."""
     index = load_index(ensure_library(code_library))
-    modules = sorted((module, record.get("stat"), record.get("error", ""))
-                     for module, record in index["modules"].items())
+    modules = sorted(
+        (module, record.get("stat"), record.get("error", "")) for module, record in index["modules"].items()
+    )
     data = json.dumps(modules).encode("utf-8")
     return f"{len(modules)}:{zlib.crc32(data):08x}"
 
@@ -80,9 +92,11 @@ def rendering_id() -> str:
     """What the entries' texts are made by, in a few characters: the package index's version and a sample module
     as ``entries_of_source`` reads it and ``entry_text`` renders it (a search index kept from a Jarvis that read or
     rendered the library otherwise holds other texts, under the same digests)."""
-    source = ('def f(x: int = 1, *args, **kw) -> int:\n    """One.\n\n    Two."""\n    return x\n\n\n'
-              'class C(B):\n    """C."""\n    def __init__(self, y):\n        pass\n\n    def m(self) -> str:\n'
-              '        """M."""\n        return ""\n')
+    source = (
+        'def f(x: int = 1, *args, **kw) -> int:\n    """One.\n\n    Two."""\n    return x\n\n\n'
+        'class C(B):\n    """C."""\n    def __init__(self, y):\n        pass\n\n    def m(self) -> str:\n'
+        '        """M."""\n        return ""\n'
+    )
     texts = "\n".join(entry_text(entry) for entry in entries_of_source(source)[1])
     return f"{INDEX_VERSION}:{zlib.crc32(texts.encode('utf-8')):08x}"
 

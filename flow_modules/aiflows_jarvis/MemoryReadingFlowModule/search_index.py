@@ -11,16 +11,16 @@ index's) is rebuilt from the log, written whole to a temporary file and renamed 
 many lines superseded.
 
 The code library has no journal: the library package keeps its own index of what each module defines
-(``library/_index/``, see CodeLibraryFlowModule's ``package``), which the library's search index is built from, in memory, and caught
-up with entry by entry (``library_entries`` is the adapter). Tokenizing thousands of docstrings is most of what a large
-library costs a run, so from ``_CACHE_FROM`` entries the built index is also kept in ``library/_index/search.bin`` (a
-cache with its checksum: one that does not read, or made by other indexing rules, is built again) and the next run
-starts from it, putting again only the entries whose digest changed since.
-
+(``library/_index/``, see CodeLibraryFlowModule's ``package``), which the library's search index is built from, in
+memory, and caught up with entry by entry (``library_entries`` is the adapter). Tokenizing thousands of docstrings is
+most of what a large library costs a run, so from ``_CACHE_FROM`` entries the built index is also kept in
+``library/_index/search.bin`` (a cache with its checksum: one that does not read, or made by other indexing rules, is
+built again) and the next run starts from it, putting again only the entries whose digest changed since.
 Ranking is lexical, with no model and no network: BM25 over words (camelCase and snake_case split) and their stems, so
 "normalise the temperatures" finds ``def normalize_temperature``. The provider's embeddings can re-rank what it finds
 (MemoryReadingFlowModule does, when configured).
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,8 +35,16 @@ import zlib
 from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import MemoryFileError
-from aiflows_jarvis.CoreFlowModule import append_text, atomic_write, open_regular, read_text, say_rebuilt, split_log_entries
+from aiflows_jarvis.CoreFlowModule import (
+    MemoryFileError,
+    append_text,
+    atomic_write,
+    open_regular,
+    read_text,
+    say_rebuilt,
+    split_log_entries,
+)
+
 from .library_entries import (
     entry_text,
     library_entries,
@@ -53,11 +61,33 @@ _COMPACT_RATIO = 3
 _TAIL_BYTES = 256  # the bytes of a log compared to tell it was not rewritten since it was indexed
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_STOP = frozenset("""a an and are as at be by for from has have if in into is it its of on or that the this to was
+_STOP = frozenset(
+    """a an and are as at be by for from has have if in into is it its of on or that the this to was
 were will with which what when where who how do does did can could should would you your we our they their i me my
-so not no yes but all any each per than then there these those via using use used uses""".split())
-_SUFFIXES = ("ational", "ations", "ation", "ising", "izing", "ments", "ment", "ness", "ings", "ing", "ies", "ied",
-             "ers", "er", "ed", "es", "ly", "al", "s", "e")
+so not no yes but all any each per than then there these those via using use used uses""".split()
+)
+_SUFFIXES = (
+    "ational",
+    "ations",
+    "ation",
+    "ising",
+    "izing",
+    "ments",
+    "ment",
+    "ness",
+    "ings",
+    "ing",
+    "ies",
+    "ied",
+    "ers",
+    "er",
+    "ed",
+    "es",
+    "ly",
+    "al",
+    "s",
+    "e",
+)
 _K1, _B = 1.2, 0.75
 _COMMON_FROM = 50  # entries from which terms in more than half of them are not scored
 _CACHE_FROM = 1000  # entries from which the library's search index is kept on disk between runs
@@ -67,7 +97,7 @@ _RECACHE_EVERY = 200  # entries put or dropped since the cache was written befor
 def _stem(word: str) -> str:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[:-len(suffix)]
+            word = word[: -len(suffix)]
             break
     return word[:6]
 
@@ -337,9 +367,12 @@ def keep_library_index(code_library: str) -> None:
 # memory (marshal is not made for hostile data).
 _CACHE_VERSION = 1
 _CACHE_MAGIC = b"jarvis library search index\n"
-_CACHE_RULES = "{} {} {:08x} {}".format(_CACHE_VERSION, marshal.version,
-                                        zlib.crc32(repr((_WORD.pattern, sorted(_STOP), _SUFFIXES)).encode("utf-8")),
-                                        rendering_id())
+_CACHE_RULES = "{} {} {:08x} {}".format(
+    _CACHE_VERSION,
+    marshal.version,
+    zlib.crc32(repr((_WORD.pattern, sorted(_STOP), _SUFFIXES)).encode("utf-8")),
+    rendering_id(),
+)
 _CACHE_HEAD_MAX = 256
 _CACHE_MAX_BYTES = 2 << 30
 
@@ -368,9 +401,9 @@ def _read_library_cache(path: str, key: str) -> Optional[MemoryIndex]:
         if info.st_size > _CACHE_MAX_BYTES:
             return None
         start = os.pread(fd, len(_CACHE_MAGIC) + _CACHE_HEAD_MAX, 0)
-        if not start.startswith(_CACHE_MAGIC) or b"\n" not in start[len(_CACHE_MAGIC):]:
+        if not start.startswith(_CACHE_MAGIC) or b"\n" not in start[len(_CACHE_MAGIC) :]:
             return None
-        head = start[len(_CACHE_MAGIC):].split(b"\n", 1)[0]
+        head = start[len(_CACHE_MAGIC) :].split(b"\n", 1)[0]
         *rules, crc, length = head.decode("ascii").split(" ")
         offset = len(_CACHE_MAGIC) + len(head) + 1
         if " ".join(rules) != _CACHE_RULES or int(length) != info.st_size - offset:
@@ -381,8 +414,7 @@ def _read_library_cache(path: str, key: str) -> Optional[MemoryIndex]:
         parts = marshal.loads(payload)
         del payload
         index = _index_of(parts, key)
-    except (OSError, ValueError, EOFError, TypeError, UnicodeDecodeError, MemoryError, RecursionError,
-            OverflowError):
+    except (OSError, ValueError, EOFError, TypeError, UnicodeDecodeError, MemoryError, RecursionError, OverflowError):
         return None
     finally:
         os.close(fd)
@@ -469,4 +501,3 @@ def forget_cached_indexes() -> None:
     """Drop what this process keeps of the indexes (they are read again from disk)."""
     with _lock:
         _indexes.clear()
-

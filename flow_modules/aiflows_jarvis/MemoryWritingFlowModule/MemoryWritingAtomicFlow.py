@@ -2,8 +2,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow
-from aiflows_jarvis.CoreFlowModule import append_log_entry, memory_path
+from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, append_log_entry, memory_path
 
 
 class MemoryWritingAtomicFlow(LeanAtomicFlow):

@@ -1,4 +1,5 @@
 """MemoryWritingFlowModule: appends one entry per executed command to the logs memory file."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
 ]

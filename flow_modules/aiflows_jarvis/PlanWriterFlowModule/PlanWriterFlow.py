@@ -44,8 +44,13 @@ class PlanWriterFlow(ControllerExecutorFlow):
         if branch == "write_plan":
             update["plan_over_limit"] = over_limit
             if output.get("approved") and self.flow_config.get("finish_on_approval", True) and self._bookkeeping():
-                update.update({self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
-                               "summary": "The user approved the plan.", "status": "finished"})
+                update.update(
+                    {
+                        self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
+                        "summary": "The user approved the plan.",
+                        "status": "finished",
+                    }
+                )
         return update
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:

@@ -1,4 +1,5 @@
 """PlanWriterFlowModule: writes a step-by-step plan with the user (draft, approve / comment / edit, revise)."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/ChatFlowModule", "revision": "main"},

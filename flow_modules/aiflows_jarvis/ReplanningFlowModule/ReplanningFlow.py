@@ -34,8 +34,10 @@ class ReplanningFlow(PlanWriterFlow):
         output = super().run(input_data)
         if output.get("status") == "finished":
             kept = f" (the previous plan is kept in {self._replaced_copy})" if self._replaced_copy else ""
-            result = (f"The plan has been rewritten (this replaces the plan you followed so far){kept}. The new "
-                      f"plan:\n{output['plan']}\nContinue with the first step of the new plan that is not done.")
+            result = (
+                f"The plan has been rewritten (this replaces the plan you followed so far){kept}. The new "
+                f"plan:\n{output['plan']}\nContinue with the first step of the new plan that is not done."
+            )
         else:
             result = f"Re-planning did not finish ({output.get('status')}); the plan is unchanged:\n{old_plan}"
         return {"result": result, "status": output.get("status", "")}

@@ -1,4 +1,5 @@
 """ReplanningFlowModule: rewrites the plan when something went wrong, and tells the controller it changed."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/PlanWriterFlowModule", "revision": "main"},

@@ -6,10 +6,15 @@ from typing import Any, Dict, Optional
 
 from aiflows.base_flows import CircularFlow
 
-from aiflows_jarvis.CoreFlowModule import JarvisError, LeanSequentialFlow, get_console
-from aiflows_jarvis.CoreFlowModule import open_regular
 from aiflows_jarvis.CodeLibraryFlowModule import legacy_file, package_dir
-from aiflows_jarvis.CoreFlowModule import archive_copy, with_memory_files
+from aiflows_jarvis.CoreFlowModule import (
+    JarvisError,
+    LeanSequentialFlow,
+    archive_copy,
+    get_console,
+    open_regular,
+    with_memory_files,
+)
 
 _SUFFIX = {"python": ".py", "py": ".py", "python3": ".py", "bash": ".sh", "shell": ".sh", "sh": ".sh"}
 
@@ -86,8 +91,17 @@ class RunCodeFlow(LeanSequentialFlow):
         draft_path = self._new_script_path(os.path.join(library_dir or interpreter.workspace, "code_runs"), language)
         self._library_path: Optional[str] = library
         self._library_before: Optional[str] = None
-        return super().run({**input_data, "language": language, "draft_path": draft_path, "feedback": "",
-                            "result": "", "failed": False, "edited": False})
+        return super().run(
+            {
+                **input_data,
+                "language": language,
+                "draft_path": draft_path,
+                "feedback": "",
+                "result": "",
+                "failed": False,
+                "edited": False,
+            }
+        )
 
     @staticmethod
     def _new_script_path(folder: str, language: str) -> str:
@@ -104,9 +118,13 @@ class RunCodeFlow(LeanSequentialFlow):
             self._library_before = self._read_library()  # the code runs next
             return {"code": output_payload["code"], "edited": bool(output_payload.get("edited"))}
         feedback = output_payload.get("feedback", "")
-        return {self.flow_config.get("early_exit_key", "EARLY_EXIT"): True, "code": output_payload["code"],
-                "feedback": feedback, "failed": True,
-                "result": "The user did not let this code run. Their feedback: " + (feedback or "(none)")}
+        return {
+            self.flow_config.get("early_exit_key", "EARLY_EXIT"): True,
+            "code": output_payload["code"],
+            "feedback": feedback,
+            "failed": True,
+            "result": "The user did not let this code run. Their feedback: " + (feedback or "(none)"),
+        }
 
     @CircularFlow.output_msg_payload_processor
     def after_run(self, output_payload: Dict[str, Any], src_flow) -> Dict[str, Any]:
@@ -127,8 +145,12 @@ class RunCodeFlow(LeanSequentialFlow):
         if not path:
             return None
         package = package_dir(path)
-        paths = [legacy_file(path)] + [os.path.join(package, name) for name in sorted(os.listdir(package))
-                                       if name.endswith(".py")] if os.path.isdir(package) else [legacy_file(path)]
+        paths = (
+            [legacy_file(path)]
+            + [os.path.join(package, name) for name in sorted(os.listdir(package)) if name.endswith(".py")]
+            if os.path.isdir(package)
+            else [legacy_file(path)]
+        )
         found: Dict[str, bytes] = {}
         for one in paths:
             try:  # (a FIFO among the modules is not waited for: it is left out)
@@ -154,16 +176,22 @@ class RunCodeFlow(LeanSequentialFlow):
             name = os.path.relpath(path, folder)
             names.append(name)
             try:
-                copy = archive_copy(os.path.join(folder, name.replace(os.sep, ".")),
-                                    before[path].decode("utf-8", errors="replace"))
+                copy = archive_copy(
+                    os.path.join(folder, name.replace(os.sep, ".")), before[path].decode("utf-8", errors="replace")
+                )
                 kept.append(copy)
             except (OSError, JarvisError) as error:
                 kept.append(f"(not copied: {error})")
         what = "deleted" if all(p not in after for p in changed) else "changed"
         shown = ", ".join(names)
-        where = (f"the version from before the run is kept in {', '.join(kept)}" if len(kept) == 1 else
-                 f"the versions from before the run are kept in {', '.join(kept)}")
+        where = (
+            f"the version from before the run is kept in {', '.join(kept)}"
+            if len(kept) == 1
+            else f"the versions from before the run are kept in {', '.join(kept)}"
+        )
         get_console().line("warning", f"This run {what} {shown}, the code library; {where}.")
-        return (f"[{shown}, the code library, was {what} while this code ran; {where}. Functions are added to the "
-                "library by saving them (save_code, which tests them), "
-                "not by code run here.]")
+        return (
+            f"[{shown}, the code library, was {what} while this code ran; {where}. Functions are added to the "
+            "library by saving them (save_code, which tests them), "
+            "not by code run here.]"
+        )

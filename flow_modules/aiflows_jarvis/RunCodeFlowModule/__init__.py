@@ -1,4 +1,5 @@
 """RunCodeFlowModule: runs the controller's code with the user in the loop (file, edit, interpreter, feedback)."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/CodeLibraryFlowModule", "revision": "main"},

@@ -7,11 +7,14 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Tuple
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, MemoryFileError, get_console
-from aiflows_jarvis.CodeLibraryFlowModule import ensure_library, load_index
-from aiflows_jarvis.CodeLibraryFlowModule import bound_names_of, used_names
-from aiflows_jarvis.CoreFlowModule import memory_path
-from aiflows_jarvis.CodeLibraryFlowModule import split_future_imports
+from aiflows_jarvis.CodeLibraryFlowModule import (
+    bound_names_of,
+    ensure_library,
+    load_index,
+    split_future_imports,
+    used_names,
+)
+from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, MemoryFileError, get_console, memory_path
 from aiflows_jarvis.InterpreterFlowModule.executor import library_loader_code
 from aiflows_jarvis.InterpreterFlowModule.interpreter import CodeInterpreter
 
@@ -19,7 +22,7 @@ PASSED_MARK = "__JARVIS_TESTS_PASSED__"
 IMPORTS_MARK = "__JARVIS_IMPORTS_NOT_FOUND__"
 OPTIONAL_MARK = "__JARVIS_OPTIONAL_IMPORTS_NOT_FOUND__"
 
-_SCRIPT = '''\
+_SCRIPT = """\
 {futures}
 import importlib.util, sys
 sys.path.insert(0, {library_dir!r})
@@ -41,7 +44,7 @@ __name__ = "__main__"
 {tests}
 
 print({passed_mark!r})
-'''
+"""
 
 # Exception names whose handler makes the imports of a `try` body optional (the code has a fallback for them).
 _IMPORT_ERROR_NAMES = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -121,8 +124,10 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         code = str(input_data.get("code") or "").strip()
-        given = {who: str(input_data.get(key) or "").strip()
-                 for who, key in (("the proposed", "proposed_tests"), ("the user's", "user_tests"), ("the", "tests"))}
+        given = {
+            who: str(input_data.get(key) or "").strip()
+            for who, key in (("the proposed", "proposed_tests"), ("the user's", "user_tests"), ("the", "tests"))
+        }
         given = {who: text for who, text in given.items() if text}
         tests = "\n".join(given.values())
         if not code:
@@ -143,16 +148,27 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
         library_import = self._library_import(package, module, tree, tests)
         futures, code_body = split_future_imports(code)
         required, optional = imported_modules(tree)
-        script = _SCRIPT.format(futures="\n".join(futures), library_dir=library_dir, modules=required,
-                                imports_mark=IMPORTS_MARK, optional=optional, optional_mark=OPTIONAL_MARK,
-                                library_import=library_import, code=code_body, tests=tests or "pass",
-                                library_loader=library_loader_code(module),
-                                passed_mark=PASSED_MARK)
+        script = _SCRIPT.format(
+            futures="\n".join(futures),
+            library_dir=library_dir,
+            modules=required,
+            imports_mark=IMPORTS_MARK,
+            optional=optional,
+            optional_mark=OPTIONAL_MARK,
+            library_import=library_import,
+            code=code_body,
+            tests=tests or "pass",
+            library_loader=library_loader_code(module),
+            passed_mark=PASSED_MARK,
+        )
         with tempfile.TemporaryDirectory(prefix="jarvis_test_") as folder:
             with open(os.path.join(folder, "test_code.py"), "w", encoding="utf-8") as f:
                 f.write(script)
-            runner = CodeInterpreter(folder, timeout=float(self.flow_config.get("timeout", 60)),
-                                     max_output_chars=int(self.flow_config.get("max_output_chars", 6000)))
+            runner = CodeInterpreter(
+                folder,
+                timeout=float(self.flow_config.get("timeout", 60)),
+                max_output_chars=int(self.flow_config.get("max_output_chars", 6000)),
+            )
             try:
                 outcome = runner.run(f"{shlex.quote(sys.executable)} test_code.py", "bash")
             finally:
@@ -163,16 +179,20 @@ class TestCodeAtomicFlow(LeanAtomicFlow):
         output = outcome.output.replace(PASSED_MARK, "").replace(f"{OPTIONAL_MARK} {optional_missing}", "").strip()
         if IMPORTS_MARK in outcome.output:
             missing = outcome.output.split(IMPORTS_MARK, 1)[1].strip().splitlines()[0]
-            result = (f"The code compiles, but these modules are not installed: {missing}. They must be installed "
-                      "before the code can run (Coder can do it with run_code, language bash: pip install ...): "
-                      "finish and say which packages are missing, or use modules that are installed.")
+            result = (
+                f"The code compiles, but these modules are not installed: {missing}. They must be installed "
+                "before the code can run (Coder can do it with run_code, language bash: pip install ...): "
+                "finish and say which packages are missing, or use modules that are installed."
+            )
             passed = False
         elif PASSED_MARK in outcome.output and not outcome.failed:
             what = f"{' and '.join(given)} tests passed" if tests else "no tests were given"
             result = f"The code compiles, its imports resolve and it runs with the library; {what}."
             if optional_missing:
-                result += (f" Optional, not installed: {optional_missing} (imported in a `try` that handles the "
-                           "ImportError; the code's fallback was used).")
+                result += (
+                    f" Optional, not installed: {optional_missing} (imported in a `try` that handles the "
+                    "ImportError; the code's fallback was used)."
+                )
             if output and output != "(no output)":
                 result += f"\nOutput:\n{output}"
             passed = True

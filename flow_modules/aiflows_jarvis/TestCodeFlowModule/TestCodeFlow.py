@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from aiflows_jarvis.CoreFlowModule import LeanSequentialFlow
-from aiflows_jarvis.CoreFlowModule import with_memory_files
+from aiflows_jarvis.CoreFlowModule import LeanSequentialFlow, with_memory_files
 
 
 class TestCodeFlow(LeanSequentialFlow):

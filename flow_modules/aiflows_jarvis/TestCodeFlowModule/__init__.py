@@ -1,4 +1,5 @@
 """TestCodeFlowModule: checks library code (compiles, imports resolve) and runs the user's tests, with feedback."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
     {"url": "aiflows/CodeLibraryFlowModule", "revision": "main"},

@@ -2,16 +2,22 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, MemoryFileError, current_flow_path, get_console
-from aiflows_jarvis.CoreFlowModule import archive_copy, atomic_write, memory_path, read_text
 from aiflows_jarvis.CoreFlowModule import (
+    LeanAtomicFlow,
+    MemoryFileError,
+    archive_copy,
+    atomic_write,
     changed_beyond_marks,
+    current_flow_path,
     describe_marks,
     describe_update,
     dropped_steps,
+    get_console,
     mark_steps_done,
     marks_changed,
+    memory_path,
     plan_steps,
+    read_text,
 )
 
 
@@ -32,12 +38,17 @@ def _dropped_note(dropped: List[Tuple[str, str]], old_count: int, copy: str) -> 
 
     shown = "; ".join(f"{number}. {short(text)}" for number, text in dropped[:10])
     more = f"; and {len(dropped) - 10} more" if len(dropped) > 10 else ""
-    which = f"all {old_count} steps" if len(dropped) == old_count and old_count > 1 else \
-        f"{len(dropped)} step{'s' if len(dropped) > 1 else ''}"
-    return (f" Warning: {which} of the previous plan {'is' if len(dropped) == 1 else 'are'} no longer in it: "
-            f"{shown}{more}. The previous plan is kept in "
-            f"{copy}. If that was a mistake, call update_plan again with the whole plan, those steps "
-            "included.")
+    which = (
+        f"all {old_count} steps"
+        if len(dropped) == old_count and old_count > 1
+        else f"{len(dropped)} step{'s' if len(dropped) > 1 else ''}"
+    )
+    return (
+        f" Warning: {which} of the previous plan {'is' if len(dropped) == 1 else 'are'} no longer in it: "
+        f"{shown}{more}. The previous plan is kept in "
+        f"{copy}. If that was a mistake, call update_plan again with the whole plan, those steps "
+        "included."
+    )
 
 
 class UpdatePlanAtomicFlow(LeanAtomicFlow):
@@ -83,8 +94,10 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
             updated_plan = str(input_data.get("updated_plan") or "").strip()
         if not updated_plan:
             get_console().step(where, "", note="not updated: no step numbers given")
-            return {"result": "The plan was NOT updated: give `done_steps`, the numbers of the steps that are done "
-                              "(e.g. [2, 3])."}
+            return {
+                "result": "The plan was NOT updated: give `done_steps`, the numbers of the steps that are done "
+                "(e.g. [2, 3])."
+            }
         if previous == updated_plan:
             get_console().step(where, "", note="nothing changed")
             return {"result": "The plan file already held this plan; nothing changed."}
@@ -100,8 +113,11 @@ class UpdatePlanAtomicFlow(LeanAtomicFlow):
             dropped = dropped_steps(previous, updated_plan)
             if dropped:
                 result += _dropped_note(dropped, len(plan_steps(previous)), copy)
-                get_console().line("warning", f"The plan update dropped {len(dropped)} step(s) of the previous plan; "
-                                              f"the previous plan is kept in {copy}.")
+                get_console().line(
+                    "warning",
+                    f"The plan update dropped {len(dropped)} step(s) of the previous plan; "
+                    f"the previous plan is kept in {copy}.",
+                )
             else:
                 result += f" The previous plan is kept in {copy}."
         return {"result": result}

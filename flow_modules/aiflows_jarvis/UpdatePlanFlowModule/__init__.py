@@ -1,4 +1,5 @@
 """UpdatePlanFlowModule: writes the plan with finished steps marked done to the plan file."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
 ]

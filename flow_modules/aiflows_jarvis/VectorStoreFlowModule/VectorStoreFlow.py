@@ -3,11 +3,10 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, current_flow_path, get_console
-from aiflows_jarvis.CoreFlowModule import shorten
+from aiflows_jarvis.CoreFlowModule import ConfigurationError, LeanAtomicFlow, current_flow_path, get_console, shorten
 
 from .embeddings import Embeddings, build_embeddings
-from .store_folder import StoreKindMismatch, check_folder, migrate, name, recorded_kind, record_kind
+from .store_folder import StoreKindMismatch, check_folder, migrate, name, record_kind, recorded_kind
 from .stores import VectorStore, VectorStoreError, open_store
 
 
@@ -54,7 +53,8 @@ class VectorStoreFlow(LeanAtomicFlow):
         if not directory or directory == "???":
             raise ConfigurationError(
                 f"{self.flow_config['name']}: the vector store has no folder: set `persist_directory`, or "
-                "`memory_files: {vector_store: <folder>}` (run_autogpt.py puts it in the memory folder).")
+                "`memory_files: {vector_store: <folder>}` (run_autogpt.py puts it in the memory folder)."
+            )
         return os.path.abspath(directory)
 
     @property
@@ -76,11 +76,14 @@ class VectorStoreFlow(LeanAtomicFlow):
         except StoreKindMismatch as mismatch:
             if not self.flow_config.get("migrate"):
                 raise
-            copied, kept = migrate(self.kind, folder, self.embeddings.model,
-                                   str(self.flow_config.get("collection") or "memories"))
+            copied, kept = migrate(
+                self.kind, folder, self.embeddings.model, str(self.flow_config.get("collection") or "memories")
+            )
             found = " and ".join(name(k) for k in mismatch.found)
-            return (f"Copied {copied} memor{'y' if copied == 1 else 'ies'} from the {found} store into a "
-                    f"{name(self.kind)} store in {folder}; the folder as it was is kept in {kept}.")
+            return (
+                f"Copied {copied} memor{'y' if copied == 1 else 'ies'} from the {found} store into a "
+                f"{name(self.kind)} store in {folder}; the folder as it was is kept in {kept}."
+            )
         return None
 
     def _set_up_retriever(self) -> VectorStore:
@@ -90,8 +93,9 @@ class VectorStoreFlow(LeanAtomicFlow):
             if note:
                 get_console().line("info", note)
             folder = self.store_directory()
-            self._store = open_store(self.kind, folder, self.embeddings.model,
-                                     str(self.flow_config.get("collection") or "memories"))
+            self._store = open_store(
+                self.kind, folder, self.embeddings.model, str(self.flow_config.get("collection") or "memories")
+            )
             if recorded_kind(folder) is None:
                 record_kind(self.kind, folder)
         return self._store
@@ -118,19 +122,23 @@ class VectorStoreFlow(LeanAtomicFlow):
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:
         operation = input_data.get("operation")
         if operation not in ("read", "write"):
-            raise ConfigurationError(f"{self.flow_config['name']}: operation must be 'read' or 'write', "
-                                     f"not {operation!r}")
+            raise ConfigurationError(
+                f"{self.flow_config['name']}: operation must be 'read' or 'write', not {operation!r}"
+            )
         content = input_data.get("content")
         if operation == "read":
             if not isinstance(content, str):
-                raise ConfigurationError(f"{self.flow_config['name']}: a read's content must be a string (the "
-                                         f"query), not {type(content).__name__}")
+                raise ConfigurationError(
+                    f"{self.flow_config['name']}: a read's content must be a string (the "
+                    f"query), not {type(content).__name__}"
+                )
             return {"retrieved": self.read(content)}
         if isinstance(content, str):
             content = [content]
         if not isinstance(content, list) or not all(isinstance(c, str) for c in content):
-            raise ConfigurationError(f"{self.flow_config['name']}: a write's content must be a string or a list of "
-                                     "strings")
+            raise ConfigurationError(
+                f"{self.flow_config['name']}: a write's content must be a string or a list of strings"
+            )
         self.write(content)
         return {"retrieved": ""}
 

@@ -1,4 +1,5 @@
 """VectorStoreFlowModule: a long-term memory (Chroma or FAISS) with the provider's embeddings through litellm."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
 ]

@@ -9,6 +9,7 @@ the usage. Hazard: litellm 1.0.0 sends an embedding to an OpenAI-compatible serv
 near; it is no semantic model), for the offline demo and for tests. ``RunContext(embeddings_factory=...)`` replaces how
 every VectorStoreFlow of a run gets its embeddings, as ``RunContext(backend_factory=...)`` does for chats.
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,11 +19,17 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError
-from aiflows_jarvis.CoreFlowModule import check_budget
-from aiflows_jarvis.CoreFlowModule import MalformedReply, RetryPolicy, call_with_retries
-from aiflows_jarvis.CoreFlowModule import current_run, deprecated_setting
-from aiflows_jarvis.CoreFlowModule import USAGE, count_tokens
+from aiflows_jarvis.CoreFlowModule import (
+    USAGE,
+    ConfigurationError,
+    MalformedReply,
+    RetryPolicy,
+    call_with_retries,
+    check_budget,
+    count_tokens,
+    current_run,
+    deprecated_setting,
+)
 
 Vector = List[float]
 EmbeddingsFactory = Callable[[Dict[str, Any], str], "Embeddings"]
@@ -50,7 +57,7 @@ class HashEmbeddings(Embeddings):
     def _vector(self, text: str) -> Vector:
         vector = [0.0] * self.dimension
         words = re.findall(r"\w+", text.lower())
-        features = words + [w[i:i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
+        features = words + [w[i : i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
         for feature in features:
             digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
             bucket = int.from_bytes(digest[:4], "little") % self.dimension
@@ -76,27 +83,40 @@ class LiteLLMEmbeddings(Embeddings):
     ``request_timeout`` bounds one attempt, ``retry`` is a ``RetryPolicy`` config (as in a chat's YAML).
     """
 
-    def __init__(self, api_infos: Any = None, model_name: Any = "text-embedding-3-small", batch_size: int = 64,
-                 request_timeout: float = 60, retry: Optional[dict] = None, dimensions: Optional[int] = None,
-                 **_: Any):
-        if api_infos is None or api_infos == "???" or (isinstance(api_infos, (list, tuple)) and (
-                not api_infos or any(a == "???" for a in api_infos))):
+    def __init__(
+        self,
+        api_infos: Any = None,
+        model_name: Any = "text-embedding-3-small",
+        batch_size: int = 64,
+        request_timeout: float = 60,
+        retry: Optional[dict] = None,
+        dimensions: Optional[int] = None,
+        **_: Any,
+    ):
+        if (
+            api_infos is None
+            or api_infos == "???"
+            or (isinstance(api_infos, (list, tuple)) and (not api_infos or any(a == "???" for a in api_infos)))
+        ):
             raise ConfigurationError(
                 "embeddings: api_infos is not set, so there is no key for the embedding model. Set OPENAI_API_KEY "
                 "(or give --api-base for a server with /v1/embeddings), or fill `embedding.api_infos` with "
-                "quick_load; `embedding: {type: hash}` needs no model.")
+                "quick_load; `embedding: {type: hash}` needs no model."
+            )
         first = api_infos[0] if isinstance(api_infos, (list, tuple)) else api_infos
         self.api_info = _api_info_fields(first)
         backend_used = self.api_info.get("backend_used") or "openai"
         if isinstance(model_name, dict):
             if backend_used not in model_name:
-                raise ConfigurationError(f"embeddings: model_name has no entry for {backend_used!r} "
-                                         f"(it has {sorted(model_name)})")
+                raise ConfigurationError(
+                    f"embeddings: model_name has no entry for {backend_used!r} (it has {sorted(model_name)})"
+                )
             model_name = model_name[backend_used]
         if not self.api_info.get("api_key"):
             raise ConfigurationError(
                 "embeddings: no API key. Set OPENAI_API_KEY (or AZURE_API_KEY), or give the key of your "
-                "OpenAI-compatible server in api_infos.")
+                "OpenAI-compatible server in api_infos."
+            )
         self.model = str(model_name)
         self.batch_size = max(1, int(batch_size))
         self.request_timeout = float(request_timeout) if request_timeout else None
@@ -128,11 +148,14 @@ class LiteLLMEmbeddings(Embeddings):
         if params["model"] not in litellm.open_ai_embedding_models:  # see the module docstring
             litellm.open_ai_embedding_models.append(params["model"])
         where = f"{where or 'VectorStore'}/embeddings"
-        provider = {"model": params["model"], "api_base": params.get("api_base"),
-                    "backend_used": self.api_info.get("backend_used")}
+        provider = {
+            "model": params["model"],
+            "api_base": params.get("api_base"),
+            "backend_used": self.api_info.get("backend_used"),
+        }
         vectors: List[Vector] = []
         for start in range(0, len(texts), self.batch_size):
-            batch = [str(t) if str(t) else " " for t in texts[start:start + self.batch_size]]
+            batch = [str(t) if str(t) else " " for t in texts[start : start + self.batch_size]]
             check_budget(where)
             started = time.monotonic()
 
@@ -143,13 +166,19 @@ class LiteLLMEmbeddings(Embeddings):
                 response = litellm.embedding(input=batch, **kwargs)
                 return _vectors_of(response, len(batch)), response
 
-            (batch_vectors, response), retries = call_with_retries(once, self.retry_policy, where,
-                                                                   provider=provider)
+            (batch_vectors, response), retries = call_with_retries(once, self.retry_policy, where, provider=provider)
             usage = _get(response, "usage")
             reported = _get(usage, "prompt_tokens")
             tokens = int(reported) if isinstance(reported, (int, float)) else sum(count_tokens(t) for t in batch)
-            USAGE.record(where, tokens, 0, time.monotonic() - started, retries, model=params["model"],
-                         reported=isinstance(reported, (int, float)))
+            USAGE.record(
+                where,
+                tokens,
+                0,
+                time.monotonic() - started,
+                retries,
+                model=params["model"],
+                reported=isinstance(reported, (int, float)),
+            )
             vectors.extend(batch_vectors)
         return vectors
 
@@ -169,8 +198,9 @@ def _vectors_of(response: Any, expected: int) -> List[Vector]:
     """The vectors of an embedding response, in input order; MalformedReply (retried) if it is not one."""
     data = _get(response, "data")
     if not isinstance(data, list) or len(data) != expected:
-        raise MalformedReply(f"the embedding response has {len(data) if isinstance(data, list) else 'no'} vectors "
-                             f"for {expected} texts")
+        raise MalformedReply(
+            f"the embedding response has {len(data) if isinstance(data, list) else 'no'} vectors for {expected} texts"
+        )
     items = sorted(data, key=lambda item: _get(item, "index") or 0)
     vectors = []
     for item in items:
@@ -228,4 +258,3 @@ def embeddings_with_api_infos(api_infos: List[Any], model_name: Optional[str] = 
 def hash_embeddings_factory(config: Dict[str, Any], flow_name: str) -> Embeddings:
     """Every flow gets ``HashEmbeddings`` (of the configured ``dimension``, else 256): offline and deterministic."""
     return HashEmbeddings(dimension=int(config.get("hash_dimension") or 256))
-

@@ -8,6 +8,7 @@ embedded again), and the folder as it was is kept beside it as ``<folder>.<kind>
 record existed is known by its files: ``chroma.sqlite3`` (Chroma), ``<collection>/index.faiss`` or
 ``documents.json`` (FAISS).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,7 @@ import os
 import shutil
 from typing import List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import BadInputError
-from aiflows_jarvis.CoreFlowModule import atomic_write
+from aiflows_jarvis.CoreFlowModule import BadInputError, atomic_write
 
 from .stores import FaissStore, VectorStoreError, open_store
 
@@ -44,8 +44,9 @@ def kinds_present(path: str) -> List[str]:
     kinds = ["chroma"] if os.path.exists(os.path.join(path, "chroma.sqlite3")) else []
     for entry in sorted(os.listdir(path)):
         sub = os.path.join(path, entry)
-        if os.path.isdir(sub) and any(os.path.exists(os.path.join(sub, f))
-                                      for f in (FaissStore.INDEX, FaissStore.DOCUMENTS)):
+        if os.path.isdir(sub) and any(
+            os.path.exists(os.path.join(sub, f)) for f in (FaissStore.INDEX, FaissStore.DOCUMENTS)
+        ):
             kinds.append("faiss")
             break
     return kinds
@@ -62,8 +63,10 @@ def recorded_kind(path: str) -> Optional[str]:
         if not isinstance(kind, str) or not kind:
             raise ValueError(f"`type` is {kind!r}")
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise VectorStoreError(f"{record} cannot be read ({type(error).__name__}: {error}). Remove it: the kind of "
-                               "store is then found from the files in the folder.") from None
+        raise VectorStoreError(
+            f"{record} cannot be read ({type(error).__name__}: {error}). Remove it: the kind of "
+            "store is then found from the files in the folder."
+        ) from None
     return kind
 
 
@@ -110,18 +113,28 @@ def check_folder(kind: str, path: str) -> None:
         return
     kept = kept_path(path, kinds)
     if len(kinds) > 1:
-        what = (f"holds both a {name(kinds[0])} and a {name(kinds[1])} store (written before the folder recorded "
-                "its kind)")
-        todo = (f"set `migrate: true` to copy them all into one {name(kind)} store (the folder as it is is kept in "
-                f"{kept}), or move the files of the one you do not want out of the folder")
+        what = (
+            f"holds both a {name(kinds[0])} and a {name(kinds[1])} store (written before the folder recorded its kind)"
+        )
+        todo = (
+            f"set `migrate: true` to copy them all into one {name(kind)} store (the folder as it is is kept in "
+            f"{kept}), or move the files of the one you do not want out of the folder"
+        )
     else:
         how = f"recorded in its {RECORD}" if recorded else "found from its files"
         what = f"is a {name(kinds[0])} store ({how})"
-        todo = (f"use `type: {kinds[0]}`, or set `migrate: true` to copy its memories into a {name(kind)} store (the "
-                f"{name(kinds[0])} store is kept in {kept})")
+        todo = (
+            f"use `type: {kinds[0]}`, or set `migrate: true` to copy its memories into a {name(kind)} store (the "
+            f"{name(kinds[0])} store is kept in {kept})"
+        )
     raise StoreKindMismatch(
         f"The vector store in {path} {what}; this flow is configured for {name(kind)} (`type: {kind}`), which would "
-        f"show none of its memories. To go on, {todo}.", path, kinds, kind, kept)
+        f"show none of its memories. To go on, {todo}.",
+        path,
+        kinds,
+        kind,
+        kept,
+    )
 
 
 def migrate(kind: str, path: str, model: str, collection: str) -> Tuple[int, str]:

@@ -8,6 +8,7 @@ Each store records the embedding model and dimension it was written with; anothe
 that cannot be read, raise ``VectorStoreError`` naming the folder. The libraries are imported when a store is
 opened, so the flows build without them, and a missing library says which extra installs it.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,7 @@ import os
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import JarvisError
-from aiflows_jarvis.CoreFlowModule import atomic_write
+from aiflows_jarvis.CoreFlowModule import JarvisError, atomic_write
 
 INSTALL_HINT = 'pip install -e ".[autogpt]" (or: pip install chromadb faiss-cpu)'
 
@@ -28,8 +28,10 @@ class VectorStoreError(JarvisError):
 
 
 def _missing(library: str, error: ImportError) -> VectorStoreError:
-    return VectorStoreError(f"The vector store needs the `{library}` package, which is not installed ({error}). "
-                            f"Install it with: {INSTALL_HINT}")
+    return VectorStoreError(
+        f"The vector store needs the `{library}` package, which is not installed ({error}). "
+        f"Install it with: {INSTALL_HINT}"
+    )
 
 
 def _normalised(vector: List[float]) -> List[float]:
@@ -68,7 +70,8 @@ class VectorStore:
             raise VectorStoreError(
                 f"The vector store in {self.path} was written with the embedding model {recorded_model!r}; this run "
                 f"embeds with {self.model!r}, whose vectors cannot be compared with those. Use the same embedding "
-                "model, or give this run another memory folder (or move the store away to start a new one).")
+                "model, or give this run another memory folder (or move the store away to start a new one)."
+            )
         if recorded_dimension:
             self.dimension = int(recorded_dimension)
 
@@ -81,7 +84,8 @@ class VectorStore:
             raise VectorStoreError(
                 f"The vector store in {self.path} holds vectors of dimension {self.dimension}; the embedding model "
                 f"{self.model!r} gives {size}. Use the embedding model (and dimensions) the store was written with, "
-                "or another memory folder.")
+                "or another memory folder."
+            )
         return size
 
 
@@ -96,31 +100,38 @@ class ChromaStore(VectorStore):
         except ImportError as error:
             raise _missing("chromadb", error) from None
         if os.path.exists(self.path) and not os.path.isdir(self.path):
-            raise VectorStoreError(f"The vector store folder {self.path} is a file; move it away or give another "
-                                   "memory folder.")
+            raise VectorStoreError(
+                f"The vector store folder {self.path} is a file; move it away or give another memory folder."
+            )
         os.makedirs(self.path, exist_ok=True)
         try:
             self._client = chromadb.PersistentClient(
-                path=self.path, settings=Settings(anonymized_telemetry=False, allow_reset=False))
+                path=self.path, settings=Settings(anonymized_telemetry=False, allow_reset=False)
+            )
             try:  # an existing collection keeps its metadata (get_or_create_collection could overwrite it)
                 self._collection = self._client.get_collection(collection, embedding_function=None)
             except Exception:  # noqa: BLE001 - chromadb's "does not exist" error differs between versions
                 self._collection = self._client.create_collection(
-                    collection, embedding_function=None, metadata={"hnsw:space": "cosine", "embedding_model": model})
+                    collection, embedding_function=None, metadata={"hnsw:space": "cosine", "embedding_model": model}
+                )
             metadata = self._collection.metadata or {}
         except VectorStoreError:
             raise
         except Exception as error:  # noqa: BLE001 - chromadb raises many kinds for a broken database
             raise VectorStoreError(
                 f"The Chroma vector store in {self.path} cannot be opened ({type(error).__name__}: {error}). It may be "
-                "corrupt, or written by another chromadb version: move the folder away to start a new store.") from None
+                "corrupt, or written by another chromadb version: move the folder away to start a new store."
+            ) from None
         self._check_model(metadata.get("embedding_model"), metadata.get("dimension"))
 
     def add(self, texts: List[str], vectors: List[List[float]]) -> None:
         size = self._check_dimension(vectors)
         try:
-            self._collection.add(ids=[uuid.uuid4().hex for _ in texts], documents=list(texts),
-                                 embeddings=[list(map(float, v)) for v in vectors])
+            self._collection.add(
+                ids=[uuid.uuid4().hex for _ in texts],
+                documents=list(texts),
+                embeddings=[list(map(float, v)) for v in vectors],
+            )
             if self.dimension is None:
                 metadata = {k: v for k, v in (self._collection.metadata or {}).items() if not k.startswith("hnsw:")}
                 self._collection.modify(metadata={**metadata, "embedding_model": self.model, "dimension": size})
@@ -134,8 +145,9 @@ class ChromaStore(VectorStore):
             return []
         self._check_dimension([vector])
         try:
-            result = self._collection.query(query_embeddings=[list(map(float, vector))], n_results=min(k, count),
-                                            include=["documents"])
+            result = self._collection.query(
+                query_embeddings=[list(map(float, vector))], n_results=min(k, count), include=["documents"]
+            )
         except Exception as error:  # noqa: BLE001
             raise VectorStoreError(f"Reading the Chroma vector store in {self.path} failed: {error}") from None
         return [d for d in (result.get("documents") or [[]])[0] if d is not None]
@@ -190,7 +202,8 @@ class FaissStore(VectorStore):
         except Exception as error:  # noqa: BLE001 - a missing half, bad JSON, an unreadable index
             raise VectorStoreError(
                 f"The FAISS vector store in {os.path.dirname(index_path)} is corrupt ({type(error).__name__}: "
-                f"{error}). Move the folder away to start a new store.") from None
+                f"{error}). Move the folder away to start a new store."
+            ) from None
         self._check_model(documents.get("embedding_model"), documents.get("dimension") or index.d)
         self._index, self._texts = index, texts
 
@@ -202,8 +215,12 @@ class FaissStore(VectorStore):
         temporary = f"{index_path}.tmp-{os.getpid()}"
         self._faiss.write_index(self._index, temporary)
         os.replace(temporary, index_path)
-        atomic_write(documents_path, json.dumps({"embedding_model": self.model, "dimension": self.dimension,
-                                                 "texts": self._texts}, ensure_ascii=False))
+        atomic_write(
+            documents_path,
+            json.dumps(
+                {"embedding_model": self.model, "dimension": self.dimension, "texts": self._texts}, ensure_ascii=False
+            ),
+        )
 
     def add(self, texts: List[str], vectors: List[List[float]]) -> None:
         import numpy

@@ -5,10 +5,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List
 
-from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, current_flow_path
-from aiflows_jarvis.CoreFlowModule import check_time, tool_timeout
-from aiflows_jarvis.CoreFlowModule import shorten
-from aiflows_jarvis.CoreFlowModule import run_tool
+from aiflows_jarvis.CoreFlowModule import LeanAtomicFlow, check_time, current_flow_path, run_tool, shorten, tool_timeout
 
 USER_AGENT = "aiflows-jarvis-AutoGPT/0.1 (https://github.com/epfl-dlab/aiflows)"
 
@@ -43,7 +40,8 @@ class WikiSearchAtomicFlow(LeanAtomicFlow):
 
     def endpoint(self) -> str:
         return str(self.flow_config.get("api_url") or "https://{lang}.wikipedia.org/w/api.php").replace(
-            "{lang}", str(self.flow_config.get("lang") or "en"))
+            "{lang}", str(self.flow_config.get("lang") or "en")
+        )
 
     def _get(self, **params: Any) -> Dict[str, Any]:
         query = urllib.parse.urlencode({**params, "format": "json", "formatversion": 1})
@@ -62,8 +60,9 @@ class WikiSearchAtomicFlow(LeanAtomicFlow):
         return data
 
     def titles(self, term: str) -> List[str]:
-        data = self._get(action="query", list="search", srsearch=term,
-                         srlimit=int(self.flow_config.get("top_k_results") or 3))
+        data = self._get(
+            action="query", list="search", srsearch=term, srlimit=int(self.flow_config.get("top_k_results") or 3)
+        )
         hits = (data.get("query") or {}).get("search") or []
         return [hit["title"] for hit in hits if isinstance(hit, dict) and isinstance(hit.get("title"), str)]
 
@@ -82,7 +81,7 @@ class WikiSearchAtomicFlow(LeanAtomicFlow):
                 return f"No Wikipedia page matches {term!r}. Try other words."
             per_page = int(self.flow_config.get("max_chars_per_page") or 1500)
             parts = []
-            for title in titles[:int(self.flow_config.get("top_k_results") or 3)]:
+            for title in titles[: int(self.flow_config.get("top_k_results") or 3)]:
                 summary = self.extract(title)
                 if summary:
                     parts.append(f"Page: {title}\nSummary: {shorten(summary, per_page)}")
@@ -90,8 +89,10 @@ class WikiSearchAtomicFlow(LeanAtomicFlow):
         except Exception as error:  # noqa: BLE001 - URLError, timeouts, bad answers: the controller reads it
             check_time(self._where())  # unless the run's time is up: then the budget stops the run
             reason = getattr(error, "reason", None) or error
-            return (f"Error: the Wikipedia search for {term!r} failed ({type(error).__name__}: "
-                    f"{shorten(str(reason), 300)}). Try again, or another command.")
+            return (
+                f"Error: the Wikipedia search for {term!r} failed ({type(error).__name__}: "
+                f"{shorten(str(reason), 300)}). Try again, or another command."
+            )
         return shorten(text, int(self.flow_config.get("max_chars") or 4000))
 
     def run(self, input_data: Dict[str, Any]) -> Dict[str, Any]:

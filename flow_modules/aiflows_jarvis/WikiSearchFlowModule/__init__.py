@@ -1,4 +1,5 @@
 """WikiSearchFlowModule: a Wikipedia (MediaWiki API) search as a flow, with a timeout and a bounded answer."""
+
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
 ]

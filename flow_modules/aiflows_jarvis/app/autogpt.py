@@ -3,6 +3,7 @@
 What AutoGPT declares: its flow, configuration, demo, words, its own options (the embedding model, the vector
 store, run_code) and hooks (tools and embeddings from the recording or the server, the demo's own store); the run
 is ``run.py``'s."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,12 @@ DEMO_TRANSCRIPT = os.path.join(PACKAGE, "AutoGPTFlowModule", "demo", "demo_trans
 DEMO_STORE = "autogpt_demo_store"  # in the memory folder: the demo's own vector store, started afresh each time
 RUN_FILE = "autogpt_run.json"  # in the memory folder: the goal and settings of the last run, for --resume
 REPORT_NAME = "autogpt_report.html"  # in the memory folder, beside Jarvis's report.html
-DEFAULT_CONFIG = {"flow": {
-    "_target_": "aiflows_jarvis.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config",
-    "name": "AutoGPT"}}
+DEFAULT_CONFIG = {
+    "flow": {
+        "_target_": "aiflows_jarvis.AutoGPTFlowModule.AutoGPTFlow.instantiate_from_default_config",
+        "name": "AutoGPT",
+    }
+}
 
 DESCRIPTION = """\
 AutoGPT reaches a goal by searching (Wikipedia, DuckDuckGo) one command at a
@@ -47,16 +51,24 @@ examples:
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--embedding-model", metavar="NAME",
-                        help="the embedding model (default: text-embedding-3-small)")
+    parser.add_argument(
+        "--embedding-model", metavar="NAME", help="the embedding model (default: text-embedding-3-small)"
+    )
     parser.add_argument("--store", choices=("chroma", "faiss"), help="the vector store (default: chroma)")
-    parser.add_argument("--migrate", action="store_true",
-                        help="copy the memories of a vector store of the other kind into one of --store's (the old "
-                             "one is kept beside it)")
-    parser.add_argument("--run-code", action="store_true", default=None,
-                        help="let the controller run Python (one persistent session) and shell code in the working "
-                             "folder, as it writes it: your feedback comes after (or `run_code: true` in the "
-                             "configuration)")
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="copy the memories of a vector store of the other kind into one of --store's (the old "
+        "one is kept beside it)",
+    )
+    parser.add_argument(
+        "--run-code",
+        action="store_true",
+        default=None,
+        help="let the controller run Python (one persistent session) and shell code in the working "
+        "folder, as it writes it: your feedback comes after (or `run_code: true` in the "
+        "configuration)",
+    )
 
 
 def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -86,7 +98,7 @@ def _requires(session: Any) -> None:
 
         path = args.config or CONFIG
         config = launcher.load_config(path) if (args.config or os.path.exists(CONFIG)) else DEFAULT_CONFIG
-        memory = ((config["flow"].get("subflows_config") or {}).get("Memory") or {})
+        memory = (config["flow"].get("subflows_config") or {}).get("Memory") or {}
         store = memory.get("type") if isinstance(memory, dict) else None
     wanted = [_STORE_MODULES.get(str(store or "chroma"), "chromadb")]
     if not (args.demo or args.replay):
@@ -102,7 +114,8 @@ def _requires(session: Any) -> None:
     if absent:
         raise BadInputError(
             f"AutoGPT needs the [autogpt] extra, which is not installed in this Python ({', '.join(absent)} "
-            f"missing). Install it with: pip install -e \".[autogpt]\" (in this repository), then run again.")
+            f'missing). Install it with: pip install -e ".[autogpt]" (in this repository), then run again.'
+        )
 
 
 def _sources(session: Any) -> None:
@@ -113,7 +126,8 @@ def _sources(session: Any) -> None:
         session.run_settings["embeddings_factory"] = hash_embeddings_factory
     else:
         session.run_settings["embeddings_factory"] = embeddings_with_api_infos(
-            session.api_infos, model_name=session.args.embedding_model)
+            session.api_infos, model_name=session.args.embedding_model
+        )
 
 
 def _configure(session: Any, config: Dict[str, Any]) -> Dict[str, Any]:
@@ -131,8 +145,7 @@ def _recorder_header(session: Any) -> Dict[str, Any]:
 def _check_store(session: Any) -> None:
     """The store kind (--store) against the one the memory folder holds, before anything in it is written: a
     mismatch is refused, or with --migrate the memories are copied across (a replay's store is its own)."""
-    from aiflows_jarvis.CoreFlowModule import BadInputError
-    from aiflows_jarvis.CoreFlowModule import set_memory_files
+    from aiflows_jarvis.CoreFlowModule import BadInputError, set_memory_files
     from aiflows_jarvis.VectorStoreFlowModule import StoreKindMismatch
     from aiflows_jarvis.VectorStoreFlowModule.store_folder import name
 
@@ -152,25 +165,30 @@ def _check_store(session: Any) -> None:
                 f"The memory folder's vector store ({mismatch.path}) holds both a {name(mismatch.found[0])} and a "
                 f"{name(mismatch.found[1])} store (written before the folder recorded its kind). Run with {wanted} "
                 f"--migrate to copy them all into one {name(mismatch.wanted)} store (the folder as it is is kept in "
-                f"{mismatch.kept}), or move the files of the store you do not want out of the folder.") from None
+                f"{mismatch.kept}), or move the files of the store you do not want out of the folder."
+            ) from None
         found = mismatch.found[0]
         raise BadInputError(
             f"The memory folder's vector store ({mismatch.path}) was written with --store {found} "
             f"({name(found)}); this run uses {wanted} ({name(mismatch.wanted)}), which would show none of its "
             f"memories. Run with --store {found} to use them, or with {wanted} --migrate to copy them into a "
-            f"{name(mismatch.wanted)} store (the {name(found)} store is kept in {mismatch.kept}).") from None
+            f"{name(mismatch.wanted)} store (the {name(found)} store is kept in {mismatch.kept})."
+        ) from None
     if note:
         session.console.line("info", note)
     elif args.migrate:
-        session.console.line("info", f"--migrate: the vector store in {memory.store_directory()} holds no store of "
-                                     "another kind; nothing to copy.")
+        session.console.line(
+            "info",
+            f"--migrate: the vector store in {memory.store_directory()} holds no store of "
+            "another kind; nothing to copy.",
+        )
 
 
 def _prepare(session: Any) -> None:
     """The goal on screen, the vector store, and the warning that code will run."""
     from . import launcher
 
-    args, console, flow = session.args, session.console, session.flow
+    console, flow = session.console, session.flow
     console.show("flow", "AutoGPT's goal:", session.goal)
     memory = flow.subflows["Memory"]
     if session.transcript is not None:  # a store of its own: a replay embeds with local vectors
@@ -182,8 +200,11 @@ def _prepare(session: Any) -> None:
                 session.memory[path] = {**files, "vector_store": store}
     for _, interpreter in launcher.interpreters(flow):
         interpreter.flow_config["workspace"] = session.workdir
-        console.line("warning", f"run_code is on: the code the controller writes runs in "
-                                f"{interpreter.workspace} as written; your feedback comes after.")
+        console.line(
+            "warning",
+            f"run_code is on: the code the controller writes runs in "
+            f"{interpreter.workspace} as written; your feedback comes after.",
+        )
 
 
 def _memory_lines(session: Any) -> List[str]:
@@ -192,9 +213,19 @@ def _memory_lines(session: Any) -> List[str]:
 
 
 AUTOGPT = App(
-    name="AutoGPT", entry_point="autogpt", script="run_autogpt.py", config=CONFIG, default_config=DEFAULT_CONFIG,
-    demo=DEMO_TRANSCRIPT, run_file=RUN_FILE, report_name=REPORT_NAME, description=DESCRIPTION, epilog=EPILOG,
-    add_options=_add_options, check_options=_check_options, resumed=("embedding_model", "store", "run_code"),
+    name="AutoGPT",
+    entry_point="autogpt",
+    script="run_autogpt.py",
+    config=CONFIG,
+    default_config=DEFAULT_CONFIG,
+    demo=DEMO_TRANSCRIPT,
+    run_file=RUN_FILE,
+    report_name=REPORT_NAME,
+    description=DESCRIPTION,
+    epilog=EPILOG,
+    add_options=_add_options,
+    check_options=_check_options,
+    resumed=("embedding_model", "store", "run_code"),
     replayed=("--embedding-model",),
     words=Words(
         goal_help="what AutoGPT should find out, in natural language",
@@ -203,17 +234,24 @@ AUTOGPT = App(
         yes_help="ask for no feedback (nobody is asked)",
         demo_help="replay the recorded demo run (offline, no feedback)",
         demo_intro="This is a REPLAY: the LLM replies and the search results are a recording, made for this goal. "
-                   "The flows and the vector-store memory run for real (with deterministic local embeddings), in "
-                   "{memory_dir}/. No feedback is asked.",
+        "The flows and the vector-store memory run for real (with deterministic local embeddings), in "
+        "{memory_dir}/. No feedback is asked.",
         closed_input="AutoGPT asks for your feedback but the terminal input is closed. Run in a terminal, or pass "
-                     "--yes to ask for no feedback.",
+        "--yes to ask for no feedback.",
         kept="The memories",
         resume_does="go on with the same goal and what the memories kept",
         answer="Answer",
         server_note=" that also serves /v1/embeddings",
     ),
-    hooks=Hooks(requires=_requires, sources=_sources, configure=_configure, recorder_header=_recorder_header,
-                check=_check_store, prepare=_prepare, memory_lines=_memory_lines),
+    hooks=Hooks(
+        requires=_requires,
+        sources=_sources,
+        configure=_configure,
+        recorder_header=_recorder_header,
+        check=_check_store,
+        prepare=_prepare,
+        memory_lines=_memory_lines,
+    ),
 )
 
 

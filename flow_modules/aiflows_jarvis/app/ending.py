@@ -1,15 +1,15 @@
 """The end of a run, on screen and in the run report: the answer, the memory files, the files the run made, the
 usage table. The run is over by then: a failure here is said in one line and leaves the run's exit code as it is."""
+
 from __future__ import annotations
 
 import os
 from typing import Any, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import shown_path
 from aiflows_jarvis.CodeLibraryFlowModule import library_location, package_dir
+from aiflows_jarvis.CoreFlowModule import shown_path
 
 from . import launcher
-
 
 shown = shown_path  # a path as the user reads it best: relative inside the current folder, absolute outside it
 
@@ -24,11 +24,15 @@ def show_answer(session: Any, output: dict) -> None:
         answer = str(output.get("answer") or output.get("summary") or "(no answer)")
         status = str(output.get("status", ""))
         reason = status.partition(": ")[2]
-        if status != "finished" and not output.get("answer") and (console.was_shown(answer) or
-                                                                    (reason and console.was_shown(reason))):
+        if (
+            status != "finished"
+            and not output.get("answer")
+            and (console.was_shown(answer) or (reason and console.was_shown(reason)))
+        ):
             # a stop the flow said when it happened: said once, without an empty answer
-            console.line("warning", f"\n{app.name} {status.partition(':')[0]} (see above): no "
-                                    f"{app.words.answer.lower()}.")
+            console.line(
+                "warning", f"\n{app.name} {status.partition(':')[0]} (see above): no {app.words.answer.lower()}."
+            )
         elif console.was_shown(answer):
             console.line("answer", f"{app.name} {status}: the {app.words.answer.lower()} is above.")
         else:
@@ -69,8 +73,10 @@ def made_files(session: Any) -> List[str]:
         return []
     own = {p for files in memory.values() for p in files.values()} if memory else set()
     own |= {package_dir(files["code_library"]) for files in (memory or {}).values() if files.get("code_library")}
-    own |= {os.path.join(memory_dir, name) for name in (session.app.report_name, session.app.run_file,
-                                                        session.app.steps_file)}
+    own |= {
+        os.path.join(memory_dir, name)
+        for name in (session.app.report_name, session.app.run_file, session.app.steps_file)
+    }
     skip = tuple(own) + (() if os.path.abspath(workdir) == memory_dir else (memory_dir,))
     return launcher.new_files(workdir, session.started, suffixes=None, skip=skip)
 
@@ -102,19 +108,37 @@ def write_run_report(session: Any, output: Optional[dict]) -> None:
         memory_dir, workdir = session.memory_dir, session.workdir
         folders = [memory_dir] + ([workdir] if workdir and workdir != memory_dir else [])
         replayed = replay_source(session.transcript) if session.transcript is not None else ""
-        mode = (f"a replay of the recorded demo ({replayed})" if args.demo else
-                f"a replay of {args.replay} ({replayed})" if args.replay else "resumed" if args.resume else "")
+        mode = (
+            f"a replay of the recorded demo ({replayed})"
+            if args.demo
+            else f"a replay of {args.replay} ({replayed})"
+            if args.replay
+            else "resumed"
+            if args.resume
+            else ""
+        )
         made = made_files(session)
         target = args.report or os.path.join(memory_dir, session.app.report_name)
         if args.resume and not args.report:  # the report of the run resumed is kept, whatever this part does
             keep_previous_report(target)
         path = run_report.write_report(
-            target, memory_dir, session.memory or {},
-            outcome=output, status=session.ended, why=session.why, mode=mode,
+            target,
+            memory_dir,
+            session.memory or {},
+            outcome=output,
+            status=session.ended,
+            why=session.why,
+            mode=mode,
             usage=session.run.usage if session.run is not None else None,
-            trace=session.trace, steps=os.path.join(memory_dir, session.app.steps_file),
-            folders=folders, figures=[p for p in made if p.lower().endswith(launcher.FIGURE_SUFFIXES)], made=made,
-            app=session.app.name, run_file=session.app.run_file, model=model_used(session))
+            trace=session.trace,
+            steps=os.path.join(memory_dir, session.app.steps_file),
+            folders=folders,
+            figures=[p for p in made if p.lower().endswith(launcher.FIGURE_SUFFIXES)],
+            made=made,
+            app=session.app.name,
+            run_file=session.app.run_file,
+            model=model_used(session),
+        )
         console.line("info", f"Run report: {shown(path)}")
     except Exception as error:  # noqa: BLE001 - the report must not fail the run
         console.line("warning", f"(The run report could not be written: {describe(error)})")

@@ -1,6 +1,7 @@
 """Jarvis's command line: ``jarvis "<goal>"`` or ``python run_jarvis.py "<goal>"`` (``--help`` for the options).
 
 What Jarvis declares: its flow, configuration, demo, words and ``--editor``; the run is ``run.py``'s."""
+
 from __future__ import annotations
 
 import argparse
@@ -62,9 +63,17 @@ def _prepare(session: Any) -> None:
 
 
 JARVIS = App(
-    name="Jarvis", entry_point="jarvis", script="run_jarvis.py", config=CONFIG,
-    default_config=launcher.DEFAULT_FLOW_CONFIG, demo=DEMO_TRANSCRIPT, run_file=RUN_FILE,
-    description=DESCRIPTION, epilog=EPILOG, add_options=_add_options, resumed=("editor",),
+    name="Jarvis",
+    entry_point="jarvis",
+    script="run_jarvis.py",
+    config=CONFIG,
+    default_config=launcher.DEFAULT_FLOW_CONFIG,
+    demo=DEMO_TRANSCRIPT,
+    run_file=RUN_FILE,
+    description=DESCRIPTION,
+    epilog=EPILOG,
+    add_options=_add_options,
+    resumed=("editor",),
     words=Words(
         goal_help="what Jarvis should achieve, in natural language",
         goal_example="Plot y = x^2 for x in 0..10",
@@ -72,9 +81,9 @@ JARVIS = App(
         yes_help="approve plans and code automatically; questions get 'use your best judgement'",
         demo_help="replay the recorded demo run (offline, auto-approve)",
         demo_intro="This is a REPLAY: the LLM replies are a recording, made for this goal; the rest runs for real, "
-                   "in {memory_dir}/. Plans and code are approved automatically.",
+        "in {memory_dir}/. Plans and code are approved automatically.",
         closed_input="Jarvis needs your answer but the terminal input is closed. Run in a terminal, or pass --yes to "
-                     "approve plans and code automatically.",
+        "approve plans and code automatically.",
         kept="Plans, logs and the library",
         resume_does="continue from the plan",
         new_run=" (the plans and logs are then archived)",

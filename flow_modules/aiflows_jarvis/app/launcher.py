@@ -3,6 +3,7 @@ configuration, the memory folder (a new run or a resumed one), and the clean-up 
 
 Both command lines (``jarvis``, ``autogpt``) are built on these; they are importable for other launchers.
 """
+
 from __future__ import annotations
 
 import copy
@@ -11,15 +12,21 @@ import shutil
 import time
 from typing import Any, Dict, Iterator, List, Optional
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, JarvisError  # noqa: F401  (tests import it here)
-from aiflows_jarvis.CoreFlowModule import BadInputError
 from aiflows_jarvis.CodeLibraryFlowModule import package_dir
-from aiflows_jarvis.CoreFlowModule import set_memory_files, shorten, sweep_temporary_files
+from aiflows_jarvis.CoreFlowModule import (  # noqa: F401  (tests import it here)
+    BadInputError,
+    ConfigurationError,
+    JarvisError,
+    set_memory_files,
+    shorten,
+    sweep_temporary_files,
+)
 
 # When no configuration file is at hand (an install without the repository's configuration folder): Jarvis's
 # own defaults.
-DEFAULT_FLOW_CONFIG = {"flow": {
-    "_target_": "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config", "name": "Jarvis"}}
+DEFAULT_FLOW_CONFIG = {
+    "flow": {"_target_": "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config", "name": "Jarvis"}
+}
 NO_KEY_PLACEHOLDER = "sk-no-key-needed"
 
 
@@ -43,27 +50,42 @@ class MissingCredentials(JarvisError):
     """No API key and no --api-base."""
 
 
-def api_infos_from_environment(api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None,
-                               help_text: str = NO_CREDENTIALS_HELP) -> List[Any]:
+def api_infos_from_environment(
+    api_base: Optional[str] = None, environ: Optional[Dict[str, str]] = None, help_text: str = NO_CREDENTIALS_HELP
+) -> List[Any]:
     """The ApiInfo to use, from ``--api-base`` and the usual environment variables; MissingCredentials (saying
     ``help_text``) if none."""
     from aiflows.backends.api_info import ApiInfo
 
     env = os.environ if environ is None else environ
     if api_base:
-        return [ApiInfo(backend_used="openai", api_base=api_base.rstrip("/"),
-                        api_key=env.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER)]
+        return [
+            ApiInfo(
+                backend_used="openai",
+                api_base=api_base.rstrip("/"),
+                api_key=env.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER,
+            )
+        ]
     if env.get("OPENAI_API_KEY"):
-        return [ApiInfo(backend_used="openai", api_key=env["OPENAI_API_KEY"],
-                        api_base=env.get("OPENAI_API_BASE") or None)]
+        return [
+            ApiInfo(backend_used="openai", api_key=env["OPENAI_API_KEY"], api_base=env.get("OPENAI_API_BASE") or None)
+        ]
     azure_key = env.get("AZURE_API_KEY") or env.get("AZURE_OPENAI_API_KEY")
     if azure_key:
         base = env.get("AZURE_API_BASE") or env.get("AZURE_OPENAI_ENDPOINT")
         if not base:
-            raise MissingCredentials("AZURE_API_KEY is set but AZURE_API_BASE is not: set it to your resource's "
-                                     "endpoint, e.g. https://<resource>.openai.azure.com")
-        return [ApiInfo(backend_used="azure", api_key=azure_key, api_base=base,
-                        api_version=env.get("AZURE_API_VERSION") or "2023-07-01-preview")]
+            raise MissingCredentials(
+                "AZURE_API_KEY is set but AZURE_API_BASE is not: set it to your resource's "
+                "endpoint, e.g. https://<resource>.openai.azure.com"
+            )
+        return [
+            ApiInfo(
+                backend_used="azure",
+                api_key=azure_key,
+                api_base=base,
+                api_version=env.get("AZURE_API_VERSION") or "2023-07-01-preview",
+            )
+        ]
     raise MissingCredentials(help_text)
 
 
@@ -91,8 +113,9 @@ def api_infos_for_scripts(environ: Optional[Dict[str, str]] = None) -> List[Any]
 API_BASE_PASSWORD = "JARVIS_API_BASE_PASSWORD"
 
 
-def api_base_with_password(api_base: str, had_password: bool = False, run_file: str = "the run file",
-                           environ: Optional[Dict[str, str]] = None) -> str:
+def api_base_with_password(
+    api_base: str, had_password: bool = False, run_file: str = "the run file", environ: Optional[Dict[str, str]] = None
+) -> str:
     """The --api-base to use. One that holds its password (``http://user:PASSWORD@host/v1``) is used as given;
     else the password comes from ``$JARVIS_API_BASE_PASSWORD`` when the URL names a user or the run resumed had a
     password (``had_password``); BadInputError saying how to give it when the resumed run had one and it is not set.
@@ -119,7 +142,8 @@ def api_base_with_password(api_base: str, had_password: bool = False, run_file: 
         raise BadInputError(
             f"The run --resume continues used --api-base with a password, which is kept in no file ({run_file} "
             f"has {api_base}). Give it again: set {API_BASE_PASSWORD}=<password> (or give --api-base with the "
-            "password in it) and --resume again.")
+            "password in it) and --resume again."
+        )
     return api_base
 
 
@@ -141,8 +165,9 @@ def goal_without_passwords(goal: str) -> tuple:
     return goal, urls
 
 
-def goal_with_passwords(goal: str, urls: Any, run_file: str = "the run file",
-                        environ: Optional[Dict[str, str]] = None) -> str:
+def goal_with_passwords(
+    goal: str, urls: Any, run_file: str = "the run file", environ: Optional[Dict[str, str]] = None
+) -> str:
     """The goal of a resumed run with the passwords of its URLs put back, from ``$JARVIS_GOAL_PASSWORD`` (several:
     separated by spaces, in the order of the URLs); the goal as it is when it has them already (given again).
     BadInputError saying how to give them when they are missing.
@@ -162,7 +187,8 @@ def goal_with_passwords(goal: str, urls: Any, run_file: str = "the run file",
             f"The goal of the run --resume continues had a password in {', '.join(missing)}, which is kept in no "
             f"file ({run_file} has the URL without it){given}. Give it again: set {GOAL_PASSWORD}=<password> (for "
             "several URLs, their passwords separated by spaces, in order), or give the goal again with the "
-            "password in it, and --resume again.")
+            "password in it, and --resume again."
+        )
     for number, url in enumerate(missing):
         goal = goal.replace(url, with_credentials(url, secrets[number if len(secrets) > 1 else 0]))
     return goal
@@ -223,7 +249,8 @@ def litellm_model_name(model: str, backend_used: str, api_base: Optional[str] = 
         raise BadInputError(
             f"--model {model}: the command line talks to OpenAI, Azure OpenAI or an OpenAI-compatible server. For "
             f"{provider}, run an OpenAI-compatible proxy in front of it (e.g. `litellm --model {model}`) and pass "
-            "its address with --api-base.")
+            "its address with --api-base."
+        )
     return f"openai/{model}"
 
 
@@ -297,7 +324,8 @@ def check_flow_targets(config: Dict[str, Any], source: str = "The configuration"
             raise BadInputError(
                 f"{source}: `{key}` (the flow {path}) {problem}. A flow's `_target_` names the class's "
                 "instantiate_from_default_config, e.g. "
-                "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config.")
+                "aiflows_jarvis.JarvisFlowModule.JarvisFlow.instantiate_from_default_config."
+            )
 
 
 def walk(flow: Any, path: str = "") -> Iterator[tuple]:
@@ -378,8 +406,14 @@ class MemoryLayout(dict):
         return f"{words} {'is' if kinds in (['report'], ['code library']) else 'are'}"
 
 
-def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bool = False,
-                   workdir: Optional[str] = None, with_files: tuple = ()) -> MemoryLayout:
+def prepare_memory(
+    flow: Any,
+    memory_dir: str,
+    resume: bool,
+    archive_library: bool = False,
+    workdir: Optional[str] = None,
+    with_files: tuple = (),
+) -> MemoryLayout:
     """Give each boss its memory files in ``memory_dir``; a new run archives the previous plans and logs.
 
     Nothing is deleted: the previous plans, logs and task records are moved to ``<memory_dir>/archive/<time>-<n>/``.
@@ -407,8 +441,13 @@ def prepare_memory(flow: Any, memory_dir: str, resume: bool, archive_library: bo
         paths.update({package_dir(p): "code library" for p, kind in list(paths.items()) if p.endswith(".py")})
     # A boss's task record goes with its log: a new run has no interrupted task for a boss to resume.
     paths.update({task_record_path(files["logs"]): "logs" for files in layout.values() if "logs" in files})
-    paths.update({os.path.join(memory_dir, name): "report" for name in with_files
-                  if os.path.isfile(os.path.join(memory_dir, name))})
+    paths.update(
+        {
+            os.path.join(memory_dir, name): "report"
+            for name in with_files
+            if os.path.isfile(os.path.join(memory_dir, name))
+        }
+    )
     for path, kind in sorted(paths.items()):
         if os.path.islink(path) or (os.path.exists(path) and os.path.getsize(path) > 0):
             os.makedirs(archive, exist_ok=True)
@@ -428,11 +467,19 @@ def check_text(what: str, text: Any) -> Optional[str]:
         text.encode("utf-8")
         return None
     except UnicodeEncodeError as error:
-        shown = "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff"
-                        else f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c for c in text[:200])
-        return (f"{what} is not valid UTF-8 text: \"{shorten(shown, 120)}\" has bytes that are not UTF-8 from "
-                f"character {error.start + 1} on. The terminal, script or file it came from uses another encoding "
-                "(`locale` shows the terminal's): give it again as UTF-8 text.")
+        shown = "".join(
+            f"\\x{ord(c) - 0xDC00:02x}"
+            if "\udc80" <= c <= "\udcff"
+            else f"\\u{ord(c):04x}"
+            if "\ud800" <= c <= "\udfff"
+            else c
+            for c in text[:200]
+        )
+        return (
+            f'{what} is not valid UTF-8 text: "{shorten(shown, 120)}" has bytes that are not UTF-8 from '
+            f"character {error.start + 1} on. The terminal, script or file it came from uses another encoding "
+            "(`locale` shows the terminal's): give it again as UTF-8 text."
+        )
 
 
 def check_run_paths(memory_dir: str, trace: Optional[str] = None, trace_option: str = "--trace") -> Optional[str]:
@@ -451,12 +498,13 @@ def check_run_paths(memory_dir: str, trace: Optional[str] = None, trace_option: 
     if not os.path.isdir(existing):
         kind = "a file, not a folder" if os.path.isfile(existing) else "not a folder"  # e.g. a link to nothing
         what = f"is {kind}" if existing == memory_dir else f"cannot be made: {existing} is {kind}"
-        return (f"The memory folder {memory_dir} {what}. Give another folder with --memory-dir, or move the file "
-                "away.")
+        return f"The memory folder {memory_dir} {what}. Give another folder with --memory-dir, or move the file away."
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is read-only" if existing == memory_dir else f"cannot be made in {existing}, which is read-only"
-        return (f"The memory folder {memory_dir} {what}: the run keeps its memory there. Give a "
-                "folder you can write to with --memory-dir.")
+        return (
+            f"The memory folder {memory_dir} {what}: the run keeps its memory there. Give a "
+            "folder you can write to with --memory-dir."
+        )
     return output_file_problem(trace, trace_option, memory_dir, "trace.jsonl") if trace else None
 
 
@@ -475,8 +523,10 @@ def output_file_problem(path: str, option: str, memory_dir: str, example: str) -
     folder, memory = os.path.realpath(os.path.dirname(path)), os.path.realpath(os.path.abspath(memory_dir))
     inside = folder == memory or folder.startswith(memory + os.sep)
     if inside and os.path.islink(path):
-        return (f"{option} {path} is a symbolic link in the memory folder; a run does not follow links there. "
-                "Remove it, or give another file.")
+        return (
+            f"{option} {path} is a symbolic link in the memory folder; a run does not follow links there. "
+            "Remove it, or give another file."
+        )
     return None
 
 
@@ -486,8 +536,7 @@ _SKIPPED_FOLDERS = {"archive", "code_runs", "__pycache__", "node_modules", "venv
 _SCAN_DEPTH, _SCAN_ENTRIES = 3, 5000  # a working folder can be a home folder: the scan is bounded
 
 
-def new_files(folder: str, since: float, suffixes: Optional[tuple] = FIGURE_SUFFIXES,
-              skip: tuple = ()) -> List[str]:
+def new_files(folder: str, since: float, suffixes: Optional[tuple] = FIGURE_SUFFIXES, skip: tuple = ()) -> List[str]:
     """Files made or changed in ``folder`` since ``since`` (by modification time), to show the user what a run made:
     with ``suffixes``, only those (figures and pages); ``None``: every file. Hidden files and folders, ``archive/``,
     ``code_runs/``, environments, caches and the paths in ``skip`` (e.g. the memory folder) are left out, and so is
@@ -497,8 +546,15 @@ def new_files(folder: str, since: float, suffixes: Optional[tuple] = FIGURE_SUFF
     top = os.path.abspath(folder)
     for root, dirs, names in os.walk(top):
         depth = 0 if root == top else os.path.relpath(root, top).count(os.sep) + 1
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_FOLDERS and not d.startswith(".")
-                   and os.path.join(root, d) not in skipped] if depth < _SCAN_DEPTH else []
+        dirs[:] = (
+            [
+                d
+                for d in dirs
+                if d not in _SKIPPED_FOLDERS and not d.startswith(".") and os.path.join(root, d) not in skipped
+            ]
+            if depth < _SCAN_DEPTH
+            else []
+        )
         for name in names:
             seen += 1
             if seen > _SCAN_ENTRIES:

@@ -1,4 +1,5 @@
 """The name a command was started by, so that its help and hints name what the user typed."""
+
 from __future__ import annotations
 
 import os

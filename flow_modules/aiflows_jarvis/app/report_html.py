@@ -3,6 +3,7 @@ what the user said and its figures; and the page's style and script.
 
 Everything a step shows is HTML-escaped (control characters removed first): the page shows it, never obeys it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,12 +16,21 @@ import re
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from aiflows_jarvis.CoreFlowModule import shorten
-from aiflows_jarvis.CoreFlowModule import redact
-from aiflows_jarvis.CoreFlowModule import clean_text
+from aiflows_jarvis.CoreFlowModule import clean_text, redact, shorten
 
-from .report_memory import (CUT_PATTERN, MARKERS, USER_SAID, MAX_TEXT, Boss, Entry, Node, optional_text, boss_name,
-                            files_noted)
+from .report_memory import (
+    CUT_PATTERN,
+    MARKERS,
+    MAX_TEXT,
+    USER_SAID,
+    Boss,
+    Entry,
+    Node,
+    boss_name,
+    files_noted,
+    optional_text,
+)
+
 
 # ~~~ HTML ~~~
 def esc(text: Any) -> str:
@@ -110,8 +120,10 @@ def pre_block(text: Any, limit: int = MAX_TEXT) -> str:
     cut_head = re.sub(r"\S+$", "", head) if head and not head[-1].isspace() else head
     cut_tail = re.sub(r"^\S+", "", tail) if tail and not tail[0].isspace() else tail
     left += len(head) - len(cut_head) + len(tail) - len(cut_tail)
-    return (f"<pre>{esc(cut_head.rstrip())} \u2026 {esc(cut_tail.lstrip())}</pre><p class=\"meta\">{left} characters "
-            "left out at \u2026 (the run's steps file in the memory folder, *_steps.jsonl, keeps it whole)</p>")
+    return (
+        f'<pre>{esc(cut_head.rstrip())} \u2026 {esc(cut_tail.lstrip())}</pre><p class="meta">{left} characters '
+        "left out at \u2026 (the run's steps file in the memory folder, *_steps.jsonl, keeps it whole)</p>"
+    )
 
 
 def when_text(seconds: Optional[float]) -> str:
@@ -138,15 +150,16 @@ def _preview(entry: Entry) -> str:
     if isinstance(args, dict):
         values = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str) for v in args.values()]
     else:
-        values = [v for _, v in _parsed_arguments(entry.arguments) or []] or \
-            [entry.arguments if entry.arguments != "(none)" else ""]
+        values = [v for _, v in _parsed_arguments(entry.arguments) or []] or [
+            entry.arguments if entry.arguments != "(none)" else ""
+        ]
     return short_line(max(values, key=len, default=""))
 
 
 def short_line(text: str, width: int = 90) -> str:
     """One line of at most ``width`` characters."""
     text = " ".join(CUT_PATTERN.sub(" ... ", str(text)).split())
-    return text if len(text) <= width else text[:width - 1] + "\u2026"
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
 def _arguments_html(entry: Entry, scripts: _Scripts) -> str:
@@ -161,7 +174,7 @@ def _arguments_html(entry: Entry, scripts: _Scripts) -> str:
             return "" if entry.arguments in ("", "(none)") else f"<h4>Arguments</h4>{pre_block(entry.arguments)}"
         items = [(k, scripts.whole(v) if k == "code" else v) for k, v in items]
     rows = "".join(f"<dt>{esc(k)}</dt><dd>{pre_block(v)}</dd>" for k, v in items)
-    return f"<h4>Arguments</h4><dl class=\"args\">{rows}</dl>" if rows else ""
+    return f'<h4>Arguments</h4><dl class="args">{rows}</dl>' if rows else ""
 
 
 def _json_text(value: Any) -> str:
@@ -191,8 +204,10 @@ def _parsed_arguments(text: str) -> Optional[List[Tuple[str, str]]]:
 
 
 # What a boss's marker entries say that the report's marker line says already (a tree shows where tasks start).
-_MARKER_SAYS = re.compile(r"A new task starts here; the entries above belong to earlier tasks\.|The run was stopped "
-                          r"during this task and is resumed here\.|Entries \[\d+\] to \[\d+\] above are this task's\.")
+_MARKER_SAYS = re.compile(
+    r"A new task starts here; the entries above belong to earlier tasks\.|The run was stopped "
+    r"during this task and is resumed here\.|Entries \[\d+\] to \[\d+\] above are this task's\."
+)
 
 
 class _Scripts:
@@ -208,8 +223,7 @@ class _Scripts:
         if len(parts) != 2:
             return code
         head, tail = parts[0], parts[1].rstrip("\n")
-        return next((text for text in self.texts() if text.startswith(head) and text.rstrip("\n").endswith(tail)),
-                    code)
+        return next((text for text in self.texts() if text.startswith(head) and text.rstrip("\n").endswith(tail)), code)
 
     def texts(self) -> List[str]:
         if self._texts is None:
@@ -222,8 +236,6 @@ class _Scripts:
                     continue
                 self._texts += [optional_text(os.path.join(runs, name)) for name in names]
         return self._texts
-
-
 
 
 _NESTED_RESULT = re.compile(r"^result: result: ", re.M)
@@ -241,30 +253,38 @@ def _result_html(entry: Entry) -> str:
     output = entry.output
     if not (isinstance(output, dict) and output):
         return f"<h4>Result</h4>{pre_block(_NESTED_RESULT.sub('result: ', entry.result))}" if entry.result else ""
-    given = {" ".join(str(v).split()) for v in (entry.full_arguments or {}).values()} \
-        if isinstance(entry.full_arguments, dict) else set()
+    given = (
+        {" ".join(str(v).split()) for v in (entry.full_arguments or {}).values()}
+        if isinstance(entry.full_arguments, dict)
+        else set()
+    )
     boss = "status" in output and "summary" in output
     summary = str(output.get("summary") or "").strip() if boss else ""
     shown = {}
     for key, value in output.items():
         text = _unnested(key, value).strip() if not isinstance(value, bool) else ""
         folded = " ".join(text.split())
-        if not text or key in _SAID_KEYS or folded in given or (boss and key in ("summary", "status")) or \
-                (boss and key == "result" and folded in " ".join(summary.split())):
+        if (
+            not text
+            or key in _SAID_KEYS
+            or folded in given
+            or (boss and key in ("summary", "status"))
+            or (boss and key == "result" and folded in " ".join(summary.split()))
+        ):
             continue
         shown[key] = text
-    parts = [f"<p class=\"text\">{esc(summary)}</p>"] if summary else []
+    parts = [f'<p class="text">{esc(summary)}</p>'] if summary else []
     if set(shown) == {"result"}:
-        parts.append((f"<h4>What it returned</h4>" if summary else "") + pre_block(shown["result"]))
+        parts.append(("<h4>What it returned</h4>" if summary else "") + pre_block(shown["result"]))
     elif shown:
         rows = "".join(f"<dt>{esc(k)}</dt><dd>{pre_block(v)}</dd>" for k, v in shown.items())
-        parts.append(f"<dl class=\"args\">{rows}</dl>")
+        parts.append(f'<dl class="args">{rows}</dl>')
     return f"<h4>Result</h4>{''.join(parts)}" if parts else ""
 
 
 def _unnested(key: str, value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text[len("result: "):] if key == "result" and text.startswith("result: ") else text
+    return text[len("result: ") :] if key == "result" and text.startswith("result: ") else text
 
 
 def entry_texts(entry: Entry) -> List[str]:
@@ -277,8 +297,9 @@ def user_said(entry: Entry) -> List[str]:
     """What the user said in a step (feedback, replies, what they said after Ctrl+C), from its result."""
     said: List[str] = []
     if isinstance(entry.output, dict):
-        said += [str(entry.output[k]).strip() for k in ("feedback", "human_input")
-                 if str(entry.output.get(k) or "").strip()]
+        said += [
+            str(entry.output[k]).strip() for k in ("feedback", "human_input") if str(entry.output.get(k) or "").strip()
+        ]
     for match in USER_SAID.finditer(entry.result):
         value = next(g for g in match.groups() if g).strip()
         if value and value not in said:
@@ -303,43 +324,54 @@ class Renderer:
             goal = f"<h4>Goal</h4>{pre_block(node.goal)}" if node.goal else ""
             steps = self.nodes(node.children) or "<p>(no step was logged)</p>"
             last = f"last step at {when_text(end)}" if end is not None else ""
-            return (f"<details class=\"boss\" open><summary><span class=\"who\">{who}</span> <b class=\"cmd\">"
-                    f"task under way when the run stopped</b> <span class=\"preview\">{esc(short_line(node.goal))}</span>"
-                    f" <span class=\"badge warn\">unfinished</span> <span class=\"took\">{last}</span>"
-                    f"</summary><div>{goal}{steps}</div></details>")
+            return (
+                f'<details class="boss" open><summary><span class="who">{who}</span> <b class="cmd">'
+                f'task under way when the run stopped</b> <span class="preview">{esc(short_line(node.goal))}</span>'
+                f' <span class="badge warn">unfinished</span> <span class="took">{last}</span>'
+                f"</summary><div>{goal}{steps}</div></details>"
+            )
         entry = node.entry
         if entry.command in MARKERS:
             what = "a new task starts" if entry.command == "new_task" else "the run was resumed here"
             more = _MARKER_SAYS.sub("", entry.result).strip()  # what the log adds to the marker's own words
-            return (f"<div class=\"marker\">{when_text(entry.when)} {who}: {what}.{' ' if more else ''}"
-                    f"{esc(shorten(more, 400))}</div>")
+            return (
+                f'<div class="marker">{when_text(entry.when)} {who}: {what}.{" " if more else ""}'
+                f"{esc(shorten(more, 400))}</div>"
+            )
         # (the start may hold a fraction of a second, the log's times do not)
         took = duration_text(max(0.0, entry.when - node.start)) if None not in (entry.when, node.start) else ""
         # A sub-boss's result ends with its last step's: what the user said there is shown at that step.
         said = [] if node.children else user_said(entry)
-        badges = "".join([
-            " <span class=\"badge\" title=\"made by the loop, without an LLM call\">by code</span>" if entry.by_code
-            else "",
-            " <span class=\"badge user\">the user said something</span>" if said else "",
-            _outcome_badge(entry, bool(node.children)),
-        ])
+        badges = "".join(
+            [
+                ' <span class="badge" title="made by the loop, without an LLM call">by code</span>'
+                if entry.by_code
+                else "",
+                ' <span class="badge user">the user said something</span>' if said else "",
+                _outcome_badge(entry, bool(node.children)),
+            ]
+        )
         figures = [self.figure_ids[p] for p in files_noted(entry_texts(entry), self.folders) if p in self.figure_ids]
         body = [_arguments_html(entry, self.scripts)]
         if node.children:
-            body.append(f"<h4>Steps of {esc(self.names.get(node.children[0].boss, ''))}</h4>"
-                        f"{self.nodes(node.children)}")
+            body.append(
+                f"<h4>Steps of {esc(self.names.get(node.children[0].boss, ''))}</h4>{self.nodes(node.children)}"
+            )
         body.append(_result_html(entry))
-        body += [f"<div class=\"said\"><b>The user said:</b> <span class=\"text\">{esc(s)}</span></div>" for s in said]
+        body += [f'<div class="said"><b>The user said:</b> <span class="text">{esc(s)}</span></div>' for s in said]
         if figures:
-            body.append("<p>Figures: " + ", ".join(f"<a href=\"#{fid}\">{esc(name)}</a>" for fid, name in figures)
-                        + "</p>")
+            body.append(
+                "<p>Figures: " + ", ".join(f'<a href="#{fid}">{esc(name)}</a>' for fid, name in figures) + "</p>"
+            )
         # A sub-boss's steps are open, so that the tree of bosses shows whole; each step opens on a click.
-        opening = "<details class=\"boss\" open>" if node.children else "<details class=\"step\">"
+        opening = '<details class="boss" open>' if node.children else '<details class="step">'
         began = node.start if node.start is not None else entry.when
-        return (f"{opening}<summary><span class=\"time\">{when_text(began)}</span> "
-                f"<span class=\"who\">{who}</span> <b class=\"cmd\">{esc(entry.command)}</b> "
-                f"<span class=\"preview\">{esc(_preview(entry))}</span> <span class=\"took\">{esc(took)}</span>"
-                f"{badges}</summary><div>{''.join(body)}</div></details>")
+        return (
+            f'{opening}<summary><span class="time">{when_text(began)}</span> '
+            f'<span class="who">{who}</span> <b class="cmd">{esc(entry.command)}</b> '
+            f'<span class="preview">{esc(_preview(entry))}</span> <span class="took">{esc(took)}</span>'
+            f"{badges}</summary><div>{''.join(body)}</div></details>"
+        )
 
 
 def _outcome_badge(entry: Entry, boss: bool) -> str:
@@ -349,8 +381,6 @@ def _outcome_badge(entry: Entry, boss: bool) -> str:
         status = str(output.get("status") or "")
         stopped = re.search(r"^status: (stopped.*)$", entry.result, re.M)
         said = status if status.startswith("stopped") else stopped.group(1) if stopped else ""
-        return f" <span class=\"badge warn\">{esc(shorten(said, 60))}</span>" if said else ""
+        return f' <span class="badge warn">{esc(shorten(said, 60))}</span>' if said else ""
     failed = bool(output.get("failed")) or "Traceback (most recent call last)" in entry.result
-    return " <span class=\"badge bad\">failed</span>" if failed else ""
-
-
+    return ' <span class="badge bad">failed</span>' if failed else ""

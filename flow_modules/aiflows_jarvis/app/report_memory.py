@@ -4,6 +4,7 @@ trace (arguments and results whole), the plans replaced, the functions saved, th
 Everything here only reads, and never follows a symbolic link where a memory folder from elsewhere could point one
 at a file of the user's; what cannot be read is left out (the report shows less).
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,9 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from aiflows_jarvis.AbstractBossFlowModule.AbstractBossFlow import read_task_record
-from aiflows_jarvis.CoreFlowModule import JarvisError, MemoryFileError
 from aiflows_jarvis.CodeLibraryFlowModule import definition_sources
-from aiflows_jarvis.CoreFlowModule import read_text, split_log_entries, summarize_arguments
+from aiflows_jarvis.CoreFlowModule import (
+    JarvisError,
+    MemoryFileError,
+    read_text,
+    split_log_entries,
+    summarize_arguments,
+)
 
 REPORT_NAME = "report.html"
 RUN_FILE = "jarvis_run.json"
@@ -30,15 +36,27 @@ CUT_PATTERN = re.compile(r"\n?\[\.\.\. \d+ characters cut \.\.\.\]\n?")
 _HEADER = re.compile(r"--- \[(\d+)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*?) ---$")
 MARKERS = ("new_task", "resume")
 _FIGURE_NOTE = re.compile(r"^\s*\[figure saved: (.+)\]\s*$", re.M)
-_FILES_NOTE = re.compile(r"^\s*\[files created or modified: (.+?)(?: \(and \d+ more\))?"
-                         r"(?: \(the workspace .*\))?\]\s*$", re.M)
+_FILES_NOTE = re.compile(
+    r"^\s*\[files created or modified: (.+?)(?: \(and \d+ more\))?"
+    r"(?: \(the workspace .*\))?\]\s*$",
+    re.M,
+)
 _SAVED = re.compile(r"^(?:Saved|Replaced) (.+?) in the code library(?:,| \()")
-USER_SAID = re.compile(r"^\s*(?:feedback: (?!\(none\)\s*$)(.+)|.*?The user replied: (.+)|.*?Their feedback: "
-                        r"(?!\(none\)\s*$)(.+)|The user interrupted .* and said: (.+))$", re.M)
+USER_SAID = re.compile(
+    r"^\s*(?:feedback: (?!\(none\)\s*$)(.+)|.*?The user replied: (.+)|.*?Their feedback: "
+    r"(?!\(none\)\s*$)(.+)|The user interrupted .* and said: (.+))$",
+    re.M,
+)
 STEP_LINE = re.compile(r"^\s*\d+[.)]\s")
 DONE_MARK = re.compile(r"\[\s*done\s*\]|\(\s*done\s*\)", re.I)
-IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
-                ".webp": "image/webp", ".svg": "image/svg+xml"}
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".svg": "image/svg+xml",
+}
 
 
 # ~~~ What the memory folder holds ~~~
@@ -89,8 +107,11 @@ def boss_name(path: str) -> str:
 def bosses_of(layout: Mapping[str, Mapping[str, str]]) -> List[Boss]:
     """The bosses of a memory layout (``{flow path: memory_files}``, as ``set_memory_files`` returns it): the flows
     with a plan and a log, parents first; each knows its parent boss and the parent's command that runs it."""
-    found = [(path, dict(files)) for path, files in layout.items()
-             if isinstance(files, Mapping) and "plan" in files and "logs" in files]
+    found = [
+        (path, dict(files))
+        for path, files in layout.items()
+        if isinstance(files, Mapping) and "plan" in files and "logs" in files
+    ]
     bosses: List[Boss] = []
     for path, files in sorted(found, key=lambda item: (item[0].count("/"), item[0])):
         parents = [b for b in bosses if path.startswith(b.path + "/")]
@@ -116,9 +137,9 @@ def read_log(path: str, boss: str = "") -> List[Entry]:
         command = match.group(3) if match else header.strip("- ")
         arguments, result = body, ""
         if body.startswith("arguments: "):
-            arguments, _, result = body[len("arguments: "):].partition("\nresult: ")
+            arguments, _, result = body[len("arguments: ") :].partition("\nresult: ")
         elif body.startswith("result: "):
-            arguments, result = "", body[len("result: "):]
+            arguments, result = "", body[len("result: ") :]
         result = "\n".join(line[4:] if line.startswith("    ") else line for line in result.split("\n"))
         entries.append(Entry(boss, number, when, command, arguments.strip(), result.strip()))
     return entries
@@ -149,13 +170,19 @@ def _same_goal(first: Optional[str], second: str) -> bool:
     """Whether a task's goal (as its log's marker holds it) is the goal of a parent's command: the same text, both
     shortened the same way (the first 80 characters, spacing aside, decide: a goal shortened from a text with other
     spacing is cut at another place)."""
+
     def norm(text: str) -> str:
         return " ".join(CUT_PATTERN.sub(" ", text).replace("\\n", " ").split())[:80]
+
     return first is None or norm(first) == norm(second)
 
 
-def build_tree(bosses: List[Boss], started: Optional[float] = None,
-               trace_steps: Optional[Dict[str, List[dict]]] = None, stopped: bool = False) -> List[Node]:
+def build_tree(
+    bosses: List[Boss],
+    started: Optional[float] = None,
+    trace_steps: Optional[Dict[str, List[dict]]] = None,
+    stopped: bool = False,
+) -> List[Node]:
     """The run as a tree: the top boss's entries, each sub-boss's tasks inside the parent's commands that ran them
     (in order; a task whose goal is not the command's is a task the run was stopped in, shown before it), and the
     tasks no command closes at the end of their parent's steps (when the run ``stopped``, also the tasks its bosses
@@ -180,8 +207,14 @@ def build_tree(bosses: List[Boss], started: Optional[float] = None,
             child = branches.get(entry.command)
             if child is not None:
                 queue = queues[child.path]
-                matching = next((i for i, (goal, task) in enumerate(queue)
-                                 if _same_goal(goal, entry.arguments) and _ends_by(task, entry.when)), None)
+                matching = next(
+                    (
+                        i
+                        for i, (goal, task) in enumerate(queue)
+                        if _same_goal(goal, entry.arguments) and _ends_by(task, entry.when)
+                    ),
+                    None,
+                )
                 if matching is not None:
                     for _ in range(matching):  # tasks stopped before this command: shown before it
                         nodes.append(_unfinished(child, queue.pop(0), previous, nodes_of))
@@ -233,8 +266,9 @@ def _steps_of(tree: List[Node], boss_path: str) -> List[Node]:
 
 
 # ~~~ The trace: arguments and results whole ~~~
-def trace_steps(trace: str, boss_paths: Iterable[str],
-                loops: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, List[dict]], Dict[str, List[str]]]:
+def trace_steps(
+    trace: str, boss_paths: Iterable[str], loops: Optional[Dict[str, str]] = None
+) -> Tuple[Dict[str, List[dict]], Dict[str, List[str]]]:
     """From a run's trace (JSON lines, see ``set_trace_file``): per boss, its commands in order (``command``,
     ``args`` and the branch's ``output``, whole, with the user's ``feedback`` when a HumanFeedback flow asked for
     it) and the plans approved for its tasks. ``loops``: ``{the controller-executor loop's path: boss path}``
@@ -263,9 +297,15 @@ def trace_steps(trace: str, boss_paths: Iterable[str],
             if flow in loops:
                 boss = steps[loops[flow]]
                 if source == "Controller" and data.get("command") not in (None, "finish"):
-                    boss.append({"command": data.get("command"), "args": data.get("command_args") or {},
-                                 "output": None, "by_code": data.get("made_by") == "code",
-                                 "when": parse_time(str(record.get("time") or "").replace("T", " "))})
+                    boss.append(
+                        {
+                            "command": data.get("command"),
+                            "args": data.get("command_args") or {},
+                            "output": None,
+                            "by_code": data.get("made_by") == "code",
+                            "when": parse_time(str(record.get("time") or "").replace("T", " ")),
+                        }
+                    )
                 elif source == "Executor" and boss and boss[-1]["output"] is None:
                     boss[-1]["output"] = data.get("branch_output_data")
                 elif source == "HumanFeedback" and boss and isinstance(boss[-1]["output"], dict):
@@ -338,8 +378,13 @@ def added_functions(entries: Iterable[Entry], library_path: Optional[str]) -> Li
         sources = definition_sources(library_path, names) if library_path else {}
     except (OSError, JarvisError):
         sources = {}
-    return [(f"{name} (library/{sources[name][0]}.py)" if sources.get(name, ("",))[0] else name,
-             sources[name][1] if name in sources else None) for name in names]
+    return [
+        (
+            f"{name} (library/{sources[name][0]}.py)" if sources.get(name, ("",))[0] else name,
+            sources[name][1] if name in sources else None,
+        )
+        for name in names
+    ]
 
 
 def files_noted(results: Iterable[str], folders: Iterable[str]) -> List[str]:
@@ -394,7 +439,6 @@ def _looks_like(kind: str, data: bytes) -> bool:
     return b"<svg" in data[:4096]
 
 
-
 def optional_text(path: str) -> str:
     """A file's text, or '' when it cannot be read as text (a link, not UTF-8, gone): the report shows less."""
     try:
@@ -413,8 +457,16 @@ def loop_steps(trace: Optional[str], top: str) -> List[Node]:
     for number, step in enumerate(steps[top], 1):
         args = step["args"] if isinstance(step["args"], dict) else {}
         output = step["output"]
-        entry = Entry(top, number, step.get("when"), str(step["command"]), summarize_arguments(args).strip(),
-                      json.dumps(output, ensure_ascii=False, default=str) if output is not None else "",
-                      full_arguments=args, output=output, by_code=bool(step.get("by_code")))
+        entry = Entry(
+            top,
+            number,
+            step.get("when"),
+            str(step["command"]),
+            summarize_arguments(args).strip(),
+            json.dumps(output, ensure_ascii=False, default=str) if output is not None else "",
+            full_arguments=args,
+            output=output,
+            by_code=bool(step.get("by_code")),
+        )
         nodes.append(Node(entry, top, entry.when))
     return nodes

@@ -1,5 +1,6 @@
 """The run file: the goal and settings of the last run in a memory folder (``jarvis_run.json``,
 ``autogpt_run.json``), written when a run starts and read by ``--resume``."""
+
 from __future__ import annotations
 
 import json
@@ -15,24 +16,28 @@ RESUMED = ("model", "api_base", "context_window", "structured_output", "config",
 def previous_run(run_file: str, memory_dir: str, report_name: str = "report.html") -> Dict[str, Any]:
     """The goal and settings of the run to resume, from the memory folder; BadInputError when there is none
     (``report_name``: the app's report, named when the run had finished)."""
-    from aiflows_jarvis.CoreFlowModule import BadInputError, MemoryFileError
-    from aiflows_jarvis.CoreFlowModule import read_text
+    from aiflows_jarvis.CoreFlowModule import BadInputError, MemoryFileError, read_text
 
     if not os.path.lexists(run_file):
-        raise BadInputError(f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
-                            "without --resume (or --memory-dir for another folder).")
+        raise BadInputError(
+            f"Nothing to resume in {memory_dir}: no run was started there. Give a goal "
+            "without --resume (or --memory-dir for another folder)."
+        )
     try:  # never through a link: a memory folder from elsewhere could make its goal any file of the user's
         previous = json.loads(read_text(run_file) or "null")
         if not isinstance(previous, dict) or not isinstance(previous.get("goal"), str) or not previous["goal"].strip():
             raise ValueError("no goal in it")
     except (ValueError, OSError, MemoryFileError) as error:
-        raise BadInputError(f"{run_file} is unreadable ({error}); it records the run to resume. Start a new "
-                            "run with a goal (without --resume).") from None
+        raise BadInputError(
+            f"{run_file} is unreadable ({error}); it records the run to resume. Start a new "
+            "run with a goal (without --resume)."
+        ) from None
     if previous.get("ended") == "finished":
         raise BadInputError(
             f"The run in {memory_dir} had finished: there is nothing to resume (its answer and steps are in its "
             f"report, {os.path.join(memory_dir, report_name)}). To work on the goal again, or on another one, give "
-            "the goal without --resume: the finished run's plans, logs and report are then archived.")
+            "the goal without --resume: the finished run's plans, logs and report are then archived."
+        )
     return previous
 
 
@@ -61,7 +66,8 @@ def apply_previous(app: App, args: Any, previous: Dict[str, Any], memory_dir: st
     if args.goal and goal_without_passwords(args.goal.strip())[0] != previous["goal"].strip():
         raise BadInputError(
             f"--resume continues the run in {memory_dir}, whose goal was: {previous['goal']!r}. To work on "
-            f"another goal, run without --resume{app.words.new_run}.")
+            f"another goal, run without --resume{app.words.new_run}."
+        )
     args.goal = args.goal.strip() if args.goal else previous["goal"]
     for name in RESUMED + app.resumed:
         setattr(args, name, getattr(args, name) or previous.get(name))
@@ -69,17 +75,20 @@ def apply_previous(app: App, args: Any, previous: Dict[str, Any], memory_dir: st
         args.yes = previous.get("yes") is True
 
 
-def run_record(app: App, args: Any, goal: str, started: float, workdir: str,
-               previous: Optional[Dict[str, Any]]) -> str:
+def run_record(app: App, args: Any, goal: str, started: float, workdir: str, previous: Optional[Dict[str, Any]]) -> str:
     """The run file's text for this run: what ``apply_previous`` gives back to the run that resumes it, and when the
     task started (a resumed run keeps its first run's start)."""
     from .launcher import goal_without_passwords
 
     # the goal without the passwords of its URLs (``launcher.goal_with_passwords`` takes them back on --resume)
     goal, urls = goal_without_passwords(goal)
-    record = {"goal": goal, "started": started,
-              "task_started": (previous.get("task_started") or previous.get("started") or started)
-              if previous is not None else started}
+    record = {
+        "goal": goal,
+        "started": started,
+        "task_started": (previous.get("task_started") or previous.get("started") or started)
+        if previous is not None
+        else started,
+    }
     if urls:
         record["goal_passwords"] = urls
     record.update({name: getattr(args, name) for name in RESUMED + app.resumed})

@@ -4,6 +4,7 @@ configuration and budget, the flow and its memory), the run, and its end (the an
 
 An app (``spec.App``) declares what differs; its hooks get the ``Session``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,7 +33,7 @@ EXIT_CODES = {
     TERMINATED: "SIGTERM",
     HANGUP: "SIGHUP (the terminal closed)",
     OUTPUT_CLOSED: "the output was closed by its reader (`| head -1`: as SIGPIPE would, so `set -o pipefail` sees "
-                   "a cut run)",
+    "a cut run)",
 }
 
 
@@ -174,9 +175,9 @@ class Session:
 def _run(app: App, argv: Optional[List[str]]) -> int:
     args = parse_args(app, argv)
     with interrupts_deferred():
-        import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
         from aiflows.utils import logging
 
+        import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
         from aiflows_jarvis.CoreFlowModule import Console, current_run
 
     if args.verbose:
@@ -184,11 +185,15 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
     else:
         logging.set_verbosity_error()
     caller = current_run()  # a program calling main() in a RunContext of its own says where answers come from and
-    console = Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream) \
-        if args.plain or args.stream else caller.console  # where to print
+    console = (
+        Console(color=False if args.plain else None, plain=args.plain, stream_replies=args.stream)
+        if args.plain or args.stream
+        else caller.console
+    )  # where to print
     session = Session(app, args, console, os.path.abspath(args.memory_dir), time.time())
-    session.run_settings.update(input_source=caller.input_source, console=console,
-                                closed_input_hint=app.words.closed_input)
+    session.run_settings.update(
+        input_source=caller.input_source, console=console, closed_input_hint=app.words.closed_input
+    )
     # The run's context is entered once it is built (``_prepare``, before the flow is), and left here however the run
     # ends: everything it holds (input source, backends, budget, trace, warm-up, tools) goes with it.
     with contextlib.ExitStack() as stack:
@@ -201,9 +206,16 @@ def _run(app: App, argv: Optional[List[str]]) -> int:
 
 
 def _run_in(app: App, args: Any, session: Session) -> int:
-    from aiflows_jarvis.CoreFlowModule import Console, JarvisError, TranscriptError
-    from aiflows_jarvis.CoreFlowModule import BudgetExceeded
-    from aiflows_jarvis.CoreFlowModule import BadInputError, MemoryInUseError, describe, root_cause
+    from aiflows_jarvis.CoreFlowModule import (
+        BadInputError,
+        BudgetExceeded,
+        Console,
+        JarvisError,
+        MemoryInUseError,
+        TranscriptError,
+        describe,
+        root_cause,
+    )
 
     console = session.console
     output = None
@@ -217,8 +229,10 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         result = session.flow.call({"goal": session.goal})
         transcript = session.transcript
         if transcript is not None and transcript.unused():
-            raise TranscriptError(f"The run finished with {transcript.unused()} recorded replies unused: it left the "
-                                  f"recording {transcript.path}, so its answer is not the recorded run's.")
+            raise TranscriptError(
+                f"The run finished with {transcript.unused()} recorded replies unused: it left the "
+                f"recording {transcript.path}, so its answer is not the recorded run's."
+            )
         output = result
     except BudgetExceeded as error:
         session.ended, session.why = "stopped before the end (budget reached)", str(error)
@@ -249,15 +263,16 @@ def _run_in(app: App, args: Any, session: Session) -> int:
         console.set_depth(0)
         if isinstance(root_cause(error), JarvisError):
             console.line("error", f"\n{describe(error)}")
-            return BAD_INPUT if isinstance(root_cause(error), (launcher.MissingCredentials, BadInputError)) \
-                else FAILED
+            return BAD_INPUT if isinstance(root_cause(error), (launcher.MissingCredentials, BadInputError)) else FAILED
         if args.verbose:  # the traceback, cleaned as everything shown is (a server's message can hold escapes)
             import traceback
 
             Console(stream=sys.stderr).show("error", "Unexpected error:", traceback.format_exc())
             return FAILED
-        console.line("error", f"\nUnexpected error: {describe(error)}\n(--verbose shows the traceback.) "
-                              f"{session.where_things_are()}")
+        console.line(
+            "error",
+            f"\nUnexpected error: {describe(error)}\n(--verbose shows the traceback.) {session.where_things_are()}",
+        )
         return FAILED
     finally:
         tools.stop_tools(session)  # first: what a server started ends with the run, whatever else fails after
@@ -308,10 +323,12 @@ def _start(session: Session) -> Optional[int]:
 
     # ~~~ Where the run writes: checked first, before anything in the memory folder is moved ~~~
     # (the trace file of --trace, else of the JARVIS_TRACE variable, which the flows would open on their own)
-    trace, trace_option = ((args.trace, "--trace") if args.trace
-                           else (os.environ.get("JARVIS_TRACE"), "The JARVIS_TRACE file"))
+    trace, trace_option = (
+        (args.trace, "--trace") if args.trace else (os.environ.get("JARVIS_TRACE"), "The JARVIS_TRACE file")
+    )
     problem = launcher.check_run_paths(memory_dir, trace, trace_option) or (
-        args.report and launcher.output_file_problem(args.report, "--report", memory_dir, app.report_name))
+        args.report and launcher.output_file_problem(args.report, "--report", memory_dir, app.report_name)
+    )
     if problem:
         console.line("error", f"\n{problem}")
         return BAD_INPUT
@@ -323,8 +340,7 @@ def _lock(session: Session, trace: Optional[str], trace_option: str) -> None:
     """One run at a time in a memory folder: locked (``session.run_lock``) once the checks that need nothing of the
     folder have passed, before anything in it is written or moved, so that a refused start leaves no folder and no
     lock file behind; the trace file is opened then too."""
-    from aiflows_jarvis.CoreFlowModule import BadInputError
-    from aiflows_jarvis.CoreFlowModule import RunLock
+    from aiflows_jarvis.CoreFlowModule import BadInputError, RunLock
 
     if trace:
         try:
@@ -364,8 +380,10 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
     # recording says its files are) ~~~
     session.workdir = os.path.abspath(args.workdir) if args.workdir else memory_dir if args.demo else os.getcwd()
     if args.workdir and not os.path.isdir(session.workdir):  # (a demo's memory folder is made with its lock)
-        raise BadInputError(f"--workdir {args.workdir}: no such folder. Give a folder that exists (the code runs "
-                            "there and reads your files from there).")
+        raise BadInputError(
+            f"--workdir {args.workdir}: no such folder. Give a folder that exists (the code runs "
+            "there and reads your files from there)."
+        )
 
     # ~~~ Where the LLM replies come from ~~~
     if args.demo or args.replay:
@@ -379,8 +397,9 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
         overrides = {}
         if args.model:
             backend_used = session.api_infos[0].backend_used
-            overrides["model_name"] = {backend_used: launcher.litellm_model_name(args.model, backend_used,
-                                                                                  args.api_base)}
+            overrides["model_name"] = {
+                backend_used: launcher.litellm_model_name(args.model, backend_used, args.api_base)
+            }
         settings["backend_factory"] = with_api_infos(session.api_infos, only_missing=True, **overrides)
     if app.hooks.sources:
         app.hooks.sources(session)
@@ -400,9 +419,12 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
         goal = launcher.goal_with_passwords(goal, previous.get("goal_passwords"), run_file)
     hidden = launcher.remember_goal_passwords(goal)
     if hidden:
-        console.line("warning", f"The goal holds a password ({', '.join(hidden)}): the LLM is sent it, but the run's "
-                                f"files and screen show [redacted: {launcher.GOAL_SECRET}], and --resume takes it "
-                                f"from {launcher.GOAL_PASSWORD}.")
+        console.line(
+            "warning",
+            f"The goal holds a password ({', '.join(hidden)}): the LLM is sent it, but the run's "
+            f"files and screen show [redacted: {launcher.GOAL_SECRET}], and --resume takes it "
+            f"from {launcher.GOAL_PASSWORD}.",
+        )
     session.goal = goal
     _lock(session, trace, trace_option)
     if args.demo:
@@ -410,8 +432,7 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
 
     # ~~~ The configuration, the budget, the flow ~~~
     config_path = args.config or app.config
-    config = launcher.load_config(config_path) if (args.config or os.path.exists(app.config)) \
-        else app.default_config
+    config = launcher.load_config(config_path) if (args.config or os.path.exists(app.config)) else app.default_config
     if app.hooks.configure:
         config = app.hooks.configure(session, config)
     session.config = config
@@ -422,39 +443,54 @@ def _prepare(session: Session, run_file: str, trace: Optional[str] = None, trace
             header["mcp_servers"] = session.tools.settings()
         session.recorder = TranscriptRecorder(args.record, goal=goal, model=args.model or "configured", **header)
         settings.update(backend_wrappers=[session.recorder.wrap], tool_recorder=session.recorder.record_tool)
-    session.budget = RunBudget.from_config(config.get("budget"), max_calls=args.max_calls,
-                                           max_tokens=args.max_tokens, max_cost=args.max_cost,
-                                           max_time=args.max_time)
+    session.budget = RunBudget.from_config(
+        config.get("budget"),
+        max_calls=args.max_calls,
+        max_tokens=args.max_tokens,
+        max_cost=args.max_cost,
+        max_time=args.max_time,
+    )
     if args.yes or args.demo:
         settings["input_source"] = AutoApproveInput()
     # ~~~ The run's context: built once, with everything the run holds, and entered for the rest of the run ~~~
     session.run = RunContext(
-        **settings, budget=session.budget, memory_dir=memory_dir,
+        **settings,
+        budget=session.budget,
+        memory_dir=memory_dir,
         step_record=os.path.join(memory_dir, app.steps_file),  # opened at the first step: a resumed run goes on with it
         # the Python kernel starts while the user reads the first plan (not when the first run_code needs it)
-        warm_up=lambda: launcher.prestart_interpreters(session.flow))
+        warm_up=lambda: launcher.prestart_interpreters(session.flow),
+    )
     session.enter(session.run)
     session.flow = flow = launcher.instantiate(config, session.api_infos, memory_dir, source=config_path)
-    launcher.set_chat_settings(flow, context_window=args.context_window,
-                               structured_output=args.structured_output, stream=args.stream or None)
+    launcher.set_chat_settings(
+        flow, context_window=args.context_window, structured_output=args.structured_output, stream=args.stream or None
+    )
     if app.hooks.check:
         app.hooks.check(session)
     # The run file before the previous plans are archived, replaced atomically: when it cannot be written (a full
     # disk), the previous run is left whole, its run file included, for --resume.
-    atomic_write(run_file, resume.run_record(app, args, goal, session.started, session.workdir,
-                                                           previous))
+    atomic_write(run_file, resume.run_record(app, args, goal, session.started, session.workdir, previous))
     # A demo starts from an empty library, as it was recorded; other runs keep what was learned.
     # The previous run's report goes with its plans and logs (``--report FILE`` is the user's to keep).
-    session.memory = launcher.prepare_memory(flow, memory_dir, resume=args.resume, archive_library=args.demo,
-                                             workdir=session.workdir, with_files=(app.report_name, app.steps_file))
+    session.memory = launcher.prepare_memory(
+        flow,
+        memory_dir,
+        resume=args.resume,
+        archive_library=args.demo,
+        workdir=session.workdir,
+        with_files=(app.report_name, app.steps_file),
+    )
     if session.memory.archive:
-        console.line("info", f"The previous {session.memory.archived()} kept in "
-                             f"{ending.shown(session.memory.archive)}.")
+        console.line(
+            "info", f"The previous {session.memory.archived()} kept in {ending.shown(session.memory.archive)}."
+        )
     # What generated code may use of the machine, with --verbose (the interpreters of a flow share their
     # configuration; the README says what the default is)
     if args.verbose:
-        for line in sorted({node.limits_note() for _, node in launcher.interpreters(flow)
-                            if hasattr(node, "limits_note")}):
+        for line in sorted(
+            {node.limits_note() for _, node in launcher.interpreters(flow) if hasattr(node, "limits_note")}
+        ):
             console.line("info", line)
     if app.hooks.prepare:
         app.hooks.prepare(session)

@@ -1,6 +1,7 @@
 """What one command line declares: its flow, configuration, demo, words and extra options. Everything else (the
 options they share, the run, exit codes, budgets, the end of the run, the report, resume, record/replay, the working
 folder) is the application layer's, in ``run.py`` and the modules it uses."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """The run's MCP servers, for both command lines: named by ``--mcp-config FILE`` or the configuration's
 ``mcp_config:`` (none unless the user names them), or by the recording a replay answers from; offered to the
 controllers through the run's context, and stopped when the run ends, however it ends."""
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,11 @@ def start_tools(session: Any) -> Optional[Any]:
     provider = MCPServers(servers, log_dir=os.path.join(session.memory_dir, LOG_FOLDER), source=source)
     if servers:
         shown = ", ".join(described(servers)) if session.transcript is None else ", ".join(s.name for s in servers)
-        session.console.line("info", f"MCP servers ({source}): {shown}; their tools are listed when a controller "
-                                     "first needs them" + (", from the recording." if session.transcript else "."))
+        session.console.line(
+            "info",
+            f"MCP servers ({source}): {shown}; their tools are listed when a controller "
+            "first needs them" + (", from the recording." if session.transcript else "."),
+        )
     else:
         session.console.line("warning", f"{source} names no MCP server that is not disabled.")
     return provider

@@ -1,4 +1,5 @@
 """Python code highlighted for a terminal, its long lines cut at the width with a mark."""
+
 from __future__ import annotations
 
 import io
@@ -14,13 +15,14 @@ def highlighted_lines(code: str, width: int) -> List[str]:
     from rich.console import Console as RichConsole
     from rich.syntax import Syntax
 
-    rich = RichConsole(file=io.StringIO(), force_terminal=True, color_system="standard", width=10_000,
-                       highlight=False, soft_wrap=True)
+    rich = RichConsole(
+        file=io.StringIO(), force_terminal=True, color_system="standard", width=10_000, highlight=False, soft_wrap=True
+    )
     highlighted = Syntax(code, "python", theme="ansi_dark", background_color="default").highlight(code)
     out = []
-    for line in highlighted.split("\n", allow_blank=True)[:len(code.split("\n"))]:
+    for line in highlighted.split("\n", allow_blank=True)[: len(code.split("\n"))]:
         if len(line.plain) > width:
-            line = line[:max(1, width - 1)]
+            line = line[: max(1, width - 1)]
             line.append(CUT_MARK)
         with rich.capture() as captured:
             rich.print(line, end="")

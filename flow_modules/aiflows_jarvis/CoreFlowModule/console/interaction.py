@@ -15,6 +15,7 @@ What is shown goes through the ``Console``, which cleans every text of escape se
 never lets a print fail a run: characters the output cannot encode are shown escaped (``\\u20ac``), and a closed
 output (``| head -1``) raises ``OutputClosed``.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -36,9 +37,9 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, NoReturn, Optiona
 import colorama
 
 from ..errors import InputUnavailableError
-from ..text import CUT_MARK
-from ..run.redaction import redact
 from ..run.current import current_run
+from ..run.redaction import redact
+from ..text import CUT_MARK
 from .terminal import clean_text
 
 APPROVAL = "approval"
@@ -50,8 +51,29 @@ BEST_JUDGEMENT = "Use your best judgement."
 # How the status of a flow the user ended at a question (q, stop) starts: a command line exits with its own code.
 STOPPED_BY_USER = "stopped: the user said"
 _APPROVAL_WORDS = {
-    "", "y", "yes", "ok", "okay", "lgtm", "approve", "approved", "accept", "accepted", "looks good", "good",
-    "fine", "go", "go ahead", "continue", "sure", "yes please", "run", "run it", "do it", "ok run it", "good to go",
+    "",
+    "y",
+    "yes",
+    "ok",
+    "okay",
+    "lgtm",
+    "approve",
+    "approved",
+    "accept",
+    "accepted",
+    "looks good",
+    "good",
+    "fine",
+    "go",
+    "go ahead",
+    "continue",
+    "sure",
+    "yes please",
+    "run",
+    "run it",
+    "do it",
+    "ok run it",
+    "good to go",
 }
 
 
@@ -188,12 +210,10 @@ def fold(text: str, width: Optional[int], lines: int = _FOLD_LINES) -> List[str]
     return out
 
 
-
-
 def cut_line(line: str, width: Optional[int]) -> str:
     """``line`` cut to ``width`` characters with a mark at its end (``…``) when longer: code, whose lines wrapped
     would read as other code (a string broken in two), and one-line notes."""
-    return line if not width or len(line) <= width else line[:max(1, width - 1)] + CUT_MARK
+    return line if not width or len(line) <= width else line[: max(1, width - 1)] + CUT_MARK
 
 
 _FOLDED = re.compile(r"\.\.\. \d+ more characters")
@@ -213,8 +233,9 @@ def _wrap(line: str, width: Optional[int]) -> List[str]:
 
     lead = len(line) - len(line.lstrip(" "))
     lead = lead if lead < width // 2 else 0
-    pieces = textwrap.wrap(line[lead:], max(10, width - lead), subsequent_indent="  ", break_long_words=True,
-                           break_on_hyphens=False) or [""]
+    pieces = textwrap.wrap(
+        line[lead:], max(10, width - lead), subsequent_indent="  ", break_long_words=True, break_on_hyphens=False
+    ) or [""]
     return [" " * lead + piece for piece in pieces]
 
 
@@ -249,7 +270,7 @@ class Status:
         self.lock = threading.Lock()
 
     def rate(self) -> str:
-        """", 14.8 tokens/s": how fast the pieces came since the first one ("" until a second has passed)."""
+        """ ", 14.8 tokens/s": how fast the pieces came since the first one ("" until a second has passed)."""
         elapsed = time.monotonic() - self.first_at if self.first_at is not None else 0.0
         return f", {(self.pieces - 1) / elapsed:.1f} tokens/s" if elapsed >= 1.0 and self.pieces > 1 else ""
 
@@ -292,8 +313,15 @@ class Console:
     raises ``OutputClosed`` and later ones are dropped.
     """
 
-    def __init__(self, stream=None, color: Optional[bool] = None, spinner: Optional[bool] = None,
-                 plain: Optional[bool] = None, width: Optional[int] = None, stream_replies: bool = False):
+    def __init__(
+        self,
+        stream=None,
+        color: Optional[bool] = None,
+        spinner: Optional[bool] = None,
+        plain: Optional[bool] = None,
+        width: Optional[int] = None,
+        stream_replies: bool = False,
+    ):
         self._stream = stream
         self._color = color
         self._spinner = spinner
@@ -380,8 +408,15 @@ class Console:
         finally:
             self._steps_hushed = previous
 
-    def step(self, path: str, command: str, args: Optional[Dict[str, Any]] = None, quiet: bool = False,
-             note: str = "", silent: bool = False) -> None:
+    def step(
+        self,
+        path: str,
+        command: str,
+        args: Optional[Dict[str, Any]] = None,
+        quiet: bool = False,
+        note: str = "",
+        silent: bool = False,
+    ) -> None:
         """One step of the run: ``Jarvis > Coder > ExtendLibrary > write_code`` indented by its depth, then its
         arguments, each whole when short, folded with a count when long (``quiet``: the branch shows them whole
         itself, so they are not shown here). An argument folded before is said to be the same as above. ``note``:
@@ -394,8 +429,12 @@ class Console:
         if not command and parts:  # the path of the command's own flow (a branch that says its step)
             parts, command = parts[:-1], parts[-1]
         head = " > ".join(parts + [command])
-        if parts and parts[-1] == command and self._last_step == (" > ".join(parts), self._emits) and \
-                (quiet or not args):
+        if (
+            parts
+            and parts[-1] == command
+            and self._last_step == (" > ".join(parts), self._emits)
+            and (quiet or not args)
+        ):
             return
         depth = max(0, len([p for p in parts if p != "Planner"]) - 1)  # a boss's planning is at the boss's depth
         self.set_depth(depth)
@@ -410,7 +449,7 @@ class Console:
             return
         lines = [self.style("flow", self._indent + head)]
         room = (width - len(self._indent) - 4) if width else 100
-        for key, value in ([] if quiet else (args or {}).items()):
+        for key, value in [] if quiet else (args or {}).items():
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
             text = shown_text(text).strip("\n")
             label = f"{key}: "
@@ -448,21 +487,19 @@ class Console:
             step = _PLAN_STEP.match(line) if role == "plan" else None
             if step and room:  # a plan step: later lines hang under its text, not under its number
                 hang = " " * len(step.group(0))
-                body = line[len(step.group(0)):]
+                body = line[len(step.group(0)) :]
                 pieces = _wrap_words(body, room - len(hang))
                 first = self.style("flow", step.group(0)) + self._style_plan(pieces[0])
                 out.append(indent + first)
                 out.extend(indent + hang + self._style_plan(p) for p in pieces[1:])
                 continue
-            out.extend(indent + self.style(role if role != "flow" else "result", piece)
-                       for piece in _wrap(line, room))
+            out.extend(indent + self.style(role if role != "flow" else "result", piece) for piece in _wrap(line, room))
         return out
 
     def _style_plan(self, text: str) -> str:
         styled = self.style("plan", text)
         if self.color and "[done]" in text:
-            styled = styled.replace("[done]", f"{colorama.Fore.GREEN}[done]{colorama.Style.RESET_ALL}"
-                                              f"{_STYLES['plan']}")
+            styled = styled.replace("[done]", f"{colorama.Fore.GREEN}[done]{colorama.Style.RESET_ALL}{_STYLES['plan']}")
         return styled
 
     def style(self, role: str, text: str) -> str:
@@ -603,7 +640,7 @@ class Console:
                         text = f"{frame} {label} ({elapsed:.0f}s{tokens}{detail})"
                         width = self.width
                         if width and len(text) >= width:
-                            text = text[:width - 1]
+                            text = text[: width - 1]
                         self._status_width = max(self._status_width, len(text))
                         self.stream.write(_encodable(f"\r{self.style('info', text)}", self.stream))
                         self.stream.flush()
@@ -654,9 +691,11 @@ class InputSource:
 
 # What a closed terminal says. A library user has no command line: the call to make. Jarvis's command line replaces
 # it with its own option (RunContext(closed_input_hint=...)).
-CLOSED_INPUT_HINT = ("The flow needs your answer but the terminal input is closed. Run it in a terminal, or call "
-                     "the flow inside `with RunContext(input_source=AutoApproveInput()):` (both from "
-                     "aiflows_jarvis.CoreFlowModule), to approve plans and code automatically.")
+CLOSED_INPUT_HINT = (
+    "The flow needs your answer but the terminal input is closed. Run it in a terminal, or call "
+    "the flow inside `with RunContext(input_source=AutoApproveInput()):` (both from "
+    "aiflows_jarvis.CoreFlowModule), to approve plans and code automatically."
+)
 
 
 def get_closed_input_hint() -> str:

@@ -11,6 +11,7 @@ CVE-2021-42574), and zero-width or blank-looking characters are there without be
 as their code point (``<U+202E>``): removed, the code the user approves would not be the code that runs, and the
 user must see that something is there.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,11 +43,26 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # valid in a Python name), and the blank fillers (the Hangul ones, the blank Braille pattern). Built at the first
 # text that is not ASCII: the scan of the Unicode database costs tens of milliseconds, which plain text never pays.
 # Other_Default_Ignorable_Code_Point, from PropList.txt: the one property of these that unicodedata does not give.
-_OTHER_DEFAULT_IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x2065, 0x2065),
-                            (0x3164, 0x3164), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0xE0000, 0xE0000),
-                            (0xE0002, 0xE001F), (0xE0080, 0xE00FF), (0xE01F0, 0xE0FFF))
-_BLANK_FILLERS = ("HANGUL CHOSEONG FILLER", "HANGUL JUNGSEONG FILLER", "HANGUL FILLER", "HALFWIDTH HANGUL FILLER",
-                  "BRAILLE PATTERN BLANK")
+_OTHER_DEFAULT_IGNORABLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x2065, 0x2065),
+    (0x3164, 0x3164),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0000),
+    (0xE0002, 0xE001F),
+    (0xE0080, 0xE00FF),
+    (0xE01F0, 0xE0FFF),
+)
+_BLANK_FILLERS = (
+    "HANGUL CHOSEONG FILLER",
+    "HANGUL JUNGSEONG FILLER",
+    "HANGUL FILLER",
+    "HALFWIDTH HANGUL FILLER",
+    "BRAILLE PATTERN BLANK",
+)
 # Format characters, separators and variation selectors are assigned in planes 0, 1 and 14 only (plane 2 and 3 hold
 # ideographs, 15 and 16 private use): the scan looks there.
 _SCANNED = (range(0x0000, 0x20000), range(0xE0000, 0xE1000))
@@ -144,5 +160,7 @@ def invisible_characters_note(text: str, limit: int = 5) -> str:
         return ""
     more = f" and {len(found) - limit} more" if len(found) > limit else ""
     count = f"{len(found)} invisible character{'s' if len(found) > 1 else ''}"
-    return (f"The text holds {count} that your editor may not show: {', '.join(found[:limit])}{more} "
-            "(shown above as <U+XXXX>).")
+    return (
+        f"The text holds {count} that your editor may not show: {', '.join(found[:limit])}{more} "
+        "(shown above as <U+XXXX>)."
+    )

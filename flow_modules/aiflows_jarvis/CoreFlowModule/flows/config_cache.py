@@ -9,6 +9,7 @@ The result is what aiflows computes: the class's ``<ClassName>.yaml`` beside its
 file, relative ``_target_``s made absolute), else its ``__default_flow_config``, merged over its first base's default,
 then the overrides on top. A base class with its own ``get_config`` is asked for its default as aiflows does.
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,12 +19,11 @@ import threading
 from abc import ABC
 from typing import Any, Dict, Optional, Tuple
 
-from .yaml_loader import load_yaml_text
-
 from aiflows.base_flows import Flow
 from aiflows.utils.general_helpers import process_config_leafs, recursive_dictionary_update
 
 from .instantiate import copy_config
+from .yaml_loader import load_yaml_text
 
 _lock = threading.RLock()
 # path -> ((mtime_ns, size), resolved container)
@@ -118,12 +118,14 @@ def _merged_default(chain: list) -> Dict[str, Any]:
         if path and os.path.exists(path):
             default = read_yaml(path)
             parent_module = ".".join(cls.__module__.split(".")[:-1])
-            process_config_leafs(default, lambda k, v: (parent_module + v if k == "_target_" and v.startswith(".")
-                                                        else v))
+            process_config_leafs(
+                default, lambda k, v: parent_module + v if k == "_target_" and v.startswith(".") else v
+            )
             config = recursive_dictionary_update(config, default)
         elif hasattr(cls, f"_{cls.__name__}__default_flow_config"):
-            config = recursive_dictionary_update(config,
-                                                 copy.deepcopy(getattr(cls, f"_{cls.__name__}__default_flow_config")))
+            config = recursive_dictionary_update(
+                config, copy.deepcopy(getattr(cls, f"_{cls.__name__}__default_flow_config"))
+            )
     return config
 
 

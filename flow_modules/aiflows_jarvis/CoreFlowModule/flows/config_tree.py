@@ -4,6 +4,7 @@ aiflows loads a subflow's default YAML only when the subflow is built, so a top-
 it overrides. These helpers see the whole tree as it will be: each node's class defaults, merged with what its
 parent's defaults and the given configuration say of it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,13 +49,19 @@ def flow_target_problem(target: Any) -> Optional[str]:
         return None
     if isinstance(located, type) and issubclass(located, Flow):
         return f"names the flow class {target} itself: write {target}.instantiate_from_default_config"
-    kind = ("a class that is not a flow" if isinstance(located, type)
-            else "a function, not a flow" if callable(located) else f"a {type(located).__name__}, not a flow")
+    kind = (
+        "a class that is not a flow"
+        if isinstance(located, type)
+        else "a function, not a flow"
+        if callable(located)
+        else f"a {type(located).__name__}, not a flow"
+    )
     return f"names {target}, {kind}"
 
 
-def walk_config(node: Dict[str, Any], path: str = "", parent_default: Optional[Dict[str, Any]] = None,
-                create: bool = False) -> Iterator[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
+def walk_config(
+    node: Dict[str, Any], path: str = "", parent_default: Optional[Dict[str, Any]] = None, create: bool = False
+) -> Iterator[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
     """Yield ``(path, node, effective)`` for a configuration node and every subflow below it.
 
     ``node`` is the (mutable) part of the given configuration for that flow; ``effective`` is what the flow's config
@@ -139,8 +146,9 @@ def _prune(node: Dict[str, Any]) -> bool:
     return any(k not in ("_target_",) for k in node)
 
 
-def fill(config: Dict[str, Any],
-         where: Callable[[Dict[str, Any], Dict[str, Any]], Optional[Dict[str, Any]]]) -> Dict[str, Any]:
+def fill(
+    config: Dict[str, Any], where: Callable[[Dict[str, Any], Dict[str, Any]], Optional[Dict[str, Any]]]
+) -> Dict[str, Any]:
     """Apply ``where(node, effective) -> updates or None`` to every node of a configuration; returns
     ``{path: updates}`` for what changed."""
     done = {}

@@ -8,6 +8,7 @@ hydra's special keys gets the same call directly: the target with the other keys
 hydra's errors, except that a ``JarvisError`` (a ConfigurationError that names the key and what to do) is raised as
 it is, not wrapped once per level of nesting. Anything else goes through hydra.
 """
+
 from __future__ import annotations
 
 import copy
@@ -66,8 +67,9 @@ def locate(path: str) -> Any:
     try:
         found = importlib.import_module(parts[0])
     except Exception as error:
-        raise ImportError(f"Error loading '{path}':\n{error!r}\nAre you sure that module '{parts[0]}' is "
-                          "installed?") from error
+        raise ImportError(
+            f"Error loading '{path}':\n{error!r}\nAre you sure that module '{parts[0]}' is installed?"
+        ) from error
     for m, part in enumerate(parts[1:], start=1):
         try:
             found = getattr(found, part)
@@ -75,13 +77,15 @@ def locate(path: str) -> Any:
         except AttributeError as missing:
             parent = ".".join(parts[:m])
             if not isinstance(found, types.ModuleType):
-                raise ImportError(f"Error loading '{path}':\n{missing!r}\nAre you sure that '{part}' is an attribute "
-                                  f"of '{parent}'?") from missing
+                raise ImportError(
+                    f"Error loading '{path}':\n{missing!r}\nAre you sure that '{part}' is an attribute of '{parent}'?"
+                ) from missing
         try:
-            found = importlib.import_module(".".join(parts[:m + 1]))
+            found = importlib.import_module(".".join(parts[: m + 1]))
         except ModuleNotFoundError as error:
-            raise ImportError(f"Error loading '{path}':\n{error!r}\nAre you sure that '{part}' is importable from "
-                              f"module '{parent}'?") from error
+            raise ImportError(
+                f"Error loading '{path}':\n{error!r}\nAre you sure that '{part}' is importable from module '{parent}'?"
+            ) from error
         except Exception as error:
             raise ImportError(f"Error loading '{path}':\n{error!r}") from error
     return found
@@ -92,8 +96,9 @@ def _target(name: str) -> Any:
     try:
         target = locate(name)
     except Exception as error:
-        raise _instantiation_error(f"Error locating target '{name}', set env var HYDRA_FULL_ERROR=1 to see chained "
-                                   "exception.") from error
+        raise _instantiation_error(
+            f"Error locating target '{name}', set env var HYDRA_FULL_ERROR=1 to see chained exception."
+        ) from error
     if not callable(target):
         raise _instantiation_error(f"Expected a callable target, got '{target}' of type '{type(target).__name__}'")
     return target
@@ -116,9 +121,13 @@ def _nested_target(value: Any) -> bool:
 def is_plain(config: Any, recursive: bool = False) -> bool:
     """True if ``instantiate`` can call ``config``'s target directly (with ``recursive``: and nothing below it is
     to be instantiated)."""
-    return (isinstance(config, dict) and isinstance(config.get("_target_"), str)
-            and not any(key in config for key in _HYDRA_KEYS) and _plain(config)
-            and not (recursive and any(_nested_target(value) for key, value in config.items() if key != "_target_")))
+    return (
+        isinstance(config, dict)
+        and isinstance(config.get("_target_"), str)
+        and not any(key in config for key in _HYDRA_KEYS)
+        and _plain(config)
+        and not (recursive and any(_nested_target(value) for key, value in config.items() if key != "_target_"))
+    )
 
 
 def instantiate(config: Dict[str, Any], recursive: bool = False) -> Any:
@@ -140,5 +149,6 @@ def instantiate(config: Dict[str, Any], recursive: bool = False) -> Any:
     except JarvisError:
         raise  # it says what is wrong and where; hydra's wrapper would only bury it
     except Exception as error:  # as hydra words it, so callers see the same errors either way
-        raise _instantiation_error(f"Error in call to target '{target.__module__}.{target.__qualname__}':\n"
-                                   f"{error!r}") from error
+        raise _instantiation_error(
+            f"Error in call to target '{target.__module__}.{target.__qualname__}':\n{error!r}"
+        ) from error

@@ -22,6 +22,7 @@ topology interfaces are built by ``instantiate`` (no OmegaConf round trip of the
 Use them through the first base class, as aiflows' config loader follows only the first base:
 ``class MyFlow(LeanAtomicFlow)``, or ``class X(CircularFlow, LeanFlowMixin)`` for another aiflows base.
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,10 +43,10 @@ from aiflows.interfaces import KeyInterface
 from aiflows.messages import InputMessage, Message, OutputMessage, UpdateMessage_Generic
 from aiflows.utils import logging
 
+from ..run.current import current_run
+from ..run.redaction import redact
 from . import config_cache
 from .instantiate import copy_config, instantiate
-from ..run.redaction import redact
-from ..run.current import current_run
 
 log = logging.get_logger(f"aiflows.{__name__}")
 
@@ -226,10 +227,16 @@ class LeanFlowMixin(Flow):
         src_flow = self.flow_config["name"]
         if isinstance(dst_flow, Flow):
             dst_flow = dst_flow.flow_config["name"]
-        assert not {"src_flow", "dst_flow"} & set(payload.keys()), \
+        assert not {"src_flow", "dst_flow"} & set(payload.keys()), (
             "The keys 'src_flow' and 'dst_flow' are special keys and cannot be used in the data dictionary"
-        return InputMessage(data_dict=payload if fresh else copy_config(payload), private_keys=private_keys,
-                            src_flow=src_flow, dst_flow=dst_flow, created_by=self.name)
+        )
+        return InputMessage(
+            data_dict=payload if fresh else copy_config(payload),
+            private_keys=private_keys,
+            src_flow=src_flow,
+            dst_flow=dst_flow,
+            created_by=self.name,
+        )
 
     def _state_update_dict(self, update_data: Union[Dict[str, Any], Message]):
         if isinstance(update_data, Message):
@@ -246,8 +253,11 @@ class LeanFlowMixin(Flow):
             updates[key] = value
             self.flow_state[key] = copy_config(value)
         if updates:
-            return self._log_message(UpdateMessage_Generic(created_by=self.flow_config["name"],
-                                                           updated_flow=self.flow_config["name"], data=updates))
+            return self._log_message(
+                UpdateMessage_Generic(
+                    created_by=self.flow_config["name"], updated_flow=self.flow_config["name"], data=updates
+                )
+            )
 
     def _package_output_message(self, input_message: InputMessage, response: Dict[str, Any], raw_response):
         message = OutputMessage(
@@ -265,9 +275,15 @@ class LeanFlowMixin(Flow):
     def log_output_of(self, subflow: str, output: Dict[str, Any]) -> None:
         """Trace ``output`` as an output of ``subflow`` that this flow made in its place (a command decided by
         code instead of by the controller), so that the trace and the step record hold every step."""
-        message = OutputMessage(created_by=self.flow_config["name"], src_flow=subflow,
-                                dst_flow=self.flow_config["name"], output_data=copy_config(output), raw_response=None,
-                                input_message_id="", history=_EMPTY_HISTORY)
+        message = OutputMessage(
+            created_by=self.flow_config["name"],
+            src_flow=subflow,
+            dst_flow=self.flow_config["name"],
+            output_data=copy_config(output),
+            raw_response=None,
+            input_message_id="",
+            history=_EMPTY_HISTORY,
+        )
         message.history = _NO_HISTORY
         self._log_message(message, private=True)
 
@@ -443,8 +459,15 @@ def _set_up_topology(self) -> List[TopologyNode]:
             target = output_interface["_target_"]
             key = self.__class__.__name__ + target if target.startswith(".") else target
             output_interface = processors[key] if key in processors else _lean_interface(instantiate(output_interface))
-        nodes.append(TopologyNode(goal=node["goal"], input_interface=input_interface, flow=self.subflows[node["flow"]],
-                                  output_interface=output_interface, reset=node.get("reset", False)))
+        nodes.append(
+            TopologyNode(
+                goal=node["goal"],
+                input_interface=input_interface,
+                flow=self.subflows[node["flow"]],
+                output_interface=output_interface,
+                reset=node.get("reset", False),
+            )
+        )
     return nodes
 
 

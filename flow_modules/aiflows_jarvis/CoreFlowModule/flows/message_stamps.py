@@ -6,6 +6,7 @@ anew (``aiflows.messages.abstract``), and a controller round makes a dozen messa
 whose random part is drawn once per process and whose last group counts, and the time stamp's seconds formatted once
 per second.
 """
+
 from __future__ import annotations
 
 import itertools

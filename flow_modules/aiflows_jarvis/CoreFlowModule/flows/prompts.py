@@ -3,14 +3,15 @@
 A template is compiled once per process: aiflows' JinjaPrompt compiles it again at every render, which costs far
 more than the render itself, and a controller round renders two.
 """
+
 from __future__ import annotations
 
 import functools
 from typing import Any, Dict, Iterable, Set
 
 import jinja2
-from jinja2 import meta
 from aiflows.prompt_template import JinjaPrompt
+from jinja2 import meta
 
 from ..errors import ConfigurationError
 
@@ -46,8 +47,11 @@ class StrictJinjaPrompt(JinjaPrompt):
         if isinstance(prompt, StrictJinjaPrompt):
             return prompt
         if isinstance(prompt, JinjaPrompt):
-            return cls(template=prompt.template, input_variables=list(prompt.input_variables),
-                       partial_variables=dict(prompt.partial_variables))
+            return cls(
+                template=prompt.template,
+                input_variables=list(prompt.input_variables),
+                partial_variables=dict(prompt.partial_variables),
+            )
         if isinstance(prompt, dict):
             fields = {k: v for k, v in prompt.items() if k != "_target_"}
             return cls(**fields)
@@ -56,8 +60,11 @@ class StrictJinjaPrompt(JinjaPrompt):
     def format(self, **kwargs) -> str:
         merged = {**self.partial_variables, **kwargs}
         try:
-            template = compiled(self.template) if self.environment is _ENVIRONMENT \
+            template = (
+                compiled(self.template)
+                if self.environment is _ENVIRONMENT
                 else self.environment.from_string(self.template)
+            )
             return template.render(**merged)
         except jinja2.UndefinedError as error:
             raise ConfigurationError(

@@ -9,6 +9,7 @@ the temporary files a killed write leaves, swept; a file's previous text archive
 * Only regular files are read or appended to, opened so that nothing blocks: a FIFO named like a memory file would
   hang the run at its open, waiting for a writer (``open_regular``).
 """
+
 from __future__ import annotations
 
 import errno
@@ -35,14 +36,19 @@ def open_no_link(path: str, flags: int, mode: int = 0o666) -> int:
             raise MemoryFileError(
                 f"{path} is a symbolic link (to {os.readlink(path)}). Jarvis does not follow links in its memory "
                 "folder, so that a folder from elsewhere cannot make it read or overwrite other files: replace the "
-                "link with a copy of the file (cp --remove-destination \"$(readlink -f LINK)\" LINK) or remove it."
+                'link with a copy of the file (cp --remove-destination "$(readlink -f LINK)" LINK) or remove it.'
             ) from error
         raise
 
 
 # What a path may be instead of a regular file, as a message names it.
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 def open_regular(path: str, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
@@ -72,13 +78,16 @@ def _refuse_special(path: str, mode, cause: BaseException = None) -> None:
     raise NotRegularFileError(
         f"{path} is {kind}, not a regular file: Jarvis reads and writes only regular files in its memory folder (a "
         f"FIFO or a device would block the run or feed it another program's bytes). Remove it (or move it away), "
-        "then run again.", reason) from cause
+        "then run again.",
+        reason,
+    ) from cause
 
 
 def say_rebuilt(what: str, why: str, source: str) -> None:
     """Say in one line on the console that a cache file (an index) that cannot be used is built again from
     ``source``: a file silently replaced would hide what damages it."""
     from ..console.interaction import get_console  # (here: the console is the run's)
+
     get_console().line("warning", f"{what} cannot be used ({why}): it is a cache, built again from {source}.")
 
 
@@ -141,7 +150,7 @@ def atomic_write(path: str, text: Union[str, bytes]) -> None:
         # Created 0666 minus the umask, as any new file of the user's (mkstemp would make it 0600).
         fd, tmp = _create_exclusive(os.path.join(folder, f".{os.path.basename(path)}."), ".tmp")
         try:
-            with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
+            with os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
@@ -192,8 +201,13 @@ def sweep_temporary_files(folder: str, older_than: float = 600.0) -> List[str]:
     """
     removed = []
     now = time.time()
-    for where in (folder, os.path.join(folder, "archive"), os.path.join(folder, ".index"),
-                  os.path.join(folder, "library"), os.path.join(folder, "library", "_index")):
+    for where in (
+        folder,
+        os.path.join(folder, "archive"),
+        os.path.join(folder, ".index"),
+        os.path.join(folder, "library"),
+        os.path.join(folder, "library", "_index"),
+    ):
         try:
             names = os.listdir(where)
         except OSError:

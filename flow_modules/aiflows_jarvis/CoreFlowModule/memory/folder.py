@@ -1,5 +1,6 @@
 """Which file holds a memory: a flow's ``memory_files`` (plan, logs, code library), and one call that gives a whole
 tree of flows its files in a memory folder (``set_memory_files``)."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ def memory_files_of(flow: Any, input_data: Dict[str, Any]) -> Dict[str, str]:
     memory_files = input_data.get("memory_files") or flow.flow_config.get("memory_files")
     if not isinstance(memory_files, dict) or not memory_files or memory_files == "???":
         raise ConfigurationError(
-            f"{flow.flow_config['name']}: `memory_files` is not set. Call set_memory_files(flow, \"memory\") (from "
+            f'{flow.flow_config["name"]}: `memory_files` is not set. Call set_memory_files(flow, "memory") (from '
             "aiflows_jarvis.CoreFlowModule) on the flow you instantiated, before calling it: it gives every "
             "boss of its tree its plan, logs and code library files in that folder"
         )
@@ -39,8 +40,9 @@ def with_memory_files(flow: Any, input_data: Dict[str, Any]) -> Dict[str, Any]:
     return input_data
 
 
-def set_memory_files(flow: Any, memory_dir: Optional[str] = None,
-                     workdir: Optional[str] = None) -> Dict[str, Dict[str, str]]:
+def set_memory_files(
+    flow: Any, memory_dir: Optional[str] = None, workdir: Optional[str] = None
+) -> Dict[str, Dict[str, str]]:
     """Give every flow of a tree that declares ``memory_file_names`` its ``memory_files`` in ``memory_dir`` (default:
     the current run's, ``RunContext(memory_dir=...)``).
 
@@ -55,8 +57,10 @@ def set_memory_files(flow: Any, memory_dir: Optional[str] = None,
     """
     memory_dir = memory_dir or current_run().memory_dir
     if not memory_dir:
-        raise ConfigurationError("set_memory_files: no memory folder: pass one (set_memory_files(flow, \"memory\")) "
-                                 "or call it inside `with RunContext(memory_dir=...)`")
+        raise ConfigurationError(
+            'set_memory_files: no memory folder: pass one (set_memory_files(flow, "memory")) '
+            "or call it inside `with RunContext(memory_dir=...)`"
+        )
     memory_dir = os.path.abspath(memory_dir)
     os.makedirs(memory_dir, exist_ok=True)
     if isinstance(flow, dict):

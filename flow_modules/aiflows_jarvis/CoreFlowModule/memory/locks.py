@@ -16,6 +16,7 @@ a sidecar that still names a holder when the lock is free was left by a process 
 Advisory locks exclude only processes that take them too (Jarvis, ``save_code`` used as a library); on a network
 file system without flock support they may not exclude anything.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -111,7 +112,8 @@ def file_lock(path: str, timeout: float = 30.0, poll: float = 0.02) -> Iterator[
                     raise MemoryFileError(
                         f"{path} is locked by {_describe_holder(_read_holder(fd))}, which did not release it within "
                         f"{timeout:g} s. If no process is using it any more, try again; the lock file is "
-                        f"{lock_path}.") from None
+                        f"{lock_path}."
+                    ) from None
                 time.sleep(poll)
             except OSError as error:
                 raise MemoryFileError(f"Cannot lock {path} (lock file {lock_path}): {error}") from error
@@ -156,8 +158,10 @@ class RunLock:
             os.makedirs(self.memory_dir, exist_ok=True)
             fd = _open_sidecar(self.path)
         except OSError as error:
-            raise MemoryFileError(f"Cannot use the memory folder {self.memory_dir}: cannot create its lock file "
-                                  f"{self.path}: {error.strerror or error}") from error
+            raise MemoryFileError(
+                f"Cannot use the memory folder {self.memory_dir}: cannot create its lock file "
+                f"{self.path}: {error.strerror or error}"
+            ) from error
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -168,15 +172,19 @@ class RunLock:
                 f"Another run, {_describe_holder(holder)}, is using the memory folder {self.memory_dir} (it "
                 f"holds {RUN_LOCK_NAME} there). Two runs on one folder would archive and mix each other's plans and "
                 f"logs. Wait for that run to end, or {stop} and run again, or give this run its own folder with "
-                "--memory-dir.", holder_pid=holder["pid"] if holder else None) from None
+                "--memory-dir.",
+                holder_pid=holder["pid"] if holder else None,
+            ) from None
         except OSError as error:
             os.close(fd)
             raise MemoryFileError(f"Cannot lock the memory folder {self.memory_dir} ({self.path}): {error}") from error
         previous = _read_holder(fd)
         if previous and previous["pid"] != os.getpid():
             state = "no longer running" if not process_is_alive(previous["pid"]) else "no longer holding it"
-            self.taken_over = (f"The memory folder's lock was left by {_describe_holder(previous)}, which is {state} "
-                               "(it did not end cleanly): taken over.")
+            self.taken_over = (
+                f"The memory folder's lock was left by {_describe_holder(previous)}, which is {state} "
+                "(it did not end cleanly): taken over."
+            )
         try:
             _write_holder(fd, _holder_record())
         except OSError as error:

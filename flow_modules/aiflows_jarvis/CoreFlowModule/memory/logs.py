@@ -5,6 +5,7 @@ since), so the cost of a round does not grow with the length of the log. An entr
 with a newline) is closed with a line saying so before the next entry is appended, so the next one starts on its own
 header line.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,9 @@ from collections import OrderedDict
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..errors import MemoryFileError
-from .files import append_text, open_regular, read_text
 from ..run.redaction import redact
 from ..text import shorten
+from .files import append_text, open_regular, read_text
 
 # An entry header on its own line; or glued after the text of an entry cut by a kill (a log whose cut entries were
 # never repaired): then only in the exact form `format_log_entry` writes, with its time stamp. Headers are looked for
@@ -38,26 +39,32 @@ def summarize_arguments(command_args: Optional[Dict[str, Any]], limit_per_value:
     parts = []
     for name, value in command_args.items():
         rendered = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        parts.append(f"{name} = {shorten(rendered, limit_per_value)!r}" if isinstance(value, str)
-                     else f"{name} = {shorten(rendered, limit_per_value)}")
+        parts.append(
+            f"{name} = {shorten(rendered, limit_per_value)!r}"
+            if isinstance(value, str)
+            else f"{name} = {shorten(rendered, limit_per_value)}"
+        )
     return "; ".join(parts)
 
 
-def format_log_entry(number: int, command: str, command_args: Optional[Dict[str, Any]], result: Any,
-                     result_limit: int = 1500, when: Optional[float] = None) -> str:
+def format_log_entry(
+    number: int,
+    command: str,
+    command_args: Optional[Dict[str, Any]],
+    result: Any,
+    result_limit: int = 1500,
+    when: Optional[float] = None,
+) -> str:
     """One readable log entry: a header line, the arguments, the result (both shortened)."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when if when is not None else time.time()))
     result_text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
     result_text = shorten(result_text.strip(), result_limit).replace("\n", "\n    ")
     return (
-        f"--- [{number}] {stamp} {command} ---\n"
-        f"arguments: {summarize_arguments(command_args)}\n"
-        f"result: {result_text}\n"
+        f"--- [{number}] {stamp} {command} ---\narguments: {summarize_arguments(command_args)}\nresult: {result_text}\n"
     )
 
 
-def _read_tail(path: str, min_headers: int, max_bytes: Optional[int] = None,
-               block: int = 1 << 13) -> Tuple[str, bool]:
+def _read_tail(path: str, min_headers: int, max_bytes: Optional[int] = None, block: int = 1 << 13) -> Tuple[str, bool]:
     """The end of the file, at least ``min_headers`` entry headers long (or the whole file, or its last ``max_bytes``
     bytes when that comes first); and whether it is whole. Blocks read back from the end double in size, so a file
     with few headers costs a few reads of its length, not one per block."""
@@ -71,8 +78,9 @@ def _read_tail(path: str, min_headers: int, max_bytes: Optional[int] = None,
         return _read_tail_of(f, os.fstat(f.fileno()).st_size, min_headers, max_bytes, block)
 
 
-def _read_tail_of(f, size: int, min_headers: int, max_bytes: Optional[int] = None,
-                  block: int = 1 << 13) -> Tuple[str, bool]:
+def _read_tail_of(
+    f, size: int, min_headers: int, max_bytes: Optional[int] = None, block: int = 1 << 13
+) -> Tuple[str, bool]:
     """``_read_tail`` of an open file of ``size`` bytes."""
     start, chunk = size, b""
     while start > 0:
@@ -93,7 +101,7 @@ def _headers(text, patterns=(_LOG_HEADER, _GLUED_HEADER)) -> List[Tuple[int, int
     found = []
     at = text.find(mark)
     while at != -1:
-        after_text = at > 0 and text[at - 1:at] != newline
+        after_text = at > 0 and text[at - 1 : at] != newline
         match = (glued if after_text else own_line).match(text, at)
         if match:
             found.append((int(match.group(1)), at, after_text))
@@ -153,7 +161,7 @@ class _LogView:
         if len(self.headers) > self.keep:
             cut = self.headers[-self.keep][1]
             self.text = self.text[cut:]
-            self.headers = [(number, start - cut) for number, start in self.headers[-self.keep:]]
+            self.headers = [(number, start - cut) for number, start in self.headers[-self.keep :]]
             self.whole = False
 
     def snapshot(self) -> "_LogTail":
@@ -171,8 +179,10 @@ class _LogTail(NamedTuple):
         """``[(number, entry text)]`` of the last ``count`` entries (``split_log_entries`` of the text, cut)."""
         headers, text = self.headers, self.text
         first = max(0, len(headers) - count)
-        return [(number, text[start:headers[i + 1][1] if i + 1 < len(headers) else len(text)].rstrip("\n"))
-                for i, (number, start) in enumerate(headers[first:], first)]
+        return [
+            (number, text[start : headers[i + 1][1] if i + 1 < len(headers) else len(text)].rstrip("\n"))
+            for i, (number, start) in enumerate(headers[first:], first)
+        ]
 
 
 _log_views: "OrderedDict[str, _LogView]" = OrderedDict()
@@ -222,8 +232,11 @@ def _log_view(path: str, keep: Optional[int] = None, max_bytes: Optional[int] = 
                 else:  # cut short since the fstat: read again
                     view = _read_view(fd, size, view.keep, max_bytes)
             view.ident, view.end, view.mtime_ns = ident, size, info.st_mtime_ns
-            view.check = check if check is not None else \
-                os.pread(fd, min(size, _VIEW_CHECK_BYTES), size - min(size, _VIEW_CHECK_BYTES))
+            view.check = (
+                check
+                if check is not None
+                else os.pread(fd, min(size, _VIEW_CHECK_BYTES), size - min(size, _VIEW_CHECK_BYTES))
+            )
         finally:
             os.close(fd)
         _log_views[key] = view
@@ -285,14 +298,15 @@ def _log_end(path: str) -> Tuple[int, bool]:
         text, _ = _read_tail(path, 1)
         numbers = [number for number, _ in split_log_entries(text)]
         ends_cut = _ends_cut(path)
-    cut = _CUT_HEADER.match(text[text.rfind("\n") + 1:])
+    cut = _CUT_HEADER.match(text[text.rfind("\n") + 1 :])
     if cut:
         numbers.append(int(cut.group(1)))
     return max(numbers, default=0), ends_cut
 
 
-def append_log_entry(path: str, command: str, command_args: Optional[Dict[str, Any]], result: Any,
-                     result_limit: int = 1500) -> int:
+def append_log_entry(
+    path: str, command: str, command_args: Optional[Dict[str, Any]], result: Any, result_limit: int = 1500
+) -> int:
     """Append one entry to the log file ``path``; returns its number. When the last entry was cut (a kill during
     its write), a line says so first, so that the new entry starts on its own header line."""
     last, cut = _log_end(path)
@@ -313,7 +327,7 @@ def last_within(entries: List[Tuple[int, str]], max_chars: Optional[int]) -> Lis
         if keep and total > max_chars:
             break
         keep += 1
-    return entries[len(entries) - keep:]
+    return entries[len(entries) - keep :]
 
 
 def read_log_tail(path: str, max_entries: Optional[int], max_chars: Optional[int] = None) -> str:
@@ -322,7 +336,7 @@ def read_log_tail(path: str, max_entries: Optional[int], max_chars: Optional[int
     if not max_entries or max_entries <= 0:
         if not max_chars:
             return read_text(path).rstrip("\n")
-        max_entries = 10 ** 9
+        max_entries = 10**9
     # With a character limit, what is read is bounded too (UTF-8 takes at most 4 bytes a character; the slack is
     # for the one entry shown even when it is longer): a file without headers is not read whole for nothing.
     max_bytes = 4 * max_chars + (1 << 16) if max_chars else None
@@ -330,7 +344,7 @@ def read_log_tail(path: str, max_entries: Optional[int], max_chars: Optional[int
         view = _log_view(path, max_entries + 1, max_bytes)
         text, whole, entries = view.text, view.whole, view.entries(max_entries)
     else:
-        text, whole = _read_tail(path, min(max_entries, 10 ** 6) + 1, max_bytes)
+        text, whole = _read_tail(path, min(max_entries, 10**6) + 1, max_bytes)
         entries = split_log_entries(text)
     if not entries:  # not a log Jarvis wrote (or one huge entry): its end, as text, saying so
         text = text.strip()
@@ -341,6 +355,7 @@ def read_log_tail(path: str, max_entries: Optional[int], max_chars: Optional[int
     first_shown = shown[0][0]
     body = "\n".join(entry for _, entry in shown)
     if first_shown > 1:
-        return (f"[{first_shown - 1} earlier entries are in {os.path.basename(path)}; the last {len(shown)} follow]\n"
-                f"{body}")
+        return (
+            f"[{first_shown - 1} earlier entries are in {os.path.basename(path)}; the last {len(shown)} follow]\n{body}"
+        )
     return body

@@ -4,6 +4,7 @@ A plan is what a boss's planner wrote (or what code wrote for a goal of one step
 every prompt; the UpdatePlan flow, the loops that mark steps done themselves and the prompt layout all read it the
 same way, here.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,7 @@ def plan_steps(plan: str) -> List[Tuple[str, str]]:
     steps: List[Tuple[str, str]] = []
     for start, end in zip(starts, starts[1:]):
         match = _STEP.match(lines[start])
-        text = " ".join(line.strip() for line in [lines[start][match.end():]] + lines[start + 1:end] if line.strip())
+        text = " ".join(line.strip() for line in [lines[start][match.end() :]] + lines[start + 1 : end] if line.strip())
         steps.append((match.group(1), text))
     return steps
 
@@ -110,8 +111,10 @@ def describe_update(old_plan: str, new_plan: str) -> str:
         said += f"; {_steps(unmarked)} no longer marked done"
     summary = f"The plan was updated: {said} ({progress(new_plan)})."
     if old and [without_marks(t) for _, t in old] != [without_marks(t) for _, t in new]:
-        summary += (" Note: the steps themselves changed too, not only their done marks. update_plan is for marking "
-                    "steps done; to change the plan, use re_plan.")
+        summary += (
+            " Note: the steps themselves changed too, not only their done marks. update_plan is for marking "
+            "steps done; to change the plan, use re_plan."
+        )
     return summary
 
 
@@ -124,8 +127,9 @@ def describe_marks(old_plan: str, new_plan: str) -> str:
     added, removed = new_done - old_done, old_done - new_done
     marked = [number for number, _ in new if number in added]
     unmarked = [number for number, _ in old if number in removed]
-    said = "; ".join(([f"{_steps(marked)} done"] if marked else []) +
-                     ([f"{_steps(unmarked)} no longer done"] if unmarked else []))
+    said = "; ".join(
+        ([f"{_steps(marked)} done"] if marked else []) + ([f"{_steps(unmarked)} no longer done"] if unmarked else [])
+    )
     pending = [(number, text) for number, text in new if not is_done(text)]
     if pending:
         return f"{said}; next: step {pending[0][0]}: {pending[0][1]}"
@@ -153,8 +157,14 @@ def _steps(numbers: List[str]) -> str:
             runs[-1][1] = value
         else:
             runs.append([value, value] if value is not None else [number, number])
-    said = [f"{a} to {b}" if isinstance(a, int) and b - a >= 2 else
-            f"{a}, {b}" if isinstance(a, int) and b == a + 1 else str(a) for a, b in runs]
+    said = [
+        f"{a} to {b}"
+        if isinstance(a, int) and b - a >= 2
+        else f"{a}, {b}"
+        if isinstance(a, int) and b == a + 1
+        else str(a)
+        for a, b in runs
+    ]
     return f"step{'s' if len(numbers) > 1 else ''} {', '.join(said)}"
 
 

@@ -8,6 +8,7 @@ memory files keep everything done so far and a resumed run (``--resume``) contin
 The budget is the current run's (``RunContext(budget=...)``); with none (the default of a flow
 used outside Jarvis's command line), nothing is limited.
 """
+
 from __future__ import annotations
 
 import time
@@ -95,8 +96,7 @@ def get_run_budget() -> Optional[RunBudget]:
     return current_run().budget
 
 
-_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-tokens", "max_cost": "--max-cost",
-          "max_time": "--max-time"}
+_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-tokens", "max_cost": "--max-cost", "max_time": "--max-time"}
 
 
 def check_budget(where: str = "") -> None:
@@ -139,11 +139,14 @@ def check_time(where: str = "") -> None:
     budget = get_run_budget()
     if budget is None or budget.max_time is None or (budget.remaining_time() or 0.0) > 0:
         return
-    raise _exceeded("max_time", f"{_duration(budget.max_time)} of running time (the limit)",
-                    f" during {where}" if where else "")
+    raise _exceeded(
+        "max_time", f"{_duration(budget.max_time)} of running time (the limit)", f" during {where}" if where else ""
+    )
 
 
 def _exceeded(key: str, what: str, place: str) -> BudgetExceeded:
     return BudgetExceeded(
         f"The run reached its budget{place}: {what}. It stopped; the memory files keep everything done so far. "
-        f"Run again with --resume to continue with a fresh budget ({_FLAGS[key]} sets this limit).", key)
+        f"Run again with --resume to continue with a fresh budget ({_FLAGS[key]} sets this limit).",
+        key,
+    )

@@ -16,6 +16,7 @@ The contexts are a ``ContextVar``: threads the run starts with ``start_thread`` 
 (or asyncio tasks) each see their own. The modules' ``set_*`` functions are deprecated: they change the current
 context, which a run's own code never does.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
@@ -55,39 +56,91 @@ class RunContext:
       first needs them; ``close()`` is the launcher's, when the run ends.
     """
 
-    __slots__ = ("input_source", "console", "closed_input_hint", "backend_factory", "backend_wrappers",
-                 "embeddings_factory", "usage", "budget", "trace_file", "step_record", "warm_up", "tool_recorder",
-                 "tool_replay", "memory_dir", "tool_provider",
-                 # the run's state
-                 "trace", "trace_checked", "steps", "records_closed", "servers", "warmed", "_tokens")
+    __slots__ = (
+        "input_source",
+        "console",
+        "closed_input_hint",
+        "backend_factory",
+        "backend_wrappers",
+        "embeddings_factory",
+        "usage",
+        "budget",
+        "trace_file",
+        "step_record",
+        "warm_up",
+        "tool_recorder",
+        "tool_replay",
+        "memory_dir",
+        "tool_provider",
+        # the run's state
+        "trace",
+        "trace_checked",
+        "steps",
+        "records_closed",
+        "servers",
+        "warmed",
+        "_tokens",
+    )
 
-    def __init__(self, *, input_source: Optional["InputSource"] = None, console: Optional["Console"] = None,
-                 closed_input_hint: Optional[str] = None, backend_factory: Optional[Callable] = None,
-                 backend_wrappers: Iterable[Callable] = (), embeddings_factory: Optional[Callable] = None,
-                 usage: Optional["UsageMeter"] = None, budget: Optional["RunBudget"] = None,
-                 trace_file: Optional[str] = None, step_record: Optional[str] = None,
-                 warm_up: Optional[Callable[[], None]] = None,
-                 tool_recorder: Optional[Callable] = None, tool_replay: Optional[Callable] = None,
-                 memory_dir: Optional[str] = None, tool_provider: Any = None):
-        _check("input_source", input_source, lambda v: callable(getattr(v, "ask", None)),
-               "an InputSource (TerminalInput(), AutoApproveInput(), ScriptedInput([...]))")
-        _check("console", console, lambda v: callable(getattr(v, "show", None)) and callable(getattr(v, "line", None)),
-               "a Console (Console(stream=...))")
+    def __init__(
+        self,
+        *,
+        input_source: Optional["InputSource"] = None,
+        console: Optional["Console"] = None,
+        closed_input_hint: Optional[str] = None,
+        backend_factory: Optional[Callable] = None,
+        backend_wrappers: Iterable[Callable] = (),
+        embeddings_factory: Optional[Callable] = None,
+        usage: Optional["UsageMeter"] = None,
+        budget: Optional["RunBudget"] = None,
+        trace_file: Optional[str] = None,
+        step_record: Optional[str] = None,
+        warm_up: Optional[Callable[[], None]] = None,
+        tool_recorder: Optional[Callable] = None,
+        tool_replay: Optional[Callable] = None,
+        memory_dir: Optional[str] = None,
+        tool_provider: Any = None,
+    ):
+        _check(
+            "input_source",
+            input_source,
+            lambda v: callable(getattr(v, "ask", None)),
+            "an InputSource (TerminalInput(), AutoApproveInput(), ScriptedInput([...]))",
+        )
+        _check(
+            "console",
+            console,
+            lambda v: callable(getattr(v, "show", None)) and callable(getattr(v, "line", None)),
+            "a Console (Console(stream=...))",
+        )
         _check("closed_input_hint", closed_input_hint, lambda v: isinstance(v, str), "a text")
-        for name, value in (("backend_factory", backend_factory), ("embeddings_factory", embeddings_factory),
-                            ("warm_up", warm_up), ("tool_recorder", tool_recorder), ("tool_replay", tool_replay)):
+        for name, value in (
+            ("backend_factory", backend_factory),
+            ("embeddings_factory", embeddings_factory),
+            ("warm_up", warm_up),
+            ("tool_recorder", tool_recorder),
+            ("tool_replay", tool_replay),
+        ):
             _check(name, value, callable, "a function")
         wrappers = list(backend_wrappers or ())
         for wrapper in wrappers:
             _check("backend_wrappers", wrapper, callable, "a list of functions (backend, flow_name) -> backend")
         _check("usage", usage, lambda v: callable(getattr(v, "record", None)), "a UsageMeter")
-        _check("budget", budget, lambda v: hasattr(v, "max_calls") and hasattr(v, "remaining_time"),
-               "a RunBudget (RunBudget(max_calls=..., max_time=...))")
+        _check(
+            "budget",
+            budget,
+            lambda v: hasattr(v, "max_calls") and hasattr(v, "remaining_time"),
+            "a RunBudget (RunBudget(max_calls=..., max_time=...))",
+        )
         _check("trace_file", trace_file, lambda v: isinstance(v, str) and v, "a file path")
         _check("step_record", step_record, lambda v: isinstance(v, str) and v, "a file path")
         _check("memory_dir", memory_dir, lambda v: isinstance(v, str) and v, "a folder path")
-        _check("tool_provider", tool_provider, lambda v: callable(getattr(v, "commands", None)),
-               "a tool provider (with commands(taken) -> {name: declaration})")
+        _check(
+            "tool_provider",
+            tool_provider,
+            lambda v: callable(getattr(v, "commands", None)),
+            "a tool provider (with commands(taken) -> {name: declaration})",
+        )
         self.input_source: "InputSource" = input_source if input_source is not None else TerminalInput()
         self.console: "Console" = console if console is not None else Console()
         self.closed_input_hint = closed_input_hint
@@ -104,13 +157,13 @@ class RunContext:
         self.memory_dir = memory_dir
         self.tool_provider = tool_provider
         # ~~~ The run's state ~~~
-        self.trace: Optional["RunTrace"] = None   # opened at the first message (see lean.active_records)
-        self.trace_checked = False                # whether trace_file / $JARVIS_TRACE was looked at
-        self.steps: Optional["RunTrace"] = None   # step_record, opened at the first step (see lean.active_records)
-        self.records_closed = False               # trace and steps closed for good (close_records)
-        self.servers: Dict[Any, Any] = {}         # what the run learned of each LLM server (ChatFlowModule.servers)
-        self.warmed = False                       # whether warm_up ran (it runs once)
-        self._tokens: List[Any] = []              # one per `with` that entered this context
+        self.trace: Optional["RunTrace"] = None  # opened at the first message (see lean.active_records)
+        self.trace_checked = False  # whether trace_file / $JARVIS_TRACE was looked at
+        self.steps: Optional["RunTrace"] = None  # step_record, opened at the first step (see lean.active_records)
+        self.records_closed = False  # trace and steps closed for good (close_records)
+        self.servers: Dict[Any, Any] = {}  # what the run learned of each LLM server (ChatFlowModule.servers)
+        self.warmed = False  # whether warm_up ran (it runs once)
+        self._tokens: List[Any] = []  # one per `with` that entered this context
 
     # ~~~ Entering and leaving ~~~
     def __enter__(self) -> "RunContext":
@@ -136,8 +189,12 @@ class RunContext:
                 record.close()
 
     def __repr__(self) -> str:
-        settings = {"backend_factory": self.backend_factory, "budget": self.budget, "trace_file": self.trace_file,
-                    "memory_dir": self.memory_dir}
+        settings = {
+            "backend_factory": self.backend_factory,
+            "budget": self.budget,
+            "trace_file": self.trace_file,
+            "memory_dir": self.memory_dir,
+        }
         shown = [f"{k}={v!r}" for k, v in settings.items() if v is not None]
         return f"RunContext({', '.join([type(self.input_source).__name__] + shown)})"
 

@@ -10,6 +10,7 @@ starts it (it sees the run, and the flow it works for).
 This module imports nothing of the package: the console and the accounting read the run from here, and the run
 (``context.py``) holds them.
 """
+
 from __future__ import annotations
 
 import contextvars

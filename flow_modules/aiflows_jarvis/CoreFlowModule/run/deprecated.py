@@ -4,6 +4,7 @@ Each changes a setting of the current run (the context entered, else this contex
 returns what it was. A run is now configured once, when it is built: ``with RunContext(input_source=...,
 backend_factory=..., budget=...) as run: flow.call(...)``; nothing in the package calls these.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -15,8 +16,9 @@ from ..flows.lean import RunTrace, step_message
 from .current import current_run
 
 
-def deprecated_setting(alias: str, attribute: str, value: Any = None,
-                       change: Optional[Callable[[Any], Any]] = None) -> Tuple[Any, Any]:
+def deprecated_setting(
+    alias: str, attribute: str, value: Any = None, change: Optional[Callable[[Any], Any]] = None
+) -> Tuple[Any, Any]:
     """Set ``attribute`` of the current run for the deprecated function ``alias`` (warning once per place it is called
     from); returns (what it was, the run).
 
@@ -25,9 +27,12 @@ def deprecated_setting(alias: str, attribute: str, value: Any = None,
     :param value: the new value;
     :param change: or how the new value is made from the old one.
     """
-    warnings.warn(f"{alias}() is deprecated and goes in the next release: build the run with what it needs instead, "
-                  f"`with RunContext({attribute}=...):` (aiflows_jarvis.CoreFlowModule)", DeprecationWarning,
-                  stacklevel=3)
+    warnings.warn(
+        f"{alias}() is deprecated and goes in the next release: build the run with what it needs instead, "
+        f"`with RunContext({attribute}=...):` (aiflows_jarvis.CoreFlowModule)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
     run = current_run()
     previous = getattr(run, attribute)
     setattr(run, attribute, change(previous) if change is not None else value)

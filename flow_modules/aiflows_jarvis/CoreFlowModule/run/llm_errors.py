@@ -11,6 +11,7 @@ malformed, other) with the HTTP status and the server's own message; 400 and 422
 servers: llama-cpp-python, vLLM) are bad requests, not retried. ``call_with_retries`` retries the transient ones
 within a deadline for the whole call.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,7 @@ class LLMErrorInfo:
     detail: str = ""  # the server's own message (its error body's `message`, FastAPI's `detail`, ...), if any
 
 
-KINDS = ("context_window", "timeout", "rate_limit", "auth", "bad_request", "server", "connection", "malformed",
-         "other")
+KINDS = ("context_window", "timeout", "rate_limit", "auth", "bad_request", "server", "connection", "malformed", "other")
 
 Provider = Optional[Dict[str, Any]]  # {"model": ..., "api_base": ..., "backend_used": ...}
 
@@ -164,12 +164,15 @@ _CONTEXT_OVERFLOW = re.compile(
     r"|inputs` tokens \+ `max_new_tokens` must be",
     re.I,
 )
-_STATED_WINDOW = re.compile(r"(?:maximum context length is|context window of|context (?:size|length) (?:is|of)"
-                            r"|n_ctx\W{0,4}|max_model_len\W{0,4})\s*(\d{3,7})", re.I)
+_STATED_WINDOW = re.compile(
+    r"(?:maximum context length is|context window of|context (?:size|length) (?:is|of)"
+    r"|n_ctx\W{0,4}|max_model_len\W{0,4})\s*(\d{3,7})",
+    re.I,
+)
 
 
 def _provider_kind(provider: Provider) -> str:
-    """"openai", "azure", "other" (a server of someone else's: local llama.cpp, vLLM, Ollama, ...) or "unknown"."""
+    """ "openai", "azure", "other" (a server of someone else's: local llama.cpp, vLLM, Ollama, ...) or "unknown"."""
     if not provider:
         return "unknown"
     model = str(provider.get("model") or "")
@@ -192,27 +195,46 @@ def context_window_advice(provider: Provider = None, detail: str = "") -> str:
     kind = _provider_kind(provider)
     if kind == "other":
         where = f"the server at {provider.get('api_base')}"
-        keep = (f"; or, to keep the server as it is, set `context_window: {window}` (--context-window {window}) so "
-                "prompts are shortened to fit it") if window else ""
-        return (f"the prompt is longer than the model's context window{said}. Restart {where} with a larger "
-                f"context (llama.cpp: --ctx-size N; llama-cpp-python: --n_ctx N; vLLM: --max-model-len N; "
-                f"Ollama: the num_ctx option) and set the chat's `context_window` to match it (command line: "
-                f"--context-window N){keep}; "
-                f"{_SHRINK}")
+        keep = (
+            (
+                f"; or, to keep the server as it is, set `context_window: {window}` (--context-window {window}) so "
+                "prompts are shortened to fit it"
+            )
+            if window
+            else ""
+        )
+        return (
+            f"the prompt is longer than the model's context window{said}. Restart {where} with a larger "
+            f"context (llama.cpp: --ctx-size N; llama-cpp-python: --n_ctx N; vLLM: --max-model-len N; "
+            f"Ollama: the num_ctx option) and set the chat's `context_window` to match it (command line: "
+            f"--context-window N){keep}; "
+            f"{_SHRINK}"
+        )
     if kind == "azure":
-        return (f"the prompt is longer than the model's context window{said}. Use an Azure deployment of a model "
-                f"with a larger context window, {_SHRINK}")
+        return (
+            f"the prompt is longer than the model's context window{said}. Use an Azure deployment of a model "
+            f"with a larger context window, {_SHRINK}"
+        )
     if kind == "openai":
-        return (f"the prompt is longer than the model's context window{said}. Use a model with a larger context "
-                f"window (e.g. `model_name: gpt-4o`; command line: --model gpt-4o), {_SHRINK}")
-    return (f"the prompt is longer than the model's context window{said}. Use a model with a larger context window "
-            "(a local server: restart it with a larger context, e.g. llama.cpp --ctx-size N, and set the chat's "
-            f"`context_window` to match it; command line: --context-window N), {_SHRINK}")
+        return (
+            f"the prompt is longer than the model's context window{said}. Use a model with a larger context "
+            f"window (e.g. `model_name: gpt-4o`; command line: --model gpt-4o), {_SHRINK}"
+        )
+    return (
+        f"the prompt is longer than the model's context window{said}. Use a model with a larger context window "
+        "(a local server: restart it with a larger context, e.g. llama.cpp --ctx-size N, and set the chat's "
+        f"`context_window` to match it; command line: --context-window N), {_SHRINK}"
+    )
 
 
 _VALIDATION_ERROR = re.compile(r"validation error.*'loc'|literal_error|Input should be", re.S)
-_REDIRECTS = {301: "Moved Permanently", 302: "Found", 303: "See Other", 307: "Temporary Redirect",
-              308: "Permanent Redirect"}
+_REDIRECTS = {
+    301: "Moved Permanently",
+    302: "Found",
+    303: "See Other",
+    307: "Temporary Redirect",
+    308: "Permanent Redirect",
+}
 _COMPLETIONS_PATH = "/chat/completions"
 
 
@@ -241,20 +263,26 @@ def redirect_reason(status: int, location: Optional[str], provider: Provider = N
     what = f"HTTP {status} {_REDIRECTS.get(status, 'redirect')}"
     where = f"the server at {api_base}" if api_base else "the LLM server"
     if not location:
-        return (f"{where} answered with a redirect ({what}) that names no new address; it was not followed. "
-                "Check the API base URL (--api-base): its scheme (https), host and path")
+        return (
+            f"{where} answered with a redirect ({what}) that names no new address; it was not followed. "
+            "Check the API base URL (--api-base): its scheme (https), host and path"
+        )
     target = urljoin(asked, location) if asked else location
-    base = target[:-len(_COMPLETIONS_PATH)] if target.rstrip("/").endswith(_COMPLETIONS_PATH) else None
+    base = target[: -len(_COMPLETIONS_PATH)] if target.rstrip("/").endswith(_COMPLETIONS_PATH) else None
     old, new = urlsplit(asked), urlsplit(target)
     if old.scheme == "http" and new.scheme == "https" and old.hostname == new.hostname:
         advice = f"the server wants https: use --api-base {base or api_base.replace('http://', 'https://', 1)}"
     elif base:
         advice = f"use --api-base {base.rstrip('/')} (api_base in a configuration)"
     else:
-        advice = ("check the API base URL (--api-base): it should be the address that ends before "
-                  f"{_COMPLETIONS_PATH} (often .../v1)")
-    return (f"{where} redirects the request ({what}) to {_short(target, 200)}; it was not followed, as it would "
-            f"send the API key to another address. {advice[0].upper()}{advice[1:]}")
+        advice = (
+            "check the API base URL (--api-base): it should be the address that ends before "
+            f"{_COMPLETIONS_PATH} (often .../v1)"
+        )
+    return (
+        f"{where} redirects the request ({what}) to {_short(target, 200)}; it was not followed, as it would "
+        f"send the API key to another address. {advice[0].upper()}{advice[1:]}"
+    )
 
 
 def _sent_url_credentials(error: BaseException, provider: Provider = None) -> bool:
@@ -280,8 +308,9 @@ def _refused(error: BaseException) -> bool:
 
 def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
     names = {type(e).__name__ for e in _chain(error)}
-    status = next((getattr(e, "status_code") for e in _chain(error)
-                   if isinstance(getattr(e, "status_code", None), int)), None)
+    status = next(
+        (getattr(e, "status_code") for e in _chain(error) if isinstance(getattr(e, "status_code", None), int)), None
+    )
     detail = _server_message(error)
     short = _short(detail)
     suffix = f": {short}" if short else ""
@@ -290,32 +319,54 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
         return LLMErrorInfo(retryable, reason, kind=kind, status=status, detail=detail)
 
     # Jarvis's own HTTP client says what happened (a stalled stream, a server still writing, a cut stream): its words
-    own = next((e.message for e in _chain(error) if getattr(e, "explained", False) is True
-                and isinstance(getattr(e, "message", None), str)), None)
+    own = next(
+        (
+            e.message
+            for e in _chain(error)
+            if getattr(e, "explained", False) is True and isinstance(getattr(e, "message", None), str)
+        ),
+        None,
+    )
     if "ContextWindowExceededError" in names or _CONTEXT_OVERFLOW.search(f"{detail} {_raw_messages(error)}"):
         return info(False, context_window_advice(provider, detail), "context_window")
     if names & _TIMEOUTS:  # before the status: litellm gives its Timeout a status_code of 408
         return info(True, own or "the request timed out", "timeout")
     if status is not None:
         if status in (401,) and _sent_url_credentials(error, provider):
-            return info(False, f"authentication failed (HTTP 401){suffix}. The server refused the user name and "
-                               "password in the API base URL (http://USER:PASSWORD@host/..., sent as HTTP Basic "
-                               "authentication): check them (with --resume the password comes from "
-                               "JARVIS_API_BASE_PASSWORD)", "auth")
+            return info(
+                False,
+                f"authentication failed (HTTP 401){suffix}. The server refused the user name and "
+                "password in the API base URL (http://USER:PASSWORD@host/..., sent as HTTP Basic "
+                "authentication): check them (with --resume the password comes from "
+                "JARVIS_API_BASE_PASSWORD)",
+                "auth",
+            )
         if status in (401,):
-            return info(False, f"authentication failed (HTTP 401){suffix}. Check the API key "
-                               "(OPENAI_API_KEY, or AZURE_API_KEY for Azure)", "auth")
+            return info(
+                False,
+                f"authentication failed (HTTP 401){suffix}. Check the API key "
+                "(OPENAI_API_KEY, or AZURE_API_KEY for Azure)",
+                "auth",
+            )
         if status == 403:
             return info(False, f"permission denied (HTTP 403){suffix}", "auth")
         if status == 404:
-            return info(False, f"not found (HTTP 404){suffix}. Check the model name and the API base URL",
-                        "bad_request")
+            return info(
+                False, f"not found (HTTP 404){suffix}. Check the model name and the API base URL", "bad_request"
+            )
         if status == 429 and "insufficient_quota" in f"{detail} {_raw_messages(error)}":
-            return info(False, f"the account has no quota left (HTTP 429){suffix}. Check the plan and "
-                               "billing of the API key; waiting will not help", "rate_limit")
+            return info(
+                False,
+                f"the account has no quota left (HTTP 429){suffix}. Check the plan and "
+                "billing of the API key; waiting will not help",
+                "rate_limit",
+            )
         if status in (501, 505):
-            return info(False, f"the server does not support this request (HTTP {status}){suffix}. "
-                               "Check the API base URL", "server")
+            return info(
+                False,
+                f"the server does not support this request (HTTP {status}){suffix}. Check the API base URL",
+                "server",
+            )
         if status >= 500 and _VALIDATION_ERROR.search(detail):
             # llama-cpp-python's server answers a request it cannot validate (e.g. a response_format it does not
             # take) with HTTP 500 and pydantic's message: the request is wrong, and asking again will not help.
@@ -329,30 +380,54 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
         if 400 <= status < 500:  # 400, 422 (FastAPI servers' validation error), ...: the request itself is wrong
             return info(False, f"the request was rejected (HTTP {status}){suffix}", "bad_request")
         if 300 <= status < 400:  # never followed: the request carries the API key
-            url = next((getattr(getattr(e, "response", None), "url", "") for e in _chain(error)
-                        if isinstance(getattr(getattr(e, "response", None), "url", None), str)), "")
+            url = next(
+                (
+                    getattr(getattr(e, "response", None), "url", "")
+                    for e in _chain(error)
+                    if isinstance(getattr(getattr(e, "response", None), "url", None), str)
+                ),
+                "",
+            )
             return info(False, redirect_reason(status, _header(error, "location"), provider, url), "bad_request")
     if _refused(error):
         api_base = _api_base(provider)
         where = f"at {api_base}" if api_base else "at the API base URL"
-        return info(False, f"cannot connect to the LLM server: nothing is listening {where} (connection refused). "
-                           "Start the server, or check the host and port of --api-base", "connection")
-    if names & {"ConnectError", "APIConnectionError", "ConnectionError", "RemoteProtocolError", "ReadError",
-                "ConnectionRefusedError", "ConnectionResetError", "StreamCutOff"}:
+        return info(
+            False,
+            f"cannot connect to the LLM server: nothing is listening {where} (connection refused). "
+            "Start the server, or check the host and port of --api-base",
+            "connection",
+        )
+    if names & {
+        "ConnectError",
+        "APIConnectionError",
+        "ConnectionError",
+        "RemoteProtocolError",
+        "ReadError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+        "StreamCutOff",
+    }:
         return info(True, own or f"cannot connect to the LLM server ({error})", "connection")
     decode = next((e for e in _chain(error) if isinstance(e, UnicodeDecodeError)), None)
     if decode is not None:  # a body that is not UTF-8: a proxy's error page, a server's glitch; transient like a 502
-        byte = decode.object[decode.start:decode.start + 1].hex() if isinstance(decode.object, bytes) else "?"
-        return info(True, f"the server sent a response that is not valid UTF-8 (byte 0x{byte} at position "
-                          f"{decode.start})", "malformed")
+        byte = decode.object[decode.start : decode.start + 1].hex() if isinstance(decode.object, bytes) else "?"
+        return info(
+            True,
+            f"the server sent a response that is not valid UTF-8 (byte 0x{byte} at position {decode.start})",
+            "malformed",
+        )
     encode = next((e for e in _chain(error) if isinstance(e, UnicodeEncodeError)), None)
     if encode is not None:  # the request: text with lone surrogates (bytes a terminal or file gave that are not UTF-8)
-        bad = encode.object[encode.start:encode.end]
-        return info(False, f"the prompt holds characters that cannot be sent ({bad!r} at position {encode.start}: "
-                           "text that was not valid UTF-8 where it came from)", "bad_request")
+        bad = encode.object[encode.start : encode.end]
+        return info(
+            False,
+            f"the prompt holds characters that cannot be sent ({bad!r} at position {encode.start}: "
+            "text that was not valid UTF-8 where it came from)",
+            "bad_request",
+        )
     if "RecursionError" in names or "maximum recursion depth" in _raw_messages(error):
-        return info(True, "the server sent a reply nested too deeply to be read (not a chat completion)",
-                    "malformed")
+        return info(True, "the server sent a reply nested too deeply to be read (not a chat completion)", "malformed")
     if names & {"JSONDecodeError", "ResponseNotRead", "MalformedReply"}:
         return info(True, "the server sent a malformed response", "malformed")
     if "RateLimitError" in names:
@@ -361,8 +436,12 @@ def _classify(error: BaseException, provider: Provider = None) -> LLMErrorInfo:
         return info(False, f"authentication failed{suffix}. Check the API key", "auth")
     text = str(error)
     if "LLM Provider NOT provided" in text:
-        return info(False, "litellm 1.0.0 does not know this model name; for an OpenAI-compatible server "
-                           "write it as 'openai/<model>' (the command line's --model does this for you)", "bad_request")
+        return info(
+            False,
+            "litellm 1.0.0 does not know this model name; for an OpenAI-compatible server "
+            "write it as 'openai/<model>' (the command line's --model does this for you)",
+            "bad_request",
+        )
     return info(False, f"{type(error).__name__}: {text[:300]}", "other")
 
 
@@ -397,25 +476,36 @@ def _seconds(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:g}"
 
 
-def _deadline_error(flow: str, deadline: float, attempts: int, error: BaseException,
-                    last: LLMErrorInfo) -> LLMCallError:
-    info = LLMErrorInfo(True, f"no reply within {_seconds(deadline)} s", kind="timeout", status=last.status,
-                        detail=last.detail)
+def _deadline_error(
+    flow: str, deadline: float, attempts: int, error: BaseException, last: LLMErrorInfo
+) -> LLMCallError:
+    info = LLMErrorInfo(
+        True, f"no reply within {_seconds(deadline)} s", kind="timeout", status=last.status, detail=last.detail
+    )
     failure = LLMCallError(
         f"{flow}: no reply within {_seconds(deadline)} s (the call's deadline, retries included); "
         f"{attempts} attempt{'s' if attempts != 1 else ''}, last error: {last.reason}. Check that the LLM server is "
         "running and answering; if it is just slow, raise `retry.call_deadline` (seconds) in the chat's YAML, "
         "or `request_timeout` in its backend for a single attempt.",
-        flow=flow, cause=error, retryable=True,
+        flow=flow,
+        cause=error,
+        retryable=True,
     )
     failure.info = info
     return failure
 
 
-def call_with_retries(call: Callable[[], T], policy: RetryPolicy, flow: str,
-                      on_retry: Optional[Callable[[int, float, LLMErrorInfo], None]] = None,
-                      sleep: Callable[[float], None] = time.sleep, *, deadline: Optional[float] = None,
-                      provider: Provider = None, clock: Callable[[], float] = time.monotonic) -> tuple:
+def call_with_retries(
+    call: Callable[[], T],
+    policy: RetryPolicy,
+    flow: str,
+    on_retry: Optional[Callable[[int, float, LLMErrorInfo], None]] = None,
+    sleep: Callable[[float], None] = time.sleep,
+    *,
+    deadline: Optional[float] = None,
+    provider: Provider = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple:
     """Run ``call``; retry transient failures with exponential backoff. Returns ``(result, retries)``.
 
     ``deadline``: seconds for the whole call, attempts and waits included (None: ``policy.call_deadline``; 0: none).
@@ -444,13 +534,17 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, flow: str,
                 failure.info = info
                 raise failure from error
             if attempt >= policy.max_attempts:
-                advice = ("The server answers, but not with a valid response: check its log (or the proxy in front "
-                          "of it), and that the API base URL is an OpenAI-compatible endpoint."
-                          if info.kind == "malformed" else
-                          "Check that the LLM server is reachable and try again later.")
+                advice = (
+                    "The server answers, but not with a valid response: check its log (or the proxy in front "
+                    "of it), and that the API base URL is an OpenAI-compatible endpoint."
+                    if info.kind == "malformed"
+                    else "Check that the LLM server is reachable and try again later."
+                )
                 failure = LLMCallError(
                     f"{flow}: the LLM call failed {attempt} times; last error: {info.reason}. {advice}",
-                    flow=flow, cause=error, retryable=True,
+                    flow=flow,
+                    cause=error,
+                    retryable=True,
                 )
                 failure.info = info
                 raise failure from error

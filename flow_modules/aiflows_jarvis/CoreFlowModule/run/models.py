@@ -6,6 +6,7 @@ $0.03 / $0.06 per 1K); the few OpenAI models that came later and that users reac
 figures OpenAI publishes. A model neither knows (every local model) has no price and an unknown context window: a
 chat's `context_window` (or the command line's `--context-window N`) says it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,16 +37,22 @@ _LATER_OPENAI_MODELS: Dict[str, Tuple[int, float, float]] = {
 _JSON_SCHEMA_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
 _JSON_SCHEMA_EXCEPTIONS = ("gpt-4o-2024-05-13",)
 # Models whose API takes only {"type": "json_object"}.
-_JSON_OBJECT_MODELS = ("gpt-4-turbo", "gpt-4-1106-preview", "gpt-4-0125-preview", "gpt-3.5-turbo-1106",
-                       "gpt-3.5-turbo-0125", "gpt-4o-2024-05-13")
+_JSON_OBJECT_MODELS = (
+    "gpt-4-turbo",
+    "gpt-4-1106-preview",
+    "gpt-4-0125-preview",
+    "gpt-3.5-turbo-1106",
+    "gpt-3.5-turbo-0125",
+    "gpt-4o-2024-05-13",
+)
 
 
 @dataclass(frozen=True)
 class ModelInfo:
-    name: str                                  # without provider prefix
-    context_window: Optional[int] = None       # tokens, prompt and reply together
-    prompt_cost: Optional[float] = None        # $ per prompt token
-    completion_cost: Optional[float] = None    # $ per completion token
+    name: str  # without provider prefix
+    context_window: Optional[int] = None  # tokens, prompt and reply together
+    prompt_cost: Optional[float] = None  # $ per prompt token
+    completion_cost: Optional[float] = None  # $ per completion token
 
     @property
     def priced(self) -> bool:
@@ -57,7 +64,7 @@ def bare_name(model: str) -> str:
     model = str(model or "").strip()
     for prefix in ("openai/", "azure/", "custom_openai/"):
         if model.startswith(prefix):
-            return model[len(prefix):]
+            return model[len(prefix) :]
     return model
 
 
@@ -74,8 +81,12 @@ def model_info(model: str) -> ModelInfo:
     entry = cost_map.get(str(model)) or cost_map.get(name)
     if isinstance(entry, dict):
         window = entry.get("max_input_tokens") or entry.get("max_tokens")
-        return ModelInfo(name, int(window) if isinstance(window, (int, float)) and window > 0 else None,
-                         entry.get("input_cost_per_token"), entry.get("output_cost_per_token"))
+        return ModelInfo(
+            name,
+            int(window) if isinstance(window, (int, float)) and window > 0 else None,
+            entry.get("input_cost_per_token"),
+            entry.get("output_cost_per_token"),
+        )
     if name in _LATER_OPENAI_MODELS:
         window, prompt_cost, completion_cost = _LATER_OPENAI_MODELS[name]
         return ModelInfo(name, window, prompt_cost, completion_cost)

@@ -15,6 +15,7 @@ shorter than ``MIN_LENGTH`` characters are not remembered: they would redact ord
 One kind of secret is the LLM's to use: a password in a URL of the goal (``to_llm``). It is kept out of what is
 written and shown like the others, but not out of the requests (``redact(text, outgoing=True)``).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 #: Shorter values are not redacted: a variable ``DB_PASS=1`` must not turn every "1" into a redaction.
 MIN_LENGTH = 8
 _TOKEN_LENGTH = 20
+
 
 @dataclass(frozen=True)
 class _Secret:
@@ -101,8 +103,11 @@ def _make_forms(secrets: Dict[str, _Secret]) -> Tuple[Tuple[str, str], ...]:
     for value, secret in secrets.items():
         shown = secret.shown_as if secret.shown_as is not None else f"[redacted: {secret.name}]"
         # as written in a text, and as it appears inside a JSON string (the trace, the recording)
-        for escape in (lambda text: text, lambda text: json.dumps(text, ensure_ascii=False)[1:-1],
-                       lambda text: json.dumps(text)[1:-1]):
+        for escape in (
+            lambda text: text,
+            lambda text: json.dumps(text, ensure_ascii=False)[1:-1],
+            lambda text: json.dumps(text)[1:-1],
+        ):
             forms.setdefault(escape(value), escape(shown))
     return tuple(sorted(forms.items(), key=lambda item: -len(item[0])))
 
@@ -175,7 +180,6 @@ def with_credentials(url: str, secret: str) -> str:
     user, at, host = parts.netloc.rpartition("@")
     userinfo = f"{user}:{quote(secret, safe='')}" if at else quote(secret, safe="")
     return parts._replace(netloc=f"{userinfo}@{host if at else parts.netloc}").geturl()
-
 
 
 # A URL with a user part: a scheme, ://, a user part (no /, ?, # or blank) and its @, up to a blank or a quote. The

@@ -7,6 +7,7 @@ tool is not called, so a recorded run replays with no network. Errors the tool f
 recorded as such. They belong to the current run (``RunContext(tool_recorder=..., tool_replay=...)``), like the
 backend factory.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Dict

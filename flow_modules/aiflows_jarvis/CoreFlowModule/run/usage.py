@@ -5,6 +5,7 @@ the cl100k tokenizer, which is loaded (tens of MB) only then. Dollars come from 
 (``litellm.model_cost``: per-token prices of prompt and completion, see ``models``); a model it does not know (a local
 server's, most often) counts tokens only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -129,8 +130,18 @@ class FlowUsage:
         return self.calls - self.reported_calls
 
     def add(self, other: "FlowUsage") -> None:
-        for name in ("calls", "prompt_tokens", "completion_tokens", "seconds", "retries", "repairs", "corrections",
-                     "cost", "unpriced_calls", "reported_calls"):
+        for name in (
+            "calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "seconds",
+            "retries",
+            "repairs",
+            "corrections",
+            "cost",
+            "unpriced_calls",
+            "reported_calls",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.priced = self.priced or other.priced
         self.unpriced_models |= other.unpriced_models
@@ -174,8 +185,17 @@ class UsageMeter:
     calls: Deque[CallUsage] = field(default_factory=lambda: deque(maxlen=MAX_CALLS))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, flow: str, prompt_tokens: int, completion_tokens: int, seconds: float, retries: int = 0, *,
-               model: Optional[str] = None, reported: bool = False) -> CallUsage:
+    def record(
+        self,
+        flow: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        seconds: float,
+        retries: int = 0,
+        *,
+        model: Optional[str] = None,
+        reported: bool = False,
+    ) -> CallUsage:
         """Count one call. ``reported``: the tokens are the API's ``usage`` (else cl100k estimates); ``model`` (the
         name litellm or the server gave) prices it from litellm's price list when the model has a price there."""
         prompt_tokens, completion_tokens = int(prompt_tokens or 0), int(completion_tokens or 0)
@@ -226,8 +246,9 @@ class UsageMeter:
             servers = [(name, ToolUsage(u.calls, u.failed, u.seconds)) for name, u in self.per_tool_server.items()]
         if not servers:
             return []
-        parts = [f"{name} {u.calls} ({f'{u.failed} failed, ' if u.failed else ''}{u.seconds:.1f} s)"
-                 for name, u in servers]
+        parts = [
+            f"{name} {u.calls} ({f'{u.failed} failed, ' if u.failed else ''}{u.seconds:.1f} s)" for name, u in servers
+        ]
         return [f"MCP tool calls: {', '.join(parts)}."]
 
     def total(self) -> FlowUsage:
@@ -252,8 +273,10 @@ class UsageMeter:
             return "0 LLM calls" + (f"; {t.repairs} replies repaired" if t.repairs else "")
         line = f"{t.calls} LLM call{'s' if t.calls != 1 else ''}, {tokens_text(t.total_tokens)} tokens"
         if not brief:
-            line += (f" ({tokens_text(t.prompt_tokens)} prompt + {tokens_text(t.completion_tokens)} completion, "
-                     f"{_source(t)})")
+            line += (
+                f" ({tokens_text(t.prompt_tokens)} prompt + {tokens_text(t.completion_tokens)} completion, "
+                f"{_source(t)})"
+            )
         line += f", {_cost_summary(t)}"
         extras = []
         if t.repairs:
@@ -275,8 +298,12 @@ class UsageMeter:
         header = ("chat", "calls", "prompt", "completion", "cost", "repaired", "corrected")
         figures = [usage_row("", usage)[1:] for _, usage in rows] + [usage_row("", total)[1:]]
         kept = [i for i in range(len(header) - 1) if i < 4 or any(f[i] != "0" for f in figures)]
-        return ((header[0],) + tuple(header[i + 1] for i in kept), [flow for flow, _ in rows],
-                [tuple(f[i] for i in kept) for f in figures], total)
+        return (
+            (header[0],) + tuple(header[i + 1] for i in kept),
+            [flow for flow, _ in rows],
+            [tuple(f[i] for i in kept) for f in figures],
+            total,
+        )
 
     def report(self, width: Optional[int] = None) -> str:
         """A table: one row per chat (flow path) and the total: calls, prompt and completion tokens, cost ("-" when
@@ -381,8 +408,15 @@ def usage_row(name: str, usage: FlowUsage) -> tuple:
     else:
         cost = dollars(usage.cost) + ("+" if usage.unpriced_calls else "")
     estimated = "~" if usage.estimated_calls else ""
-    return (name, str(usage.calls), estimated + tokens_text(usage.prompt_tokens),
-            estimated + tokens_text(usage.completion_tokens), cost, str(usage.repairs), str(usage.corrections))
+    return (
+        name,
+        str(usage.calls),
+        estimated + tokens_text(usage.prompt_tokens),
+        estimated + tokens_text(usage.completion_tokens),
+        cost,
+        str(usage.repairs),
+        str(usage.corrections),
+    )
 
 
 _NAME_WIDTH, _MIN_NAME_WIDTH = 52, 16  # the chat column: at most (as wide as needed), and at least (else stacked)
@@ -406,7 +440,7 @@ def short_paths(paths: List[str], width: int = _NAME_WIDTH) -> List[str]:
             parts = parts[1:]
             name = ".../" + "/".join(parts)
         if len(name) > width:
-            name = "..." + name[-(width - 3):]
+            name = "..." + name[-(width - 3) :]
         out.append(name)
     return out
 

@@ -6,9 +6,11 @@ follows a slow step: the plan writer calls it when a draft plan is put up for re
 the user reads the plan and not when the first ``run_code`` asks for it. The callback runs once; with none set (a flow
 used on its own, the tests), ``warm_up()`` does nothing.
 """
+
 from __future__ import annotations
 
 import threading
+
 from .current import current_run
 
 _lock = threading.Lock()  # two flows calling warm_up() at once: one of them runs the callback

@@ -16,6 +16,7 @@ a module already imported. Each one shortens the time to a run's first request o
 * ``aiflows.utils.rich_utils`` (a configuration tree printed at debug level only): executed when its function is
   called.
 """
+
 from __future__ import annotations
 
 import importlib.abc
@@ -123,8 +124,9 @@ class _FlowVerseImportHook(FirstImportHook, importlib.abc.Loader):
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or not spec.submodule_search_locations:
             return spec
-        return importlib.util.spec_from_file_location(fullname, spec.origin, loader=self,
-                                                      submodule_search_locations=spec.submodule_search_locations)
+        return importlib.util.spec_from_file_location(
+            fullname, spec.origin, loader=self, submodule_search_locations=spec.submodule_search_locations
+        )
 
     def create_module(self, spec):
         return None
@@ -156,8 +158,12 @@ class _DeferringImportHook(FirstImportHook, importlib.abc.Loader):
 
     def spec(self, fullname, path):
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module") \
-                or spec.loader.create_module(spec) is not None:
+        if (
+            spec is None
+            or spec.loader is None
+            or not hasattr(spec.loader, "exec_module")
+            or spec.loader.create_module(spec) is not None
+        ):
             return spec
         self._loader, spec.loader = spec.loader, self
         return spec
@@ -327,9 +333,11 @@ def _after_logging(module) -> None:
 _hooks = (
     _FlowVerseImportHook(),
     _StandInImportHook("aiflows.backends.llm_lite", {"litellm": _litellm_stand_in}),
-    _StandInImportHook("aiflows.utils.logging", {"omegaconf": lambda: _stand_in("omegaconf",
-                                                                                 OmegaConf=_LoggingOmegaConf())},
-                       after=_after_logging),
+    _StandInImportHook(
+        "aiflows.utils.logging",
+        {"omegaconf": lambda: _stand_in("omegaconf", OmegaConf=_LoggingOmegaConf())},
+        after=_after_logging,
+    ),
     _StandInImportHook("aiflows.utils.general_helpers", {"omegaconf": _omegaconf_stand_in}),
     _StandInImportHook("aiflows.base_flows.abstract", {"omegaconf": _omegaconf_stand_in}),
     _DeferringImportHook("hydra"),

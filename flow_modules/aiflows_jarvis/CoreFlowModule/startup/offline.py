@@ -13,6 +13,7 @@ What else waits until it is used at import is in ``deferred_imports.py``. Only t
 package's tokenizer_seed.py and deferred_imports.py, which import nothing else) is imported at module level: this
 file runs before anything else of the package.
 """
+
 from __future__ import annotations
 
 import functools

@@ -18,6 +18,7 @@ imported. A folder that cannot be written is left alone, silently.
 ``AIFLOWS_JARVIS_NO_TOKENIZER_SEED=1`` turns the copying off: importing the package first still works offline (it
 points ``TIKTOKEN_CACHE_DIR`` at the bundled file, writing nothing).
 """
+
 import os
 
 TOKENIZER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiktoken_cache")

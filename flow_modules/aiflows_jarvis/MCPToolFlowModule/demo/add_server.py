@@ -1,12 +1,20 @@
 """The demo's MCP server: one tool, add(a, b), over stdio (JSON-RPC lines). Standard library only.
 
-    python3 add_server.py      (MCPToolFlow starts it in this folder: `mcp_config` in demo.yaml)
+python3 add_server.py      (MCPToolFlow starts it in this folder: `mcp_config` in demo.yaml)
 """
+
 import json
 import sys
 
-TOOL = {"name": "add", "description": "Add two numbers.", "inputSchema": {
-    "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}
+TOOL = {
+    "name": "add",
+    "description": "Add two numbers.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+    },
+}
 
 
 def answer(number, result):
@@ -20,8 +28,14 @@ for line in sys.stdin:
     if number is None:  # a notification
         continue
     if method == "initialize":
-        answer(number, {"protocolVersion": params.get("protocolVersion"), "capabilities": {"tools": {}},
-                        "serverInfo": {"name": "add-demo", "version": "1"}})
+        answer(
+            number,
+            {
+                "protocolVersion": params.get("protocolVersion"),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "add-demo", "version": "1"},
+            },
+        )
     elif method == "tools/list":
         answer(number, {"tools": [TOOL]})
     elif method == "tools/call":
