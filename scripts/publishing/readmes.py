@@ -115,8 +115,11 @@ def _parameter_lines(
 
 
 def _literal(value) -> str:
-    """``value`` as Python source, indented like JSON when JSON reads back the same (no true/false/null)."""
-    text = json.dumps(value, indent=4)
+    """``value`` as Python source: on one line when short, else indented like JSON, when JSON reads back the same (no
+    true/false/null)."""
+    text = json.dumps(value)
+    if len(text) > 72:
+        text = json.dumps(value, indent=4)
     try:
         if ast.literal_eval(text) == value:
             return text
