@@ -24,10 +24,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
+import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
+
+# isort: split
 from aiflows.base_flows import Flow  # noqa: E402
 from aiflows.utils import logging  # noqa: E402
 
-import aiflows_jarvis  # noqa: E402,F401  (offline tokenizer first)
 from aiflows_jarvis.CoreFlowModule import (  # noqa: E402
     Console,
     LeanFlowMixin,  # noqa: E402

@@ -12,6 +12,10 @@ import signal
 
 import guards
 import pytest
+
+import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
+
+# isort: split
 from aiflows.backends.api_info import ApiInfo
 from aiflows.utils import logging
 from fake_editor import editor_command
@@ -19,7 +23,6 @@ from fakes import SCRIPT, Sink, scripted_factory
 from linked_venv import copy_repository
 from loopback_llm import LoopbackLLMServer
 
-import aiflows_jarvis  # noqa: F401  (the offline tokenizer is set up before anything imports litellm)
 from aiflows_jarvis.ChatFlowModule import with_api_infos
 from aiflows_jarvis.CoreFlowModule import Console, RunContext, ScriptedInput
 from aiflows_jarvis.CoreFlowModule.run.redaction import forget_secrets

@@ -273,3 +273,12 @@ def test_an_editable_install_imports_the_checkouts_sources(tmp_path, project_cop
         python, tmp_path / "run", os.path.join(str(project_copy), "flow_modules", "aiflows_jarvis")
     )
     pip(python, "uninstall", "-y", "aiflows-jarvis")
+
+
+def test_litellm_in_this_process_was_imported_quietly():
+    """conftest imports aiflows_jarvis before anything that imports litellm (`# isort: split` keeps that order when
+    imports are sorted); litellm imported first would send telemetry on every error, which the network guard
+    reports only in the tests that make one."""
+    import litellm
+
+    assert litellm.telemetry is False and litellm.suppress_debug_info is True
