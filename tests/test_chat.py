@@ -9,7 +9,8 @@ import pytest
 from helpers import FAST_RETRY, make_chat
 from loopback_llm import HTTPError, Malformed, Slow
 
-from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, LLMCallError, RetryPolicy, call_with_retries
+from aiflows_jarvis.ChatFlowModule import RetryPolicy, call_with_retries
+from aiflows_jarvis.CoreFlowModule import USAGE, ConfigurationError, LLMCallError
 
 
 def test_a_reply_comes_back_through_litellm_and_tokens_are_counted(loopback_llm):
@@ -326,7 +327,7 @@ AZURE = {"model": "azure/gpt-4", "api_base": "https://jarvis.openai.azure.com", 
 
 @pytest.mark.parametrize("server", sorted(OVERFLOWS))
 def test_every_servers_context_overflow_is_recognised_with_advice_for_a_local_server(loopback, server):
-    from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
+    from aiflows_jarvis.ChatFlowModule.llm_errors import classify
 
     info = classify(error_from(loopback, OVERFLOWS[server]), LOCAL)
     assert (info.kind, info.retryable) == ("context_window", False), "a longer wait does not make a prompt fit"
@@ -339,7 +340,7 @@ def test_every_servers_context_overflow_is_recognised_with_advice_for_a_local_se
 
 
 def test_the_context_window_a_server_states_is_quoted_in_the_advice(loopback):
-    from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
+    from aiflows_jarvis.ChatFlowModule.llm_errors import classify
 
     info = classify(error_from(loopback, OVERFLOWS["llama-cpp-python"]), LOCAL)
     assert "(2048 tokens, says the server)" in info.reason and "--context-window 2048" in info.reason
@@ -352,7 +353,7 @@ def test_the_context_window_a_server_states_is_quoted_in_the_advice(loopback):
     "provider, says", [(OPENAI, "--model gpt-4o"), (AZURE, "Azure deployment"), (None, "--context-window N")]
 )
 def test_context_window_advice_fits_openai_azure_and_an_unknown_provider(loopback, provider, says):
-    from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
+    from aiflows_jarvis.ChatFlowModule.llm_errors import classify
 
     info = classify(error_from(loopback, OVERFLOWS["OpenAI"]), provider)
     assert info.kind == "context_window" and says in info.reason and "max_log_chars" in info.reason
@@ -376,7 +377,7 @@ def test_a_context_overflow_stops_the_chat_at_once_with_the_advice(loopback_llm)
     "reply, kind", [(HTTPError(429), "rate_limit"), (HTTPError(503), "server"), (Malformed(b"{not json"), "malformed")]
 )
 def test_transient_errors_have_a_kind(loopback, reply, kind):
-    from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
+    from aiflows_jarvis.ChatFlowModule.llm_errors import classify
 
     info = classify(error_from(loopback, reply))
     assert (info.kind, info.retryable) == (kind, True)

@@ -16,8 +16,8 @@ import pytest
 from loopback_llm import Cut, HTTPError, LoopbackLLMServer, Malformed, Slow, chunk_json, completion_json
 
 from aiflows_jarvis.ChatFlowModule import openai_http
+from aiflows_jarvis.ChatFlowModule.llm_errors import classify
 from aiflows_jarvis.ChatFlowModule.openai_http import plan_request
-from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -320,7 +320,7 @@ def test_ctrl_c_while_a_reply_is_read_leaves_no_half_read_connection(keep_alive_
 
 
 def test_a_stream_with_no_chunk_is_no_reply_and_a_server_that_does_not_stream_is_understood(keep_alive_server):
-    from aiflows_jarvis.CoreFlowModule import MalformedReply
+    from aiflows_jarvis.ChatFlowModule import MalformedReply
 
     _, url = keep_alive_server(stream_mode="only_done")
     with pytest.raises(MalformedReply):

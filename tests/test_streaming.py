@@ -98,7 +98,7 @@ def test_a_non_streamed_request_that_times_out_waits_for_the_abandoned_generatio
         first_timeout = 0.2 + 1.5 * 60 / 1000.0
         assert error.value.retry_after >= 2 * first_timeout, "the wait covers at least twice what was waited"
         assert pace.tokens_per_second < 60 / first_timeout
-        from aiflows_jarvis.CoreFlowModule.run.llm_errors import classify
+        from aiflows_jarvis.ChatFlowModule.llm_errors import classify
 
         info = classify(error.value)
         assert info.retryable and info.retry_after == error.value.retry_after

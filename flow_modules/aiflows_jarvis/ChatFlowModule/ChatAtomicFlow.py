@@ -12,11 +12,8 @@ from aiflows_jarvis.CoreFlowModule import (
     ConfigurationError,
     LeanAtomicFlow,
     LLMCallError,
-    MalformedReply,
-    RetryPolicy,
     StrictJinjaPrompt,
     breadcrumb,
-    call_with_retries,
     check_budget,
     count_message_tokens,
     count_tokens,
@@ -31,6 +28,7 @@ from aiflows_jarvis.CoreFlowModule import (
 from .backends import build_backend, reply_content, unwrap_backend
 from .context import fit_to_context
 from .layout import PromptBlocks
+from .llm_errors import MalformedReply, RetryPolicy, call_with_retries
 from .repetition import Repetition, find_repetition
 from .responses import listening_to_streams, response_info
 from .servers import (

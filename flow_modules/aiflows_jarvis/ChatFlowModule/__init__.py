@@ -14,6 +14,7 @@ from .backends import (  # noqa: E402
     with_api_infos,
 )
 from .ChatAtomicFlow import ChatAtomicFlow  # noqa: E402
+from .llm_errors import MalformedReply, RetryPolicy, call_with_retries, classify, context_window_advice  # noqa: E402
 from .transcripts import (  # noqa: E402
     ReplayBackend,
     Transcript,

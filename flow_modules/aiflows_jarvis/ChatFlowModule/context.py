@@ -205,6 +205,6 @@ def _render(flow: Any, data: Dict[str, Any], system: str, extra: List[dict]) -> 
 
 def overflow_advice(server: Any) -> str:
     """What to do about a prompt too long for the model, for this kind of server."""
-    from aiflows_jarvis.CoreFlowModule import context_window_advice
+    from .llm_errors import context_window_advice
 
     return context_window_advice(server.provider())

@@ -23,7 +23,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Dict, Optional, TypeVar
 from urllib.parse import urljoin, urlsplit
 
-from ..errors import JarvisError, LLMCallError
+from aiflows_jarvis.CoreFlowModule import JarvisError, LLMCallError
 
 T = TypeVar("T")
 

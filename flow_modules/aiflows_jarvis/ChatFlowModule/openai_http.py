@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from aiflows_jarvis.CoreFlowModule import ConfigurationError, MalformedReply
+from aiflows_jarvis.CoreFlowModule import ConfigurationError
+
+from .llm_errors import MalformedReply
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = 600.0  # litellm 1.0.0's default request_timeout

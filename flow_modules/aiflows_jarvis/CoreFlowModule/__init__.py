@@ -137,7 +137,6 @@ from .run.deprecated import (  # noqa: E402
     set_warm_up,
     using_input_source,
 )
-from .run.llm_errors import MalformedReply, RetryPolicy, call_with_retries, context_window_advice  # noqa: E402
 from .run.models import bare_name, model_info, openai_response_format_support  # noqa: E402
 from .run.redaction import (  # noqa: E402
     redact,
@@ -189,7 +188,6 @@ __all__ = [
     "breadcrumb",
     "breadcrumb_parts",
     "BudgetExceeded",
-    "call_with_retries",
     "changed_beyond_marks",
     "check_budget",
     "check_time",
@@ -198,7 +196,6 @@ __all__ = [
     "config_key_path",
     "ConfigurationError",
     "Console",
-    "context_window_advice",
     "copy_config",
     "count_message_tokens",
     "count_tokens",
@@ -238,7 +235,6 @@ __all__ = [
     "legend",
     "litellm_model_cost",
     "LLMCallError",
-    "MalformedReply",
     "mark_steps_done",
     "marks_changed",
     "memory_files_of",
@@ -263,7 +259,6 @@ __all__ = [
     "redact_data",
     "remember_secret",
     "remember_secrets",
-    "RetryPolicy",
     "root_cause",
     "root_of",
     "RUN_LOCK_NAME",

@@ -2,6 +2,7 @@
 
 dependencies = [
     {"url": "aiflows/CoreFlowModule", "revision": "main"},
+    {"url": "aiflows/ChatFlowModule", "revision": "main"},
 ]
 
 from .embeddings import (  # noqa: E402

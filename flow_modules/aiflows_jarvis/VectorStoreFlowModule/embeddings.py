@@ -19,12 +19,10 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from aiflows_jarvis.ChatFlowModule import MalformedReply, RetryPolicy, call_with_retries
 from aiflows_jarvis.CoreFlowModule import (
     USAGE,
     ConfigurationError,
-    MalformedReply,
-    RetryPolicy,
-    call_with_retries,
     check_budget,
     count_tokens,
     current_run,
