@@ -159,7 +159,7 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
     ]
     if spec is None:
         return lines
-    llm = "ChatFlowModule" in dependency_closure([module])
+    llm = spec.get("llm", False)  # its demo's chats need api_infos (the vector store's demo embeds with local vectors)
     if llm:
         lines += [
             "from aiflows.backends.api_info import ApiInfo",
@@ -222,7 +222,7 @@ def readme(module: str, namespace: str, revision: str, local_dir: Optional[str] 
         "`<tmp>/data-gym-cache`; `AIFLOWS_JARVIS_NO_TOKENIZER_SEED=1` turns the copy off).",
         "",
     ]
-    if main_class and "ChatFlowModule" in dependency_closure([module]):
+    if main_class and DEMOS.get(module, {}).get("llm"):
         # quick_load fills `api_infos: ???` keys, which a composite flow's default configuration does not have at
         # its top: the skeleton puts one at every chat of the tree.
         embeddings = "VectorStoreFlowModule" in dependency_closure([module])
