@@ -66,11 +66,11 @@ def test_a_boss_runs_from_its_hub_readme_alone(tmp_path, staged_all, module):
     sets the api_infos, the memory files and the input source, and the call finishes. CoderFlowModule's runs with
     no OPENAI_API_KEY (a local server needs none)."""
     snippet = readme_snippet(staged_all, module)
-    assert "set_memory_files(flow" in snippet, snippet
+    assert 'memory_dir="memory"' in snippet and "set_memory_files" not in snippet, snippet
     assert "with RunContext(backend_factory=" in snippet and "input_source=AutoApproveInput()" in snippet, (
         "the run is built with its settings: " + snippet
     )
-    assert "set_input_source(" not in snippet and "set_backend_factory(" not in snippet, "no deprecated setter"
+    assert "set_" not in snippet, "the run is configured when it is built, with no setter"
     project = tmp_path / "project"
     project.mkdir()
     env = {k: v for k, v in publish.project_env().items() if k != "OPENAI_API_KEY"}

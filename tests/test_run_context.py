@@ -356,3 +356,26 @@ def test_a_wrong_setting_says_what_it_must_be(setting, value, expected):
 def test_leaving_a_context_that_was_not_entered_is_refused():
     with pytest.raises(RuntimeError, match="not entered"):
         RunContext().__exit__(None, None, None)
+
+
+def test_a_run_with_a_memory_dir_gives_the_flows_without_files_theirs_and_keeps_the_others(tmp_path, scripted_llm):
+    """`RunContext(memory_dir=...)` stands for `set_memory_files`: at the outermost call, each boss of the tree with no
+    memory files gets its own in the folder, and code runs in the working directory; files a flow was given stay."""
+    from types import SimpleNamespace
+
+    from aiflows_jarvis.CoderFlowModule import CoderFlow
+    from aiflows_jarvis.CoreFlowModule import ConfigurationError, memory_files_of
+    from aiflows_jarvis.CoreFlowModule.memory.folder import fill_memory_files
+
+    coder = CoderFlow.instantiate_from_default_config()
+    extend = coder.subflows["CtrlExMem"].subflows["Executor"].subflows["extend_library"]
+    own = {key: str(tmp_path / "elsewhere" / name) for key, name in extend.flow_config["memory_file_names"].items()}
+    extend.flow_config["memory_files"] = own
+    fill_memory_files(coder, str(tmp_path / "memory"))
+    assert coder.flow_config["memory_files"]["plan"] == str(tmp_path / "memory" / "plan_coder.txt")
+    assert extend.flow_config["memory_files"] == own, "files a flow was given are kept"
+    interpreter = coder.subflows["CtrlExMem"].subflows["Executor"].subflows["run_code"].subflows["Interpreter"]
+    assert interpreter.flow_config["workspace"] == os.getcwd()
+    assert interpreter.flow_config["library_dir"] == str(tmp_path / "memory"), "`import library` works there"
+    with pytest.raises(ConfigurationError, match=r"RunContext\(memory_dir="):
+        memory_files_of(SimpleNamespace(flow_config={"name": "Boss", "memory_files": "???"}), {})

@@ -144,7 +144,7 @@ KEEP_GITIGNORE = [
 def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
     """The lines of a README's "How to use" snippet: sync the module, then (for a module with a demo) everything a
     call needs, in the order that works: the run (``RunContext``: the api_infos of every chat, the input source), then
-    in it the flow, the memory files of every boss (set_memory_files), and a call with the demo's input."""
+    in it the flow, the memory folder of every boss (the run's ``memory_dir``), and a call with the demo's input."""
     spec = DEMOS.get(module)
     classes = flow_classes(module)
     lines = [
@@ -165,7 +165,7 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
             "from aiflows.backends.api_info import ApiInfo",
             f"from flow_modules.{namespace}.ChatFlowModule import with_api_infos",
         ]
-    core = ["AutoApproveInput", "RunContext"] + (["set_memory_files"] if spec.get("memory") else [])
+    core = ["AutoApproveInput", "RunContext"]
     lines += [f"from flow_modules.{namespace}.CoreFlowModule import {', '.join(core)}", ""]
     if llm:
         lines += [
@@ -179,18 +179,18 @@ def how_to_use(module: str, namespace: str, sync: List[str]) -> List[str]:
         ]
     if spec.get("overrides"):
         lines.append(rewrite(f"overrides = {_literal(spec['overrides'])}", namespace))
+    memory = spec.get("memory")
     lines += [
-        "# the run: every chat's backend, and who answers (AutoApproveInput approves plans and code; leave it",
-        "# out to review them yourself)",
+        "# the run: every chat's backend, who answers (AutoApproveInput approves plans and code; leave it out to",
+        "# review them yourself)"
+        + (", and the memory folder of every boss (its plan, logs and code library)" if memory else ""),
         "with RunContext("
         + ("backend_factory=with_api_infos([api]), " if llm else "")
-        + "input_source=AutoApproveInput()):",
+        + "input_source=AutoApproveInput()"
+        + (', memory_dir="memory"' if memory else "")
+        + "):",
         f"    flow = {spec['cls']}.instantiate_from_default_config({'**overrides' if spec.get('overrides') else ''})",
     ]
-    if spec.get("memory"):
-        lines.append(
-            '    set_memory_files(flow, "memory")  # the plan, logs and code library of every boss of the tree'
-        )
     call = _literal(spec["input"]).replace("\n", "\n    ")  # inside the `with` block
     lines.append(f"    print(flow.call({call}))")
     return lines

@@ -135,9 +135,10 @@ def instantiate_backend(backend_config: Dict[str, Any], flow_name: str) -> Any:
         raise ConfigurationError(f"{flow_name}: `backend` must be a dict with a `_target_`")
     if _api_infos_missing(backend_config.get("api_infos")):
         raise ConfigurationError(
-            f"{flow_name}: backend.api_infos is not set. Before instantiating, call "
-            "set_backend_factory(with_api_infos([ApiInfo(backend_used='openai', api_key=...)])) (both from "
-            "aiflows_jarvis.ChatFlowModule): every chat built from then on gets those api_infos. (aiflows' quick_load "
+            f"{flow_name}: backend.api_infos is not set. Instantiate the flow inside "
+            "`with RunContext(backend_factory=with_api_infos([ApiInfo(backend_used='openai', api_key=...)]))` "
+            "(RunContext from aiflows_jarvis.CoreFlowModule, with_api_infos from aiflows_jarvis.ChatFlowModule): "
+            "every chat built in the run gets those api_infos. (aiflows' quick_load "
             "fills only the `api_infos: ???` keys a configuration has: for a flow of several chats, build it with "
             "aiflows_jarvis.CoreFlowModule.chat_backends_skeleton first.)"
         )

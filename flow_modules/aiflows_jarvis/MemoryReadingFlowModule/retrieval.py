@@ -46,9 +46,9 @@ class Reranker:
         factory = current_run().embeddings_factory
         if factory is None:
             raise ConfigurationError(
-                f"{flow_name}: retrieval.embedding is `provider` but the run has no embeddings: call "
-                "set_embeddings_factory(embeddings_with_api_infos([...])) (from the VectorStore module) "
-                "before the run, or set retrieval.embedding to `local`"
+                f"{flow_name}: retrieval.embedding is `provider` but the run has no embeddings: build the run with "
+                "`RunContext(embeddings_factory=embeddings_with_api_infos([...]))` (from the VectorStore module), "
+                "or set retrieval.embedding to `local`"
             )
         self.embeddings = factory(dict(embedding_config), flow_name)
         self.vectors: Dict[str, List[float]] = {}

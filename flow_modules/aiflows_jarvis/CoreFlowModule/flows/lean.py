@@ -43,6 +43,7 @@ from aiflows.interfaces import KeyInterface
 from aiflows.messages import InputMessage, Message, OutputMessage, UpdateMessage_Generic
 from aiflows.utils import logging
 
+from ..memory.folder import fill_memory_files
 from ..run.current import current_run
 from ..run.redaction import redact
 from . import config_cache
@@ -300,7 +301,10 @@ class LeanFlowMixin(Flow):
     def __call__(self, input_message: InputMessage) -> OutputMessage:
         outer = _CALL_STACK.get()
         if not outer:
-            self.run_context.trace_checked = False
+            run = self.run_context
+            run.trace_checked = False
+            if run.memory_dir:  # the flows of the tree with no memory files of their own get theirs there
+                fill_memory_files(self, run.memory_dir)
         token = _CALL_STACK.set(outer + (self.flow_config.get("name", self.__class__.__name__),))
         try:
             self._log_message(input_message)

@@ -1,5 +1,6 @@
 """Which file holds a memory: a flow's ``memory_files`` (plan, logs, code library), and one call that gives a whole
-tree of flows its files in a memory folder (``set_memory_files``)."""
+tree of flows its files in a memory folder (``set_memory_files``; a flow called inside ``RunContext(memory_dir=...)``
+gets them without it, ``fill_memory_files``)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ def memory_files_of(flow: Any, input_data: Dict[str, Any]) -> Dict[str, str]:
     memory_files = input_data.get("memory_files") or flow.flow_config.get("memory_files")
     if not isinstance(memory_files, dict) or not memory_files or memory_files == "???":
         raise ConfigurationError(
-            f'{flow.flow_config["name"]}: `memory_files` is not set. Call set_memory_files(flow, "memory") (from '
-            "aiflows_jarvis.CoreFlowModule) on the flow you instantiated, before calling it: it gives every "
-            "boss of its tree its plan, logs and code library files in that folder"
+            f"{flow.flow_config['name']}: `memory_files` is not set. Call the flow inside "
+            '`with RunContext(memory_dir="memory")` (from aiflows_jarvis.CoreFlowModule), or call '
+            'set_memory_files(flow, "memory") on it first: either gives every boss of its tree its plan, logs and '
+            "code library files in that folder"
         )
     return memory_files
 
@@ -65,12 +67,29 @@ def set_memory_files(
     os.makedirs(memory_dir, exist_ok=True)
     if isinstance(flow, dict):
         return _set_memory_files_in_config(flow, memory_dir)
+    return _give_memory_files(flow, memory_dir, workdir, keep_set=False)
+
+
+def fill_memory_files(flow: Any, memory_dir: str) -> None:
+    """What ``set_memory_files(flow, memory_dir)`` does, for the flows of the tree whose ``memory_files`` are not set
+    (the others keep theirs): a flow called inside ``RunContext(memory_dir=...)`` needs no call of its own. Called
+    at each outermost flow call, it costs a walk of the tree.
+
+    :param flow: the flow called.
+    :param memory_dir: the run's memory folder.
+    """
+    memory_dir = os.path.abspath(memory_dir)
+    os.makedirs(memory_dir, exist_ok=True)
+    _give_memory_files(flow, memory_dir, None, keep_set=True)
+
+
+def _give_memory_files(flow: Any, memory_dir: str, workdir: Optional[str], keep_set: bool) -> Dict[str, Any]:
     done: Dict[str, Dict[str, str]] = {}
 
     def visit(node: Any, path: str) -> None:
         config = node.flow_config
         names = config.get("memory_file_names")
-        if isinstance(names, dict) and names:
+        if isinstance(names, dict) and names and not (keep_set and isinstance(config.get("memory_files"), dict)):
             config["memory_files"] = {key: os.path.join(memory_dir, name) for key, name in names.items()}
             done[path] = config["memory_files"]
         if "workdir" in config and not config["workdir"]:  # a chat whose prompts may name the working folder

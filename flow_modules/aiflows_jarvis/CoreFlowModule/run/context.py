@@ -50,7 +50,9 @@ class RunContext:
       the run report reads it), as JSON lines; opened at the run's first step.
     - ``warm_up``: work to start when the run first waits for the user (see ``warm_up``).
     - ``tool_recorder`` / ``tool_replay``: record or replay tool calls (see ``tool_calls``).
-    - ``memory_dir``: the run's memory folder (``set_memory_files`` uses it when given no folder).
+    - ``memory_dir``: the run's memory folder: a flow called in the run whose tree has flows with no memory files
+      gets theirs there, and code runs in the working directory (``fill_memory_files``); ``set_memory_files`` uses
+      it when given no folder.
     - ``tool_provider``: the tools the run offers its controllers besides their own commands (MCP servers: see
       ControllerExecutorFlow's ``tools``): ``commands(taken)`` gives their declarations, listed when a controller
       first needs them; ``close()`` is the launcher's, when the run ends.
