@@ -4,8 +4,14 @@ everything else builds a ``RunContext`` with its settings."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import warnings
+
 import pytest
 from fakes import scripted_factory
+from subprocess_guard import network_guarded
 
 from aiflows_jarvis.ChatFlowModule import (
     add_backend_wrapper,
@@ -143,3 +149,74 @@ def test_a_record_setter_opens_the_file_now_and_none_closes_it(tmp_path, setter,
         with pytest.warns(DeprecationWarning):
             assert setter(None) is None
         assert record._file.closed and getattr(run, attribute) is None and getattr(run, setting) is None
+
+
+# ~~~ The deprecated context managers warn at the caller's line ~~~
+@pytest.mark.parametrize(
+    "enter",
+    [lambda: using_input_source(ScriptedInput()), lambda: backend_factory(None)],
+    ids=["using_input_source", "backend_factory"],
+)
+def test_a_deprecated_context_manager_warns_at_the_callers_line(enter):
+    """Python shows a DeprecationWarning by default only when it is attributed to ``__main__``: one attributed to
+    contextlib.py (the ``__enter__`` that runs the generator) is never seen by the script that should change."""
+    with RunContext():
+        with pytest.warns(DeprecationWarning) as caught:
+            with enter():
+                pass
+    assert caught[0].filename == __file__, f"the warning points at {caught[0].filename}:{caught[0].lineno}"
+
+
+# ~~~ A script of the last release: set_* at its top level, flows called from threads it starts ~~~
+SCRIPT = """
+import threading, warnings
+warnings.simplefilter("ignore", DeprecationWarning)
+from aiflows_jarvis.CoreFlowModule import (
+    RunBudget, ScriptedInput, get_input_source, get_run_budget, set_input_source, set_run_budget,
+)
+source, budget = ScriptedInput(["red"]), RunBudget(max_calls=1)
+set_input_source(source)
+set_run_budget(budget)
+seen = {}
+def worker():  # what a flow called in this thread would ask and be limited by
+    seen["source"], seen["budget"] = get_input_source() is source, get_run_budget() is budget
+thread = threading.Thread(target=worker)
+thread.start()
+thread.join()
+print("SEEN=" + repr(seen))
+"""
+
+
+def test_set_star_at_a_scripts_top_level_reaches_the_threads_the_script_starts(tmp_path):
+    """The last release kept one default run per process: ``set_run_budget()`` / ``set_input_source()`` before any
+    ``with`` applied to every flow call of the process, in any thread (a batch script with a thread pool); the aliases
+    keep such scripts working for one release."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    with network_guarded(env) as guarded:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT],
+            cwd=tmp_path,
+            env=guarded,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "SEEN={'source': True, 'budget': True}" in done.stdout, done.stdout
+
+
+# ~~~ Import paths the last release's README and docs gave users ~~~
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from aiflows_jarvis.CoreFlowModule.memory import set_memory_files",  # README.md, "Use the flows"
+        "from aiflows_jarvis.CoreFlowModule.config_tree import chat_backends_skeleton",  # docs/using-the-flows.md
+    ],
+)
+def test_an_import_the_last_release_documented_still_works(statement):
+    """The last release's README taught ``from aiflows_jarvis.CoreFlowModule.memory import set_memory_files`` and its
+    docs ``...CoreFlowModule.config_tree import chat_backends_skeleton`` (its hub READMEs the same under
+    flow_modules.<namespace>): both work for one release, as the set_* functions do."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        exec(statement, {})

@@ -112,7 +112,7 @@ def test_a_bare_flow_call_works_with_the_defaults(tmp_path):
         "assert entered_run() is None, 'nothing entered yet'\n"
         "flow = HumanStandardInputFlow.instantiate_from_default_config()\n"
         "print('ANSWER=' + flow.call({'question': 'Which colour?'})['human_input'])\n"
-        "assert entered_run() is current_run(), 'the run made with the defaults stays for what follows'\n"
+        "assert entered_run() is None and current_run() is current_run(), 'one run with the defaults serves all'\n"
     )
     env = {**os.environ, "NO_COLOR": "1"}
     with network_guarded(env) as guarded:
@@ -160,7 +160,8 @@ def plain_thread(target, name):
     return thread
 
 
-def test_a_thread_started_with_start_thread_sees_the_run_a_plain_thread_its_own_default():
+@pytest.mark.filterwarnings("ignore:a flow was called in a thread:RuntimeWarning")  # (said: the next test)
+def test_a_thread_started_with_start_thread_sees_the_run_a_plain_thread_the_defaults():
     source = ScriptedInput()
     with RunContext(input_source=source) as run:
         started = look_from(start_thread, "sees-the-run")
@@ -168,8 +169,26 @@ def test_a_thread_started_with_start_thread_sees_the_run_a_plain_thread_its_own_
         assert current_run() is run, "nothing a thread did changed this context's run"
     assert started["entered"] is run and started["run"] is run and started["source"] is source
     assert plain["entered"] is None, "a plain thread starts with no run"
-    assert plain["run"] is not run and isinstance(plain["source"], TerminalInput), "it gets one with the defaults"
-    assert plain["run again"] is plain["run"], "and keeps it for what follows in that thread"
+    assert plain["run"] is not run and isinstance(plain["source"], TerminalInput), "it gets the defaults"
+    assert plain["run again"] is plain["run"], "the process's run with the defaults, the same for what follows"
+
+
+def test_a_flow_in_a_thread_with_no_run_while_one_is_entered_elsewhere_is_said_once(monkeypatch):
+    """A plain thread of the user's calls a flow while a run is entered in another thread: it gets the defaults (no
+    budget, the terminal), which a RuntimeWarning says once, naming start_thread."""
+    import contextvars
+    import warnings
+
+    from aiflows_jarvis.CoreFlowModule.run import current
+
+    monkeypatch.setattr(current, "_WARNED", [])
+    with RunContext():
+        in_a_plain_thread = contextvars.Context()  # what a thread started with threading.Thread begins with
+        with pytest.warns(RuntimeWarning, match="start_thread"):
+            in_a_plain_thread.run(current_run)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            in_a_plain_thread.run(current_run)  # said once
 
 
 def test_two_runs_in_two_threads_do_not_see_each_other(run_context):

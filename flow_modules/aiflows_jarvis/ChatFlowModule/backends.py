@@ -59,7 +59,7 @@ def remove_backend_wrapper(wrapper: BackendWrapper) -> None:
 @contextmanager
 def backend_factory(factory: Optional[BackendFactory]):
     """Deprecated: ``with RunContext(backend_factory=...)``."""
-    previous, run = deprecated_setting("backend_factory", "backend_factory", factory)
+    previous, run = deprecated_setting("backend_factory", "backend_factory", factory, stacklevel=4)
     try:
         yield factory
     finally:

@@ -2,7 +2,7 @@
 
 - ``startup/``: the bundled tokenizer, litellm imported offline and quietly, imports deferred until their first use;
 - ``flows/``: lean flow bases, configurations read and instantiated without hydra, strict prompt templates;
-- ``run/``: one run's context, what it counts (LLM calls, tokens, cost), its budget, what it hides, LLM errors;
+- ``run/``: one run's context, what it counts (LLM calls, tokens, cost), its budget, what it hides;
 - ``console/``: what the user sees and answers;
 - ``memory/``: the memory folder's files (which file holds a memory, safe writes, locks, logs, plans);
 - ``errors``, ``text``: what goes wrong, for the user; text cut to fit.
@@ -16,63 +16,110 @@ ensure_offline_tokenizer()
 
 dependencies = []
 
-# isort: off  (the order above matters: the tokenizer first)
-# The console and the user's answers
-from .console.interaction import (  # noqa: E402
-    APPROVAL,
-    FEEDBACK,
-    KINDS,
-    QUESTION,
-    STOPPED_BY_USER,
-    AutoApproveInput,
-    Console,
-    InputSource,
-    OutputClosed,
-    ScriptedInput,
-    TerminalInput,
-    breadcrumb,
-    breadcrumb_parts,
-    get_closed_input_hint,
-    get_console,
-    get_input_source,
-    is_approval,
-    shown_path,
-    warn_once,
-)
-from .console.terminal import clean_text, invisible_characters_note, without_lone_surrogates  # noqa: E402
+# The order matters: the tokenizer first (above), then aiflows' message stamps made quicker, then the rest.
+# isort: off
+from .flows import message_stamps  # noqa: E402,F401  (aiflows' message ids and time stamps, made quicker)
 
 # What goes wrong, for the user
 from .errors import (  # noqa: E402
     BadInputError,
     ConfigurationError,
+    describe,
     EditorError,
     InputUnavailableError,
     JarvisError,
     LLMCallError,
     MemoryFileError,
     MemoryInUseError,
+    root_cause,
     RunStopped,
     TranscriptError,
-    describe,
-    root_cause,
 )
-from .flows import message_stamps  # noqa: E402,F401  (aiflows' message ids and time stamps, made quicker)
-from .flows.config_cache import default_value, read_yaml  # noqa: E402
-from .flows.config_tree import chat_backends_skeleton, flow_class, flow_target_problem, root_of, walk_config  # noqa: E402
-from .flows.instantiate import copy_config, instantiate  # noqa: E402
+
+# Text cut to fit
+from .text import one_line, shorten  # noqa: E402
+
+# Start-up
+from .startup.offline import ensure_offline_tokenizer, import_litellm, litellm_model_cost  # noqa: E402
 
 # The flow runtime
 from .flows.lean import (  # noqa: E402
     BoundedHistory,
+    config_key_path,
+    current_flow_path,
     LeanAtomicFlow,
     LeanBranchingFlow,
     LeanCircularFlow,
     LeanFlowMixin,
     LeanSequentialFlow,
-    config_key_path,
-    current_flow_path,
 )
 from .flows.prompts import StrictJinjaPrompt  # noqa: E402
+from .flows.instantiate import copy_config, instantiate  # noqa: E402
+from .flows.config_tree import chat_backends_skeleton, flow_class, flow_target_problem, root_of, walk_config  # noqa: E402
+from .flows.config_cache import default_value, read_yaml  # noqa: E402
+
+# The run: its context, what it counts and may spend, what it hides
+from .run.context import RunContext  # noqa: E402
+from .run.current import current_run, entered_run, start_thread  # noqa: E402
+from .run.budget import (  # noqa: E402
+    BudgetExceeded,
+    check_budget,
+    check_time,
+    get_run_budget,
+    RunBudget,
+    tool_timeout,
+)
+from .run.usage import (  # noqa: E402
+    cl100k_tokenizer,
+    count_message_tokens,
+    count_tokens,
+    legend,
+    message_tokens_at_most,
+    short_paths,
+    tokenizer_loaded,
+    USAGE,
+)
+from .run.models import bare_name, model_info, openai_response_format_support  # noqa: E402
+from .run.redaction import (  # noqa: E402
+    redact,
+    redact_data,
+    remember_secret,
+    remember_secrets,
+    url_password,
+    url_shown_without_secret,
+    urls_with_secrets,
+    with_credentials,
+    without_credentials,
+)
+from .run.tool_calls import run_tool  # noqa: E402
+from .run.warm_up import warm_up  # noqa: E402
+
+# The console and the user's answers
+from .console.interaction import (  # noqa: E402
+    APPROVAL,
+    AutoApproveInput,
+    breadcrumb,
+    breadcrumb_parts,
+    Console,
+    FEEDBACK,
+    get_closed_input_hint,
+    get_console,
+    get_input_source,
+    InputSource,
+    is_approval,
+    KINDS,
+    OutputClosed,
+    QUESTION,
+    ScriptedInput,
+    shown_path,
+    STOPPED_BY_USER,
+    TerminalInput,
+    warn_once,
+)
+from .console.terminal import clean_text, invisible_characters_note, without_lone_surrogates  # noqa: E402
+
+# The memory folder's files
+from .memory.folder import memory_files_of, memory_path, set_memory_files, with_memory_files  # noqa: E402
 from .memory.files import (  # noqa: E402
     append_text,
     archive_copy,
@@ -82,13 +129,10 @@ from .memory.files import (  # noqa: E402
     say_rebuilt,
     sweep_temporary_files,
 )
-
-# The memory folder's files
-from .memory.folder import memory_files_of, memory_path, set_memory_files, with_memory_files  # noqa: E402
-from .memory.locks import RUN_LOCK_NAME, RunLock, file_lock  # noqa: E402
+from .memory.locks import file_lock, RUN_LOCK_NAME, RunLock  # noqa: E402
 from .memory.logs import (  # noqa: E402
-    CUT_ENTRY_MARKER,
     append_log_entry,
+    CUT_ENTRY_MARKER,
     format_log_entry,
     last_log_number,
     last_within,
@@ -110,18 +154,6 @@ from .memory.plans import (  # noqa: E402
     undone_steps,
     without_marks,
 )
-from .run.budget import (  # noqa: E402
-    BudgetExceeded,
-    RunBudget,
-    check_budget,
-    check_time,
-    get_run_budget,
-    tool_timeout,
-)
-
-# The run: its context, what it counts and may spend, what it hides
-from .run.context import RunContext  # noqa: E402
-from .run.current import current_run, entered_run, start_thread  # noqa: E402
 
 # Deprecated: a run is configured when it is built (RunContext(...))
 from .run.deprecated import (  # noqa: E402
@@ -137,37 +169,6 @@ from .run.deprecated import (  # noqa: E402
     set_warm_up,
     using_input_source,
 )
-from .run.models import bare_name, model_info, openai_response_format_support  # noqa: E402
-from .run.redaction import (  # noqa: E402
-    redact,
-    redact_data,
-    remember_secret,
-    remember_secrets,
-    url_password,
-    url_shown_without_secret,
-    urls_with_secrets,
-    with_credentials,
-    without_credentials,
-)
-from .run.tool_calls import run_tool  # noqa: E402
-from .run.usage import (  # noqa: E402
-    USAGE,
-    cl100k_tokenizer,
-    count_message_tokens,
-    count_tokens,
-    legend,
-    message_tokens_at_most,
-    short_paths,
-    tokenizer_loaded,
-)
-from .run.warm_up import warm_up  # noqa: E402
-
-# Start-up
-from .startup.offline import ensure_offline_tokenizer, import_litellm, litellm_model_cost  # noqa: E402
-
-# Text cut to fit
-from .text import one_line, shorten  # noqa: E402
-
 # isort: on
 
 __all__ = [

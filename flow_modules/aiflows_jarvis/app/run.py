@@ -175,9 +175,11 @@ class Session:
 def _run(app: App, argv: Optional[List[str]]) -> int:
     args = parse_args(app, argv)
     with interrupts_deferred():
+        import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
+
+        # isort: split
         from aiflows.utils import logging
 
-        import aiflows_jarvis  # noqa: F401  (first: the tokenizer litellm needs is then found offline)
         from aiflows_jarvis.CoreFlowModule import Console, current_run
 
     if args.verbose:

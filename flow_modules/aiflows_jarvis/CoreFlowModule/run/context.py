@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
 from ..console.interaction import Console, TerminalInput
-from .current import RUN, current_run, register_default_maker
+from .current import RUN, current_run, note_entered, register_default_maker
 from .usage import UsageMeter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -172,12 +172,14 @@ class RunContext:
         if not self._tokens:
             self.records_closed = False
         self._tokens.append(RUN.set(self))
+        note_entered(+1)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         if not self._tokens:
             raise RuntimeError("this RunContext is not entered: leave a context with the `with` block that entered it")
         RUN.reset(self._tokens.pop())
+        note_entered(-1)
         if not self._tokens:
             self.close_records()
 

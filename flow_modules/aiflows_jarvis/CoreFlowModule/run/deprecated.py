@@ -17,7 +17,11 @@ from .current import current_run
 
 
 def deprecated_setting(
-    alias: str, attribute: str, value: Any = None, change: Optional[Callable[[Any], Any]] = None
+    alias: str,
+    attribute: str,
+    value: Any = None,
+    change: Optional[Callable[[Any], Any]] = None,
+    stacklevel: int = 3,
 ) -> Tuple[Any, Any]:
     """Set ``attribute`` of the current run for the deprecated function ``alias`` (warning once per place it is called
     from); returns (what it was, the run).
@@ -26,12 +30,14 @@ def deprecated_setting(
     :param attribute: the ``RunContext`` setting it changes (``backend_factory``).
     :param value: the new value;
     :param change: or how the new value is made from the old one.
+    :param stacklevel: the caller's frame counted from here (4 from a ``@contextmanager`` generator): Python shows
+        the warning only when it points at the user's script.
     """
     warnings.warn(
         f"{alias}() is deprecated and goes in the next release: build the run with what it needs instead, "
         f"`with RunContext({attribute}=...):` (aiflows_jarvis.CoreFlowModule)",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     run = current_run()
     previous = getattr(run, attribute)
@@ -47,7 +53,7 @@ def set_input_source(source: Optional[InputSource]) -> InputSource:
 @contextmanager
 def using_input_source(source: InputSource):
     """Deprecated: ``with RunContext(input_source=...)``."""
-    previous, run = deprecated_setting("using_input_source", "input_source", source)
+    previous, run = deprecated_setting("using_input_source", "input_source", source, stacklevel=4)
     try:
         yield source
     finally:
