@@ -398,3 +398,26 @@ def test_a_run_with_a_memory_dir_gives_the_flows_without_files_theirs_and_keeps_
     assert interpreter.flow_config["library_dir"] == str(tmp_path / "memory"), "`import library` works there"
     with pytest.raises(ConfigurationError, match=r"RunContext\(memory_dir="):
         memory_files_of(SimpleNamespace(flow_config={"name": "Boss", "memory_files": "???"}), {})
+
+
+def test_a_stream_tells_the_listener_of_the_call_that_opened_it_not_another_contexts():
+    """Two runs in two threads each show their own stream on their own status line: a stream takes the listener of
+    the call that opens it, and keeps it wherever it is read."""
+    import contextvars
+
+    from aiflows_jarvis.ChatFlowModule.responses import StreamWatcher, listening_to_streams
+
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"content": "blue "}}]},
+        {"choices": [{"index": 0, "delta": {"content": "sky"}, "finish_reason": "stop"}]},
+    ]
+    mine, theirs = [], []
+    with listening_to_streams(mine.append):
+        watcher = StreamWatcher(iter(chunks))
+
+    def read_in_another_run():
+        with listening_to_streams(theirs.append):
+            list(watcher)
+
+    contextvars.Context().run(read_in_another_run)
+    assert mine == ["blue ", "sky"] and theirs == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -93,23 +94,20 @@ def response_info_of(response: Any) -> ResponseInfo:
 
 
 # Who is told each piece of text a streaming server sends (the console's status line, --stream): set for the time
-# of a call by the chat that makes it (litellm may read the stream in a thread of its own: not a thread-local).
-class _Listener:
-    fn: Optional[Callable[[str], None]] = None
-
-
-_stream_listener = _Listener()
+# of a call by the chat that makes it, in its context (two runs in two threads have their own); a stream takes the
+# listener of the call that opens it, so whatever thread then reads it tells that one.
+_STREAM_LISTENER: ContextVar = ContextVar("stream_listener", default=None)
 
 
 @contextmanager
 def listening_to_streams(listener: Optional[Callable[[str], None]]):
-    """While the body runs, ``listener(text)`` gets each piece of reply text a server streams."""
-    previous = _stream_listener.fn
-    _stream_listener.fn = listener
+    """While the body runs, ``listener(text)`` gets each piece of reply text a server streams for a call made in
+    this context."""
+    token = _STREAM_LISTENER.set(listener)
     try:
         yield
     finally:
-        _stream_listener.fn = previous
+        _STREAM_LISTENER.reset(token)
 
 
 def _delta_text(chunk: Any) -> str:
@@ -156,6 +154,7 @@ class StreamWatcher:
         self.pieces = 0  # chunks that carried text of the first choice
         self.first_piece_at: Optional[float] = None
         self.last_piece_at: Optional[float] = None
+        self.listener: Optional[Callable[[str], None]] = _STREAM_LISTENER.get()  # the call's, wherever it is read
 
     def __iter__(self):
         try:
@@ -180,9 +179,8 @@ class StreamWatcher:
                     self.last_piece_at = time.monotonic()
                     if self.first_piece_at is None:
                         self.first_piece_at = self.last_piece_at
-                    listener = _stream_listener.fn
-                    if listener is not None:
-                        listener(text)
+                    if self.listener is not None:
+                        self.listener(text)
                 yield chunk
                 if text and self.guard is not None and self.guard.feed(text) is not None:
                     self.finish_reason = "repetition"
