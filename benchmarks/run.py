@@ -88,16 +88,14 @@ REQUIRED_KEYS = (
     "prefix_share_top_words",
     "prefix_share_loop",
 )
-# a kernel as the interpreter starts one (its own interpreter, no history database), for the jupyter_client floor
-FLOOR_KERNEL_ARGV = [
-    sys.executable,
-    "-Xfrozen_modules=off",
-    "-m",
-    "ipykernel_launcher",
-    "-f",
-    "{connection_file}",
-    "--HistoryManager.enabled=False",
-]
+
+
+def floor_kernel_argv():
+    """A kernel as the interpreter starts one (its own interpreter, no history database), for the jupyter_client
+    floor."""
+    from aiflows_jarvis.InterpreterFlowModule.kernel import KERNEL_ARGV
+
+    return list(KERNEL_ARGV)
 
 
 class BenchmarkError(Exception):
@@ -195,7 +193,7 @@ def child_jupyter_floor(runs: int) -> Dict[str, Any]:
     class OneKernel(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
             return KernelSpec(
-                argv=FLOOR_KERNEL_ARGV, display_name="floor", language="python", resource_dir="", metadata={}
+                argv=floor_kernel_argv(), display_name="floor", language="python", resource_dir="", metadata={}
             )
 
     with tempfile.TemporaryDirectory(prefix="jarvis-bench-floor-") as scratch:

@@ -49,6 +49,18 @@ def kernel_alive(km: Any) -> bool:
     return km.is_alive()
 
 
+# How a kernel is started: this interpreter's ipykernel, no history database (benchmarks/run.py's floor starts the same)
+KERNEL_ARGV = (
+    sys.executable,
+    "-Xfrozen_modules=off",
+    "-m",
+    "ipykernel_launcher",
+    "-f",
+    "{connection_file}",
+    "--HistoryManager.enabled=False",
+)
+
+
 class KernelExecutor(Executor):
     """Runs Python in one persistent Jupyter kernel in the context's workspace.
 
@@ -102,15 +114,7 @@ class KernelExecutor(Executor):
         command = [sys.executable, "-I", "-S", _LAUNCHER, "--status", status_path]
         if cgroup is not None:
             command += ["--cgroup", cgroup.path]
-        kernel = [
-            sys.executable,
-            "-Xfrozen_modules=off",
-            "-m",
-            "ipykernel_launcher",
-            "-f",
-            "{connection_file}",
-            "--HistoryManager.enabled=False",
-        ]
+        kernel = list(KERNEL_ARGV)
         return command + ["--"] + self.ctx.sandboxed(kernel, kernel=True)
 
     def _spec_manager(self, argv: List[str]):
